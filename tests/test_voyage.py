@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+
+from index.embedders import EmbeddingError, VoyageEmbedder, make_embedder, LocalEmbedder
+from tests.stubs import voyage_embeddings
+
+
+def test_batches_within_limits_and_keeps_order(stub):
+    stub.route("/v1/embeddings", voyage_embeddings())
+    emb = VoyageEmbedder("test-key", model="voyage-3.5", base_url=stub.url + "/v1", max_texts=3, max_tokens=40)
+    texts = [f"text number {i}" for i in range(7)] + ["long " * 50]
+    done = []
+    vectors = emb.embed_documents(texts, progress=done.append)
+    calls = stub.calls("/v1/embeddings")
+    assert [len(c.json["input"]) for c in calls] == [3, 3, 1, 1]
+    assert all(c.json["model"] == "voyage-3.5" and c.json["input_type"] == "document" for c in calls)
+    assert calls[0].headers["authorization"] == "Bearer test-key"
+    assert sum(done) == 8 and vectors.shape == (8, 8)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1)
+    again = VoyageEmbedder("test-key", base_url=stub.url + "/v1").embed_documents([texts[5]])
+    assert np.allclose(again[0], vectors[5])
+
+
+def test_query_uses_query_input_type(stub):
+    stub.route("/v1/embeddings", voyage_embeddings())
+    vec = VoyageEmbedder("k", base_url=stub.url + "/v1").embed_query("how do I log in?")
+    assert vec.shape == (8,) and stub.calls("/v1/embeddings")[0].json["input_type"] == "query"
+
+
+def test_rate_limit_then_success(stub):
+    answers = iter([(429, {"detail": "slow down"}, {"retry-after": "0"}), None])
+    ok = voyage_embeddings()
+    stub.route("/v1/embeddings", lambda r: next(answers) or ok(r))
+    vectors = VoyageEmbedder("k", base_url=stub.url + "/v1").embed_documents(["a", "b"])
+    assert vectors.shape == (2, 8) and len(stub.calls("/v1/embeddings")) == 2
+
+
+def test_rate_limited_every_time_is_a_clear_error(stub):
+    stub.route("/v1/embeddings", (429, {"detail": "slow down"}))
+    with pytest.raises(EmbeddingError, match="Voyage embeddings failed after 3 tries: RateLimitError"):
+        VoyageEmbedder("k", base_url=stub.url + "/v1", max_retries=2).embed_documents(["a"])
+
+
+def test_bad_key_is_not_retried(stub):
+    stub.route("/v1/embeddings", (401, {"detail": "invalid key"}))
+    with pytest.raises(EmbeddingError, match="AuthenticationError"):
+        VoyageEmbedder("k", base_url=stub.url + "/v1").embed_documents(["a"])
+    assert len(stub.calls("/v1/embeddings")) == 1
+
+
+def test_settings_choose_the_embedder():
+    assert isinstance(make_embedder(""), LocalEmbedder)
+    assert make_embedder("key", "voyage-3.5-lite").name == "voyage:voyage-3.5-lite"
+
+
+def test_local_embedder_is_offline_and_normalised(local_embedder):
+    docs = local_embedder.embed_documents(["Rotate your API key", "a much longer text " * 20, "Plans and prices"])
+    query = local_embedder.embed_query("How do I rotate a key?")
+    assert docs.shape == (3, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-5)
+    assert int(np.argmax(docs @ query)) == 0
