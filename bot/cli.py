@@ -6,12 +6,7 @@ import json
 import sys
 
 from .settings import Settings
-
-
-def _embedder(settings: Settings):
-    from index.embedders import make_embedder
-
-    return make_embedder(settings.voyage_api_key, settings.voyage_model, settings.voyage_base_url, settings.timeout)
+from .wiring import make_embedder, make_engine
 
 
 def _print_json(obj) -> None:
@@ -30,7 +25,7 @@ def cmd_index(args, settings: Settings) -> int:
         if total:
             bar = tqdm(total=total, desc="Embedding", unit="text", file=sys.stderr, disable=args.quiet or None)
 
-    embedder = _embedder(settings)
+    embedder = make_embedder(settings)
     try:
         summary = index_folder(args.db or settings.db, args.docs_dir, embedder, settings.chunk_chars,
                                on_embed_start=start, on_embedded=lambda n: bar and bar.update(n))
@@ -47,6 +42,95 @@ def cmd_index(args, settings: Settings) -> int:
     print(f"  {summary.chunks} chunks · {summary.embedded} texts embedded · {summary.seconds:.1f} s")
     for s in summary.skipped:
         print(f"  skipped {s['path']}: {s['reason']}")
+    return 0
+
+
+def cmd_intents(args, settings: Settings) -> int:
+    from index.store import load_intents, open_db
+
+    intents = load_intents(open_db(args.db or settings.db, create=False))
+    if args.json:
+        _print_json(intents)
+        return 0
+    if not intents:
+        print("No intents: the index is empty. Run: fieldguide index DOCS_DIR")
+        return 0
+    width = max(len(i["name"]) for i in intents)
+    print(f"{'intent':<{width}}  docs  chunks  description")
+    for i in intents:
+        print(f"{i['name']:<{width}}  {i['docs']:>4}  {i['chunks']:>6}  {i['description']}")
+    return 0
+
+
+def _hit_json(rank: int, h) -> dict:
+    c = h.chunk
+    return {"rank": rank, "chunk_id": c["id"], "doc": c["doc"], "title": c["title"], "intent": c["intent"],
+            "heading_path": c["heading_path"], "bm25": round(h.bm25, 4), "vector": round(h.vector, 4),
+            "score": round(h.score, 4), "text": c["text"]}
+
+
+def cmd_search(args, settings: Settings) -> int:
+    question = " ".join(args.question).strip()
+    if not question:
+        print("fieldguide: the question is empty", file=sys.stderr)
+        return 2
+    decision = make_engine(settings, args.db).route(question, k=args.k)
+    if args.json:
+        _print_json({"question": question, "routing": decision.to_dict(),
+                     "hits": [_hit_json(i, h) for i, h in enumerate(decision.hits, 1)]})
+        return 0
+    ranked = ", ".join(f"{i} {s:.2f}" for i, s in decision.ranked[:3]) or "none"
+    searched = "everything" if decision.searched is None else ", ".join(decision.searched)
+    print(f"Routing ({decision.classifier}): {ranked} → {decision.reason}; searched {searched}")
+    if decision.note:
+        print(f"Note: {decision.note}")
+    for i, h in enumerate(decision.hits, 1):
+        c = h.chunk
+        print(f"{i:>2}. {h.score:.3f}  {c['doc']} › {' › '.join(c['heading_path']) or c['title']}  [{c['intent']}]")
+        print(f"      bm25 {h.bm25:.2f} · vector {h.vector:.3f}   {' '.join(c['text'].split())[:110]}")
+    return 0
+
+
+def cmd_eval(args, settings: Settings) -> int:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from index.indexer import index_folder
+    from router.evaluate import ALL_MODES, format_table, load_questions, run_eval
+
+    set_dir = Path(args.set_dir)
+    questions = load_questions(args.questions or set_dir / "questions.jsonl")
+    embedder = make_embedder(settings)
+    db = args.db or str(Path(".fieldguide/eval") / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db")
+    bar = None
+
+    def start(total):
+        nonlocal bar
+        if total:
+            bar = tqdm(total=total, desc="Embedding", unit="text", file=sys.stderr)
+
+    summary = index_folder(db, set_dir / "docs", embedder, settings.chunk_chars, on_embed_start=start,
+                           on_embedded=lambda n: bar and bar.update(n))
+    if bar:
+        bar.close()
+    print(f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)", file=sys.stderr)
+    engine = make_engine(settings, db)
+    loaded = engine.loaded()
+    modes = args.modes or list(ALL_MODES)
+    unknown = set(modes) - set(ALL_MODES)
+    if unknown:
+        print(f"fieldguide: unknown modes {sorted(unknown)}; choose from {', '.join(ALL_MODES)}", file=sys.stderr)
+        return 2
+    with tqdm(total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None) as bar2:
+        result = run_eval(questions, loaded.searcher, embedder.embed_query, modes, loaded.router.route,
+                          bm25_weight=settings.bm25_weight, progress=bar2.update)
+    result = {"set": set_dir.resolve().name, **result, "embedder": embedder.name,
+              "router": "claude" if engine.anthropic is not None else "offline"}
+    print(format_table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"\nWrote {args.json}", file=sys.stderr)
     return 0
 
 
@@ -69,6 +153,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("docs_dir", metavar="DOCS_DIR", help="folder of *.md / *.markdown files with YAML front matter")
     sp.add_argument("--json", action="store_true", help="print the run summary as one JSON object")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    sp = add("intents", "List the intents of the index with their doc and chunk counts.", cmd_intents)
+    sp.add_argument("--json", action="store_true", help="print as JSON")
+
+    sp = add("search", "Route a question and show the ranked chunks with their scores (no answer).", cmd_search)
+    sp.add_argument("question", nargs="+", help="the question (quote it or not)")
+    sp.add_argument("--k", type=int, default=10, help="how many chunks (default 10)")
+    sp.add_argument("--json", action="store_true", help="print the routing decision and hits as JSON")
+
+    sp = add("eval", "Index an eval set (incrementally) and score retrieval and routing on its questions.", cmd_eval)
+    sp.add_argument("set_dir", metavar="SET_DIR", help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)")
+    sp.add_argument("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
+    sp.add_argument("--json", metavar="OUT", help="also write all figures to this JSON file")
+    sp.add_argument("--modes", nargs="+", metavar="MODE", help="bm25 vector hybrid rrf routed oracle (default: all)")
     return p
 
 

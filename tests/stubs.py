@@ -68,7 +68,7 @@ class StubServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
@@ -111,3 +111,26 @@ def voyage_embeddings(dim: int = 8):
         return 200, {"data": data, "usage": {"total_tokens": sum(len(t.split()) for t in texts)}}
 
     return handler
+
+
+def claude_message(*content: dict, stop_reason: str = "end_turn", model: str = "claude-haiku-4-5") -> dict:
+    """A Messages API response body with the given content blocks."""
+    return {
+        "id": "msg_stub", "type": "message", "role": "assistant", "model": model, "content": list(content),
+        "stop_reason": stop_reason, "stop_sequence": None,
+        "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+    }
+
+
+def tool_use(name: str, input: dict) -> dict:
+    return {"type": "tool_use", "id": "toolu_stub", "name": name, "input": input}
+
+
+def text_block(text: str, citations: list | None = None) -> dict:
+    block = {"type": "text", "text": text}
+    if citations is not None:
+        block["citations"] = citations
+    return block
+
+
+OVERLOADED = (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {"retry-after-ms": "10"})

@@ -1,0 +1,27 @@
+"""Build the clients and the engine from Settings: the one place that turns settings into objects."""
+from __future__ import annotations
+
+from .settings import Settings
+
+
+def make_embedder(settings: Settings):
+    from index.embedders import make_embedder as make
+
+    return make(settings.voyage_api_key, settings.voyage_model, settings.voyage_base_url, settings.timeout)
+
+
+def make_anthropic(settings: Settings):
+    """The Anthropic client, or None when no key is set (every Claude step then runs offline)."""
+    if not settings.anthropic_api_key:
+        return None
+    import anthropic
+
+    return anthropic.Anthropic(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url or None,
+                               timeout=settings.timeout, max_retries=settings.max_retries)
+
+
+def make_engine(settings: Settings, db: str | None = None):
+    from router.engine import Engine
+
+    return Engine(db or settings.db, make_embedder(settings), make_anthropic(settings), settings.classify_model,
+                  settings.bm25_weight, settings.fusion)

@@ -1,0 +1,168 @@
+"""Hybrid search over the index held in memory: BM25 (rank-bm25's Okapi formula on an inverted index),
+cosine similarity (one contiguous float32 matrix), and their fusion.
+
+BM25 statistics (idf, average length) are those of the whole index, so a chunk's BM25 score does not
+depend on which buckets are searched: a bucket is only a mask over the same scores.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+TOKEN = re.compile(r"[a-z0-9]+")
+STOPWORDS = frozenset("""
+a an and are as at be but by can do does for from has have how i if in into is it its me my of on or our
+should so than that the their them then there these they this to was we what when where which who why will
+with would you your
+""".split())
+
+
+def stem(word: str) -> str:
+    """Harman's S-stemmer: folds plurals only (keys/key, policies/policy), which is safe for
+    technical words where heavier stemming conflates different terms."""
+    if len(word) <= 3:
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    return [stem(t) for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+class BM25:
+    """Scores identical to `rank_bm25.BM25Okapi(corpus, k1, b, epsilon).get_scores(query)`, but each
+    query term touches only the chunks that contain it (postings), not every chunk."""
+
+    def __init__(self, corpus: list[list[str]], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+        self.size = len(corpus)
+        self.vocab: dict[str, int] = {}
+        doc_ids: list[int] = []
+        term_ids: list[int] = []
+        tfs: list[int] = []
+        doc_len = np.fromiter((len(d) for d in corpus), dtype=np.int64, count=self.size)
+        for i, doc in enumerate(corpus):
+            for term, tf in Counter(doc).items():
+                doc_ids.append(i)
+                term_ids.append(self.vocab.setdefault(term, len(self.vocab)))
+                tfs.append(tf)
+        terms = np.asarray(term_ids, dtype=np.int64)
+        docs = np.asarray(doc_ids, dtype=np.int32)
+        tf = np.asarray(tfs, dtype=np.int64)
+        df = np.bincount(terms, minlength=len(self.vocab))
+        # idf exactly as rank-bm25 computes it: math.log per term, negatives floored at eps * mean idf
+        idf = np.array([math.log(self.size - n + 0.5) - math.log(n + 0.5) for n in df.tolist()], dtype=np.float64)
+        if len(idf):
+            average_idf = sum(idf.tolist()) / len(idf)  # summed in first-seen order, like rank-bm25
+            idf[idf < 0] = epsilon * average_idf
+        avgdl = doc_len.sum() / self.size if self.size else 1.0
+        norm = k1 * (1 - b + b * doc_len / avgdl)
+        weight = idf[terms] * (tf * (k1 + 1) / (tf + norm[docs]))
+        order = np.argsort(terms, kind="stable")
+        self.postings_docs = docs[order]
+        self.postings_weights = weight[order]
+        self.offsets = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+        np.cumsum(df, out=self.offsets[1:])
+
+    def scores(self, query: list[str]) -> np.ndarray:
+        out = np.zeros(self.size, dtype=np.float64)
+        for term in query:  # repeated query terms count again, as in rank-bm25
+            t = self.vocab.get(term)
+            if t is not None:
+                s, e = self.offsets[t], self.offsets[t + 1]
+                out[self.postings_docs[s:e]] += self.postings_weights[s:e]
+        return out
+
+
+def minmax(x: np.ndarray) -> np.ndarray:
+    """Scale to [0, 1]; all-equal scores carry no ranking signal and become 0."""
+    if x.size == 0:
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+
+
+def rrf(*rankings: np.ndarray, k: int = 60) -> np.ndarray:
+    """Reciprocal rank fusion of score arrays over the same candidates (higher score = better)."""
+    fused = np.zeros(rankings[0].size, dtype=np.float64)
+    for scores in rankings:
+        ranks = np.empty(scores.size, dtype=np.int64)
+        ranks[np.argsort(-scores, kind="stable")] = np.arange(1, scores.size + 1)
+        fused += 1.0 / (k + ranks)
+    return fused
+
+
+@dataclass
+class Hit:
+    row: int
+    chunk: dict
+    bm25: float
+    vector: float
+    score: float  # the fused score the ranking used
+
+
+MODES = ("hybrid", "rrf", "bm25", "vector")
+
+
+class Searcher:
+    """The whole index in memory: chunk records, the BM25 postings, the embedding matrix and a row
+    mask per intent. Built once per index generation and shared by every query."""
+
+    def __init__(self, records: list[dict], vectors: np.ndarray | None):
+        self.records = records
+        self.vectors = vectors
+        self.bm25 = BM25([tokenize(r["search_text"]) for r in records])
+        intents = np.array([r["intent"] for r in records])
+        self.intent_rows = {name: np.flatnonzero(intents == name) for name in sorted(set(intents.tolist()))}
+
+    def rows_for(self, intents) -> np.ndarray:
+        if intents is None:
+            return np.arange(len(self.records))
+        found = [self.intent_rows[i] for i in intents if i in self.intent_rows]
+        return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+
+    def search(self, query: str, query_vec: np.ndarray | None, intents=None, k: int = 10, mode: str = "hybrid",
+               bm25_weight: float = 0.4) -> list[Hit]:
+        """Top-k chunks of the given intents (None = all). Without a query vector (the embedding service
+        is down) the search falls back to BM25 alone."""
+        rows = self.rows_for(intents)
+        if rows.size == 0:
+            return []
+        bm25 = self.bm25.scores(tokenize(query))[rows]
+        if query_vec is None or self.vectors is None:
+            vec, mode = np.zeros(rows.size), "bm25"
+        else:
+            vec = (self.vectors[rows] if rows.size < len(self.records) else self.vectors) @ query_vec.astype(np.float32)
+        if mode == "bm25":
+            fused = bm25
+        elif mode == "vector":
+            fused = vec.astype(np.float64)
+        elif mode == "rrf":
+            fused = rrf(bm25, vec.astype(np.float64))
+        else:
+            fused = bm25_weight * minmax(bm25) + (1 - bm25_weight) * minmax(vec.astype(np.float64))
+        pool = max(3 * k, 30)
+        top = np.argpartition(-fused, pool - 1)[:pool] if fused.size > pool else np.arange(fused.size)
+        top = top[np.lexsort((rows[top], -fused[top]))]  # by score, ties by index order: deterministic
+        hits = [Hit(int(rows[i]), self.records[rows[i]], float(bm25[i]), float(vec[i]), float(fused[i])) for i in top]
+        return one_per_section(hits)[:k]
+
+
+def one_per_section(hits: list[Hit]) -> list[Hit]:
+    """Pieces of one split section say much the same thing: keep the best piece of each section in
+    place and move the other pieces after the distinct sections, so the top results cover more ground."""
+    seen, first, later = set(), [], []
+    for h in hits:
+        key = (h.chunk["doc"], tuple(h.chunk["heading_path"]))
+        (later if key in seen else first).append(h)
+        seen.add(key)
+    return first + later

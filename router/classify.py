@@ -1,0 +1,141 @@
+"""Intent classifiers: question → intents ranked by a score in [0, 1].
+
+`OfflineClassifier` needs no key: the intents of the chunks that an unrouted hybrid search ranks
+highest vote, weighted by score and rank, together with the intents' example questions from
+intents.yaml. `ClaudeClassifier` asks Claude to pick from the taxonomy with a forced tool call and
+falls back to the offline classifier on any failure or invalid answer.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from index.search import Searcher
+from prompts import render
+
+log = logging.getLogger(__name__)
+
+VOTERS = 20  # how many of the top unrouted chunks vote
+
+
+@dataclass
+class Classification:
+    ranked: list[tuple[str, float]]  # best first
+    source: str  # "offline" | "claude"
+    note: str = ""  # why Claude's answer was not used, when it was not
+    usage: dict = field(default_factory=dict)
+
+    @property
+    def top(self) -> str | None:
+        return self.ranked[0][0] if self.ranked else None
+
+
+class OfflineClassifier:
+    def __init__(self, searcher: Searcher, examples: dict[str, np.ndarray] | None = None, bm25_weight: float = 0.4):
+        """`examples`: intent → embeddings of its example questions (rows), from intents.yaml."""
+        self.searcher = searcher
+        self.examples = examples or {}
+        self.bm25_weight = bm25_weight
+
+    def classify(self, question: str, query_vec: np.ndarray | None, global_hits=None) -> Classification:
+        hits = global_hits or self.searcher.search(question, query_vec, k=VOTERS, bm25_weight=self.bm25_weight)
+        votes: dict[str, float] = {}
+        for rank, h in enumerate(hits[:VOTERS]):
+            # a chunk's vote: its fused score, discounted by rank so the head of the list decides
+            votes[h.chunk["intent"]] = votes.get(h.chunk["intent"], 0.0) + max(h.score, 0.0) / (rank + 1)
+        if query_vec is not None and self.examples:
+            total = sum(votes.values()) or 1.0
+            for intent, rows in self.examples.items():
+                sim = float(np.max(rows @ query_vec))
+                if sim > 0.6:  # only a close paraphrase of an example question counts
+                    votes[intent] = votes.get(intent, 0.0) + total * (sim - 0.6)
+        total = sum(votes.values())
+        if not total:
+            return Classification([], "offline")
+        ranked = sorted(((i, v / total) for i, v in votes.items()), key=lambda x: -x[1])
+        return Classification(ranked, "offline")
+
+
+CLASSIFY_TOOL = "choose_intent"
+
+
+class ClaudeClassifier:
+    def __init__(self, client, model: str, intents: list[dict], fallback: OfflineClassifier):
+        """`client`: an anthropic.Anthropic; `intents`: rows of the intents table (name, description, examples)."""
+        self.client = client
+        self.model = model
+        self.intents = intents
+        self.names = [i["name"] for i in intents]
+        if "general" not in self.names:
+            self.names.append("general")
+        self.fallback = fallback
+
+    def _tool(self) -> dict:
+        return {
+            "name": CLASSIFY_TOOL,
+            "description": "Record which documentation intents the question belongs to, best first.",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "intents": {
+                        "type": "array", "minItems": 1, "maxItems": 3,
+                        "items": {
+                            "type": "object",
+                            "properties": {"intent": {"type": "string", "enum": self.names},
+                                           "confidence": {"type": "number", "minimum": 0, "maximum": 1}},
+                            "required": ["intent", "confidence"],
+                        },
+                    },
+                },
+                "required": ["intents"],
+            },
+        }
+
+    def classify(self, question: str, query_vec: np.ndarray | None, global_hits=None) -> Classification:
+        import anthropic
+
+        taxonomy = "\n".join(
+            f"- {i['name']}: {i['description'] or '(no description)'}"
+            + "".join(f"\n    e.g. {q}" for q in (i.get("examples") or [])[:5])
+            for i in self.intents
+        )
+        try:
+            msg = self.client.messages.create(
+                model=self.model, max_tokens=300,
+                system=render("classify", taxonomy=taxonomy),
+                messages=[{"role": "user", "content": question}],
+                tools=[self._tool()], tool_choice={"type": "tool", "name": CLASSIFY_TOOL},
+            )
+            ranked = self._parse(msg)
+            usage = {"input_tokens": msg.usage.input_tokens, "output_tokens": msg.usage.output_tokens}
+            return Classification(ranked, "claude", usage=usage)
+        except anthropic.APIError as e:
+            note = f"Claude unavailable for routing ({type(e).__name__})"
+        except ValueError as e:
+            note = f"Claude's routing answer was unusable ({e})"
+        log.warning("%s; routing offline", note)
+        result = self.fallback.classify(question, query_vec, global_hits)
+        result.note = note
+        return result
+
+    def _parse(self, msg) -> list[tuple[str, float]]:
+        block = next((b for b in msg.content if b.type == "tool_use" and b.name == CLASSIFY_TOOL), None)
+        if block is None:
+            raise ValueError("no tool call")
+        items = block.input.get("intents") if isinstance(block.input, dict) else None
+        if not isinstance(items, list) or not items:
+            raise ValueError(f"malformed tool input {json.dumps(block.input)[:200]}")
+        ranked: dict[str, float] = {}
+        for item in items:
+            name = item.get("intent") if isinstance(item, dict) else None
+            if name not in self.names:
+                raise ValueError(f"intent {name!r} is not in the taxonomy")
+            try:
+                conf = float(item.get("confidence", 0.5))
+            except (TypeError, ValueError):
+                raise ValueError(f"confidence {item.get('confidence')!r} is not a number") from None
+            ranked[name] = max(ranked.get(name, 0.0), min(max(conf, 0.0), 1.0))
+        return sorted(ranked.items(), key=lambda x: -x[1])

@@ -1,0 +1,77 @@
+"""The query side, assembled: the index in memory (reloaded when a reindex commits), the embedder,
+the classifier and the routing policy. One Engine serves every question of a process."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from index.embedders import Embedder, EmbeddingError
+from index.search import Searcher
+from index.store import generation, load_chunks, load_intents, load_related, open_db
+
+from .classify import ClaudeClassifier, OfflineClassifier
+from .policy import RouteDecision, Router
+
+
+@dataclass
+class Loaded:
+    generation: int
+    searcher: Searcher
+    router: Router
+    intents: list[dict]
+
+
+class Engine:
+    def __init__(self, db_path: str, embedder: Embedder, anthropic_client=None, classify_model: str = "",
+                 bm25_weight: float = 0.4, fusion: str = "weighted"):
+        self.db_path = db_path
+        self.embedder = embedder
+        self.anthropic = anthropic_client
+        self.classify_model = classify_model
+        self.bm25_weight = bm25_weight
+        self.fusion = "rrf" if fusion == "rrf" else "hybrid"
+        self.db = open_db(db_path, create=False)
+        self._lock = threading.Lock()
+        self._loaded: Loaded | None = None
+
+    def loaded(self) -> Loaded:
+        """The in-memory index, rebuilt when a reindex has committed a new generation."""
+        with self._lock:
+            current = generation(self.db)
+            if self._loaded is None or self._loaded.generation != current:
+                self._loaded = self._load(current)
+            return self._loaded
+
+    def _load(self, gen: int) -> Loaded:
+        records, vectors = load_chunks(self.db, self.embedder.name)
+        searcher = Searcher(records, vectors)
+        intents = load_intents(self.db)
+        examples = {}
+        texts = [(i["name"], q) for i in intents for q in i["examples"]]
+        if texts:
+            try:
+                vecs = self.embedder.embed_documents([q for _, q in texts])
+                for name in {n for n, _ in texts}:
+                    examples[name] = vecs[[j for j, (n, _) in enumerate(texts) if n == name]]
+            except EmbeddingError:
+                pass  # example questions only sharpen routing; the chunks' votes still decide
+        classifier = OfflineClassifier(searcher, examples, self.bm25_weight)
+        if self.anthropic is not None:
+            classifier = ClaudeClassifier(self.anthropic, self.classify_model, intents, classifier)
+        router = Router(searcher, classifier, load_related(self.db), self.bm25_weight, self.fusion)
+        return Loaded(gen, searcher, router, intents)
+
+    def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:
+        """(vector, note): None and a note when the embedding service is down, so search runs on BM25 alone."""
+        try:
+            return self.embedder.embed_query(text), ""
+        except EmbeddingError as e:
+            return None, f"vector search unavailable ({e}); results from keyword search only"
+
+    def route(self, question: str, k: int = 10) -> RouteDecision:
+        vec, note = self.embed_query(question)
+        decision = self.loaded().router.route(question, vec, k)
+        decision.note = "; ".join(n for n in (decision.note, note) if n)
+        return decision

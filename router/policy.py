@@ -1,0 +1,92 @@
+"""The routing policy: which buckets (intents) to search for a question, and when to widen.
+
+1. The classifier ranks intents with scores in [0, 1]. Confident (the top intent alone holds COVER
+   of the score, and scores at least COVER): search that intent. Unsure: search the top intents that
+   together hold COVER of the score (at most three), plus the related_intents their docs declare.
+2. The bucket is weak when its best chunk is not among the best few of an unrouted search over
+   everything: the router probably missed, so the search widens to everything.
+3. A bucket that yields fewer than k chunks is topped up from the unrouted results, so routing only
+   reorders what an unrouted search would find: it never drops it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from index.search import Hit, Searcher
+
+# The buckets are the top intents that together hold COVER of the classifier's score (at most
+# MAX_BUCKETS). One intent holding it alone is a confident routing; on the eval sets a second intent
+# with even 10-20% of the vote is often where half of a multi-part question's answer lives.
+COVER = 0.9
+MAX_BUCKETS = 3
+WEAK_RANK = 5  # the bucket's best chunk must be in the unrouted top WEAK_RANK
+
+
+@dataclass
+class RouteDecision:
+    ranked: list[tuple[str, float]]  # the classifier's intents and scores, best first
+    searched: list[str] | None  # the buckets searched; None = everything
+    widened: bool
+    reason: str
+    hits: list[Hit] = field(default_factory=list)
+    classifier: str = "offline"
+    note: str = ""
+
+    @property
+    def intents(self) -> list[str]:
+        return [i for i, _ in self.ranked]
+
+    def to_dict(self) -> dict:
+        return {"intents": [{"intent": i, "score": round(s, 3)} for i, s in self.ranked[:5]],
+                "searched": self.searched, "widened": self.widened, "reason": self.reason,
+                "classifier": self.classifier, "note": self.note}
+
+
+class Router:
+    def __init__(self, searcher: Searcher, classifier, related: dict[str, set[str]] | None = None,
+                 bm25_weight: float = 0.4, fusion: str = "hybrid"):
+        self.searcher = searcher
+        self.classifier = classifier
+        self.related = related or {}
+        self.bm25_weight = bm25_weight
+        self.fusion = fusion
+
+    def choose_buckets(self, ranked: list[tuple[str, float]]) -> tuple[list[str] | None, str]:
+        known = [(i, s) for i, s in ranked if i in self.searcher.intent_rows]
+        total = sum(s for _, s in known)
+        if not known or total <= 0:
+            return None, "no known intent"
+        chosen, mass = [], 0.0
+        for intent, score in known[:MAX_BUCKETS]:
+            chosen.append(intent)
+            mass += score
+            if mass >= COVER * total:
+                break
+        if len(chosen) == 1 and known[0][1] >= COVER:
+            return chosen, "confident"
+        for intent in list(chosen):
+            chosen += sorted(r for r in self.related.get(intent, ()) if r in self.searcher.intent_rows and r not in chosen)
+        return chosen, "unsure"
+
+    def route(self, question: str, query_vec: np.ndarray | None, k: int = 10) -> RouteDecision:
+        search = lambda intents, n: self.searcher.search(  # noqa: E731
+            question, query_vec, intents=intents, k=n, mode=self.fusion, bm25_weight=self.bm25_weight)
+        everything = search(None, max(k, 20))
+        result = self.classifier.classify(question, query_vec, everything)
+        buckets, reason = self.choose_buckets(result.ranked)
+        decision = RouteDecision(result.ranked, buckets, buckets is None, reason, classifier=result.source, note=result.note)
+        if buckets is None:
+            decision.hits = everything[:k]
+            return decision
+        in_bucket = search(buckets, k)
+        top_rows = {h.row for h in everything[:WEAK_RANK]}
+        if not in_bucket or in_bucket[0].row not in top_rows:
+            decision.searched, decision.widened = None, True
+            decision.reason = f"{reason}; bucket weak, widened to everything"
+            decision.hits = everything[:k]
+            return decision
+        seen = {h.row for h in in_bucket}
+        decision.hits = (in_bucket + [h for h in everything if h.row not in seen])[:k]
+        return decision

@@ -1,0 +1,128 @@
+import json
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from index.loader import list_markdown, parse_doc
+from index.chunker import chunk_doc
+from index.search import BM25, Hit, Searcher, minmax, one_per_section, rrf, tokenize
+from router.policy import Router
+from router.classify import Classification
+from tests.conftest import EXAMPLES, SHARED_EVAL
+
+
+def corpus_of(root):
+    texts = []
+    for path in list_markdown(root):
+        try:
+            doc = parse_doc(path.relative_to(root).as_posix(), path.read_bytes())
+        except Exception:
+            continue
+        texts += [c.search_text for c in chunk_doc(doc)]
+    return texts
+
+
+@pytest.mark.parametrize("root, questions", [
+    (EXAMPLES, ["How do I verify a webhook signature?", "rate limit rate limit 429", "refund policy", "zzz unknown"]),
+    (SHARED_EVAL / "claude-docs" / "docs", None),
+])
+def test_bm25_matches_rank_bm25(root, questions):
+    if not root.is_dir():
+        pytest.skip(f"{root} not present")
+    corpus = [tokenize(t) for t in corpus_of(root)]
+    if questions is None:
+        lines = (SHARED_EVAL / "claude-docs" / "questions.jsonl").read_text().splitlines()
+        questions = [json.loads(line)["question"] for line in lines]
+    ours, ref = BM25(corpus), BM25Okapi(corpus)
+    for q in questions:
+        tokens = tokenize(q)
+        assert np.max(np.abs(ours.scores(tokens) - ref.get_scores(tokens))) <= 1e-9
+
+
+def test_bm25_edge_cases():
+    corpus = [["alpha", "beta"], ["alpha"], ["gamma", "gamma", "alpha"], []]
+    ref, ours = BM25Okapi(corpus), BM25(corpus)
+    for q in (["alpha"], ["gamma", "gamma"], ["beta", "missing"], []):
+        assert np.allclose(ours.scores(q), ref.get_scores(q), atol=0, rtol=0)
+
+
+def test_tokenize_folds_plurals_and_drops_stopwords():
+    assert tokenize("How do I rotate the API keys?") == ["rotate", "api", "key"]
+    assert tokenize("policies status class") == ["policy", "status", "class"]
+
+
+def test_minmax_and_rrf_edges():
+    assert minmax(np.array([])).size == 0
+    assert minmax(np.array([3.0, 3.0, 3.0])).tolist() == [0, 0, 0]  # all equal: no signal
+    assert minmax(np.array([5.0])).tolist() == [0]
+    assert minmax(np.array([1.0, 3.0, 2.0])).tolist() == [0, 1, 0.5]
+    fused = rrf(np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0]))
+    assert fused[0] == fused[2] and fused[1] == pytest.approx(2 / 62)
+
+
+def record(i, intent, doc=None, path=None, text=""):
+    return {"id": f"c{i}", "doc": doc or f"d{i}.md", "heading_path": path or [f"S{i}"], "text": text,
+            "search_text": text, "start": 0, "end": len(text), "title": "T", "intent": intent, "url": None}
+
+
+def small_searcher():
+    texts = [("auth", "rotate api key secret"), ("auth", "login with sso"), ("billing", "invoice refund plan"),
+             ("billing", "plan price upgrade"), ("api", "pagination cursor limit")]
+    recs = [record(i, intent, text=t) for i, (intent, t) in enumerate(texts)]
+    vecs = np.eye(5, 8, dtype=np.float32)
+    return Searcher(recs, vecs), vecs
+
+
+def test_search_in_bucket_empty_bucket_and_one_chunk_bucket():
+    s, vecs = small_searcher()
+    hits = s.search("refund plan", vecs[2], intents=["billing"])
+    assert [h.chunk["id"] for h in hits] == ["c2", "c3"]
+    assert s.search("refund", vecs[2], intents=["nope"]) == []
+    one = s.search("pagination", vecs[4], intents=["api"])
+    assert len(one) == 1 and one[0].chunk["id"] == "c4"
+    assert [h.chunk["id"] for h in s.search("pagination", None)][:1] == ["c4"]  # no vector: BM25 alone
+
+
+def test_all_equal_scores_keep_a_deterministic_order():
+    recs = [record(i, "x", text="same words") for i in range(4)]
+    s = Searcher(recs, np.ones((4, 3), dtype=np.float32) / np.sqrt(3))
+    assert [h.row for h in s.search("same", np.ones(3, dtype=np.float32) / np.sqrt(3))] == [0, 1, 2, 3]
+
+
+def test_pieces_of_one_section_go_after_distinct_sections():
+    recs = [record(0, "x", "a.md", ["A"]), record(1, "x", "a.md", ["A"]), record(2, "x", "b.md", ["B"])]
+    hits = [Hit(i, r, 0, 0, 1 - i / 10) for i, r in enumerate(recs)]
+    assert [h.row for h in one_per_section(hits)] == [0, 2, 1]
+
+
+class FixedClassifier:
+    def __init__(self, ranked):
+        self.ranked = ranked
+
+    def classify(self, question, vec, hits=None):
+        return Classification(self.ranked, "test")
+
+
+def test_routing_confident_unsure_related_and_weak():
+    s, vecs = small_searcher()
+    confident = Router(s, FixedClassifier([("billing", 0.95), ("auth", 0.05)])).route("refund plan", vecs[2])
+    assert confident.searched == ["billing"] and confident.reason == "confident" and not confident.widened
+    assert [h.chunk["intent"] for h in confident.hits[:2]] == ["billing", "billing"]
+    assert len(confident.hits) == 5  # topped up from the unrouted results: nothing is lost
+
+    unsure = Router(s, FixedClassifier([("billing", 0.5), ("auth", 0.45), ("api", 0.05)]),
+                    related={"billing": {"api"}}).route("refund plan", vecs[2])
+    assert unsure.searched == ["billing", "auth", "api"] and unsure.reason == "unsure"
+
+    # the router is sure, but wrong: the bucket's best chunk is nowhere near the unrouted top
+    recs = ([record(i, "auth", text="refund plan price") for i in range(6)] + [record(6, "billing", text="unrelated words")]
+            + [record(7 + i, "misc", text=f"filler text {i}") for i in range(10)])
+    vecs2 = np.zeros((17, 8), dtype=np.float32)
+    vecs2[:6, 0], vecs2[6, 1], vecs2[7:, 2] = 1, 1, 1
+    s2 = Searcher(recs, vecs2)
+    weak = Router(s2, FixedClassifier([("billing", 1.0)])).route("refund plan", vecs2[0])
+    assert weak.widened and weak.searched is None and weak.hits[0].chunk["intent"] == "auth"
+
+    unknown = Router(s, FixedClassifier([("nonexistent", 1.0)])).route("refund", vecs[2])
+    assert unknown.searched is None and unknown.reason == "no known intent"
