@@ -20,7 +20,9 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(BIN)/fieldguide index examples/docs --db $(DEMO_DB)
-	$(BIN)/fieldguide index examples/docs --db $(DEMO_DB)
+	$(BIN)/fieldguide intents --db $(DEMO_DB)
+	$(BIN)/fieldguide ask "How many times is a failed webhook retried, and over how long?" --db $(DEMO_DB)
+	$(BIN)/fieldguide ask "What is a good recipe for sourdough bread?" --db $(DEMO_DB)
 
 test: setup
 	$(BIN)/python -m pytest -q

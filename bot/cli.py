@@ -6,7 +6,7 @@ import json
 import sys
 
 from .settings import Settings
-from .wiring import make_embedder, make_engine
+from .wiring import make_embedder, make_engine, make_pipeline
 
 
 def _print_json(obj) -> None:
@@ -134,6 +134,65 @@ def cmd_eval(args, settings: Settings) -> int:
     return 0
 
 
+def format_answer(ans) -> str:
+    lines = [ans.text, ""]
+    if ans.sources:
+        lines.append("Sources:")
+        lines += [f"  [{s.n}] {s.title} › {s.section} — {s.url}" for s in ans.sources]
+    intent = ans.intents[0] if ans.intents else "none"
+    stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
+    lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
+    lines += [f"Note: {n}" for n in ans.notes]
+    return "\n".join(lines)
+
+
+def cmd_ask(args, settings: Settings) -> int:
+    from router.pipeline import QuestionError
+
+    question = " ".join(args.question).strip()
+    try:
+        ans = make_pipeline(settings, args.db).answer(question)
+    except QuestionError as e:
+        print(f"fieldguide: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        out = ans.to_json()
+        if args.show_context:
+            out["context"] = ans.hits
+            out["passages"] = [p.__dict__ for p in ans.passages]
+        _print_json(out)
+        return 0
+    if args.show_context:
+        print("Retrieved:")
+        for i, h in enumerate(ans.hits, 1):
+            print(f"  {i:>2}. {h['score']:.3f} {h['doc']} › {' › '.join(h['heading_path'])}")
+        print("Passages:")
+        for p in ans.passages:
+            print(f"  [{p.chunk_id}] {' '.join(p.text.split())[:160]}")
+        print()
+    print(format_answer(ans))
+    return 0
+
+
+def cmd_audit(args, settings: Settings) -> int:
+    from index.store import open_db
+    from router.audit import list_answers
+
+    rows = list_answers(open_db(args.db or settings.db, create=False), args.since, args.decision, args.limit)
+    if args.json:
+        _print_json(rows)
+        return 0
+    for r in rows:
+        fb = " ".join(f"{u}:{v}" for u, v in (r["feedback"] or {}).items())
+        where = f" · {r['channel']}/{r['user']}" if r["channel"] else ""
+        print(f"#{r['id']} {r['created']} {r['decision']:<8} {(r['intents'] or ['-'])[0]:<18} "
+              f"{r['timings_ms'].get('total', 0):>7.0f} ms{where}{' · feedback ' + fb if fb else ''}")
+        print(f"    Q: {r['question'][:100]}")
+    if not rows:
+        print("No answers recorded yet.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fieldguide",
@@ -161,6 +220,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("question", nargs="+", help="the question (quote it or not)")
     sp.add_argument("--k", type=int, default=10, help="how many chunks (default 10)")
     sp.add_argument("--json", action="store_true", help="print the routing decision and hits as JSON")
+
+    sp = add("ask", "Answer a question from the docs, with numbered sources (offline without API keys).", cmd_ask)
+    sp.add_argument("question", nargs="+", help="the question (quote it or not)")
+    sp.add_argument("--json", action="store_true", help="print decision, text, citations, intents, offline, timings as JSON")
+    sp.add_argument("--show-context", action="store_true", help="also show the retrieved chunks and extracted passages")
+
+    sp = add("audit", "List recorded answers (newest first) with their decision, intent, timing and feedback.", cmd_audit)
+    sp.add_argument("--since", help="only answers on or after this ISO date/time, e.g. 2026-11-01")
+    sp.add_argument("--decision", choices=["ANSWER", "PARTIAL", "ABSTAIN"], type=str.upper, help="only this decision")
+    sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    sp.add_argument("--json", action="store_true", help="print the full records as JSON")
 
     sp = add("eval", "Index an eval set (incrementally) and score retrieval and routing on its questions.", cmd_eval)
     sp.add_argument("set_dir", metavar="SET_DIR", help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)")

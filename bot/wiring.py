@@ -25,3 +25,13 @@ def make_engine(settings: Settings, db: str | None = None):
 
     return Engine(db or settings.db, make_embedder(settings), make_anthropic(settings), settings.classify_model,
                   settings.bm25_weight, settings.fusion)
+
+
+def make_pipeline(settings: Settings, db: str | None = None):
+    from index.store import open_db
+    from router.pipeline import Pipeline
+
+    engine = make_engine(settings, db)
+    models = {"condense": settings.condense_model, "extract": settings.extract_model, "answer": settings.answer_model}
+    # the audit log gets its own connection: answers are written from Slack's worker threads
+    return Pipeline(engine, engine.anthropic, models, settings.docs_base_url, audit_db=open_db(db or settings.db))

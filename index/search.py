@@ -64,6 +64,7 @@ class BM25:
         if len(idf):
             average_idf = sum(idf.tolist()) / len(idf)  # summed in first-seen order, like rank-bm25
             idf[idf < 0] = epsilon * average_idf
+        self.idf = idf
         avgdl = doc_len.sum() / self.size if self.size else 1.0
         norm = k1 * (1 - b + b * doc_len / avgdl)
         weight = idf[terms] * (tf * (k1 + 1) / (tf + norm[docs]))
@@ -81,6 +82,19 @@ class BM25:
                 s, e = self.offsets[t], self.offsets[t + 1]
                 out[self.postings_docs[s:e]] += self.postings_weights[s:e]
         return out
+
+
+    def coverage(self, query: list[str], text: list[str]) -> float:
+        """Share of the query's idf weight that `text` contains. A term the index has never seen weighs
+        as much as the rarest possible term: a question about things the docs never mention scores ~0."""
+        unseen = math.log(self.size + 0.5) - math.log(0.5)
+        terms = set(query)
+        if not terms:
+            return 0.0
+        weight = {t: (self.idf[self.vocab[t]] if t in self.vocab else unseen) for t in terms}
+        total = sum(max(w, 0.0) for w in weight.values())
+        present = set(text)
+        return sum(max(w, 0.0) for t, w in weight.items() if t in present) / total if total else 0.0
 
 
 def minmax(x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,457 @@
+"""question (+ thread history) → condense → route → retrieve → extract → answer → validate → audit.
+
+Every step that calls Claude has an offline counterpart, used when no key is set and when Claude
+fails after the SDK's retries (429, 529, timeouts, connection errors): the answer then says it was
+made from the docs without Claude. Passages and citations are checked against the chunk text, so
+nothing reaches the user as a quote that is not in the docs.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from index.search import Hit, tokenize
+from prompts import prompt_hash, render
+
+from .engine import Engine
+
+log = logging.getLogger(__name__)
+
+ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
+OFFLINE_NOTE = "answered from the docs without Claude"
+NOT_IN_DOCS = "NOT_IN_DOCS"
+EXTRACT_TOOL = "record_passages"
+CONTEXT_CHUNKS = 5  # top chunks handed to extraction
+MAX_QUESTION_CHARS = 4000
+
+# Evidence thresholds, calibrated on shared/eval and examples/ (answerable questions) against
+# off-topic questions (bench/offtopic.jsonl and the examples' own): see bench/RESULTS.md. `similarity`
+# is the best chunk's cosine to the question (local all-MiniLM-L6-v2 scale: answerable questions
+# scored >= 0.44, off-topic ones <= 0.31); `coverage` is the share of the question's idf weight found
+# in the top chunks, a second opinion for questions whose words the docs never use.
+ABSTAIN_SIMILARITY = 0.36
+ABSTAIN_COVERAGE, WEAK_SIMILARITY = 0.2, 0.45  # few of its words and only a loose match: abstain too
+PARTIAL_COVERAGE, PARTIAL_SIMILARITY = 0.3, 0.45
+
+
+class QuestionError(ValueError):
+    """The question cannot be asked as given; the message is fit to show the user."""
+
+
+@dataclass
+class Passage:
+    chunk_id: str
+    text: str
+    score: float = 0.0
+
+
+@dataclass
+class Source:
+    n: int  # 1-based number shown to the user
+    chunk_id: str
+    doc: str
+    title: str
+    heading_path: list[str]
+    url: str
+
+    @property
+    def section(self) -> str:
+        return " › ".join(self.heading_path[1:] if len(self.heading_path) > 1 else self.heading_path) or self.title
+
+
+@dataclass
+class Citation:
+    source: int  # Source.n
+    doc: str
+    section: str
+    url: str
+    cited_text: str
+    verified: bool
+
+
+@dataclass
+class Answer:
+    question: str
+    condensed: str
+    decision: str
+    text: str
+    sources: list[Source] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+    route: dict = field(default_factory=dict)
+    hits: list[dict] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+    dropped_passages: int = 0
+    offline: bool = False
+    notes: list[str] = field(default_factory=list)
+    timings_ms: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    prompts: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
+    audit_id: int | None = None
+
+    @property
+    def intents(self) -> list[str]:
+        return [i["intent"] for i in self.route.get("intents", [])]
+
+    def to_json(self) -> dict:
+        return {
+            "question": self.question, "condensed": self.condensed, "decision": self.decision, "text": self.text,
+            "citations": [asdict(c) for c in self.citations],
+            "sources": [asdict(s) | {"section": s.section} for s in self.sources],
+            "intents": self.intents, "routing": self.route, "offline": self.offline, "notes": self.notes,
+            "timings_ms": self.timings_ms, "usage": self.usage, "evidence": self.evidence,
+            "dropped_passages": self.dropped_passages,
+        }
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def occurs_in(passage: str, source: str) -> bool:
+    """Whitespace- and case-insensitive containment: the check every quote must pass."""
+    p = squash(passage)
+    return bool(p) and p in squash(source)
+
+
+def anchor(heading: str) -> str:
+    """GitHub-style heading anchor."""
+    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return re.sub(r" ", "-", slug)
+
+
+def link_for(chunk: dict, base_url: str = "") -> str:
+    """The doc's front-matter url, else base_url + path (or the bare path), plus the section anchor."""
+    section = chunk["heading_path"][-1] if len(chunk["heading_path"]) > 1 else ""
+    frag = f"#{anchor(section)}" if section else ""
+    if chunk.get("url"):
+        return chunk["url"].split("#")[0] + frag
+    if base_url:
+        return base_url.rstrip("/") + "/" + chunk["doc"] + frag
+    return chunk["doc"] + frag
+
+
+def split_blocks(text: str) -> list[str]:
+    """Paragraphs, lists, tables and whole code blocks of a chunk, headings left out."""
+    blocks, cur, fence = [], [], None
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if fence:
+            cur.append(line)
+            if stripped.startswith(fence):
+                fence = None
+                blocks.append("\n".join(cur))
+                cur = []
+            continue
+        if stripped.startswith(("```", "~~~")):
+            if cur:
+                blocks.append("\n".join(cur))
+            cur, fence = [line], stripped[:3]
+            continue
+        if not stripped or re.match(r"#{1,6}\s", stripped):
+            if cur:
+                blocks.append("\n".join(cur))
+            cur = []
+            continue
+        cur.append(line)
+    if cur:
+        blocks.append("\n".join(cur))
+    return [b for b in blocks if b.strip()]
+
+
+def _usage(msg) -> dict:
+    u = msg.usage
+    return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+            "cache_read_input_tokens": getattr(u, "cache_read_input_tokens", 0) or 0}
+
+
+def _add_usage(total: dict, step: str, usage: dict) -> None:
+    total[step] = usage
+    for k, v in usage.items():
+        total[k] = total.get(k, 0) + (v or 0)
+
+
+class Pipeline:
+    def __init__(self, engine: Engine, anthropic_client=None, models: dict | None = None, docs_base_url: str = "",
+                 audit_db=None):
+        """`models`: {"condense", "extract", "answer"} model ids. `audit_db`: where answers are recorded."""
+        self.engine = engine
+        self.client = anthropic_client
+        self.models = models or {}
+        self.docs_base_url = docs_base_url
+        self.audit_db = audit_db
+
+    # -- the steps -------------------------------------------------------------------------------
+
+    def condense(self, question: str, history: list[dict], ans: Answer) -> str:
+        prior = [h for h in history if h.get("text", "").strip()]
+        if not prior:
+            return question
+        if self.client is not None:
+            import anthropic
+
+            convo = "\n".join(f"{h['role']}: {h['text'][:1500]}" for h in prior[-10:])
+            try:
+                msg = self.client.messages.create(
+                    model=self.models["condense"], max_tokens=200, system=render("condense"),
+                    messages=[{"role": "user", "content": f"Conversation:\n{convo}\n\nFollow-up: {question}"}])
+                _add_usage(ans.usage, "condense", _usage(msg))
+                text = " ".join(b.text for b in msg.content if b.type == "text").strip()
+                if text:
+                    return text[:MAX_QUESTION_CHARS]
+            except anthropic.APIError as e:
+                self._offline(ans, f"condense: {type(e).__name__}")
+        # offline: the follow-up carries the thread's last question, which names what "it" refers to
+        last_user = next((h["text"] for h in reversed(prior) if h["role"] == "user"), "")
+        return f"{question} (follow-up to: {last_user[:500]})" if last_user else question
+
+    def extract(self, question: str, query_vec, hits: list[Hit], ans: Answer) -> list[Passage]:
+        top = hits[:CONTEXT_CHUNKS]
+        if self.client is not None:
+            import anthropic
+
+            try:
+                return self._extract_claude(question, top, ans)
+            except anthropic.APIError as e:
+                self._offline(ans, f"extract: {type(e).__name__}")
+            except ValueError as e:
+                self._offline(ans, f"extract: unusable answer ({e})")
+        return self._extract_offline(question, query_vec, top[:3])
+
+    def _extract_claude(self, question: str, hits: list[Hit], ans: Answer) -> list[Passage]:
+        chunks = "\n\n".join(
+            f"<chunk number=\"{i}\" title=\"{h.chunk['title']} › {' › '.join(h.chunk['heading_path'])}\">\n{h.chunk['text']}\n</chunk>"
+            for i, h in enumerate(hits, 1))
+        tool = {
+            "name": EXTRACT_TOOL, "description": "Record the verbatim passages that answer the question.",
+            "input_schema": {"type": "object", "properties": {
+                "passages": {"type": "array", "items": {"type": "object", "properties": {
+                    "chunk": {"type": "integer"}, "text": {"type": "string"}}, "required": ["chunk", "text"]}},
+                "nothing_relevant": {"type": "boolean"}}, "required": ["passages", "nothing_relevant"]},
+        }
+        msg = self.client.messages.create(
+            model=self.models["extract"], max_tokens=2000, system=render("extract"),
+            messages=[{"role": "user", "content": f"{chunks}\n\nQuestion: {question}"}],
+            tools=[tool], tool_choice={"type": "tool", "name": EXTRACT_TOOL})
+        _add_usage(ans.usage, "extract", _usage(msg))
+        block = next((b for b in msg.content if b.type == "tool_use"), None)
+        if block is None or not isinstance(block.input, dict) or not isinstance(block.input.get("passages"), list):
+            raise ValueError("no passages in the tool call")
+        passages = []
+        for item in block.input["passages"]:
+            try:
+                hit = hits[int(item["chunk"]) - 1]
+                text = str(item["text"])
+            except (KeyError, TypeError, ValueError, IndexError):
+                ans.dropped_passages += 1
+                continue
+            if occurs_in(text, hit.chunk["text"]):
+                passages.append(Passage(hit.chunk["id"], text.strip(), hit.score))
+            else:
+                ans.dropped_passages += 1
+                log.info("dropped a passage not found in chunk %s: %r", hit.chunk["id"], text[:80])
+        return passages
+
+    def _extract_offline(self, question: str, query_vec, hits: list[Hit]) -> list[Passage]:
+        """The blocks of the top chunks that score best against the question, by the retrieval's own
+        two signals: idf-weighted term coverage and cosine similarity."""
+        bm25 = self.engine.loaded().searcher.bm25
+        q_tokens = tokenize(question)
+        blocks = [(h, b) for h in hits for b in split_blocks(h.chunk["text"])]
+        if not blocks:
+            return []
+        cover = np.array([bm25.coverage(q_tokens, tokenize(b)) for _, b in blocks])
+        scores = cover
+        if query_vec is not None:
+            try:
+                sims = self.engine.embedder.embed_documents([b for _, b in blocks]) @ query_vec
+                scores = 0.4 * cover + 0.6 * np.clip(sims, 0, None)
+            except Exception:  # the embedding service failing here only costs the vector half
+                pass
+        best = float(scores.max())
+        chosen, chars = [], 0
+        for i in np.argsort(-scores, kind="stable"):
+            h, b = blocks[i]
+            if scores[i] < 0.75 * best or len(chosen) == 4 or (chosen and chars + len(b) > 1800):
+                break
+            chosen.append(i)
+            chars += len(b)
+        chosen.sort()  # reading order: by chunk rank, then position in the chunk
+        return [Passage(blocks[i][0].chunk["id"], blocks[i][1].strip(), float(scores[i])) for i in chosen]
+
+    def write_answer(self, question: str, passages: list[Passage], ans: Answer) -> str:
+        by_chunk = self._sources_for(passages, ans)
+        if self.client is not None:
+            import anthropic
+
+            try:
+                return self._answer_claude(question, passages, by_chunk, ans)
+            except anthropic.APIError as e:
+                self._offline(ans, f"answer: {type(e).__name__}")
+        return self._answer_offline(passages, by_chunk)
+
+    def _sources_for(self, passages: list[Passage], ans: Answer) -> dict[str, Source]:
+        records = {h["id"]: h for h in ans.hits}
+        by_chunk: dict[str, Source] = {}
+        for p in passages:
+            if p.chunk_id not in by_chunk:
+                c = records[p.chunk_id]
+                by_chunk[p.chunk_id] = Source(len(by_chunk) + 1, c["id"], c["doc"], c["title"], c["heading_path"],
+                                              link_for(c, self.docs_base_url))
+        ans.sources = list(by_chunk.values())
+        return by_chunk
+
+    def _answer_claude(self, question: str, passages: list[Passage], by_chunk: dict[str, Source], ans: Answer) -> str:
+        order = list(by_chunk)  # search_result_index → chunk id
+        results = [{
+            "type": "search_result", "source": by_chunk[cid].url, "title": f"{by_chunk[cid].title} › {by_chunk[cid].section}",
+            "content": [{"type": "text", "text": p.text} for p in passages if p.chunk_id == cid],
+            "citations": {"enabled": True},
+        } for cid in order]
+        msg = self.client.messages.create(
+            model=self.models["answer"], max_tokens=1500, system=render("answer"),
+            messages=[{"role": "user", "content": [*results, {"type": "text", "text": f"Question: {question}"}]}])
+        _add_usage(ans.usage, "answer", _usage(msg))
+        chunk_text = {h["id"]: h["text"] for h in ans.hits}
+        parts = []
+        for block in msg.content:
+            if block.type != "text":
+                continue
+            marks = []
+            for cit in block.citations or []:
+                if getattr(cit, "type", "") != "search_result_location" or not 0 <= cit.search_result_index < len(order):
+                    continue
+                src = by_chunk[order[cit.search_result_index]]
+                ok = occurs_in(cit.cited_text, chunk_text[src.chunk_id])
+                ans.citations.append(Citation(src.n, src.doc, src.section, src.url, cit.cited_text, ok))
+                if f"[{src.n}]" not in marks:
+                    marks.append(f"[{src.n}]")
+            parts.append(strip_links(block.text) + ("".join(marks) if marks else ""))
+        text = "".join(parts).strip()
+        if text == NOT_IN_DOCS or text.startswith(NOT_IN_DOCS):
+            return NOT_IN_DOCS
+        cited = {c.source for c in ans.citations}
+        ans.sources = [s for s in ans.sources if s.n in cited] or ans.sources
+        return text
+
+    def _answer_offline(self, passages: list[Passage], by_chunk: dict[str, Source]) -> str:
+        out = []
+        for p in passages:
+            src = by_chunk[p.chunk_id]
+            quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in p.text.split("\n"))
+            out.append(f"{quoted}\n— {src.title} › {src.section} [{src.n}]")
+        return "From the docs:\n\n" + "\n\n".join(out)
+
+    def _offline(self, ans: Answer, why: str) -> None:
+        log.warning("Claude step failed, running it offline: %s", why)
+        ans.offline = True
+        ans.notes.append(f"{why}: {OFFLINE_NOTE}")
+
+    # -- the whole path --------------------------------------------------------------------------
+
+    def answer(self, question: str, history: list[dict] | None = None, context: dict | None = None) -> Answer:
+        """Answer a question (with the thread's earlier messages, oldest first, as {"role", "text"})."""
+        question = (question or "").strip()
+        if not question:
+            raise QuestionError("The question is empty: ask me something about the docs.")
+        if len(question) > MAX_QUESTION_CHARS:
+            question = question[:MAX_QUESTION_CHARS]
+        t0 = time.perf_counter()
+        ans = Answer(question, question, ABSTAIN, "", offline=self.client is None)
+        ans.models = {"embed": self.engine.embedder.name,
+                      **({k: self.models.get(k) for k in ("condense", "extract", "answer")} if self.client else {})}
+        ans.prompts = {name: prompt_hash(name) for name in ("classify", "condense", "extract", "answer")}
+        clock = time.perf_counter()
+
+        def lap(name):
+            nonlocal clock
+            now = time.perf_counter()
+            ans.timings_ms[name] = round((now - clock) * 1000, 1)
+            clock = now
+
+        ans.condensed = self.condense(question, history or [], ans)
+        lap("condense")
+        query_vec, note = self.engine.embed_query(ans.condensed)
+        if note:
+            ans.notes.append(note)
+        lap("embed")
+        decision = self.engine.loaded().router.route(ans.condensed, query_vec, k=10)
+        if decision.note:
+            ans.notes.append(decision.note)
+            ans.offline = ans.offline or decision.classifier == "offline"
+        ans.route = decision.to_dict()
+        ans.hits = [h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits]
+        lap("route_retrieve")
+
+        strength = self.evidence(ans.condensed, query_vec, decision.hits, ans)
+        if strength == ABSTAIN:
+            ans.text = self.abstain_text(decision.hits)
+            return self._finish(ans, t0, context)
+        passages = self.extract(ans.condensed, query_vec, decision.hits, ans)
+        ans.passages = passages
+        lap("extract")
+        if not passages:
+            ans.text = self.abstain_text(decision.hits)
+            return self._finish(ans, t0, context)
+        text = self.write_answer(question, passages, ans)
+        lap("answer")
+        if text == NOT_IN_DOCS:
+            ans.text, ans.sources = self.abstain_text(decision.hits), []
+            return self._finish(ans, t0, context)
+        ans.text = text
+        unverified = any(not c.verified for c in ans.citations)
+        ans.decision = PARTIAL if strength == PARTIAL or unverified or "docs don't cover" in text.lower() else ANSWER
+        return self._finish(ans, t0, context)
+
+    def evidence(self, question: str, query_vec, hits: list[Hit], ans: Answer) -> str:
+        """ABSTAIN / PARTIAL / ANSWER from retrieval alone, before any model is asked."""
+        if not hits:
+            ans.evidence = {"coverage": 0.0, "similarity": 0.0}
+            return ABSTAIN
+        bm25 = self.engine.loaded().searcher.bm25
+        q = tokenize(question)
+        cover = bm25.coverage(q, [t for h in hits[:3] for t in tokenize(h.chunk["search_text"])])
+        sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
+        ans.evidence = {"coverage": round(cover, 3), "similarity": None if sim is None else round(sim, 3)}
+        if sim is None:  # keyword search only: coverage decides alone
+            return ABSTAIN if cover < ABSTAIN_COVERAGE else PARTIAL if cover < PARTIAL_COVERAGE else ANSWER
+        if sim < ABSTAIN_SIMILARITY or (cover < ABSTAIN_COVERAGE and sim < WEAK_SIMILARITY):
+            return ABSTAIN
+        if cover < PARTIAL_COVERAGE or sim < PARTIAL_SIMILARITY:
+            return PARTIAL
+        return ANSWER
+
+    def abstain_text(self, hits: list[Hit]) -> str:
+        text = "I couldn't find this in the docs, so I won't guess."
+        near = []
+        for h in hits[:3]:
+            label = f"{h.chunk['title']} › {' › '.join(h.chunk['heading_path'][1:]) or h.chunk['title']}"
+            if label not in near:
+                near.append(label)
+        return text + (" The closest sections were: " + "; ".join(near) + "." if near else "")
+
+    def _finish(self, ans: Answer, t0: float, context: dict | None) -> Answer:
+        if ans.text and not ans.passages and ans.decision == ABSTAIN:
+            ans.sources = []
+        ans.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 1)
+        if ans.offline and OFFLINE_NOTE not in " ".join(ans.notes) and self.client is None:
+            ans.notes.append(OFFLINE_NOTE)
+        if self.audit_db is not None:
+            from .audit import record_answer
+
+            try:
+                ans.audit_id = record_answer(self.audit_db, ans, context or {})
+            except Exception:  # the audit log must never cost the user an answer
+                log.exception("could not record the answer in the audit table")
+        return ans
+
+
+def strip_links(text: str) -> str:
+    """The model never writes links: [label](url) becomes label."""
+    return re.sub(r"\[([^\]]+)\]\((?:https?://|www\.)[^)]*\)", r"\1", text)
+
