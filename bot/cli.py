@@ -193,6 +193,45 @@ def cmd_audit(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_serve(args, settings: Settings) -> int:
+    import logging
+
+    from .slack_app import build_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    missing = [name for name, value in (("SLACK_BOT_TOKEN", settings.slack_bot_token),
+                                        ("SLACK_SIGNING_SECRET" if args.http else "SLACK_APP_TOKEN",
+                                         settings.slack_signing_secret if args.http else settings.slack_app_token))
+               if not value]
+    if missing:
+        print(f"fieldguide: set {' and '.join(missing)} (see README, 'Set up the Slack app')", file=sys.stderr)
+        return 2
+    pipeline = make_pipeline(settings, args.db)
+    pipeline.engine.loaded()  # load the index and the model now, not on the first question
+    pipeline.engine.embed_query("warm up")
+    app = build_app(settings, pipeline)
+    if args.http:
+        import waitress
+        from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+        slack = SlackRequestHandler(app)
+
+        def wsgi(environ, start_response):
+            if environ.get("PATH_INFO") == "/healthz":
+                start_response("200 OK", [("content-type", "text/plain")])
+                return [b"ok\n"]
+            return slack(environ, start_response)
+
+        print(f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events", file=sys.stderr)
+        waitress.serve(wsgi, host=args.host, port=args.http, threads=8)
+    else:
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+        print("fieldguide: connected to Slack over Socket Mode", file=sys.stderr)
+        SocketModeHandler(app, settings.slack_app_token).start()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fieldguide",
@@ -231,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--decision", choices=["ANSWER", "PARTIAL", "ABSTAIN"], type=str.upper, help="only this decision")
     sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
+
+    sp = add("serve", "Run the Slack bot: Socket Mode (SLACK_APP_TOKEN) or, with --http PORT, an HTTP endpoint.", cmd_serve)
+    sp.add_argument("--http", type=int, metavar="PORT", help="serve /slack/events on this port (signatures checked)")
+    sp.add_argument("--host", default="0.0.0.0", help="address to bind with --http (default 0.0.0.0)")
 
     sp = add("eval", "Index an eval set (incrementally) and score retrieval and routing on its questions.", cmd_eval)
     sp.add_argument("set_dir", metavar="SET_DIR", help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)")

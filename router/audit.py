@@ -49,12 +49,6 @@ def record_answer(db, ans, context: dict) -> int:
             return db["answers"].insert(row).last_pk
 
 
-def set_message_ts(db, answer_id: int, channel: str, message_ts: str) -> None:
-    """Remember which Slack message shows an answer, so feedback on it finds the answer."""
-    with _write_lock, db.atomic():
-        db.execute("UPDATE answers SET channel = ?, message_ts = ? WHERE id = ?", [channel, message_ts, answer_id])
-
-
 def record_feedback(db, answer_id: int, user: str, value: str) -> None:
     """Last choice per user and answer wins."""
     with _write_lock:

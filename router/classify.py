@@ -18,7 +18,7 @@ from prompts import render
 
 log = logging.getLogger(__name__)
 
-VOTERS = 20  # how many of the top unrouted chunks vote
+VOTERS = 50  # how many of the top unrouted chunks vote
 
 
 @dataclass
@@ -44,8 +44,10 @@ class OfflineClassifier:
         hits = global_hits or self.searcher.search(question, query_vec, k=VOTERS, bm25_weight=self.bm25_weight)
         votes: dict[str, float] = {}
         for rank, h in enumerate(hits[:VOTERS]):
-            # a chunk's vote: its fused score, discounted by rank so the head of the list decides
-            votes[h.chunk["intent"]] = votes.get(h.chunk["intent"], 0.0) + max(h.score, 0.0) / (rank + 1)
+            # a chunk's vote: its fused score, discounted by the square of its rank. A gentler discount
+            # (1/rank) let big intents win on the sheer number of loosely matching chunks in the tail:
+            # 0.70 intent accuracy on openshift-4.15 against 0.75 with 1/rank².
+            votes[h.chunk["intent"]] = votes.get(h.chunk["intent"], 0.0) + max(h.score, 0.0) / (rank + 1) ** 2
         if query_vec is not None and self.examples:
             total = sum(votes.values()) or 1.0
             for intent, rows in self.examples.items():

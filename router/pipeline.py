@@ -185,6 +185,10 @@ class Pipeline:
         self.models = models or {}
         self.docs_base_url = docs_base_url
         self.audit_db = audit_db
+        if audit_db is not None:
+            from .audit import ensure_tables
+
+            ensure_tables(audit_db)
 
     # -- the steps -------------------------------------------------------------------------------
 

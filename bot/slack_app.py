@@ -1,0 +1,236 @@
+"""The Slack app (Bolt): mentions, DMs, thread follow-ups, feedback buttons and the admin reindex command.
+
+Bolt acknowledges each event at once and runs the listener on its worker threads, so a slow answer
+never makes Slack retry; retries and double deliveries that arrive anyway are dropped by `Seen`.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict, deque
+
+from slack_bolt import App
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+from index.indexer import IndexError_, index_folder, last_runs
+from router.audit import record_feedback
+from router.pipeline import Pipeline, QuestionError
+
+from .settings import Settings
+from .slack_format import FEEDBACK_ACTIONS, answer_blocks, escape, fallback_text
+
+log = logging.getLogger(__name__)
+
+WORKING = ":mag: Looking through the docs…"
+SORRY = ":warning: Sorry, something went wrong while answering. Please try again in a minute."
+HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
+QUESTIONS_PER_MINUTE = 6  # per user
+
+
+class Seen:
+    """Keys seen recently (event ids, channel+ts), bounded: de-duplicates Slack's retries."""
+
+    def __init__(self, size: int = 5000):
+        self.keys: OrderedDict[str, None] = OrderedDict()
+        self.size = size
+        self.lock = threading.Lock()
+
+    def first_time(self, *keys: str) -> bool:
+        with self.lock:
+            if any(k in self.keys for k in keys if k):
+                return False
+            for k in keys:
+                if k:
+                    self.keys[k] = None
+            while len(self.keys) > self.size:
+                self.keys.popitem(last=False)
+            return True
+
+
+class RateLimit:
+    def __init__(self, per_minute: int):
+        self.per_minute = per_minute
+        self.times: dict[str, deque] = {}
+        self.lock = threading.Lock()
+
+    def allow(self, user: str) -> bool:
+        now = time.monotonic()
+        with self.lock:
+            q = self.times.setdefault(user, deque())
+            while q and now - q[0] > 60:
+                q.popleft()
+            if len(q) >= self.per_minute:
+                return False
+            q.append(now)
+            return True
+
+
+class Reindexer:
+    """One background reindex at a time; questions keep being answered from the previous index."""
+
+    def __init__(self, settings: Settings, embedder):
+        self.settings = settings
+        self.embedder = embedder
+        self.lock = threading.Lock()
+        self.started: float | None = None
+
+    def run(self, report) -> None:
+        """Reindex FIELDGUIDE_DOCS; `report(text)` tells the requester (progress, then the summary)."""
+        if not self.lock.acquire(blocking=False):
+            report("A reindex is already running; I'll keep answering from the current index meanwhile.")
+            return
+        self.started = time.monotonic()
+        done, total, last_post = 0, 0, 0.0
+
+        def on_start(n):
+            nonlocal total
+            total = n
+            report(f"Reindexing `{self.settings.docs}`: {n} new or changed texts to embed." if n else
+                   f"Reindexing `{self.settings.docs}`: nothing new to embed.")
+
+        def on_embedded(n):
+            nonlocal done, last_post
+            done += n
+            if time.monotonic() - last_post > 10 and done < total:
+                last_post = time.monotonic()
+                report(f"Embedded {done}/{total} texts…")
+
+        try:
+            s = index_folder(self.settings.db, self.settings.docs, self.embedder, self.settings.chunk_chars,
+                             on_embed_start=on_start, on_embedded=on_embedded)
+            lines = [f":white_check_mark: Reindexed in {s.seconds:.1f} s: added {len(s.added)}, changed {len(s.changed)},"
+                     f" removed {len(s.removed)}, unchanged {len(s.unchanged)}, skipped {len(s.skipped)};"
+                     f" {s.chunks} chunks, {s.embedded} texts embedded."]
+            lines += [f"• skipped `{escape(k['path'])}`: {escape(k['reason'])}" for k in s.skipped[:20]]
+            report("\n".join(lines))
+        except IndexError_ as e:
+            report(f":x: Reindex failed: {escape(str(e))}. The previous index is still in use.")
+        except Exception as e:  # noqa: BLE001 - the requester must hear about any failure
+            log.exception("reindex failed")
+            report(f":x: Reindex failed ({type(e).__name__}). The previous index is still in use.")
+        finally:
+            self.started = None
+            self.lock.release()
+
+    def status(self) -> str:
+        if self.started is not None:
+            return f"A reindex has been running for {time.monotonic() - self.started:.0f} s."
+        runs = last_runs(self.settings.db, 1)
+        if not runs:
+            return "No index run yet."
+        r = runs[0]
+        return (f"Last run {r['finished']} ({r['status']}): added {r['added']}, changed {r['changed']}, "
+                f"removed {r['removed']}, unchanged {r['unchanged']}; {r['chunks']} chunks, {r['seconds']:.1f} s.")
+
+
+def thread_history(client: WebClient, channel: str, thread_ts: str, current_ts: str, bot_user: str) -> list[dict]:
+    """The thread's earlier messages, oldest first, as {"role", "text"} (bounded)."""
+    try:
+        resp = client.conversations_replies(channel=channel, ts=thread_ts, limit=50)
+    except Exception:  # noqa: BLE001 - without history the question is still answered as asked
+        log.warning("could not read thread %s/%s", channel, thread_ts, exc_info=True)
+        return []
+    history = []
+    for m in resp.get("messages", []):
+        if m.get("ts") == current_ts or not m.get("text") or m.get("text") == WORKING:
+            continue
+        role = "assistant" if m.get("user") == bot_user or m.get("bot_id") else "user"
+        history.append({"role": role, "text": strip_mentions(m["text"])[:1500]})
+    return history[-HISTORY_MESSAGES:]
+
+
+def strip_mentions(text: str) -> str:
+    return re.sub(r"<@[A-Z0-9]+>", "", text or "").strip()
+
+
+def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None = None) -> App:
+    client = client or WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_base_url,
+                                 retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)])
+    app = App(client=client, signing_secret=settings.slack_signing_secret or None)
+    bot_user = client.auth_test().get("user_id", "")
+    seen, limit = Seen(), RateLimit(QUESTIONS_PER_MINUTE)
+    reindexer = Reindexer(settings, pipeline.engine.embedder)
+    answered_threads: set[tuple[str, str]] = set()
+
+    def answer(event: dict, body: dict, reply_in_thread: bool) -> None:
+        channel, ts, user = event["channel"], event["ts"], event.get("user", "")
+        if not seen.first_time(body.get("event_id", ""), f"{channel}:{ts}"):
+            return  # a retry, or the same mention delivered as app_mention and as message
+        thread_ts = event.get("thread_ts") or (ts if reply_in_thread else None)
+        if not limit.allow(user):
+            client.chat_postMessage(channel=channel, thread_ts=thread_ts,
+                                    text="You're asking faster than I can read: give me a minute and ask again.")
+            return
+        placeholder = client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=WORKING)
+        history = thread_history(client, channel, event["thread_ts"], ts, bot_user) if event.get("thread_ts") else []
+        context = {"channel": channel, "user": user, "thread_ts": thread_ts or ts, "message_ts": placeholder["ts"]}
+        try:
+            ans = pipeline.answer(strip_mentions(event.get("text", "")), history, context)
+        except QuestionError as e:
+            client.chat_update(channel=channel, ts=placeholder["ts"], text=str(e))
+            return
+        except Exception:  # noqa: BLE001 - the user gets a short message, the log gets the traceback
+            log.exception("answer failed")
+            client.chat_update(channel=channel, ts=placeholder["ts"], text=SORRY)
+            return
+        messages = answer_blocks(ans, ans.audit_id)
+        client.chat_update(channel=channel, ts=placeholder["ts"], text=fallback_text(ans), blocks=messages[0])
+        for blocks in messages[1:]:
+            client.chat_postMessage(channel=channel, thread_ts=thread_ts or ts, text="(continued)", blocks=blocks)
+        answered_threads.add((channel, thread_ts or ts))
+
+    def in_our_thread(event: dict) -> bool:
+        key = (event["channel"], event.get("thread_ts", ""))
+        if key in answered_threads:
+            return True
+        row = pipeline.audit_db.execute(
+            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1", list(key)).fetchone()
+        return row is not None
+
+    @app.event("app_mention")
+    def on_mention(event, body):
+        answer(event, body, reply_in_thread=True)
+
+    @app.event("message")
+    def on_message(event, body):
+        if event.get("subtype") or event.get("bot_id") or event.get("user") in (None, bot_user):
+            return  # edits, deletions, joins, bots (ourselves included)
+        if event.get("channel_type") == "im":
+            answer(event, body, reply_in_thread=False)
+        elif f"<@{bot_user}>" in event.get("text", ""):
+            return  # app_mention answers it
+        elif event.get("thread_ts") and in_our_thread(event):
+            answer(event, body, reply_in_thread=True)
+
+    @app.action(re.compile("^(" + "|".join(FEEDBACK_ACTIONS) + ")$"))
+    def on_feedback(ack, body, action):
+        ack()
+        value = "helpful" if action["action_id"] == FEEDBACK_ACTIONS[0] else "not_helpful"
+        record_feedback(pipeline.audit_db, int(action["value"]), body["user"]["id"], value)
+
+    def reindex_ack(ack, command):
+        arg = (command.get("text") or "").strip().lower()
+        if command["user_id"] not in settings.admin_ids:
+            ack(response_type="ephemeral", text="Sorry, only fieldguide admins can reindex the docs.")
+        elif arg == "status":
+            ack(response_type="ephemeral", text=reindexer.status())
+        elif reindexer.lock.locked():
+            ack(response_type="ephemeral", text="A reindex is already running. Try `" + settings.reindex_command + " status`.")
+        else:
+            ack(response_type="ephemeral", text=f"Reindexing `{settings.docs}`; I'll post progress here.")
+
+    def reindex_run(command, respond):
+        if command["user_id"] in settings.admin_ids and (command.get("text") or "").strip().lower() != "status":
+            reindexer.run(lambda text: respond(response_type="ephemeral", replace_original=False, text=text))
+
+    app.command(settings.reindex_command)(ack=reindex_ack, lazy=[reindex_run])
+
+    @app.error
+    def on_error(error, body):
+        log.error("unhandled Slack error: %s", error, exc_info=error)
+
+    return app
+
