@@ -196,7 +196,7 @@ def cmd_audit(args, settings: Settings) -> int:
 def cmd_serve(args, settings: Settings) -> int:
     import logging
 
-    from .slack_app import build_app
+    from .slack_app import build_app, make_wsgi
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     missing = [name for name, value in (("SLACK_BOT_TOKEN", settings.slack_bot_token),
@@ -212,18 +212,9 @@ def cmd_serve(args, settings: Settings) -> int:
     app = build_app(settings, pipeline)
     if args.http:
         import waitress
-        from slack_bolt.adapter.wsgi import SlackRequestHandler
-
-        slack = SlackRequestHandler(app)
-
-        def wsgi(environ, start_response):
-            if environ.get("PATH_INFO") == "/healthz":
-                start_response("200 OK", [("content-type", "text/plain")])
-                return [b"ok\n"]
-            return slack(environ, start_response)
 
         print(f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events", file=sys.stderr)
-        waitress.serve(wsgi, host=args.host, port=args.http, threads=8)
+        waitress.serve(make_wsgi(app), host=args.host, port=args.http, threads=8)
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 

@@ -146,6 +146,21 @@ def strip_mentions(text: str) -> str:
     return re.sub(r"<@[A-Z0-9]+>", "", text or "").strip()
 
 
+def make_wsgi(app: App):
+    """The WSGI application `serve --http` runs under waitress: Bolt at /slack/events, /healthz for probes."""
+    from slack_bolt.adapter.wsgi import SlackRequestHandler
+
+    slack = SlackRequestHandler(app)
+
+    def wsgi(environ, start_response):
+        if environ.get("PATH_INFO") == "/healthz":
+            start_response("200 OK", [("content-type", "text/plain")])
+            return [b"ok\n"]
+        return slack(environ, start_response)
+
+    return wsgi
+
+
 def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None = None) -> App:
     client = client or WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_base_url,
                                  retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)])

@@ -14,6 +14,8 @@ def escape(text: str) -> str:
 
 def _inline(line: str) -> str:
     """Bold, italics, links and headings of one line of Markdown (outside code) in mrkdwn."""
+    quote = re.match(r"^(\s*>\s?)", line)  # a blockquote marker stays a marker, not &gt;
+    prefix, line = (quote.group(1), line[quote.end():]) if quote else ("", line)
     parts = re.split(r"(`[^`]+`)", line)  # leave inline code alone
     out = []
     for part in parts:
@@ -26,10 +28,10 @@ def _inline(line: str) -> str:
         out.append(part)
     line = "".join(out)
     if m := re.match(r"^\s{0,3}#{1,6}\s+(.*)$", line):
-        return f"*{m.group(1).strip()}*"
-    if m := re.match(r"^(\s*)[-*+]\s+(.*)$", line):
-        return f"{m.group(1)}• {m.group(2)}"
-    return line
+        line = f"*{m.group(1).strip()}*"
+    elif m := re.match(r"^(\s*)[-*+]\s+(.*)$", line):
+        line = f"{m.group(1)}• {m.group(2)}"
+    return prefix + line
 
 
 def to_mrkdwn(markdown: str) -> str:

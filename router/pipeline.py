@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from index.chunker import context_header
 from index.search import Hit, tokenize
 from prompts import prompt_hash, render
 
@@ -263,25 +264,28 @@ class Pipeline:
 
     def _extract_offline(self, question: str, query_vec, hits: list[Hit]) -> list[Passage]:
         """The blocks of the top chunks that score best against the question, by the retrieval's own
-        two signals: idf-weighted term coverage and cosine similarity."""
+        signals: the chunk's fused score, and the block's idf-weighted term coverage and cosine
+        similarity, each block read with its chunk's title and heading path (a block under
+        "#### TW-1429" is about TW-1429 even when its sentences don't repeat the code)."""
         bm25 = self.engine.loaded().searcher.bm25
         q_tokens = tokenize(question)
         blocks = [(h, b) for h in hits for b in split_blocks(h.chunk["text"])]
         if not blocks:
             return []
-        cover = np.array([bm25.coverage(q_tokens, tokenize(b)) for _, b in blocks])
-        scores = cover
+        texts = [f"{context_header(h.chunk['title'], h.chunk['heading_path'])}\n\n{b}" for h, b in blocks]
+        block_scores = np.array([bm25.coverage(q_tokens, tokenize(t)) for t in texts])
         if query_vec is not None:
             try:
-                sims = self.engine.embedder.embed_documents([b for _, b in blocks]) @ query_vec
-                scores = 0.4 * cover + 0.6 * np.clip(sims, 0, None)
+                sims = self.engine.embedder.embed_documents(texts) @ query_vec
+                block_scores = 0.4 * block_scores + 0.6 * np.clip(sims, 0, None)
             except Exception:  # the embedding service failing here only costs the vector half
                 pass
+        scores = 0.5 * np.array([h.score for h, _ in blocks]) + 0.5 * block_scores
         best = float(scores.max())
         chosen, chars = [], 0
         for i in np.argsort(-scores, kind="stable"):
             h, b = blocks[i]
-            if scores[i] < 0.75 * best or len(chosen) == 4 or (chosen and chars + len(b) > 1800):
+            if scores[i] < 0.85 * best or len(chosen) == 4 or (chosen and chars + len(b) > 1800):
                 break
             chosen.append(i)
             chars += len(b)

@@ -16,6 +16,16 @@ def local_embedder():
     return LocalEmbedder()
 
 
+@pytest.fixture(scope="session")
+def examples_db(tmp_path_factory, local_embedder):
+    """examples/docs indexed once for the session with the local model."""
+    from index.indexer import index_folder
+
+    db = tmp_path_factory.mktemp("examples") / "index.db"
+    index_folder(db, EXAMPLES, local_embedder)
+    return str(db)
+
+
 @pytest.fixture
 def stub():
     server = StubServer()

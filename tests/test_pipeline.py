@@ -17,13 +17,6 @@ MODELS = {"condense": "claude-haiku-4-5", "extract": "claude-haiku-4-5", "answer
 SIGNATURE_Q = "How do I verify the signature of a webhook?"
 
 
-@pytest.fixture(scope="session")
-def examples_db(tmp_path_factory, local_embedder):
-    db = tmp_path_factory.mktemp("examples") / "index.db"
-    index_folder(db, EXAMPLES, local_embedder)
-    return str(db)
-
-
 def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0):
     client = None
     if stub is not None:
