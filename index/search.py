@@ -6,6 +6,7 @@ depend on which buckets are searched: a bucket is only a mask over the same scor
 """
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections import Counter
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 TOKEN = re.compile(r"[a-z0-9]+")
+TOKENIZER_VERSION = 1  # bump when tokenize() changes: cached BM25 postings are keyed by it
 STOPWORDS = frozenset("""
 a an and are as at be but by can do does for from has have how i if in into is it its me my of on or our
 should so than that the their them then there these they this to was we what when where which who why will
@@ -43,7 +45,11 @@ class BM25:
     """Scores identical to `rank_bm25.BM25Okapi(corpus, k1, b, epsilon).get_scores(query)`, but each
     query term touches only the chunks that contain it (postings), not every chunk."""
 
-    def __init__(self, corpus: list[list[str]], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+    ARRAYS = ("postings_docs", "postings_weights", "offsets", "idf")
+
+    def __init__(self, corpus: list[list[str]] | None, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+        if corpus is None:
+            return  # filled by from_bytes
         self.size = len(corpus)
         self.vocab: dict[str, int] = {}
         doc_ids: list[int] = []
@@ -73,6 +79,24 @@ class BM25:
         self.postings_weights = weight[order]
         self.offsets = np.zeros(len(self.vocab) + 1, dtype=np.int64)
         np.cumsum(df, out=self.offsets[1:])
+
+    def to_bytes(self) -> bytes:
+        """The built index, so a process can load it instead of re-tokenising every chunk."""
+        buf = io.BytesIO()
+        vocab = np.frombuffer("\n".join(self.vocab).encode(), dtype=np.uint8)
+        np.savez(buf, vocab=vocab, size=np.array([self.size]), **{k: getattr(self, k) for k in self.ARRAYS})
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "BM25":
+        z = np.load(io.BytesIO(data))
+        bm25 = cls(None)
+        bm25.size = int(z["size"][0])
+        words = z["vocab"].tobytes().decode().split("\n") if z["vocab"].size else []
+        bm25.vocab = dict(zip(words, range(len(words))))
+        for k in cls.ARRAYS:
+            setattr(bm25, k, z[k])
+        return bm25
 
     def scores(self, query: list[str]) -> np.ndarray:
         out = np.zeros(self.size, dtype=np.float64)
@@ -131,10 +155,10 @@ class Searcher:
     """The whole index in memory: chunk records, the BM25 postings, the embedding matrix and a row
     mask per intent. Built once per index generation and shared by every query."""
 
-    def __init__(self, records: list[dict], vectors: np.ndarray | None):
+    def __init__(self, records: list[dict], vectors: np.ndarray | None, bm25: BM25 | None = None):
         self.records = records
         self.vectors = vectors
-        self.bm25 = BM25([tokenize(r["search_text"]) for r in records])
+        self.bm25 = bm25 or BM25([tokenize(r["search_text"]) for r in records])
         intents = np.array([r["intent"] for r in records])
         self.intent_rows = {name: np.flatnonzero(intents == name) for name in sorted(set(intents.tolist()))}
 

@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS embeddings (
     text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model));
 CREATE TABLE IF NOT EXISTS intents (
     name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER);
+CREATE TABLE IF NOT EXISTS bm25_cache (key TEXT PRIMARY KEY, data BLOB);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
     model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
@@ -105,6 +106,18 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
         if vectors is not None and blob is not None:
             vectors[i] = np.frombuffer(blob, dtype=np.float32)
     return records, vectors
+
+
+def load_bm25(db: sqlite_utils.Database, key: str) -> bytes | None:
+    row = db.execute("SELECT data FROM bm25_cache WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
+
+
+def save_bm25(db: sqlite_utils.Database, key: str, data: bytes) -> None:
+    """Keep only the current BM25 postings (key: index generation + tokenizer version)."""
+    with db.atomic():
+        db.execute("DELETE FROM bm25_cache WHERE key != ?", [key])
+        db.execute("INSERT OR REPLACE INTO bm25_cache (key, data) VALUES (?, ?)", [key, data])
 
 
 def load_intents(db: sqlite_utils.Database) -> list[dict]:

@@ -2,14 +2,15 @@
 the classifier and the routing policy. One Engine serves every question of a process."""
 from __future__ import annotations
 
+import sqlite3
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from index.embedders import Embedder, EmbeddingError
-from index.search import Searcher
-from index.store import generation, load_chunks, load_intents, load_related, open_db
+from index.search import BM25, TOKENIZER_VERSION, Searcher
+from index.store import generation, load_bm25, load_chunks, load_intents, load_related, open_db, save_bm25
 
 from .classify import ClaudeClassifier, OfflineClassifier
 from .policy import RouteDecision, Router
@@ -46,7 +47,15 @@ class Engine:
 
     def _load(self, gen: int) -> Loaded:
         records, vectors = load_chunks(self.db, self.embedder.name)
-        searcher = Searcher(records, vectors)
+        key = f"{gen}/{TOKENIZER_VERSION}"
+        cached = load_bm25(self.db, key)
+        bm25 = BM25.from_bytes(cached) if cached else None
+        searcher = Searcher(records, vectors, bm25 if bm25 and bm25.size == len(records) else None)
+        if searcher.bm25 is not bm25:
+            try:
+                save_bm25(self.db, key, searcher.bm25.to_bytes())
+            except sqlite3.OperationalError:  # read-only or locked: the next process builds it again
+                pass
         intents = load_intents(self.db)
         examples = {}
         texts = [(i["name"], q) for i in intents for q in i["examples"]]

@@ -126,3 +126,21 @@ def test_routing_confident_unsure_related_and_weak():
 
     unknown = Router(s, FixedClassifier([("nonexistent", 1.0)])).route("refund", vecs[2])
     assert unknown.searched is None and unknown.reason == "no known intent"
+
+
+def test_bm25_round_trips_through_bytes():
+    corpus = [tokenize(t) for t in corpus_of(EXAMPLES)]
+    built = BM25(corpus)
+    loaded = BM25.from_bytes(built.to_bytes())
+    for q in (["webhook", "signature"], ["tw", "1429"], ["nothing"]):
+        assert np.array_equal(built.scores(q), loaded.scores(q))
+
+
+def test_engine_caches_bm25_per_generation(examples_db, local_embedder):
+    from index.store import open_db
+    from router.engine import Engine
+
+    first = Engine(examples_db, local_embedder).loaded().searcher.bm25
+    assert open_db(examples_db).execute("SELECT count(*) FROM bm25_cache").fetchone()[0] == 1
+    again = Engine(examples_db, local_embedder).loaded().searcher.bm25
+    assert again.vocab == first.vocab and np.array_equal(again.postings_weights, first.postings_weights)
