@@ -16,6 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m index.onnx_model   # int8 ONNX export of the shipped weights, offline, once
 	touch $@
 
 demo: setup
@@ -23,6 +24,10 @@ demo: setup
 	$(BIN)/fieldguide intents --db $(DEMO_DB)
 	$(BIN)/fieldguide ask "How many times is a failed webhook retried, and over how long?" --db $(DEMO_DB)
 	$(BIN)/fieldguide ask "What is a good recipe for sourdough bread?" --db $(DEMO_DB)
+
+bench: setup
+	$(BIN)/python -m pip install -q matplotlib
+	for b in retrieval startup answers slack_latency indexing; do $(BIN)/python bench/$$b.py || exit 1; done
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from index.onnx_model import OnnxEmbedder, export  # noqa: E402  (no torch import)
+from index.onnx_model import DEFAULT_DIR, OnnxEmbedder, export  # noqa: E402  (no torch import)
 
 
 def load_texts(dbs: list[str], sample: int, seed: int) -> tuple[list[str], list[str]]:
@@ -71,9 +71,9 @@ def nearest(vecs: np.ndarray, k: int = 10) -> np.ndarray:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--onnx-dir", default=str(ROOT / ".fieldguide" / "onnx-model"))
-    ap.add_argument("--db", action="append", help="chunk databases; the first is sampled (default: "
-                    "/work/dbs/openshift.db and /tmp/cd.db)")
+    ap.add_argument("--onnx-dir", default=str(DEFAULT_DIR))
+    ap.add_argument("--db", action="append", help="chunk databases; the first is sampled (default: the "
+                    "openshift-4.15 and claude-docs indexes in .fieldguide/bench, built by the other benches)")
     ap.add_argument("--sample", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-fp32", action="store_true", help="skip the fp32 ONNX model")
@@ -82,14 +82,16 @@ def main() -> None:
     t = time.perf_counter()
     export(args.onnx_dir)
     print(f"ONNX model in {args.onnx_dir} (export or check: {time.perf_counter() - t:.1f} s)")
-    texts, notes = load_texts(args.db or ["/work/dbs/openshift.db", "/tmp/cd.db"], args.sample, args.seed)
+    bench = ROOT / ".fieldguide" / "bench"
+    default = [str(bench / f"{s}-local-all-MiniLM-L6-v2-int8.db") for s in ("openshift-4.15", "claude-docs")]
+    texts, notes = load_texts(args.db or default, args.sample, args.seed)
     print(f"texts: {len(texts)} ({'; '.join(notes)}), mean {np.mean([len(x) for x in texts]):.0f} chars")
-    print(f"cpus: {len(os.sched_getaffinity(0))}, load average before: {os.getloadavg()[0]:.2f}")
+    print(f"cpus: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.2f}")
 
-    from index.embedders import LocalEmbedder
+    from index.embedders import TorchEmbedder
 
     onnx = f"from index.onnx_model import OnnxEmbedder; e = OnnxEmbedder({args.onnx_dir!r}"
-    runs = [("torch", LocalEmbedder(), "from index.embedders import LocalEmbedder; e = LocalEmbedder()")]
+    runs = [("torch", TorchEmbedder(), "from index.embedders import TorchEmbedder; e = TorchEmbedder()")]
     if not args.no_fp32:
         runs.append(("onnx fp32", OnnxEmbedder(args.onnx_dir, quantized=False), onnx + ", quantized=False)"))
     runs.append(("onnx int8", OnnxEmbedder(args.onnx_dir), onnx + ")"))

@@ -45,6 +45,7 @@ class Settings:
     voyage_api_key: str = _setting("VOYAGE_API_KEY", "", "Voyage key; empty = local embedding model")
     voyage_base_url: str = _setting("VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1")
     voyage_model: str = _setting("FIELDGUIDE_VOYAGE_MODEL", "voyage-3.5", "Voyage embedding model")
+    model_dir: str = _setting("FIELDGUIDE_MODEL_DIR", "", "local ONNX model folder (default: inside the venv)")
     timeout: float = _setting("FIELDGUIDE_TIMEOUT", 30.0, "seconds before a Claude/Voyage call gives up")
     max_retries: int = _setting("FIELDGUIDE_MAX_RETRIES", 2, "SDK retries on 429/529/timeouts")
     chunk_chars: int = _setting("FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters")

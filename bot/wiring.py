@@ -7,7 +7,8 @@ from .settings import Settings
 def make_embedder(settings: Settings):
     from index.embedders import make_embedder as make
 
-    return make(settings.voyage_api_key, settings.voyage_model, settings.voyage_base_url, settings.timeout)
+    return make(settings.voyage_api_key, settings.voyage_model, settings.voyage_base_url, settings.timeout,
+                settings.model_dir)
 
 
 def make_anthropic(settings: Settings):

@@ -22,6 +22,8 @@ import numpy as np
 from .embedders import Progress, _normalise
 
 INT8, FP32, TOKENIZER, MANIFEST = "model_int8.onnx", "model_fp32.onnx", "tokenizer.json", "manifest.json"
+# beside the Python environment that holds the source weights (and torch, which export() needs)
+DEFAULT_DIR = Path(sys.prefix) / "share" / "fieldguide" / "onnx-model"
 FORMAT = 1  # bump when the export recipe changes, so old exports are rebuilt
 
 
@@ -87,7 +89,7 @@ def export(target_dir: str | os.PathLike) -> Path:
 
 
 class OnnxEmbedder:
-    """Same interface and vectors (to ~0.99 cosine) as LocalEmbedder, from an export() folder.
+    """Same interface and vectors (to ~0.99 cosine) as TorchEmbedder, from an export() folder.
 
     Texts are tokenised once and sorted by token count before batching; results come back in the
     caller's order. Tokenisation and mean pooling follow sentence-transformers for this model.
@@ -95,14 +97,14 @@ class OnnxEmbedder:
 
     name = "local:all-MiniLM-L6-v2-int8"
 
-    def __init__(self, model_dir: str | os.PathLike, batch_size: int = 32, max_seq_length: int = 256,
+    def __init__(self, model_dir: str | os.PathLike = DEFAULT_DIR, batch_size: int = 32, max_seq_length: int = 256,
                  quantized: bool = True, threads: int | None = None):
         self.model_dir = Path(model_dir)
         self.batch_size, self.max_seq_length = batch_size, max_seq_length
         self.model_file = INT8 if quantized else FP32
         if not quantized:
             self.name = "local:all-MiniLM-L6-v2-onnx"
-        self.threads = threads or len(os.sched_getaffinity(0))
+        self.threads = threads or os.cpu_count() or 1
         self._lock = threading.Lock()
         self._session = self._tokenizer = None
 
@@ -113,8 +115,10 @@ class OnnxEmbedder:
                 from tokenizers import Tokenizer
 
                 path = self.model_dir / self.model_file
-                if not path.is_file():
-                    raise FileNotFoundError(f"{path} not found: run `python -m index.onnx_model {self.model_dir}`")
+                if not path.is_file() or not (self.model_dir / MANIFEST).is_file():
+                    # `make setup` exports it; a plain `pip install` gets it on first use (~10 s, offline)
+                    print(f"fieldguide: preparing the local embedding model in {self.model_dir} (once)", file=sys.stderr)
+                    export(self.model_dir)
                 tok = Tokenizer.from_file(str(self.model_dir / TOKENIZER))
                 tok.enable_truncation(max_length=self.max_seq_length)
                 tok.no_padding()  # the file pads to a fixed 128; _run pads each batch to its longest
@@ -139,7 +143,7 @@ class OnnxEmbedder:
         return (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
 
     def _encode(self, texts: list[str]):
-        return self._load()[1].encode_batch([t.strip() for t in texts])  # sentence-transformers strips too
+        return self._load()[1].encode_batch(texts)
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), 384), dtype=np.float32)
@@ -158,8 +162,8 @@ class OnnxEmbedder:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m index.onnx_model TARGET_DIR")
+    if len(sys.argv) > 2:
+        sys.exit("usage: python -m index.onnx_model [TARGET_DIR]")
     t0 = time.perf_counter()
-    out = export(sys.argv[1])
+    out = export(sys.argv[1] if len(sys.argv) == 2 else DEFAULT_DIR)
     print(f"{out / INT8}: {(out / INT8).stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s")

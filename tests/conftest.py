@@ -7,13 +7,14 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "docs"
 SHARED_EVAL = ROOT.parent / "shared" / "eval"
 
-from index.embedders import LocalEmbedder  # noqa: E402
+from index.embedders import make_embedder  # noqa: E402
 from tests.stubs import StubServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def local_embedder():
-    return LocalEmbedder()
+    """The default offline embedder (int8 ONNX all-MiniLM-L6-v2)."""
+    return make_embedder()
 
 
 @pytest.fixture(scope="session")

@@ -6,11 +6,14 @@ JSON) or bytes.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.error import HTTPError
 from urllib.parse import parse_qs
+from urllib.request import Request as HttpRequest, urlopen
 
 
 class Request:
@@ -134,3 +137,48 @@ def text_block(text: str, citations: list | None = None) -> dict:
 
 
 OVERLOADED = (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {"retry-after-ms": "10"})
+
+
+BOT = "UBOT"
+
+
+class SlackMock(StubServer):
+    """Answers the Web API methods the bot uses and records every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.ts = itertools.count(1)
+        self.thread_messages: list[dict] = []
+
+        def ok(extra):
+            return lambda req: (200, {"ok": True, **extra(req)})
+
+        self.route("/api/auth.test", ok(lambda r: {"user_id": BOT, "bot_id": "BBOT", "team_id": "T1"}))
+        self.route("/api/chat.postMessage", ok(lambda r: {"ts": f"1800000000.{next(self.ts):06d}", "channel": r.form["channel"]}))
+        self.route("/api/chat.update", ok(lambda r: {"ts": r.form["ts"], "channel": r.form["channel"]}))
+        self.route("/api/conversations.replies", ok(lambda r: {"messages": self.thread_messages, "has_more": False}))
+        self.route("/respond", (200, {"ok": True}))
+
+    def posts(self):
+        return [r.form for r in self.calls("/api/chat.postMessage")]
+
+    def updates(self):
+        return [r.form for r in self.calls("/api/chat.update")]
+
+    def responses(self):
+        return [r.json for r in self.calls("/respond")]
+
+
+def signed_request(url: str, body: bytes, content_type: str, secret: str, headers: dict | None = None):
+    """POST `body` signed as Slack signs its requests; returns (status, body text)."""
+    from slack_sdk.signature import SignatureVerifier
+
+    ts = str(int(time.time()))
+    sig = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body.decode())
+    req = HttpRequest(url, data=body, method="POST", headers={
+        "content-type": content_type, "x-slack-request-timestamp": ts, "x-slack-signature": sig, **(headers or {})})
+    try:
+        with urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except HTTPError as e:
+        return e.code, e.read().decode()

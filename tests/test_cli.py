@@ -35,3 +35,14 @@ def test_settings_from_dotenv(tmp_path, monkeypatch):
     (tmp_path / ".env").write_text("# comment\nFIELDGUIDE_DB='x.db'\nexport FIELDGUIDE_BM25_WEIGHT=0.3\n")
     s = Settings.load(environ={"FIELDGUIDE_DB": "from-env.db"}, dotenv=tmp_path / ".env")
     assert s.db == "from-env.db" and s.bm25_weight == 0.3
+
+
+def test_every_setting_is_documented():
+    from bot.settings import describe
+    from tests.conftest import ROOT
+
+    example = (ROOT / ".env.example").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for env, _, _ in describe():
+        assert f"\n{env}=" in example, f"{env} missing from .env.example"
+        assert f"`{env}`" in readme, f"{env} missing from the README's configuration table"

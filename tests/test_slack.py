@@ -1,18 +1,14 @@
 """The real Bolt App behind the real HTTP endpoint (waitress), its WebClient pointed at a local mock of
 Slack's Web API; every request is signed as Slack signs it."""
-import itertools
 import json
 import shutil
 import threading
 import time
 from urllib.parse import urlencode
-from urllib.request import Request as HttpRequest, urlopen
-from urllib.error import HTTPError
 
 import pytest
 import waitress
 from slack_sdk import WebClient
-from slack_sdk.signature import SignatureVerifier
 
 from bot.settings import Settings
 from bot.slack_app import WORKING, build_app, make_wsgi
@@ -21,37 +17,9 @@ from index.store import open_db
 from router.engine import Engine
 from router.pipeline import Answer, Pipeline, Source
 from tests.conftest import EXAMPLES
-from tests.stubs import StubServer
+from tests.stubs import BOT, SlackMock, signed_request
 
 SECRET = "test-signing-secret"
-BOT = "UBOT"
-
-
-class SlackMock(StubServer):
-    """Answers the Web API methods the bot uses and records every call."""
-
-    def __init__(self):
-        super().__init__()
-        self.ts = itertools.count(1)
-        self.thread_messages: list[dict] = []
-
-        def ok(extra):
-            return lambda req: (200, {"ok": True, **extra(req)})
-
-        self.route("/api/auth.test", ok(lambda r: {"user_id": BOT, "bot_id": "BBOT", "team_id": "T1"}))
-        self.route("/api/chat.postMessage", ok(lambda r: {"ts": f"1800000000.{next(self.ts):06d}", "channel": r.form["channel"]}))
-        self.route("/api/chat.update", ok(lambda r: {"ts": r.form["ts"], "channel": r.form["channel"]}))
-        self.route("/api/conversations.replies", ok(lambda r: {"messages": self.thread_messages, "has_more": False}))
-        self.route("/respond", (200, {"ok": True}))
-
-    def posts(self):
-        return [r.form for r in self.calls("/api/chat.postMessage")]
-
-    def updates(self):
-        return [r.form for r in self.calls("/api/chat.update")]
-
-    def responses(self):
-        return [r.json for r in self.calls("/respond")]
 
 
 @pytest.fixture
@@ -77,15 +45,7 @@ class Client:
         self.url, self.mock, self.pipeline = url, mock, pipeline
 
     def send(self, body: bytes, content_type: str, headers=None, secret=SECRET):
-        ts = str(int(time.time()))
-        sig = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body.decode())
-        req = HttpRequest(self.url + "/slack/events", data=body, method="POST", headers={
-            "content-type": content_type, "x-slack-request-timestamp": ts, "x-slack-signature": sig, **(headers or {})})
-        try:
-            with urlopen(req, timeout=10) as resp:
-                return resp.status, resp.read().decode()
-        except HTTPError as e:
-            return e.code, e.read().decode()
+        return signed_request(self.url + "/slack/events", body, content_type, secret, headers)
 
     def event(self, event: dict, event_id: str, headers=None, secret=SECRET):
         body = {"token": "t", "team_id": "T1", "api_app_id": "A1", "type": "event_callback", "event_id": event_id,

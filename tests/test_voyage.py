@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from index.embedders import EmbeddingError, VoyageEmbedder, make_embedder, LocalEmbedder
+from index.embedders import EmbeddingError, TorchEmbedder, VoyageEmbedder, make_embedder
+from index.onnx_model import OnnxEmbedder
 from tests.stubs import voyage_embeddings
 
 
@@ -49,8 +50,14 @@ def test_bad_key_is_not_retried(stub):
 
 
 def test_settings_choose_the_embedder():
-    assert isinstance(make_embedder(""), LocalEmbedder)
+    assert isinstance(make_embedder(""), OnnxEmbedder)
     assert make_embedder("key", "voyage-3.5-lite").name == "voyage:voyage-3.5-lite"
+
+
+def test_int8_model_stays_close_to_the_torch_reference(local_embedder):
+    texts = ["Rotate your API key every 90 days.", "Webhooks are retried 8 times over about 24 hours.", ""]
+    reference = TorchEmbedder().embed_documents(texts)
+    assert np.min(np.sum(reference * local_embedder.embed_documents(texts), axis=1)) > 0.95  # 0.97-0.99 on real text
 
 
 def test_local_embedder_is_offline_and_normalised(local_embedder):

@@ -1,0 +1,56 @@
+"""Shared by the bench scripts: timing, the openshift corpus, and writing a section of RESULTS.md."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED = ROOT.parent / "shared" / "eval"
+WORK = ROOT / ".fieldguide" / "bench"
+RESULTS = ROOT / "bench" / "RESULTS.md"
+
+
+def ms(samples) -> tuple[float, float]:
+    """(p50, p95) in milliseconds of a list of seconds."""
+    a = np.asarray(samples) * 1000
+    return float(np.percentile(a, 50)), float(np.percentile(a, 95))
+
+
+def timed(fn, *args, **kwargs):
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
+def eval_db(set_name: str, embedder) -> Path:
+    """The eval set indexed with `embedder` (incremental: built once, then reused)."""
+    from index.indexer import index_folder
+
+    db = WORK / f"{set_name}-{embedder.name.replace(':', '-')}.db"
+    index_folder(db, SHARED / set_name / "docs", embedder)
+    return db
+
+
+def write_section(name: str, body: str) -> None:
+    """Replace (or append) the section `name` of bench/RESULTS.md, stamped with the machine and date."""
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nWritten by the scripts in bench/ (see bench/README.md).\n"
+    stamp = f"_{date.today().isoformat()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}_\n\n"
+    block = f"<!-- {name}:start -->\n{stamp}{body.strip()}\n<!-- {name}:end -->"
+    pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    RESULTS.write_text(text)
+    print(f"\nwrote the '{name}' section of {RESULTS.relative_to(ROOT)}")
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
