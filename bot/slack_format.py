@@ -80,7 +80,8 @@ def answer_blocks(ans, answer_id: int | None) -> list[list[dict]]:
     context = [f"intent: {ans.intents[0] if ans.intents else 'none'}"]
     if ans.offline:
         context.append("answered without Claude")
-    context += [n for n in ans.notes if "without Claude" not in n and "keyword search only" in n][:1]
+    if any("keyword search only" in n for n in ans.notes):
+        context.append("keyword search only (embeddings unavailable)")
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(" · ".join(context))[:2000]}]})
     if answer_id is not None:
         blocks.append({"type": "actions", "block_id": "feedback", "elements": [

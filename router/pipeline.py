@@ -398,7 +398,7 @@ class Pipeline:
 
         strength = self.evidence(ans.condensed, query_vec, decision.hits, ans)
         if strength == ABSTAIN:
-            ans.text = self.abstain_text(decision.hits)
+            ans.text = self.abstain_text([])  # nothing near: naming "closest" sections would be noise
             return self._finish(ans, t0, context)
         passages = self.extract(ans.condensed, query_vec, decision.hits, ans)
         ans.passages = passages
@@ -435,6 +435,7 @@ class Pipeline:
         return ANSWER
 
     def abstain_text(self, hits: list[Hit]) -> str:
+        """The "not in the docs" answer; `hits`: related sections that did not answer it, to name."""
         text = "I couldn't find this in the docs, so I won't guess."
         near = []
         for h in hits[:3]:
@@ -444,8 +445,6 @@ class Pipeline:
         return text + (" The closest sections were: " + "; ".join(near) + "." if near else "")
 
     def _finish(self, ans: Answer, t0: float, context: dict | None) -> Answer:
-        if ans.text and not ans.passages and ans.decision == ABSTAIN:
-            ans.sources = []
         ans.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 1)
         if ans.offline and OFFLINE_NOTE not in " ".join(ans.notes) and self.client is None:
             ans.notes.append(OFFLINE_NOTE)
