@@ -52,11 +52,11 @@ def main() -> None:
 
     ts = f"{time.time():.6f}"
     q1 = {"type": "app_mention", "user": "U1", "channel": "C1", "ts": ts, "event_ts": ts,
-          "text": f"<@{BOT}> How many times is a failed webhook retried?"}
+          "text": f"<@{BOT}> How many times is a failed webhook retried, and over how long?"}
     r1 = send(q1, "EvBench1", 0)
     answer_text = mock.updates()[0]["text"]
     mock.thread_messages = [{"user": "U1", "text": q1["text"], "ts": ts},
-                            {"user": BOT, "bot_id": "B1", "text": answer_text, "ts": mock.posts()[0]["ts"]}]
+                            {"user": BOT, "bot_id": "B1", "text": answer_text, "ts": "1800000000.000001"}]  # the mock's first ts
     ts2 = f"{time.time():.6f}"
     q2 = {"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": ts2, "thread_ts": ts,
           "text": "and how long does it wait between tries?"}
@@ -66,7 +66,7 @@ def main() -> None:
     lines = []
     for req in mock.requests:
         if req.path.startswith("/api/"):
-            f = req.form
+            f = req.form or {}
             shown = {k: f[k] for k in ("channel", "ts", "thread_ts", "text") if k in f}
             if "text" in shown and len(shown["text"]) > 90:
                 shown["text"] = shown["text"][:90] + "…"

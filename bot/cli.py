@@ -13,7 +13,8 @@ def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def cmd_index(args, settings: Settings) -> int:
+def index_with_progress(db: str, docs_dir, embedder, settings: Settings, quiet: bool = False):
+    """An incremental index run with a progress bar on stderr while it embeds (none when not a tty)."""
     from tqdm import tqdm
 
     from index.indexer import index_folder
@@ -23,15 +24,18 @@ def cmd_index(args, settings: Settings) -> int:
     def start(total: int):
         nonlocal bar
         if total:
-            bar = tqdm(total=total, desc="Embedding", unit="text", file=sys.stderr, disable=args.quiet or None)
+            bar = tqdm(total=total, desc="Embedding", unit="text", file=sys.stderr, disable=quiet or None)
 
-    embedder = make_embedder(settings)
     try:
-        summary = index_folder(args.db or settings.db, args.docs_dir, embedder, settings.chunk_chars,
-                               on_embed_start=start, on_embedded=lambda n: bar and bar.update(n))
+        return index_folder(db, docs_dir, embedder, settings.chunk_chars, on_embed_start=start,
+                            on_embedded=lambda n: bar and bar.update(n))
     finally:
         if bar:
             bar.close()
+
+
+def cmd_index(args, settings: Settings) -> int:
+    summary = index_with_progress(args.db or settings.db, args.docs_dir, make_embedder(settings), settings, args.quiet)
     result = summary.counts()
     if args.json:
         _print_json(result)
@@ -96,32 +100,21 @@ def cmd_eval(args, settings: Settings) -> int:
 
     from tqdm import tqdm
 
-    from index.indexer import index_folder
     from router.evaluate import ALL_MODES, format_table, load_questions, run_eval
 
     set_dir = Path(args.set_dir)
-    questions = load_questions(args.questions or set_dir / "questions.jsonl")
+    qfile = Path(args.questions or set_dir / "questions.jsonl")
+    if not qfile.is_file() or not (set_dir / "docs").is_dir():
+        print(f"fieldguide: {set_dir} needs docs/ and questions.jsonl (or --questions FILE)", file=sys.stderr)
+        return 2
+    questions = load_questions(qfile)
     embedder = make_embedder(settings)
     db = args.db or str(Path(".fieldguide/eval") / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db")
-    bar = None
-
-    def start(total):
-        nonlocal bar
-        if total:
-            bar = tqdm(total=total, desc="Embedding", unit="text", file=sys.stderr)
-
-    summary = index_folder(db, set_dir / "docs", embedder, settings.chunk_chars, on_embed_start=start,
-                           on_embedded=lambda n: bar and bar.update(n))
-    if bar:
-        bar.close()
+    summary = index_with_progress(db, set_dir / "docs", embedder, settings)
     print(f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)", file=sys.stderr)
     engine = make_engine(settings, db)
     loaded = engine.loaded()
     modes = args.modes or list(ALL_MODES)
-    unknown = set(modes) - set(ALL_MODES)
-    if unknown:
-        print(f"fieldguide: unknown modes {sorted(unknown)}; choose from {', '.join(ALL_MODES)}", file=sys.stderr)
-        return 2
     with tqdm(total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None) as bar2:
         result = run_eval(questions, loaded.searcher, embedder.embed_query, modes, loaded.router.route,
                           bm25_weight=settings.bm25_weight, progress=bar2.update)
@@ -270,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("set_dir", metavar="SET_DIR", help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)")
     sp.add_argument("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
     sp.add_argument("--json", metavar="OUT", help="also write all figures to this JSON file")
-    sp.add_argument("--modes", nargs="+", metavar="MODE", help="bm25 vector hybrid rrf routed oracle (default: all)")
+    sp.add_argument("--modes", nargs="+", metavar="MODE", choices=["bm25", "vector", "hybrid", "rrf", "routed", "oracle"],
+                    help="bm25 vector hybrid rrf routed oracle (default: all)")
     return p
 
 
@@ -283,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.load()
     try:
         return args.func(args, settings)
-    except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError) as e:
+    except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError, ValueError) as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

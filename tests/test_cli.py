@@ -46,3 +46,45 @@ def test_every_setting_is_documented():
     for env, _, _ in describe():
         assert f"\n{env}=" in example, f"{env} missing from .env.example"
         assert f"`{env}`" in readme, f"{env} missing from the README's configuration table"
+
+
+def test_eval_on_the_example_set(tmp_path, capsys):
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    set_dir = tmp_path / "set"
+    shutil.copytree(EXAMPLES, set_dir / "docs")
+    shutil.copy(EXAMPLES.parent / "questions.jsonl", set_dir / "questions.jsonl")
+    out_json = tmp_path / "out.json"
+    assert main(["eval", str(set_dir), "--db", str(tmp_path / "e.db"), "--json", str(out_json),
+                 "--modes", "hybrid", "routed"]) == 0
+    table = capsys.readouterr().out
+    assert "| routed |" in table and "Per intent (routed)" in table
+    result = json.loads(out_json.read_text())
+    assert result["questions"] == 35 and set(result["modes"]) == {"hybrid", "routed"}
+    routed = result["modes"]["routed"]
+    assert set(routed) >= {"intent_accuracy", "intent_hit@1", "hit@1", "hit@5", "mrr@10", "recall@3", "p50_ms", "p95_ms"}
+    assert routed["mrr@10"] > 0.5 and routed["intent_accuracy"] > 0.6
+    assert main(["eval", str(tmp_path / "nothing")]) == 2
+
+
+def test_search_and_ask_json(tmp_path, capsys):
+    from tests.conftest import EXAMPLES
+
+    db = str(tmp_path / "i.db")
+    assert main(["index", str(EXAMPLES), "--db", db, "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["search", "What does error TW-1429 mean?", "--db", db, "--k", "3", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert len(found["hits"]) == 3 and found["routing"]["intents"][0]["intent"] == "troubleshooting"
+    assert {"doc", "heading_path", "bm25", "vector", "score"} <= set(found["hits"][0])
+    assert main(["ask", "How many times is a failed webhook retried, and over how long?", "--db", db, "--json"]) == 0
+    ans = json.loads(capsys.readouterr().out)
+    assert ans["decision"] == "ANSWER" and ans["offline"] is True and "8 attempts" in ans["text"]
+    assert {"doc", "section", "url", "cited_text", "verified"} <= set(ans["citations"][0])
+    assert all(c["verified"] for c in ans["citations"])
+    assert set(ans["timings_ms"]) >= {"embed", "route_retrieve", "extract", "total"} and ans["intents"]
+    assert main(["ask", "   ", "--db", db]) == 2
+    assert main(["audit", "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["decision"] == "ANSWER"
