@@ -11,7 +11,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 
-from slack_bolt import App
+from slack_bolt import App, Assistant
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
@@ -170,7 +170,7 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
     reindexer = Reindexer(settings, pipeline.engine.embedder)
     answered_threads: set[tuple[str, str]] = set()
 
-    def answer(event: dict, body: dict, reply_in_thread: bool) -> None:
+    def answer(event: dict, body: dict, reply_in_thread: bool, set_status=None) -> None:
         channel, ts, user = event["channel"], event["ts"], event.get("user", "")
         if not seen.first_time(body.get("event_id", ""), f"{channel}:{ts}"):
             return  # a retry, or the same mention delivered as app_mention and as message
@@ -179,6 +179,8 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
             client.chat_postMessage(channel=channel, thread_ts=thread_ts,
                                     text="You're asking faster than I can read: give me a minute and ask again.")
             return
+        if set_status is not None:  # the assistant panel's own "is thinking…" indicator
+            set_status("is looking through the docs…")
         placeholder = client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=WORKING)
         history = thread_history(client, channel, event["thread_ts"], ts, bot_user) if event.get("thread_ts") else []
         context = {"channel": channel, "user": user, "thread_ts": thread_ts or ts, "message_ts": placeholder["ts"]}
@@ -219,6 +221,23 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
             return  # app_mention answers it
         elif event.get("thread_ts") and in_our_thread(event):
             answer(event, body, reply_in_thread=True)
+
+    # The assistant side panel: suggested questions when a thread opens, status while answering.
+    # Bolt routes threaded DMs here, so these get the same answer() as mentions and DMs.
+    assistant = Assistant()
+
+    @assistant.thread_started
+    def on_thread_started(say, set_suggested_prompts):
+        say("Hi! Ask me about the docs: I answer from them only, with links to the sections I used.")
+        examples = [i["examples"][0] for i in pipeline.engine.loaded().intents if i["examples"]][:4]
+        if examples:
+            set_suggested_prompts(prompts=examples, title="For example:")
+
+    @assistant.user_message
+    def on_assistant_message(payload, body, set_status):
+        answer(payload, body, reply_in_thread=True, set_status=set_status)
+
+    app.use(assistant)
 
     @app.action(re.compile("^(" + "|".join(FEEDBACK_ACTIONS) + ")$"))
     def on_feedback(ack, body, action):

@@ -285,11 +285,14 @@ class Pipeline:
                 pass
         scores = CHUNK_WEIGHT * np.array([h.score for h, _ in blocks]) + (1 - CHUNK_WEIGHT) * block_scores
         best = float(scores.max())
-        chosen, chars = [], 0
+        chosen, chars, seen = [], 0, set()
         for i in np.argsort(-scores, kind="stable"):
             h, b = blocks[i]
             if scores[i] < 0.85 * best or len(chosen) == 4 or (chosen and chars + len(b) > 1800):
                 break
+            if squash(b) in seen:  # overlapping pieces of a split section repeat a block
+                continue
+            seen.add(squash(b))
             chosen.append(i)
             chars += len(b)
         return [Passage(blocks[i][0].chunk["id"], blocks[i][1].strip(), float(scores[i])) for i in chosen]

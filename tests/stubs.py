@@ -158,6 +158,8 @@ class SlackMock(StubServer):
         self.route("/api/chat.update", ok(lambda r: {"ts": r.form["ts"], "channel": r.form["channel"]}))
         self.route("/api/conversations.replies", ok(lambda r: {"messages": self.thread_messages, "has_more": False}))
         self.route("/respond", (200, {"ok": True}))
+        for method in ("assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts"):
+            self.route(f"/api/{method}", (200, {"ok": True}))
 
     def posts(self):
         return [r.form for r in self.calls("/api/chat.postMessage")]

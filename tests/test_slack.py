@@ -109,6 +109,25 @@ def test_dm_is_answered(slack):
     assert "TW-1429" in all_text(slack.mock.updates()[0])
 
 
+def test_assistant_panel_suggests_questions_and_shows_status(slack):
+    started = {"type": "assistant_thread_started", "event_ts": "1700000009.000001",
+               "assistant_thread": {"user_id": "U1", "channel_id": "D9", "thread_ts": "1700000009.000100",
+                                    "context": {"channel_id": "C1", "team_id": "T1"}}}
+    slack.event(started, "EvA1")
+    wait(lambda: slack.mock.calls("/api/assistant.threads.setSuggestedPrompts"))
+    prompts = slack.mock.calls("/api/assistant.threads.setSuggestedPrompts")[0].form
+    assert prompts["channel_id"] == "D9" and "rotate" in json.dumps(prompts).lower()
+    assert "Ask me about the docs" in slack.mock.posts()[0]["text"]
+    question = {"type": "message", "channel_type": "im", "user": "U1", "text": "How do I rotate an API key?",
+                "ts": "1700000009.000200", "thread_ts": "1700000009.000100", "channel": "D9"}
+    slack.event(question, "EvA2")
+    wait(lambda: slack.mock.updates())
+    assert slack.mock.calls("/api/assistant.threads.setStatus")[0].form["status"] == "is looking through the docs…"
+    assert slack.mock.posts()[1]["thread_ts"] == "1700000009.000100"
+    time.sleep(0.5)
+    assert len(slack.mock.updates()) == 1  # answered once, not also by the plain DM listener
+
+
 def test_follow_up_in_the_thread_uses_its_history(slack):
     slack.event(mention("How many times is a failed webhook retried?"), "Ev3")
     wait(lambda: slack.mock.updates())
