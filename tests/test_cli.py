@@ -75,6 +75,10 @@ def test_search_and_ask_json(tmp_path, capsys):
     db = str(tmp_path / "i.db")
     assert main(["index", str(EXAMPLES), "--db", db, "--quiet"]) == 0
     capsys.readouterr()
+    assert main(["intents", "--db", db, "--json"]) == 0
+    intents = {i["name"]: i for i in json.loads(capsys.readouterr().out)}
+    assert intents["webhooks"]["docs"] == 5 and intents["general"]["docs"] == 1 and intents["api"]["chunks"] > 0
+    assert intents["authentication"]["description"] and intents["authentication"]["examples"]
     assert main(["search", "What does error TW-1429 mean?", "--db", db, "--k", "3", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert len(found["hits"]) == 3 and found["routing"]["intents"][0]["intent"] == "troubleshooting"
