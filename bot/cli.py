@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 
 from .settings import Settings
@@ -279,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args, settings)
     except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError, ValueError) as e:
         print(f"fieldguide: {e}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as e:
+        print(f"fieldguide: {args.db or settings.db} is not a usable index ({e}); remove it and run fieldguide index",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fieldguide: interrupted; the index still holds its last complete run", file=sys.stderr)

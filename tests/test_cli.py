@@ -92,3 +92,10 @@ def test_search_and_ask_json(tmp_path, capsys):
     assert main(["ask", "   ", "--db", db]) == 2
     assert main(["audit", "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["decision"] == "ANSWER"
+
+
+def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    assert main(["ask", "anything", "--db", str(bad)]) == 2
+    assert "is not a usable index" in capsys.readouterr().err
