@@ -99,3 +99,20 @@ def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
     bad.write_bytes(b"this is not sqlite" * 100)
     assert main(["ask", "anything", "--db", str(bad)]) == 2
     assert "is not a usable index" in capsys.readouterr().err
+
+
+def test_ask_with_claude_honours_base_url_and_model_settings(examples_db, stub, monkeypatch, capsys):
+    from tests.test_pipeline import FakeClaude
+
+    fake = FakeClaude()
+    stub.route("/v1/messages", fake)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.url)
+    monkeypatch.setenv("FIELDGUIDE_ANSWER_MODEL", "claude-opus-4-6")
+    monkeypatch.setenv("FIELDGUIDE_CLASSIFY_MODEL", "claude-haiku-4-5")
+    assert main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db, "--json"]) == 0
+    ans = json.loads(capsys.readouterr().out)
+    assert ans["offline"] is False and ans["decision"] == "ANSWER" and ans["citations"][0]["verified"]
+    models = [body["model"] for body in fake.seen]
+    assert models == ["claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-6"]  # classify, extract, answer
+    assert "test-key" in json.dumps(stub.calls("/v1/messages")[0].headers)
