@@ -24,7 +24,7 @@ from .classify import VOTERS
 # with even 10-20% of the vote is often where half of a multi-part question's answer lives.
 COVER = 0.9
 MAX_BUCKETS = 3
-WEAK_RANK = 3  # the bucket's best chunk must be in the unrouted top WEAK_RANK
+WEAK_RANK = 1  # the bucket must hold the unrouted search's best chunk (see the module doc)
 
 
 @dataclass
