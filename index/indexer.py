@@ -18,7 +18,7 @@ from typing import Callable
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
 from .loader import Doc, DocError, content_hash, list_markdown, load_intents_yaml, parse_doc
-from .store import generation, open_db, set_meta, vector_blob
+from .store import generation, get_meta, open_db, set_meta, vector_blob
 
 
 class IndexError_(Exception):
@@ -176,13 +176,17 @@ def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, mod
          for _, chunks in fresh for c in chunks),
         pk="id",
     )
-    _refresh_intents(db, intents_info)
-    set_meta(db, embed_model=model, generation=generation(db) + 1)
+    intents_changed = _refresh_intents(db, intents_info)
+    if fresh or removed or intents_changed or get_meta(db, "embed_model") != model:
+        # readers (a running bot) reload only when the index really changed
+        set_meta(db, embed_model=model, generation=generation(db) + 1)
 
 
-def _refresh_intents(db, intents_info) -> None:
+def _refresh_intents(db, intents_info) -> bool:
     """Intent rows: every intent that docs use or intents.yaml describes, with doc and chunk counts.
-    `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored."""
+    `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored.
+    Returns whether the rows changed."""
+    before = db.execute("SELECT * FROM intents ORDER BY name").fetchall()
     old = {r[0]: (r[1], r[2]) for r in db.execute("SELECT name, description, examples FROM intents")}
     counts = {
         name: (docs, chunks)
@@ -201,6 +205,7 @@ def _refresh_intents(db, intents_info) -> None:
           "chunks": counts.get(name, (0, 0))[1]} for name in sorted(set(counts) | set(described))),
         pk="name",
     )
+    return db.execute("SELECT * FROM intents ORDER BY name").fetchall() != before
 
 
 def _record_run(db, started: str, root: Path, summary: RunSummary, status: str, error: str | None = None) -> None:
