@@ -175,11 +175,16 @@ class Searcher:
         rows = self.rows_for(intents)
         if rows.size == 0:
             return []
-        bm25 = self.bm25.scores(tokenize(query))[rows]
         if query_vec is None or self.vectors is None:
-            vec, mode = np.zeros(rows.size), "bm25"
+            mode = "bm25"
+        whole = rows.size == len(self.records)
+        # each signal is computed only when the mode uses it
+        bm25 = np.zeros(rows.size) if mode == "vector" else self.bm25.scores(tokenize(query))
+        bm25 = bm25 if whole or mode == "vector" else bm25[rows]
+        if mode == "bm25":
+            vec = np.zeros(rows.size, dtype=np.float32)
         else:
-            vec = (self.vectors[rows] if rows.size < len(self.records) else self.vectors) @ query_vec.astype(np.float32)
+            vec = (self.vectors if whole else self.vectors[rows]) @ query_vec.astype(np.float32)
         if mode == "bm25":
             fused = bm25
         elif mode == "vector":
