@@ -168,7 +168,6 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
     bot_user = client.auth_test().get("user_id", "")
     seen, limit = Seen(), RateLimit(QUESTIONS_PER_MINUTE)
     reindexer = Reindexer(settings, pipeline.engine.embedder)
-    answered_threads: set[tuple[str, str]] = set()
 
     def answer(event: dict, body: dict, reply_in_thread: bool, set_status=None) -> None:
         channel, ts, user = event["channel"], event["ts"], event.get("user", "")
@@ -197,14 +196,11 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         client.chat_update(channel=channel, ts=placeholder["ts"], text=fallback_text(ans), blocks=messages[0])
         for blocks in messages[1:]:
             client.chat_postMessage(channel=channel, thread_ts=thread_ts or ts, text="(continued)", blocks=blocks)
-        answered_threads.add((channel, thread_ts or ts))
 
     def in_our_thread(event: dict) -> bool:
-        key = (event["channel"], event.get("thread_ts", ""))
-        if key in answered_threads:
-            return True
-        row = pipeline.audit_db.execute(
-            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1", list(key)).fetchone()
+        """Has the bot answered in this thread? The audit table knows every answer's thread."""
+        row = pipeline.audit_db.execute("SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
+                                        [event["channel"], event["thread_ts"]]).fetchone()
         return row is not None
 
     @app.event("app_mention")

@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS answers (
     answer TEXT, citations TEXT, evidence TEXT, offline INTEGER, notes TEXT, timings_ms TEXT, usage TEXT,
     channel TEXT, user TEXT, thread_ts TEXT, message_ts TEXT);
 CREATE INDEX IF NOT EXISTS answers_created ON answers(created);
-CREATE INDEX IF NOT EXISTS answers_message ON answers(channel, message_ts);
+CREATE INDEX IF NOT EXISTS answers_thread ON answers(channel, thread_ts);
 CREATE TABLE IF NOT EXISTS feedback (
     answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
 """
