@@ -16,7 +16,7 @@ import numpy as np
 from _util import SHARED, WORK, eval_db, ms, table, write_section
 
 from index.embedders import make_embedder
-from index.search import BM25, Searcher, tokenize
+from index.search import Searcher, bm25_tokens, tokenize
 from index.store import load_chunks, open_db
 from router.classify import OfflineClassifier
 from router.evaluate import load_questions
@@ -63,7 +63,7 @@ def bench_size(records, vectors, questions, qvecs, with_rank_bm25: bool) -> dict
     if with_rank_bm25:
         from rank_bm25 import BM25Okapi
 
-        corpus = [tokenize(r["search_text"]) for r in records]
+        corpus = [bm25_tokens(r["search_text"]) for r in records]
         ref, ours = BM25Okapi(corpus), searcher.bm25
         ref_t, our_t, diff = [], [], 0.0
         for q in questions[:20]:
