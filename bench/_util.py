@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from datetime import date
 from pathlib import Path
 
@@ -21,12 +20,6 @@ def ms(samples) -> tuple[float, float]:
     """(p50, p95) in milliseconds of a list of seconds."""
     a = np.asarray(samples) * 1000
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
-
-
-def timed(fn, *args, **kwargs):
-    t = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t
 
 
 def eval_db(set_name: str, embedder) -> Path:

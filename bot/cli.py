@@ -218,6 +218,8 @@ def cmd_serve(args, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from router.evaluate import ALL_MODES
+
     p = argparse.ArgumentParser(
         prog="fieldguide",
         description="Answer questions from a folder of markdown docs, with citations; offline without API keys.",
@@ -264,8 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("set_dir", metavar="SET_DIR", help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)")
     sp.add_argument("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
     sp.add_argument("--json", metavar="OUT", help="also write all figures to this JSON file")
-    sp.add_argument("--modes", nargs="+", metavar="MODE", choices=["bm25", "vector", "hybrid", "rrf", "routed", "oracle"],
-                    help="bm25 vector hybrid rrf routed oracle (default: all)")
+    sp.add_argument("--modes", nargs="+", metavar="MODE", choices=ALL_MODES, help=f"{' '.join(ALL_MODES)} (default: all)")
     return p
 
 

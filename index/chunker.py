@@ -142,6 +142,13 @@ def _pack(units: list[tuple[int, int]], max_chars: int) -> list[tuple[int, int]]
     return [(p[0][0], p[-1][1]) for p in pieces]
 
 
+def split_blocks(text: str) -> list[str]:
+    """The paragraphs, lists, tables and whole code blocks of a markdown text, its H1-H4 headings left
+    out: the units an offline answer quotes, cut by the same rules as the chunks."""
+    doc = Doc(path="", title="", intent="", text=text, body_start=0, hash="")
+    return [text[b.start:b.end] for _, blocks in _sections(doc) for b in blocks if b.kind != "heading"]
+
+
 def context_header(title: str, heading_path: list[str]) -> str:
     parts = list(heading_path)
     if not parts or parts[0].strip().lower() != title.strip().lower():

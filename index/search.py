@@ -158,9 +158,6 @@ class Hit:
     score: float  # the fused score the ranking used
 
 
-MODES = ("hybrid", "rrf", "bm25", "vector")
-
-
 class Searcher:
     """The whole index in memory: chunk records, the BM25 postings, the embedding matrix and a row
     mask per intent. Built once per index generation and shared by every query."""

@@ -27,7 +27,6 @@ class Loaded:
 class Engine:
     def __init__(self, db_path: str, embedder: Embedder, anthropic_client=None, classify_model: str = "",
                  bm25_weight: float = 0.4, fusion: str = "weighted"):
-        self.db_path = db_path
         self.embedder = embedder
         self.anthropic = anthropic_client
         self.classify_model = classify_model

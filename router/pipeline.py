@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from index.chunker import context_header
+from index.chunker import context_header, split_blocks
+from index.embedders import EmbeddingError
 from index.search import Hit, tokenize
 from prompts import prompt_hash, render
 
@@ -140,34 +141,6 @@ def link_for(chunk: dict, base_url: str = "") -> str:
     return chunk["doc"] + frag
 
 
-def split_blocks(text: str) -> list[str]:
-    """Paragraphs, lists, tables and whole code blocks of a chunk, headings left out."""
-    blocks, cur, fence = [], [], None
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if fence:
-            cur.append(line)
-            if stripped.startswith(fence):
-                fence = None
-                blocks.append("\n".join(cur))
-                cur = []
-            continue
-        if stripped.startswith(("```", "~~~")):
-            if cur:
-                blocks.append("\n".join(cur))
-            cur, fence = [line], stripped[:3]
-            continue
-        if not stripped or re.match(r"#{1,6}\s", stripped):
-            if cur:
-                blocks.append("\n".join(cur))
-            cur = []
-            continue
-        cur.append(line)
-    if cur:
-        blocks.append("\n".join(cur))
-    return [b for b in blocks if b.strip()]
-
-
 def _usage(msg) -> dict:
     u = msg.usage
     return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
@@ -281,7 +254,7 @@ class Pipeline:
             try:
                 sims = self.engine.embedder.embed_documents(texts) @ query_vec
                 block_scores = 0.4 * block_scores + 0.6 * np.clip(sims, 0, None)
-            except Exception:  # the embedding service failing here only costs the vector half
+            except EmbeddingError:  # the embedding service failing here only costs the vector half
                 pass
         scores = CHUNK_WEIGHT * np.array([h.score for h, _ in blocks]) + (1 - CHUNK_WEIGHT) * block_scores
         best = float(scores.max())
@@ -401,6 +374,8 @@ class Pipeline:
             ans.notes.append(decision.note)
             ans.offline = ans.offline or decision.classifier == "offline"
         ans.route = decision.to_dict()
+        if decision.usage:
+            _add_usage(ans.usage, "classify", decision.usage)
         ans.hits = [h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits]
         lap("route_retrieve")
 

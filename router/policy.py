@@ -36,6 +36,7 @@ class RouteDecision:
     hits: list[Hit] = field(default_factory=list)
     classifier: str = "offline"
     note: str = ""
+    usage: dict = field(default_factory=dict)  # the classifier's tokens, when it was Claude
 
     @property
     def intents(self) -> list[str]:
@@ -79,7 +80,8 @@ class Router:
         everything = search(None, max(k, VOTERS))
         result = self.classifier.classify(question, query_vec, everything)
         buckets, reason = self.choose_buckets(result.ranked)
-        decision = RouteDecision(result.ranked, buckets, buckets is None, reason, classifier=result.source, note=result.note)
+        decision = RouteDecision(result.ranked, buckets, buckets is None, reason, classifier=result.source,
+                                 note=result.note, usage=result.usage)
         if buckets is None:
             decision.hits = everything[:k]
             return decision

@@ -67,7 +67,8 @@ def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, lo
     answer_call = fake.seen[-1]
     results = [b for b in answer_call["messages"][0]["content"] if b["type"] == "search_result"]
     assert results[0]["citations"] == {"enabled": True} and answer_call["model"] == "claude-sonnet-4-6"
-    assert ans.usage["input_tokens"] > 0 and set(ans.timings_ms) >= {"route_retrieve", "extract", "answer", "total"}
+    assert {"classify", "extract", "answer"} <= set(ans.usage) and ans.usage["input_tokens"] == 3 * 120
+    assert set(ans.timings_ms) >= {"route_retrieve", "extract", "answer", "total"}
 
 
 def test_extracted_passage_not_in_the_source_is_dropped(examples_db, local_embedder, stub):
