@@ -16,7 +16,7 @@ import numpy as np
 
 from index.chunker import context_header, split_blocks
 from index.embedders import EmbeddingError
-from index.search import Hit, tokenize
+from index.search import BM25, Hit, tokenize
 from prompts import prompt_hash, render
 
 from .engine import Engine
@@ -191,7 +191,7 @@ class Pipeline:
         last_user = next((h["text"] for h in reversed(prior) if h["role"] == "user"), "")
         return f"{question} (follow-up to: {last_user[:500]})" if last_user else question
 
-    def extract(self, question: str, query_vec, hits: list[Hit], ans: Answer) -> list[Passage]:
+    def extract(self, question: str, query_vec, hits: list[Hit], bm25: BM25, ans: Answer) -> list[Passage]:
         top = hits[:CONTEXT_CHUNKS]
         if self.client is not None:
             import anthropic
@@ -202,7 +202,7 @@ class Pipeline:
                 self._offline(ans, f"extract: {type(e).__name__}")
             except ValueError as e:
                 self._offline(ans, f"extract: unusable answer ({e})")
-        return self._extract_offline(question, query_vec, top[:3])
+        return self._extract_offline(question, query_vec, top[:3], bm25)
 
     def _extract_claude(self, question: str, hits: list[Hit], ans: Answer) -> list[Passage]:
         chunks = "\n\n".join(
@@ -238,12 +238,11 @@ class Pipeline:
                 log.info("dropped a passage not found in chunk %s: %r", hit.chunk["id"], text[:80])
         return passages
 
-    def _extract_offline(self, question: str, query_vec, hits: list[Hit]) -> list[Passage]:
+    def _extract_offline(self, question: str, query_vec, hits: list[Hit], bm25: BM25) -> list[Passage]:
         """The blocks of the top chunks that score best against the question, by the retrieval's own
         signals: the chunk's fused score, and the block's idf-weighted term coverage and cosine
         similarity, each block read with its chunk's title and heading path (a block under
         "#### TW-1429" is about TW-1429 even when its sentences don't repeat the code)."""
-        bm25 = self.engine.loaded().searcher.bm25
         q_tokens = tokenize(question)
         blocks = [(h, b) for h in hits for b in split_blocks(h.chunk["text"])]
         if not blocks:
@@ -369,7 +368,8 @@ class Pipeline:
         if note:
             ans.notes.append(note)
         lap("embed")
-        decision = self.engine.loaded().router.route(ans.condensed, query_vec, k=10)
+        loaded = self.engine.loaded()  # one index generation for the whole answer, even if a reindex commits
+        decision = loaded.router.route(ans.condensed, query_vec, k=10)
         if decision.note:
             ans.notes.append(decision.note)
             ans.offline = ans.offline or decision.classifier == "offline"
@@ -379,11 +379,12 @@ class Pipeline:
         ans.hits = [h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits]
         lap("route_retrieve")
 
-        strength = self.evidence(ans.condensed, query_vec, decision.hits, ans)
+        bm25 = loaded.searcher.bm25
+        strength = self.evidence(ans.condensed, query_vec, decision.hits, bm25, ans)
         if strength == ABSTAIN:
             ans.text = self.abstain_text([])  # nothing near: naming "closest" sections would be noise
             return self._finish(ans, t0, context)
-        passages = self.extract(ans.condensed, query_vec, decision.hits, ans)
+        passages = self.extract(ans.condensed, query_vec, decision.hits, bm25, ans)
         ans.passages = passages
         lap("extract")
         if not passages:
@@ -399,12 +400,11 @@ class Pipeline:
         ans.decision = PARTIAL if strength == PARTIAL or unverified or "docs don't cover" in text.lower() else ANSWER
         return self._finish(ans, t0, context)
 
-    def evidence(self, question: str, query_vec, hits: list[Hit], ans: Answer) -> str:
+    def evidence(self, question: str, query_vec, hits: list[Hit], bm25: BM25, ans: Answer) -> str:
         """ABSTAIN / PARTIAL / ANSWER from retrieval alone, before any model is asked."""
         if not hits:
             ans.evidence = {"coverage": 0.0, "similarity": 0.0}
             return ABSTAIN
-        bm25 = self.engine.loaded().searcher.bm25
         q = tokenize(question)
         cover = bm25.coverage(q, [t for h in hits[:3] for t in tokenize(h.chunk["search_text"])])
         sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
