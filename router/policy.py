@@ -3,15 +3,18 @@
 1. The classifier ranks intents with scores in [0, 1]. Confident (the top intent alone holds COVER
    of the score, and scores at least COVER): search that intent. Unsure: search the top intents that
    together hold COVER of the score (at most three), plus the related_intents their docs declare.
-2. The bucket is weak when it does not hold the best chunk of an unrouted search over everything:
-   the router and the content disagree, so the search widens to everything. (Allowing the bucket's
-   best to sit anywhere in the unrouted top 3 or 5 cost intent hit@1 on openshift-4.15.)
+2. The bucket is weak when it does not hold the best chunk of an unrouted search over everything
+   (or one tying with it: the same text in another intent's doc): the router and the content
+   disagree, so the search widens to everything. (Allowing the bucket's best to sit anywhere in the
+   unrouted top 3 or 5 cost intent hit@1 on openshift-4.15.) Among tied chunks, the router's intent
+   comes first.
 3. A bucket that yields fewer than k chunks is topped up from the unrouted results, so routing only
    reorders what an unrouted search would find: it never drops it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import numpy as np
 
@@ -48,6 +51,14 @@ class RouteDecision:
                 "classifier": self.classifier, "note": self.note}
 
 
+def prefer_intents(hits: list[Hit], ranked: list[tuple[str, float]]) -> list[Hit]:
+    """Among hits with equal scores (one text that several intents' docs hold verbatim), the router's
+    preferred intent first; otherwise the index order would decide."""
+    order = {intent: n for n, (intent, _) in enumerate(ranked)}
+    return [h for _, tied in groupby(hits, key=lambda h: h.score)
+            for h in sorted(tied, key=lambda h: order.get(h.chunk["intent"], len(order)))]
+
+
 class Router:
     def __init__(self, searcher: Searcher, classifier, related: dict[str, set[str]] | None = None,
                  bm25_weight: float = 0.4, fusion: str = "hybrid"):
@@ -79,14 +90,16 @@ class Router:
             question, query_vec, intents=intents, k=n, mode=self.fusion, bm25_weight=self.bm25_weight)
         everything = search(None, max(k, VOTERS))
         result = self.classifier.classify(question, query_vec, everything)
+        everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
         decision = RouteDecision(result.ranked, buckets, buckets is None, reason, classifier=result.source,
                                  note=result.note, usage=result.usage)
         if buckets is None:
             decision.hits = everything[:k]
             return decision
-        in_bucket = search(buckets, k)
-        top_rows = {h.row for h in everything[:WEAK_RANK]}
+        in_bucket = prefer_intents(search(buckets, k), result.ranked)
+        # the unrouted top WEAK_RANK, and whatever ties with them (the same text in another intent's doc)
+        top_rows = {h.row for h in everything if h.score >= everything[WEAK_RANK - 1].score}
         if not in_bucket or in_bucket[0].row not in top_rows:
             decision.searched, decision.widened = None, True
             decision.reason = f"{reason}; bucket weak, widened to everything"

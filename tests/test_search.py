@@ -8,7 +8,7 @@ from index.loader import list_markdown, parse_doc
 from index.chunker import chunk_doc
 from index.search import BM25, Hit, Searcher, minmax, one_per_section, rrf, tokenize
 from router.policy import Router
-from router.classify import Classification
+from router.classify import Classification, OfflineClassifier
 from tests.conftest import EXAMPLES, SHARED_EVAL
 
 
@@ -126,6 +126,24 @@ def test_routing_confident_unsure_related_and_weak():
 
     unknown = Router(s, FixedClassifier([("nonexistent", 1.0)])).route("refund", vecs[2])
     assert unknown.searched is None and unknown.reason == "no known intent"
+
+
+def test_a_text_held_by_two_intents_is_decided_by_the_other_chunks():
+    # rows 0 and 1 hold the same text, so they tie; index order would put "updating" first
+    texts = [("updating", "rolling update of a node pool"), ("hosted", "rolling update of a node pool"),
+             ("hosted", "node pool replicas"), ("misc", "unrelated filler words"), ("misc", "more filler")]
+    recs = [record(i, intent, text=t) for i, (intent, t) in enumerate(texts)]
+    vecs = np.zeros((5, 4), dtype=np.float32)
+    vecs[0, 0] = vecs[1, 0] = 1
+    vecs[2, :2] = 0.6, 0.8
+    vecs[3:, 3] = 1
+    s = Searcher(recs, vecs)
+    query = np.array([1, 0, 0, 0], dtype=np.float32)
+    assert [h.chunk["intent"] for h in s.search("rolling update node pool", query)[:2]] == ["updating", "hosted"]
+    ranked = OfflineClassifier(s).classify("rolling update node pool", query).ranked
+    assert ranked[0][0] == "hosted"
+    routed = Router(s, OfflineClassifier(s)).route("rolling update node pool", query)
+    assert routed.hits[0].row == 1 and not routed.widened  # the tie goes to the router's intent
 
 
 def test_bm25_round_trips_through_bytes():
