@@ -186,8 +186,7 @@ def _refresh_intents(db, intents_info) -> bool:
     """Intent rows: every intent that docs use or intents.yaml describes, with doc and chunk counts.
     `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored.
     Returns whether the rows changed."""
-    before = db.execute("SELECT * FROM intents ORDER BY name").fetchall()
-    old = {r[0]: (r[1], r[2]) for r in db.execute("SELECT name, description, examples FROM intents")}
+    before = db.execute("SELECT name, description, examples, docs, chunks FROM intents ORDER BY name").fetchall()
     counts = {
         name: (docs, chunks)
         for name, docs, chunks in db.execute(
@@ -195,7 +194,7 @@ def _refresh_intents(db, intents_info) -> bool:
                LEFT JOIN chunks c ON c.doc = d.path GROUP BY d.intent""")
     }
     if intents_info is None:
-        described = {name: (desc, ex) for name, (desc, ex) in old.items()}
+        described = {name: (desc, ex) for name, desc, ex, _, _ in before}
     else:
         described = {name: (i.description, json.dumps(i.examples)) for name, i in intents_info.items()}
     db.execute("DELETE FROM intents")
@@ -205,7 +204,7 @@ def _refresh_intents(db, intents_info) -> bool:
           "chunks": counts.get(name, (0, 0))[1]} for name in sorted(set(counts) | set(described))),
         pk="name",
     )
-    return db.execute("SELECT * FROM intents ORDER BY name").fetchall() != before
+    return db.execute("SELECT name, description, examples, docs, chunks FROM intents ORDER BY name").fetchall() != before
 
 
 def _record_run(db, started: str, root: Path, summary: RunSummary, status: str, error: str | None = None) -> None:

@@ -117,7 +117,6 @@ class BM25:
                 out[self.postings_docs[s:e]] += self.postings_weights[s:e]
         return out
 
-
     def coverage(self, query: list[str], text: list[str]) -> float:
         """Share of the query's idf weight that `text` contains. A term the index has never seen weighs
         as much as the rarest possible term: a question about things the docs never mention scores ~0."""

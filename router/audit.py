@@ -26,6 +26,8 @@ def _now() -> str:
 
 
 def ensure_tables(db) -> None:
+    """Create the tables; the Pipeline does it once when it opens its audit connection, so the
+    per-answer writes below don't repeat it."""
     db.conn.executescript(AUDIT_SCHEMA)
 
 
@@ -43,19 +45,15 @@ def record_answer(db, ans, context: dict) -> int:
         "usage": json.dumps(ans.usage), "channel": context.get("channel"), "user": context.get("user"),
         "thread_ts": context.get("thread_ts"), "message_ts": context.get("message_ts"),
     }
-    with _write_lock:
-        ensure_tables(db)
-        with db.atomic():
-            return db["answers"].insert(row).last_pk
+    with _write_lock, db.atomic():
+        return db["answers"].insert(row).last_pk
 
 
 def record_feedback(db, answer_id: int, user: str, value: str) -> None:
     """Last choice per user and answer wins."""
-    with _write_lock:
-        ensure_tables(db)
-        with db.atomic():
-            db["feedback"].upsert({"answer_id": answer_id, "user": user, "value": value, "created": _now()},
-                                  pk=("answer_id", "user"))
+    with _write_lock, db.atomic():
+        db["feedback"].upsert({"answer_id": answer_id, "user": user, "value": value, "created": _now()},
+                              pk=("answer_id", "user"))
 
 
 def list_answers(db, since: str | None = None, decision: str | None = None, limit: int = 50) -> list[dict]:

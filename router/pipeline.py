@@ -19,6 +19,7 @@ from index.embedders import EmbeddingError
 from index.search import BM25, Hit, tokenize
 from prompts import prompt_hash, render
 
+from .audit import ensure_tables, record_answer
 from .engine import Engine
 
 log = logging.getLogger(__name__)
@@ -163,8 +164,6 @@ class Pipeline:
         self.docs_base_url = docs_base_url
         self.audit_db = audit_db
         if audit_db is not None:
-            from .audit import ensure_tables
-
             ensure_tables(audit_db)
 
     # -- the steps -------------------------------------------------------------------------------
@@ -432,8 +431,6 @@ class Pipeline:
         if ans.offline and OFFLINE_NOTE not in " ".join(ans.notes) and self.client is None:
             ans.notes.append(OFFLINE_NOTE)
         if self.audit_db is not None:
-            from .audit import record_answer
-
             try:
                 ans.audit_id = record_answer(self.audit_db, ans, context or {})
             except Exception:  # the audit log must never cost the user an answer
