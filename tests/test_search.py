@@ -146,6 +146,21 @@ def test_a_text_held_by_two_intents_is_decided_by_the_other_chunks():
     assert routed.hits[0].row == 1 and not routed.widened  # the tie goes to the router's intent
 
 
+def test_the_vote_follows_the_topic_of_the_best_chunks_not_a_lone_best_match():
+    # one "upgrades" chunk is the closest, just ahead of two "networking" chunks on a shared topic (axis 1)
+    recs = [record(0, "upgrades", text="alpha"), record(1, "networking", text="beta"),
+            record(2, "networking", text="gamma")] + [record(3 + i, "misc", text="delta") for i in range(3)]
+    vecs = np.zeros((6, 4), dtype=np.float32)
+    vecs[0, [0, 2]] = 0.95, 0.312
+    vecs[1, :2] = 0.945, 0.327
+    vecs[2, :2] = 0.94, 0.341
+    vecs[3:, 3] = 1
+    s = Searcher(recs, vecs)
+    query = np.array([1, 0, 0, 0], dtype=np.float32)
+    assert s.search("how", query)[0].chunk["intent"] == "upgrades"  # retrieval itself is unchanged
+    assert OfflineClassifier(s).classify("how", query).top == "networking"
+
+
 def test_bm25_round_trips_through_bytes():
     corpus = [tokenize(t) for t in corpus_of(EXAMPLES)]
     built = BM25(corpus)
