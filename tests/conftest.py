@@ -1,14 +1,13 @@
-import sys
 from pathlib import Path
 
 import pytest
 
+from index.embedders import make_embedder
+from tests.stubs import StubServer
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "docs"
 SHARED_EVAL = ROOT.parent / "shared" / "eval"
-
-from index.embedders import make_embedder  # noqa: E402
-from tests.stubs import StubServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
