@@ -5,17 +5,18 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DB := .fieldguide/demo.db
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-all lint format bench clean
 
 setup: $(VENV)/.installed
 
-# torch first, pinned: `pip install torch==2.13.0` takes the machine's CPU wheel, where a bare
-# dependency on torch would pull the multi-GB CUDA build.
+# The bot itself needs no torch (onnxruntime runs the local model). torch is only for the one-time
+# ONNX export and the reference test, so it comes first, pinned: `pip install torch==2.13.0` takes
+# the machine's CPU wheel, where an unpinned dependency on torch would pull the multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[export,dev]'
 	$(BIN)/python -m index.onnx_model   # int8 ONNX export of the shipped weights, offline, once
 	touch $@
 
@@ -25,12 +26,25 @@ demo: setup
 	$(BIN)/fieldguide ask "How many times is a failed webhook retried, and over how long?" --db $(DEMO_DB)
 	$(BIN)/fieldguide ask "What is a good recipe for sourdough bread?" --db $(DEMO_DB)
 
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# the everyday suite; `slow` tests (the torch reference model) run in test-all and in CI
+test: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-all: setup
+	$(BIN)/python -m pytest -q
+
 bench: setup
 	$(BIN)/python -m pip install -q matplotlib
 	for b in retrieval startup answers slack_latency indexing; do $(BIN)/python bench/$$b.py || exit 1; done
-
-test: setup
-	$(BIN)/python -m pytest -q
 
 clean:
 	rm -rf $(VENV) .fieldguide *.egg-info

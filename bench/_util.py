@@ -1,4 +1,6 @@
-"""Shared by the bench scripts: timing, the openshift corpus, and writing a section of RESULTS.md."""
+"""Shared by the bench scripts: timing, the openshift corpus, and writing a section of
+RESULTS.md."""
+
 from __future__ import annotations
 
 import os
@@ -32,12 +34,23 @@ def eval_db(set_name: str, embedder) -> Path:
 
 
 def write_section(name: str, body: str) -> None:
-    """Replace (or append) the section `name` of bench/RESULTS.md, stamped with the machine and date."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nWritten by the scripts in bench/ (see bench/README.md).\n"
-    stamp = f"_{date.today().isoformat()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}_\n\n"
+    """Replace (or append) the section `name` of bench/RESULTS.md, stamped with the machine and
+    date."""
+    text = (
+        RESULTS.read_text()
+        if RESULTS.exists()
+        else "# Benchmark results\n\nWritten by the scripts in bench/ (see bench/README.md).\n"
+    )
+    stamp = (
+        f"_{date.today().isoformat()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}_\n\n"
+    )
     block = f"<!-- {name}:start -->\n{stamp}{body.strip()}\n<!-- {name}:end -->"
     pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    text = (
+        pattern.sub(lambda _: block, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + block + "\n"
+    )
     RESULTS.write_text(text)
     print(f"\nwrote the '{name}' section of {RESULTS.relative_to(ROOT)}")
 

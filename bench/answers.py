@@ -3,6 +3,7 @@ abstention rate on them and on 20 off-topic questions (bench/offtopic.jsonl).
 
     python bench/answers.py
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -23,19 +24,32 @@ def main() -> None:
     pipeline.audit_db = None  # measure the answer, not the audit insert
     pipeline.answer("warm up: load the model and the index")
     rows, stage_rows = [], {}
-    for name, path in (("claude-docs questions", SHARED / "claude-docs" / "questions.jsonl"),
-                       ("off-topic questions", ROOT / "bench" / "offtopic.jsonl")):
+    for name, path in (
+        ("claude-docs questions", SHARED / "claude-docs" / "questions.jsonl"),
+        ("off-topic questions", ROOT / "bench" / "offtopic.jsonl"),
+    ):
         answers = [pipeline.answer(q.question) for q in load_questions(path)]
         decisions = Counter(a.decision for a in answers)
-        rows.append([name, len(answers), decisions["ANSWER"], decisions["PARTIAL"], decisions["ABSTAIN"],
-                     f"{decisions['ABSTAIN'] / len(answers):.0%}"])
+        rows.append(
+            [
+                name,
+                len(answers),
+                decisions["ANSWER"],
+                decisions["PARTIAL"],
+                decisions["ABSTAIN"],
+                f"{decisions['ABSTAIN'] / len(answers):.0%}",
+            ]
+        )
         if name.startswith("claude"):
             for stage in answers[0].timings_ms:
-                stage_rows[stage] = float(np.median([a.timings_ms.get(stage, 0.0) for a in answers]))
+                stage_rows[stage] = float(
+                    np.median([a.timings_ms.get(stage, 0.0) for a in answers])
+                )
     print(rows, stage_rows)
     body = f"""## Answers, offline
 
-`python bench/answers.py` — the whole `ask` path without keys ({embedder.name}), index and model warm.
+`python bench/answers.py` — the whole `ask` path without keys ({embedder.name}), index and model
+warm.
 
 {table(["questions", "n", "ANSWER", "PARTIAL", "ABSTAIN", "abstention rate"], rows)}
 

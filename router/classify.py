@@ -6,6 +6,7 @@ intents.yaml. The search that votes uses the question's vector moved toward its 
 (pseudo-relevance feedback). `ClaudeClassifier` asks Claude to pick from the taxonomy with a forced
 tool call and falls back to the offline classifier on any failure or invalid answer.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,12 @@ from prompts import render
 log = logging.getLogger(__name__)
 
 VOTERS = 50  # how many of the top unrouted chunks vote
-# Pseudo-relevance feedback (Rocchio) before the vote: the question's vector moves toward the mean of
-# its FEEDBACK best chunks, so the vote follows the topic those chunks share more than the question's
-# surface words. openshift-4.15 intent accuracy 0.756 → 0.770 (5 questions gained, none lost), the
-# examples set and claude-docs intent accuracy unchanged (its routed recall@3 0.727 → 0.732); stronger
-# feedback (0.5+, or 5-10 chunks) gains less. Costs one more unrouted search (~10 ms at 200k chunks).
+# Pseudo-relevance feedback (Rocchio) before the vote: the question's vector moves toward the mean
+# of its FEEDBACK best chunks, so the vote follows the topic those chunks share more than the
+# question's surface words. openshift-4.15 intent accuracy 0.756 → 0.770 (5 questions gained, none
+# lost), the examples set and claude-docs intent accuracy unchanged (its routed recall@3 0.727 →
+# 0.732); stronger feedback (0.5+, or 5-10 chunks) gains less. Costs one more unrouted search
+# (~10 ms at 200k chunks).
 FEEDBACK, FEEDBACK_WEIGHT = 3, 0.3
 
 
@@ -41,27 +43,43 @@ class Classification:
 
 
 class OfflineClassifier:
-    def __init__(self, searcher: Searcher, examples: dict[str, np.ndarray] | None = None, bm25_weight: float = 0.4):
+    def __init__(
+        self,
+        searcher: Searcher,
+        examples: dict[str, np.ndarray] | None = None,
+        bm25_weight: float = 0.4,
+    ):
         """`examples`: intent → embeddings of its example questions (rows), from intents.yaml."""
         self.searcher = searcher
         self.examples = examples or {}
         self.bm25_weight = bm25_weight
 
-    def classify(self, question: str, query_vec: np.ndarray | None, global_hits=None) -> Classification:
-        hits = global_hits or self.searcher.search(question, query_vec, k=VOTERS, bm25_weight=self.bm25_weight)
+    def classify(
+        self, question: str, query_vec: np.ndarray | None, global_hits=None
+    ) -> Classification:
+        hits = global_hits or self.searcher.search(
+            question, query_vec, k=VOTERS, bm25_weight=self.bm25_weight
+        )
         if query_vec is not None and self.searcher.vectors is not None and hits:
-            moved = query_vec + FEEDBACK_WEIGHT * self.searcher.vectors[[h.row for h in hits[:FEEDBACK]]].mean(axis=0)
-            hits = self.searcher.search(question, moved / np.linalg.norm(moved), k=VOTERS, bm25_weight=self.bm25_weight)
+            moved = query_vec + FEEDBACK_WEIGHT * self.searcher.vectors[
+                [h.row for h in hits[:FEEDBACK]]
+            ].mean(axis=0)
+            hits = self.searcher.search(
+                question, moved / np.linalg.norm(moved), k=VOTERS, bm25_weight=self.bm25_weight
+            )
         votes: dict[str, float] = {}
         rank = 0
         for n, h in enumerate(hits[:VOTERS]):
-            # a chunk's vote: its fused score, discounted by the square of its rank. A gentler discount
-            # (1/rank) let big intents win on the sheer number of loosely matching chunks in the tail:
-            # 0.70 intent accuracy on openshift-4.15 against 0.75 with 1/rank².
+            # a chunk's vote: its fused score, discounted by the square of its rank. A gentler
+            # discount (1/rank) let big intents win on the sheer number of loosely matching chunks
+            # in the tail: 0.70 intent accuracy on openshift-4.15 against 0.75 with 1/rank².
+            # equal scores share a rank: a text that several intents' docs hold verbatim votes for
+            # each of them alike, and the chunks below decide, not the index order
             if h.score != hits[rank].score:
-                rank = n  # equal scores share a rank: a text that several intents' docs hold verbatim
-                # votes for each of them alike, and the chunks below decide, not the index order
-            votes[h.chunk["intent"]] = votes.get(h.chunk["intent"], 0.0) + max(h.score, 0.0) / (rank + 1) ** 2
+                rank = n
+            votes[h.chunk["intent"]] = (
+                votes.get(h.chunk["intent"], 0.0) + max(h.score, 0.0) / (rank + 1) ** 2
+            )
         if query_vec is not None and self.examples:
             total = sum(votes.values()) or 1.0
             for intent, rows in self.examples.items():
@@ -80,7 +98,8 @@ CLASSIFY_TOOL = "choose_intent"
 
 class ClaudeClassifier:
     def __init__(self, client, model: str, intents: list[dict], fallback: OfflineClassifier):
-        """`client`: an anthropic.Anthropic; `intents`: rows of the intents table (name, description, examples)."""
+        """`client`: an anthropic.Anthropic; `intents`: rows of the intents table (name,
+        description, examples)."""
         self.client = client
         self.model = model
         self.intents = intents
@@ -92,16 +111,22 @@ class ClaudeClassifier:
     def _tool(self) -> dict:
         return {
             "name": CLASSIFY_TOOL,
-            "description": "Record which documentation intents the question belongs to, best first.",
+            "description": (
+                "Record which documentation intents the question belongs to, best first."
+            ),
             "input_schema": {
                 "type": "object",
                 "properties": {
                     "intents": {
-                        "type": "array", "minItems": 1, "maxItems": 3,
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 3,
                         "items": {
                             "type": "object",
-                            "properties": {"intent": {"type": "string", "enum": self.names},
-                                           "confidence": {"type": "number", "minimum": 0, "maximum": 1}},
+                            "properties": {
+                                "intent": {"type": "string", "enum": self.names},
+                                "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                            },
                             "required": ["intent", "confidence"],
                         },
                     },
@@ -110,7 +135,9 @@ class ClaudeClassifier:
             },
         }
 
-    def classify(self, question: str, query_vec: np.ndarray | None, global_hits=None) -> Classification:
+    def classify(
+        self, question: str, query_vec: np.ndarray | None, global_hits=None
+    ) -> Classification:
         import anthropic
 
         taxonomy = "\n".join(
@@ -120,13 +147,18 @@ class ClaudeClassifier:
         )
         try:
             msg = self.client.messages.create(
-                model=self.model, max_tokens=300,
+                model=self.model,
+                max_tokens=300,
                 system=render("classify", taxonomy=taxonomy),
                 messages=[{"role": "user", "content": question}],
-                tools=[self._tool()], tool_choice={"type": "tool", "name": CLASSIFY_TOOL},
+                tools=[self._tool()],
+                tool_choice={"type": "tool", "name": CLASSIFY_TOOL},
             )
             ranked = self._parse(msg)
-            usage = {"input_tokens": msg.usage.input_tokens, "output_tokens": msg.usage.output_tokens}
+            usage = {
+                "input_tokens": msg.usage.input_tokens,
+                "output_tokens": msg.usage.output_tokens,
+            }
             return Classification(ranked, "claude", usage=usage)
         except anthropic.APIError as e:
             note = f"Claude unavailable for routing ({type(e).__name__})"
@@ -138,7 +170,9 @@ class ClaudeClassifier:
         return result
 
     def _parse(self, msg) -> list[tuple[str, float]]:
-        block = next((b for b in msg.content if b.type == "tool_use" and b.name == CLASSIFY_TOOL), None)
+        block = next(
+            (b for b in msg.content if b.type == "tool_use" and b.name == CLASSIFY_TOOL), None
+        )
         if block is None:
             raise ValueError("no tool call")
         items = block.input.get("intents") if isinstance(block.input, dict) else None
@@ -147,7 +181,7 @@ class ClaudeClassifier:
         ranked: dict[str, float] = {}
         for item in items:
             name = item.get("intent") if isinstance(item, dict) else None
-            if name not in self.names:
+            if not isinstance(name, str) or name not in self.names:
                 raise ValueError(f"intent {name!r} is not in the taxonomy")
             try:
                 conf = float(item.get("confidence", 0.5))

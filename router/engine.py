@@ -1,7 +1,9 @@
 """The query side, assembled: the index in memory (reloaded when a reindex commits), the embedder,
 the classifier and the routing policy. One Engine serves every question of a process."""
+
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -10,7 +12,15 @@ import numpy as np
 
 from index.embedders import Embedder, EmbeddingError
 from index.search import BM25, TOKENIZER_VERSION, Searcher
-from index.store import generation, load_bm25, load_chunks, load_intents, load_related, open_db, save_bm25
+from index.store import (
+    generation,
+    load_bm25,
+    load_chunks,
+    load_intents,
+    load_related,
+    open_db,
+    save_bm25,
+)
 
 from .classify import ClaudeClassifier, OfflineClassifier
 from .policy import RouteDecision, Router
@@ -25,8 +35,15 @@ class Loaded:
 
 
 class Engine:
-    def __init__(self, db_path: str, embedder: Embedder, anthropic_client=None, classify_model: str = "",
-                 bm25_weight: float = 0.4, fusion: str = "weighted"):
+    def __init__(
+        self,
+        db_path: str,
+        embedder: Embedder,
+        anthropic_client=None,
+        classify_model: str = "",
+        bm25_weight: float = 0.4,
+        fusion: str = "weighted",
+    ):
         self.embedder = embedder
         self.anthropic = anthropic_client
         self.classify_model = classify_model
@@ -51,10 +68,9 @@ class Engine:
         bm25 = BM25.from_bytes(cached) if cached else None
         searcher = Searcher(records, vectors, bm25 if bm25 and bm25.size == len(records) else None)
         if searcher.bm25 is not bm25:
-            try:
+            # read-only or locked: the next process builds it again
+            with contextlib.suppress(sqlite3.OperationalError):
                 save_bm25(self.db, key, searcher.bm25.to_bytes())
-            except sqlite3.OperationalError:  # read-only or locked: the next process builds it again
-                pass
         intents = load_intents(self.db)
         examples = {}
         texts = [(i["name"], q) for i in intents for q in i["examples"]]
@@ -65,6 +81,7 @@ class Engine:
                     examples[name] = vecs[[j for j, (n, _) in enumerate(texts) if n == name]]
             except EmbeddingError:
                 pass  # example questions only sharpen routing; the chunks' votes still decide
+        classifier: OfflineClassifier | ClaudeClassifier
         classifier = OfflineClassifier(searcher, examples, self.bm25_weight)
         if self.anthropic is not None:
             classifier = ClaudeClassifier(self.anthropic, self.classify_model, intents, classifier)
@@ -72,7 +89,8 @@ class Engine:
         return Loaded(gen, searcher, router, intents)
 
     def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:
-        """(vector, note): None and a note when the embedding service is down, so search runs on BM25 alone."""
+        """(vector, note): None and a note when the embedding service is down, so search runs on
+        BM25 alone."""
         try:
             return self.embedder.embed_query(text), ""
         except EmbeddingError as e:

@@ -1,5 +1,6 @@
-"""`fieldguide eval`: retrieval and routing measured on a set of docs with questions and gold answers,
-scored by the rules of shared/eval/README.md."""
+"""`fieldguide eval`: retrieval and routing measured on a set of docs with questions and gold
+answers, scored by the rules of shared/eval/README.md."""
+
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +32,14 @@ def load_questions(path: str | Path) -> list[Question]:
             continue
         try:
             q = json.loads(line)
-            out.append(Question(str(q["id"]), q["question"], list(q.get("intents") or []), list(q.get("gold") or [])))
+            out.append(
+                Question(
+                    str(q["id"]),
+                    q["question"],
+                    list(q.get("intents") or []),
+                    list(q.get("gold") or []),
+                )
+            )
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not a question object ({e})") from None
     return out
@@ -43,13 +52,17 @@ def _norm(s: str) -> str:
 def matches(chunk: dict, gold: dict) -> bool:
     if chunk["doc"] != gold["doc"]:
         return False
-    return gold.get("section") is None or _norm(gold["section"]) in {_norm(h) for h in chunk["heading_path"]}
+    return gold.get("section") is None or _norm(gold["section"]) in {
+        _norm(h) for h in chunk["heading_path"]
+    }
 
 
 def score_question(hits: list[Hit], q: Question) -> dict:
     """Retrieval metrics for one question (None where the question has no gold sections)."""
     chunks = [h.chunk for h in hits]
-    out = {"intent_hit@1": bool(chunks) and chunks[0]["intent"] in q.intents}
+    out: dict[str, bool | float | None] = {
+        "intent_hit@1": bool(chunks) and chunks[0]["intent"] in q.intents
+    }
     if not q.gold:
         return out | {"hit@1": None, "hit@5": None, "mrr@10": None, "recall@3": None}
     first = next((i for i, c in enumerate(chunks[:10]) if any(matches(c, g) for g in q.gold)), None)
@@ -69,14 +82,25 @@ def summarise(rows: list[dict]) -> dict:
     return {
         "intent_accuracy": mean("intent_accuracy"),
         "intent_hit@1": mean("intent_hit@1"),
-        "hit@1": mean("hit@1"), "hit@5": mean("hit@5"), "mrr@10": mean("mrr@10"), "recall@3": mean("recall@3"),
+        "hit@1": mean("hit@1"),
+        "hit@5": mean("hit@5"),
+        "mrr@10": mean("mrr@10"),
+        "recall@3": mean("recall@3"),
         "p50_ms": round(float(np.percentile(ms, 50)), 2) if ms else None,
         "p95_ms": round(float(np.percentile(ms, 95)), 2) if ms else None,
     }
 
 
-def run_eval(questions: list[Question], searcher, embed_query, modes=ALL_MODES, router=None, k: int = 10,
-             bm25_weight: float = 0.4, progress=None) -> dict:
+def run_eval(
+    questions: list[Question],
+    searcher,
+    embed_query,
+    modes=ALL_MODES,
+    router=None,
+    k: int = 10,
+    bm25_weight: float = 0.4,
+    progress=None,
+) -> dict:
     """Score each mode. `router(question, query_vec)` returns a RouteDecision (routed mode);
     `embed_query` is timed apart from retrieval, as the issue asks."""
     vecs, embed_ms = [], []
@@ -84,19 +108,25 @@ def run_eval(questions: list[Question], searcher, embed_query, modes=ALL_MODES, 
         t = time.perf_counter()
         vecs.append(embed_query(q.question))
         embed_ms.append((time.perf_counter() - t) * 1000)
-    result = {"questions": len(questions), "with_gold": sum(bool(q.gold) for q in questions),
-              "embed_ms_p50": round(float(np.percentile(embed_ms, 50)), 2), "modes": {}}
+    result: dict[str, Any] = {
+        "questions": len(questions),
+        "with_gold": sum(bool(q.gold) for q in questions),
+        "embed_ms_p50": round(float(np.percentile(embed_ms, 50)), 2),
+        "modes": {},
+    }
     details: dict[str, list] = {}
     for mode in modes:
         rows = []
-        for q, vec in zip(questions, vecs):
+        for q, vec in zip(questions, vecs, strict=True):
             t = time.perf_counter()
             decision = None
             if mode == "routed":
                 decision = router(q.question, vec)
                 hits = decision.hits
             elif mode == "oracle":
-                hits = searcher.search(q.question, vec, intents=q.intents, k=k, bm25_weight=bm25_weight)
+                hits = searcher.search(
+                    q.question, vec, intents=q.intents, k=k, bm25_weight=bm25_weight
+                )
             else:
                 hits = searcher.search(q.question, vec, k=k, mode=mode, bm25_weight=bm25_weight)
             row = score_question(hits, q) | {"ms": (time.perf_counter() - t) * 1000, "id": q.id}
@@ -117,31 +147,66 @@ def run_eval(questions: list[Question], searcher, embed_query, modes=ALL_MODES, 
 def _routing_report(questions: list[Question], rows: list[dict]) -> dict:
     per_intent: dict[str, list[bool]] = {}
     confusions: Counter = Counter()
-    for q, r in zip(questions, rows):
+    for q, r in zip(questions, rows, strict=True):
         for intent in q.intents[:1]:
             per_intent.setdefault(intent, []).append(r["intent_accuracy"])
         if not r["intent_accuracy"] and q.intents:
             confusions[(q.intents[0], r["routed_intent"])] += 1
     return {
-        "per_intent": {i: {"questions": len(v), "accuracy": round(sum(v) / len(v), 3)} for i, v in sorted(per_intent.items())},
-        "confusions": [{"gold": g, "routed": p, "count": n} for (g, p), n in confusions.most_common(10)],
+        "per_intent": {
+            i: {"questions": len(v), "accuracy": round(sum(v) / len(v), 3)}
+            for i, v in sorted(per_intent.items())
+        },
+        "confusions": [
+            {"gold": g, "routed": p, "count": n} for (g, p), n in confusions.most_common(10)
+        ],
         "widened": sum(bool(r.get("widened")) for r in rows),
     }
 
 
 def format_table(result: dict) -> str:
-    cols = ["intent_accuracy", "intent_hit@1", "hit@1", "hit@5", "mrr@10", "recall@3", "p50_ms", "p95_ms"]
-    heads = ["mode", "intent acc", "intent hit@1", "hit@1", "hit@5", "MRR@10", "recall@3", "p50 ms", "p95 ms"]
-    lines = [f"{result.get('set', '')}: {result['questions']} questions ({result['with_gold']} with gold sections); "
-             f"query embedding p50 {result['embed_ms_p50']} ms (not in the retrieval times)", ""]
+    cols = [
+        "intent_accuracy",
+        "intent_hit@1",
+        "hit@1",
+        "hit@5",
+        "mrr@10",
+        "recall@3",
+        "p50_ms",
+        "p95_ms",
+    ]
+    heads = [
+        "mode",
+        "intent acc",
+        "intent hit@1",
+        "hit@1",
+        "hit@5",
+        "MRR@10",
+        "recall@3",
+        "p50 ms",
+        "p95 ms",
+    ]
+    lines = [
+        f"{result.get('set', '')}: {result['questions']} questions"
+        f" ({result['with_gold']} with gold sections); "
+        f"query embedding p50 {result['embed_ms_p50']} ms (not in the retrieval times)",
+        "",
+    ]
     lines.append("| " + " | ".join(heads) + " |")
     lines.append("|" + "---|" * len(heads))
     for mode, m in result["modes"].items():
-        cells = ["—" if m[c] is None else (f"{m[c]:.3f}" if "ms" not in c else f"{m[c]:.1f}") for c in cols]
+        cells = [
+            "—" if m[c] is None else (f"{m[c]:.3f}" if "ms" not in c else f"{m[c]:.1f}")
+            for c in cols
+        ]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     routing = result.get("routing")
     if routing:
-        lines += ["", f"Routing: widened on {routing['widened']} of {result['questions']} questions.", "Per intent (routed):"]
+        lines += [
+            "",
+            f"Routing: widened on {routing['widened']} of {result['questions']} questions.",
+            "Per intent (routed):",
+        ]
         for intent, v in routing["per_intent"].items():
             lines.append(f"  {intent:<40} {v['accuracy']:.3f}  ({v['questions']} questions)")
         if routing["confusions"]:

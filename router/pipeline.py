@@ -5,6 +5,7 @@ fails after the SDK's retries (429, 529, timeouts, connection errors): the answe
 made from the docs without Claude. Passages and citations are checked against the chunk text, so
 nothing reaches the user as a quote that is not in the docs.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,17 +31,19 @@ NOT_IN_DOCS = "NOT_IN_DOCS"
 EXTRACT_TOOL = "record_passages"
 CONTEXT_CHUNKS = 5  # top chunks handed to extraction
 MAX_QUESTION_CHARS = 4000
-# offline extraction: a block's score = CHUNK_WEIGHT * its chunk's fused score + the rest from the block
-# itself (0.3 and 0.0 put a gold-section passage first less often on claude-docs: 0.86, 0.83 vs 0.89)
+# offline extraction: a block's score = CHUNK_WEIGHT * its chunk's fused score + the rest from the
+# block itself (0.3 and 0.0 put a gold-section passage first less often on claude-docs: 0.86, 0.83
+# vs 0.89)
 CHUNK_WEIGHT = 0.5
 
 # Evidence thresholds, calibrated on shared/eval and examples/ (answerable questions) against
-# off-topic questions (bench/offtopic.jsonl and the examples' own): see bench/RESULTS.md. `similarity`
-# is the best chunk's cosine to the question (local all-MiniLM-L6-v2 scale: answerable questions
-# scored >= 0.44, off-topic ones <= 0.31); `coverage` is the share of the question's idf weight found
-# in the top chunks, a second opinion for questions whose words the docs never use.
+# off-topic questions (bench/offtopic.jsonl and the examples' own): see bench/RESULTS.md.
+# `similarity` is the best chunk's cosine to the question (local all-MiniLM-L6-v2 scale: answerable
+# questions scored >= 0.44, off-topic ones <= 0.31); `coverage` is the share of the question's idf
+# weight found in the top chunks, a second opinion for questions whose words the docs never use.
 ABSTAIN_SIMILARITY = 0.36
-ABSTAIN_COVERAGE, WEAK_SIMILARITY = 0.2, 0.45  # few of its words and only a loose match: abstain too
+# few of its words and only a loose match: abstain too
+ABSTAIN_COVERAGE, WEAK_SIMILARITY = 0.2, 0.45
 PARTIAL_COVERAGE, PARTIAL_SIMILARITY = 0.3, 0.45
 
 
@@ -66,7 +69,10 @@ class Source:
 
     @property
     def section(self) -> str:
-        return " › ".join(self.heading_path[1:] if len(self.heading_path) > 1 else self.heading_path) or self.title
+        return (
+            " › ".join(self.heading_path[1:] if len(self.heading_path) > 1 else self.heading_path)
+            or self.title
+        )
 
 
 @dataclass
@@ -106,11 +112,19 @@ class Answer:
 
     def to_json(self) -> dict:
         return {
-            "question": self.question, "condensed": self.condensed, "decision": self.decision, "text": self.text,
+            "question": self.question,
+            "condensed": self.condensed,
+            "decision": self.decision,
+            "text": self.text,
             "citations": [asdict(c) for c in self.citations],
             "sources": [asdict(s) | {"section": s.section} for s in self.sources],
-            "intents": self.intents, "routing": self.route, "offline": self.offline, "notes": self.notes,
-            "timings_ms": self.timings_ms, "usage": self.usage, "evidence": self.evidence,
+            "intents": self.intents,
+            "routing": self.route,
+            "offline": self.offline,
+            "notes": self.notes,
+            "timings_ms": self.timings_ms,
+            "usage": self.usage,
+            "evidence": self.evidence,
             "dropped_passages": self.dropped_passages,
         }
 
@@ -132,7 +146,8 @@ def anchor(heading: str) -> str:
 
 
 def link_for(chunk: dict, base_url: str = "") -> str:
-    """The doc's front-matter url, else base_url + path (or the bare path), plus the section anchor."""
+    """The doc's front-matter url, else base_url + path (or the bare path), plus the section
+    anchor."""
     section = chunk["heading_path"][-1] if len(chunk["heading_path"]) > 1 else ""
     frag = f"#{anchor(section)}" if section else ""
     if chunk.get("url"):
@@ -144,8 +159,11 @@ def link_for(chunk: dict, base_url: str = "") -> str:
 
 def _usage(msg) -> dict:
     u = msg.usage
-    return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-            "cache_read_input_tokens": getattr(u, "cache_read_input_tokens", 0) or 0}
+    return {
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_input_tokens": getattr(u, "cache_read_input_tokens", 0) or 0,
+    }
 
 
 def _add_usage(total: dict, step: str, usage: dict) -> None:
@@ -155,9 +173,16 @@ def _add_usage(total: dict, step: str, usage: dict) -> None:
 
 
 class Pipeline:
-    def __init__(self, engine: Engine, anthropic_client=None, models: dict | None = None, docs_base_url: str = "",
-                 audit_db=None):
-        """`models`: {"condense", "extract", "answer"} model ids. `audit_db`: where answers are recorded."""
+    def __init__(
+        self,
+        engine: Engine,
+        anthropic_client=None,
+        models: dict | None = None,
+        docs_base_url: str = "",
+        audit_db=None,
+    ):
+        """`models`: {"condense", "extract", "answer"} model ids. `audit_db`: where answers are
+        recorded."""
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
@@ -178,8 +203,16 @@ class Pipeline:
             convo = "\n".join(f"{h['role']}: {h['text'][:1500]}" for h in prior[-10:])
             try:
                 msg = self.client.messages.create(
-                    model=self.models["condense"], max_tokens=200, system=render("condense"),
-                    messages=[{"role": "user", "content": f"Conversation:\n{convo}\n\nFollow-up: {question}"}])
+                    model=self.models["condense"],
+                    max_tokens=200,
+                    system=render("condense"),
+                    messages=[
+                        {
+                            "role": "user",
+                            "content": f"Conversation:\n{convo}\n\nFollow-up: {question}",
+                        }
+                    ],
+                )
                 _add_usage(ans.usage, "condense", _usage(msg))
                 text = " ".join(b.text for b in msg.content if b.type == "text").strip()
                 if text:
@@ -190,7 +223,9 @@ class Pipeline:
         last_user = next((h["text"] for h in reversed(prior) if h["role"] == "user"), "")
         return f"{question} (follow-up to: {last_user[:500]})" if last_user else question
 
-    def extract(self, question: str, query_vec, hits: list[Hit], bm25: BM25, ans: Answer) -> list[Passage]:
+    def extract(
+        self, question: str, query_vec, hits: list[Hit], bm25: BM25, ans: Answer
+    ) -> list[Passage]:
         top = hits[:CONTEXT_CHUNKS]
         if self.client is not None:
             import anthropic
@@ -205,22 +240,48 @@ class Pipeline:
 
     def _extract_claude(self, question: str, hits: list[Hit], ans: Answer) -> list[Passage]:
         chunks = "\n\n".join(
-            f"<chunk number=\"{i}\" title=\"{h.chunk['title']} › {' › '.join(h.chunk['heading_path'])}\">\n{h.chunk['text']}\n</chunk>"
-            for i, h in enumerate(hits, 1))
+            f'<chunk number="{i}" title="{h.chunk["title"]} › '
+            f'{" › ".join(h.chunk["heading_path"])}">\n'
+            f"{h.chunk['text']}\n</chunk>"
+            for i, h in enumerate(hits, 1)
+        )
         tool = {
-            "name": EXTRACT_TOOL, "description": "Record the verbatim passages that answer the question.",
-            "input_schema": {"type": "object", "properties": {
-                "passages": {"type": "array", "items": {"type": "object", "properties": {
-                    "chunk": {"type": "integer"}, "text": {"type": "string"}}, "required": ["chunk", "text"]}},
-                "nothing_relevant": {"type": "boolean"}}, "required": ["passages", "nothing_relevant"]},
+            "name": EXTRACT_TOOL,
+            "description": "Record the verbatim passages that answer the question.",
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "passages": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "chunk": {"type": "integer"},
+                                "text": {"type": "string"},
+                            },
+                            "required": ["chunk", "text"],
+                        },
+                    },
+                    "nothing_relevant": {"type": "boolean"},
+                },
+                "required": ["passages", "nothing_relevant"],
+            },
         }
         msg = self.client.messages.create(
-            model=self.models["extract"], max_tokens=2000, system=render("extract"),
+            model=self.models["extract"],
+            max_tokens=2000,
+            system=render("extract"),
             messages=[{"role": "user", "content": f"{chunks}\n\nQuestion: {question}"}],
-            tools=[tool], tool_choice={"type": "tool", "name": EXTRACT_TOOL})
+            tools=[tool],
+            tool_choice={"type": "tool", "name": EXTRACT_TOOL},
+        )
         _add_usage(ans.usage, "extract", _usage(msg))
         block = next((b for b in msg.content if b.type == "tool_use"), None)
-        if block is None or not isinstance(block.input, dict) or not isinstance(block.input.get("passages"), list):
+        if (
+            block is None
+            or not isinstance(block.input, dict)
+            or not isinstance(block.input.get("passages"), list)
+        ):
             raise ValueError("no passages in the tool call")
         passages = []
         for item in block.input["passages"]:
@@ -237,7 +298,9 @@ class Pipeline:
                 log.info("dropped a passage not found in chunk %s: %r", hit.chunk["id"], text[:80])
         return passages
 
-    def _extract_offline(self, question: str, query_vec, hits: list[Hit], bm25: BM25) -> list[Passage]:
+    def _extract_offline(
+        self, question: str, query_vec, hits: list[Hit], bm25: BM25
+    ) -> list[Passage]:
         """The blocks of the top chunks that score best against the question, by the retrieval's own
         signals: the chunk's fused score, and the block's idf-weighted term coverage and cosine
         similarity, each block read with its chunk's title and heading path (a block under
@@ -246,7 +309,9 @@ class Pipeline:
         blocks = [(h, b) for h in hits for b in split_blocks(h.chunk["text"])]
         if not blocks:
             return []
-        texts = [f"{context_header(h.chunk['title'], h.chunk['heading_path'])}\n\n{b}" for h, b in blocks]
+        texts = [
+            f"{context_header(h.chunk['title'], h.chunk['heading_path'])}\n\n{b}" for h, b in blocks
+        ]
         block_scores = np.array([bm25.coverage(q_tokens, tokenize(t)) for t in texts])
         if query_vec is not None:
             try:
@@ -254,9 +319,13 @@ class Pipeline:
                 block_scores = 0.4 * block_scores + 0.6 * np.clip(sims, 0, None)
             except EmbeddingError:  # the embedding service failing here only costs the vector half
                 pass
-        scores = CHUNK_WEIGHT * np.array([h.score for h, _ in blocks]) + (1 - CHUNK_WEIGHT) * block_scores
+        scores = (
+            CHUNK_WEIGHT * np.array([h.score for h, _ in blocks])
+            + (1 - CHUNK_WEIGHT) * block_scores
+        )
         best = float(scores.max())
-        chosen, chars, seen = [], 0, set()
+        chosen: list[int] = []
+        chars, seen = 0, set()
         for i in np.argsort(-scores, kind="stable"):
             h, b = blocks[i]
             if scores[i] < 0.85 * best or len(chosen) == 4 or (chosen and chars + len(b) > 1800):
@@ -266,7 +335,10 @@ class Pipeline:
             seen.add(squash(b))
             chosen.append(i)
             chars += len(b)
-        return [Passage(blocks[i][0].chunk["id"], blocks[i][1].strip(), float(scores[i])) for i in chosen]
+        return [
+            Passage(blocks[i][0].chunk["id"], blocks[i][1].strip(), float(scores[i]))
+            for i in chosen
+        ]
 
     def write_answer(self, question: str, passages: list[Passage], ans: Answer) -> str:
         by_chunk = self._sources_for(passages, ans)
@@ -285,21 +357,44 @@ class Pipeline:
         for p in passages:
             if p.chunk_id not in by_chunk:
                 c = records[p.chunk_id]
-                by_chunk[p.chunk_id] = Source(len(by_chunk) + 1, c["id"], c["doc"], c["title"], c["heading_path"],
-                                              link_for(c, self.docs_base_url))
+                by_chunk[p.chunk_id] = Source(
+                    len(by_chunk) + 1,
+                    c["id"],
+                    c["doc"],
+                    c["title"],
+                    c["heading_path"],
+                    link_for(c, self.docs_base_url),
+                )
         ans.sources = list(by_chunk.values())
         return by_chunk
 
-    def _answer_claude(self, question: str, passages: list[Passage], by_chunk: dict[str, Source], ans: Answer) -> str:
+    def _answer_claude(
+        self, question: str, passages: list[Passage], by_chunk: dict[str, Source], ans: Answer
+    ) -> str:
         order = list(by_chunk)  # search_result_index → chunk id
-        results = [{
-            "type": "search_result", "source": by_chunk[cid].url, "title": f"{by_chunk[cid].title} › {by_chunk[cid].section}",
-            "content": [{"type": "text", "text": p.text} for p in passages if p.chunk_id == cid],
-            "citations": {"enabled": True},
-        } for cid in order]
+        results = [
+            {
+                "type": "search_result",
+                "source": by_chunk[cid].url,
+                "title": f"{by_chunk[cid].title} › {by_chunk[cid].section}",
+                "content": [
+                    {"type": "text", "text": p.text} for p in passages if p.chunk_id == cid
+                ],
+                "citations": {"enabled": True},
+            }
+            for cid in order
+        ]
         msg = self.client.messages.create(
-            model=self.models["answer"], max_tokens=1500, system=render("answer"),
-            messages=[{"role": "user", "content": [*results, {"type": "text", "text": f"Question: {question}"}]}])
+            model=self.models["answer"],
+            max_tokens=1500,
+            system=render("answer"),
+            messages=[
+                {
+                    "role": "user",
+                    "content": [*results, {"type": "text", "text": f"Question: {question}"}],
+                }
+            ],
+        )
         _add_usage(ans.usage, "answer", _usage(msg))
         chunk_text = {h["id"]: h["text"] for h in ans.hits}
         parts = []
@@ -308,11 +403,15 @@ class Pipeline:
                 continue
             marks = []
             for cit in block.citations or []:
-                if getattr(cit, "type", "") != "search_result_location" or not 0 <= cit.search_result_index < len(order):
+                if getattr(
+                    cit, "type", ""
+                ) != "search_result_location" or not 0 <= cit.search_result_index < len(order):
                     continue
                 src = by_chunk[order[cit.search_result_index]]
                 ok = occurs_in(cit.cited_text, chunk_text[src.chunk_id])
-                ans.citations.append(Citation(src.n, src.doc, src.section, src.url, cit.cited_text, ok))
+                ans.citations.append(
+                    Citation(src.n, src.doc, src.section, src.url, cit.cited_text, ok)
+                )
                 if f"[{src.n}]" not in marks:
                     marks.append(f"[{src.n}]")
             parts.append(strip_links(block.text) + ("".join(marks) if marks else ""))
@@ -323,13 +422,25 @@ class Pipeline:
         ans.sources = [s for s in ans.sources if s.n in cited] or ans.sources
         return text
 
-    def _answer_offline(self, passages: list[Passage], by_chunk: dict[str, Source], ans: Answer) -> str:
-        """The passages quoted, each with its numbered source; each quote is a citation of its chunk."""
+    def _answer_offline(
+        self, passages: list[Passage], by_chunk: dict[str, Source], ans: Answer
+    ) -> str:
+        """The passages quoted, each with its numbered source; each quote is a citation of its
+        chunk."""
         chunk_text = {h["id"]: h["text"] for h in ans.hits}
         out = []
         for p in passages:
             src = by_chunk[p.chunk_id]
-            ans.citations.append(Citation(src.n, src.doc, src.section, src.url, p.text, occurs_in(p.text, chunk_text[p.chunk_id])))
+            ans.citations.append(
+                Citation(
+                    src.n,
+                    src.doc,
+                    src.section,
+                    src.url,
+                    p.text,
+                    occurs_in(p.text, chunk_text[p.chunk_id]),
+                )
+            )
             quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in p.text.split("\n"))
             out.append(f"{quoted}\n— {src.title} › {src.section} [{src.n}]")
         return "From the docs:\n\n" + "\n\n".join(out)
@@ -341,8 +452,11 @@ class Pipeline:
 
     # -- the whole path --------------------------------------------------------------------------
 
-    def answer(self, question: str, history: list[dict] | None = None, context: dict | None = None) -> Answer:
-        """Answer a question (with the thread's earlier messages, oldest first, as {"role", "text"})."""
+    def answer(
+        self, question: str, history: list[dict] | None = None, context: dict | None = None
+    ) -> Answer:
+        """Answer a question (with the thread's earlier messages, oldest first, as {"role",
+        "text"})."""
         question = (question or "").strip()
         if not question:
             raise QuestionError("The question is empty: ask me something about the docs.")
@@ -350,9 +464,17 @@ class Pipeline:
             question = question[:MAX_QUESTION_CHARS]
         t0 = time.perf_counter()
         ans = Answer(question, question, ABSTAIN, "", offline=self.client is None)
-        ans.models = {"embed": self.engine.embedder.name,
-                      **({k: self.models.get(k) for k in ("condense", "extract", "answer")} if self.client else {})}
-        ans.prompts = {name: prompt_hash(name) for name in ("classify", "condense", "extract", "answer")}
+        ans.models = {
+            "embed": self.engine.embedder.name,
+            **(
+                {k: self.models.get(k) for k in ("condense", "extract", "answer")}
+                if self.client
+                else {}
+            ),
+        }
+        ans.prompts = {
+            name: prompt_hash(name) for name in ("classify", "condense", "extract", "answer")
+        }
         clock = time.perf_counter()
 
         def lap(name):
@@ -367,7 +489,8 @@ class Pipeline:
         if note:
             ans.notes.append(note)
         lap("embed")
-        loaded = self.engine.loaded()  # one index generation for the whole answer, even if a reindex commits
+        # one index generation for the whole answer, even if a reindex commits
+        loaded = self.engine.loaded()
         decision = loaded.router.route(ans.condensed, query_vec, k=10)
         if decision.note:
             ans.notes.append(decision.note)
@@ -375,13 +498,16 @@ class Pipeline:
         ans.route = decision.to_dict()
         if decision.usage:
             _add_usage(ans.usage, "classify", decision.usage)
-        ans.hits = [h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits]
+        ans.hits = [
+            h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits
+        ]
         lap("route_retrieve")
 
         bm25 = loaded.searcher.bm25
         strength = self.evidence(ans.condensed, query_vec, decision.hits, bm25, ans)
         if strength == ABSTAIN:
-            ans.text = self.abstain_text([])  # nothing near: naming "closest" sections would be noise
+            # nothing near: naming "closest" sections would be noise
+            ans.text = self.abstain_text([])
             return self._finish(ans, t0, context)
         passages = self.extract(ans.condensed, query_vec, decision.hits, bm25, ans)
         ans.passages = passages
@@ -396,7 +522,11 @@ class Pipeline:
             return self._finish(ans, t0, context)
         ans.text = text
         unverified = any(not c.verified for c in ans.citations)
-        ans.decision = PARTIAL if strength == PARTIAL or unverified or "docs don't cover" in text.lower() else ANSWER
+        ans.decision = (
+            PARTIAL
+            if strength == PARTIAL or unverified or "docs don't cover" in text.lower()
+            else ANSWER
+        )
         return self._finish(ans, t0, context)
 
     def evidence(self, question: str, query_vec, hits: list[Hit], bm25: BM25, ans: Answer) -> str:
@@ -407,9 +537,18 @@ class Pipeline:
         q = tokenize(question)
         cover = bm25.coverage(q, [t for h in hits[:3] for t in tokenize(h.chunk["search_text"])])
         sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
-        ans.evidence = {"coverage": round(cover, 3), "similarity": None if sim is None else round(sim, 3)}
+        ans.evidence = {
+            "coverage": round(cover, 3),
+            "similarity": None if sim is None else round(sim, 3),
+        }
         if sim is None:  # keyword search only: coverage decides alone
-            return ABSTAIN if cover < ABSTAIN_COVERAGE else PARTIAL if cover < PARTIAL_COVERAGE else ANSWER
+            return (
+                ABSTAIN
+                if cover < ABSTAIN_COVERAGE
+                else PARTIAL
+                if cover < PARTIAL_COVERAGE
+                else ANSWER
+            )
         if sim < ABSTAIN_SIMILARITY or (cover < ABSTAIN_COVERAGE and sim < WEAK_SIMILARITY):
             return ABSTAIN
         if cover < PARTIAL_COVERAGE or sim < PARTIAL_SIMILARITY:
@@ -417,11 +556,13 @@ class Pipeline:
         return ANSWER
 
     def abstain_text(self, hits: list[Hit]) -> str:
-        """The "not in the docs" answer; `hits`: related sections that did not answer it, to name."""
+        """The "not in the docs" answer; `hits`: related sections that did not answer it, to
+        name."""
         text = "I couldn't find this in the docs, so I won't guess."
         near = []
         for h in hits[:3]:
-            label = f"{h.chunk['title']} › {' › '.join(h.chunk['heading_path'][1:]) or h.chunk['title']}"
+            rest = " › ".join(h.chunk["heading_path"][1:]) or h.chunk["title"]
+            label = f"{h.chunk['title']} › {rest}"
             if label not in near:
                 near.append(label)
         return text + (" The closest sections were: " + "; ".join(near) + "." if near else "")
@@ -441,4 +582,3 @@ class Pipeline:
 def strip_links(text: str) -> str:
     """The model never writes links: [label](url) becomes label."""
     return re.sub(r"\[([^\]]+)\]\((?:https?://|www\.)[^)]*\)", r"\1", text)
-

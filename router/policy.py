@@ -11,6 +11,7 @@
 3. A bucket that yields fewer than k chunks is topped up from the unrouted results, so routing only
    reorders what an unrouted search would find: it never drops it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,22 +47,36 @@ class RouteDecision:
         return [i for i, _ in self.ranked]
 
     def to_dict(self) -> dict:
-        return {"intents": [{"intent": i, "score": round(s, 3)} for i, s in self.ranked[:5]],
-                "searched": self.searched, "widened": self.widened, "reason": self.reason,
-                "classifier": self.classifier, "note": self.note}
+        return {
+            "intents": [{"intent": i, "score": round(s, 3)} for i, s in self.ranked[:5]],
+            "searched": self.searched,
+            "widened": self.widened,
+            "reason": self.reason,
+            "classifier": self.classifier,
+            "note": self.note,
+        }
 
 
 def prefer_intents(hits: list[Hit], ranked: list[tuple[str, float]]) -> list[Hit]:
-    """Among hits with equal scores (one text that several intents' docs hold verbatim), the router's
-    preferred intent first; otherwise the index order would decide."""
+    """Among hits with equal scores (one text that several intents' docs hold verbatim), the
+    router's preferred intent first; otherwise the index order would decide."""
     order = {intent: n for n, (intent, _) in enumerate(ranked)}
-    return [h for _, tied in groupby(hits, key=lambda h: h.score)
-            for h in sorted(tied, key=lambda h: order.get(h.chunk["intent"], len(order)))]
+    return [
+        h
+        for _, tied in groupby(hits, key=lambda h: h.score)
+        for h in sorted(tied, key=lambda h: order.get(h.chunk["intent"], len(order)))
+    ]
 
 
 class Router:
-    def __init__(self, searcher: Searcher, classifier, related: dict[str, set[str]] | None = None,
-                 bm25_weight: float = 0.4, fusion: str = "hybrid"):
+    def __init__(
+        self,
+        searcher: Searcher,
+        classifier,
+        related: dict[str, set[str]] | None = None,
+        bm25_weight: float = 0.4,
+        fusion: str = "hybrid",
+    ):
         self.searcher = searcher
         self.classifier = classifier
         self.related = related or {}
@@ -82,23 +97,41 @@ class Router:
         if len(chosen) == 1 and known[0][1] >= COVER:
             return chosen, "confident"
         for intent in list(chosen):
-            chosen += sorted(r for r in self.related.get(intent, ()) if r in self.searcher.intent_rows and r not in chosen)
+            chosen += sorted(
+                r
+                for r in self.related.get(intent, ())
+                if r in self.searcher.intent_rows and r not in chosen
+            )
         return chosen, "unsure"
 
     def route(self, question: str, query_vec: np.ndarray | None, k: int = 10) -> RouteDecision:
         search = lambda intents, n: self.searcher.search(  # noqa: E731
-            question, query_vec, intents=intents, k=n, mode=self.fusion, bm25_weight=self.bm25_weight)
+            question,
+            query_vec,
+            intents=intents,
+            k=n,
+            mode=self.fusion,
+            bm25_weight=self.bm25_weight,
+        )
         everything = search(None, max(k, VOTERS))
         result = self.classifier.classify(question, query_vec, everything)
         everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
-        decision = RouteDecision(result.ranked, buckets, buckets is None, reason, classifier=result.source,
-                                 note=result.note, usage=result.usage)
+        decision = RouteDecision(
+            result.ranked,
+            buckets,
+            buckets is None,
+            reason,
+            classifier=result.source,
+            note=result.note,
+            usage=result.usage,
+        )
         if buckets is None:
             decision.hits = everything[:k]
             return decision
         in_bucket = prefer_intents(search(buckets, k), result.ranked)
-        # the unrouted top WEAK_RANK, and whatever ties with them (the same text in another intent's doc)
+        # the unrouted top WEAK_RANK, and whatever ties with them (the same text in another
+        # intent's doc)
         top_rows = {h.row for h in everything if h.score >= everything[WEAK_RANK - 1].score}
         if not in_bucket or in_bucket[0].row not in top_rows:
             decision.searched, decision.widened = None, True

@@ -1,3 +1,4 @@
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,12 +18,21 @@ def local_embedder():
 
 
 @pytest.fixture(scope="session")
-def examples_db(tmp_path_factory, local_embedder):
-    """examples/docs indexed once for the session with the local model."""
+def examples_template(tmp_path_factory, local_embedder) -> Path:
+    """examples/docs indexed once for the session with the local model; tests get copies of it."""
     from index.indexer import index_folder
 
-    db = tmp_path_factory.mktemp("examples") / "index.db"
+    db = tmp_path_factory.mktemp("examples") / "template.db"
     index_folder(db, EXAMPLES, local_embedder)
+    return db
+
+
+@pytest.fixture
+def examples_db(examples_template, tmp_path) -> str:
+    """A private copy of the indexed example docs: a test may write to it (answers, feedback, a
+    reindex) without another test seeing it."""
+    db = tmp_path / "examples.db"
+    shutil.copyfile(examples_template, db)
     return str(db)
 
 

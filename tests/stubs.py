@@ -4,6 +4,7 @@ The real SDK clients are pointed at them. A stub records every request and answe
 per path; a handler returns (status, body) or (status, body, headers), where body is a dict (sent as
 JSON) or bytes.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -11,9 +12,11 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.error import HTTPError
 from urllib.parse import parse_qs
-from urllib.request import Request as HttpRequest, urlopen
+from urllib.request import Request as HttpRequest
+from urllib.request import urlopen
 
 
 class Request:
@@ -45,15 +48,26 @@ class StubServer:
 
             def _handle(self):
                 length = int(self.headers.get("content-length") or 0)
-                req = Request(self.command, self.path.split("?")[0], {k.lower(): v for k, v in self.headers.items()},
-                              self.rfile.read(length) if length else b"")
+                req = Request(
+                    self.command,
+                    self.path.split("?")[0],
+                    {k.lower(): v for k, v in self.headers.items()},
+                    self.rfile.read(length) if length else b"",
+                )
                 with stub.lock:
                     stub.requests.append(req)
                     handler = stub.routes.get(req.path)
+                result: Any
                 if handler is None:
                     result = (404, {"error": f"no stub for {req.path}"})
                 else:
-                    result = handler(req) if callable(handler) else handler.pop(0) if isinstance(handler, list) else handler
+                    result = (
+                        handler(req)
+                        if callable(handler)
+                        else handler.pop(0)
+                        if isinstance(handler, list)
+                        else handler
+                    )
                 status, body, headers = (*result, {}) if len(result) == 2 else result
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 try:
@@ -71,7 +85,9 @@ class StubServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     @property
@@ -116,12 +132,24 @@ def voyage_embeddings(dim: int = 8):
     return handler
 
 
-def claude_message(*content: dict, stop_reason: str = "end_turn", model: str = "claude-haiku-4-5") -> dict:
+def claude_message(
+    *content: dict, stop_reason: str = "end_turn", model: str = "claude-haiku-4-5"
+) -> dict:
     """A Messages API response body with the given content blocks."""
     return {
-        "id": "msg_stub", "type": "message", "role": "assistant", "model": model, "content": list(content),
-        "stop_reason": stop_reason, "stop_sequence": None,
-        "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+        "id": "msg_stub",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": list(content),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 120,
+            "output_tokens": 30,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        },
     }
 
 
@@ -130,13 +158,17 @@ def tool_use(name: str, input: dict) -> dict:
 
 
 def text_block(text: str, citations: list | None = None) -> dict:
-    block = {"type": "text", "text": text}
+    block: dict[str, object] = {"type": "text", "text": text}
     if citations is not None:
         block["citations"] = citations
     return block
 
 
-OVERLOADED = (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {"retry-after-ms": "10"})
+OVERLOADED = (
+    529,
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    {"retry-after-ms": "10"},
+)
 
 
 BOT = "UBOT"
@@ -153,10 +185,20 @@ class SlackMock(StubServer):
         def ok(extra):
             return lambda req: (200, {"ok": True, **extra(req)})
 
-        self.route("/api/auth.test", ok(lambda r: {"user_id": BOT, "bot_id": "BBOT", "team_id": "T1"}))
-        self.route("/api/chat.postMessage", ok(lambda r: {"ts": f"1800000000.{next(self.ts):06d}", "channel": r.form["channel"]}))
-        self.route("/api/chat.update", ok(lambda r: {"ts": r.form["ts"], "channel": r.form["channel"]}))
-        self.route("/api/conversations.replies", ok(lambda r: {"messages": self.thread_messages, "has_more": False}))
+        self.route(
+            "/api/auth.test", ok(lambda r: {"user_id": BOT, "bot_id": "BBOT", "team_id": "T1"})
+        )
+        self.route(
+            "/api/chat.postMessage",
+            ok(lambda r: {"ts": f"1800000000.{next(self.ts):06d}", "channel": r.form["channel"]}),
+        )
+        self.route(
+            "/api/chat.update", ok(lambda r: {"ts": r.form["ts"], "channel": r.form["channel"]})
+        )
+        self.route(
+            "/api/conversations.replies",
+            ok(lambda r: {"messages": self.thread_messages, "has_more": False}),
+        )
         self.route("/respond", (200, {"ok": True}))
         for method in ("assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts"):
             self.route(f"/api/{method}", (200, {"ok": True}))
@@ -171,14 +213,26 @@ class SlackMock(StubServer):
         return [r.json for r in self.calls("/respond")]
 
 
-def signed_request(url: str, body: bytes, content_type: str, secret: str, headers: dict | None = None):
+def signed_request(
+    url: str, body: bytes, content_type: str, secret: str, headers: dict | None = None
+):
     """POST `body` signed as Slack signs its requests; returns (status, body text)."""
     from slack_sdk.signature import SignatureVerifier
 
     ts = str(int(time.time()))
     sig = SignatureVerifier(secret).generate_signature(timestamp=ts, body=body.decode())
-    req = HttpRequest(url, data=body, method="POST", headers={
-        "content-type": content_type, "x-slack-request-timestamp": ts, "x-slack-signature": sig, **(headers or {})})
+    assert sig is not None  # None only without a timestamp
+    req = HttpRequest(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "content-type": content_type,
+            "x-slack-request-timestamp": ts,
+            "x-slack-signature": sig,
+            **(headers or {}),
+        },
+    )
     try:
         with urlopen(req, timeout=10) as resp:
             return resp.status, resp.read().decode()

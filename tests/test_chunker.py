@@ -33,11 +33,14 @@ Rare.
 Bye.
 """)
     assert [c.heading_path for c in chunks] == [
-        ["Auth guide"], ["Auth guide", "Login"], ["Auth guide", "Login", "Errors"],
-        ["Auth guide", "Login", "Errors", "Rare errors"], ["Auth guide", "Logout"],
+        ["Auth guide"],
+        ["Auth guide", "Login"],
+        ["Auth guide", "Login", "Errors"],
+        ["Auth guide", "Login", "Errors", "Rare errors"],
+        ["Auth guide", "Logout"],
     ]
     for c in chunks:
-        assert doc.text[c.start:c.end] == c.text
+        assert doc.text[c.start : c.end] == c.text
     assert chunks[2].search_text.startswith("Auth guide > Login > Errors\n\n")
 
 
@@ -83,8 +86,12 @@ def test_heading_without_body_is_not_a_chunk():
 
 
 def test_table_kept_whole():
-    table = "\n".join(["| code | meaning |", "|---|---|"] + [f"| TW-{i} | reason number {i} |" for i in range(30)])
-    _, chunks = chunks_of("# Errors\n\n" + "Intro sentence. " * 60 + "\n\n" + table + "\n", max_chars=1200)
+    table = "\n".join(
+        ["| code | meaning |", "|---|---|"] + [f"| TW-{i} | reason number {i} |" for i in range(30)]
+    )
+    _, chunks = chunks_of(
+        "# Errors\n\n" + "Intro sentence. " * 60 + "\n\n" + table + "\n", max_chars=1200
+    )
     holding = [c for c in chunks if "| TW-0 |" in c.text]
     assert len(holding) == 1 and "| TW-29 |" in holding[0].text
 
@@ -96,10 +103,15 @@ def test_huge_section_splits_at_sentences_with_overlap_and_never_splits_code():
     assert len(chunks) > 5
     assert all(c.heading_path == ["Big"] for c in chunks)
     code_chunks = [c for c in chunks if "```python" in c.text]
-    assert len(code_chunks) == 1 and code_chunks[0].text.endswith("```") and code_chunks[0].text.count("x = 1") == 200
+    assert (
+        len(code_chunks) == 1
+        and code_chunks[0].text.endswith("```")
+        and code_chunks[0].text.count("x = 1") == 200
+    )
     prose = [c for c in chunks if c not in code_chunks]
     assert all(len(c.text) <= 1000 for c in prose)
-    for a, b in zip(prose, prose[1:]):  # each piece starts with the previous piece's last sentence
+    # each piece starts with the previous piece's last sentence
+    for a, b in zip(prose, prose[1:], strict=False):
         assert a.text.rsplit(". ", 1)[-1].rstrip(".") in b.text
     assert all(c.text.endswith(".") for c in prose)
 
@@ -109,7 +121,7 @@ def test_windows_line_endings_keep_offsets_into_the_file():
     doc, chunks = chunks_of(md)
     assert [c.text for c in chunks] == ["# W\n\nfirst", "## Two\n\nsecond line"]
     for c in chunks:
-        assert doc.text[c.start:c.end].replace("\r\n", "\n") == c.text
+        assert doc.text[c.start : c.end].replace("\r\n", "\n") == c.text
 
 
 def test_ids_are_stable_and_local_to_the_edit():
@@ -118,5 +130,5 @@ def test_ids_are_stable_and_local_to_the_edit():
     _, again = chunks_of(base)
     _, edited = chunks_of(base.replace("two", "TWO"))
     assert [c.id for c in first] == [c.id for c in again]
-    assert [a.id == b.id for a, b in zip(first, edited)] == [True, False, True]
+    assert [a.id == b.id for a, b in zip(first, edited, strict=True)] == [True, False, True]
     assert len({c.id for c in first}) == len(first)

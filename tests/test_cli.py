@@ -5,12 +5,17 @@ from tests.conftest import write_docs
 
 
 def test_index_json_summary(tmp_path, capsys):
-    docs = write_docs(tmp_path / "docs", {"a.md": "---\nintent: api\n---\n# A\n\nAlpha.\n", "bad.md": b"\x00\x01"})
+    docs = write_docs(
+        tmp_path / "docs", {"a.md": "---\nintent: api\n---\n# A\n\nAlpha.\n", "bad.md": b"\x00\x01"}
+    )
     assert main(["index", str(docs), "--db", str(tmp_path / "i.db"), "--json", "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {k: out[k] for k in ("added", "changed", "removed", "unchanged", "chunks", "embedded")} == \
-        {"added": 1, "changed": 0, "removed": 0, "unchanged": 0, "chunks": 1, "embedded": 1}
-    assert out["skipped"] == [{"path": "bad.md", "reason": "binary file (contains NUL bytes), not markdown"}]
+    assert {
+        k: out[k] for k in ("added", "changed", "removed", "unchanged", "chunks", "embedded")
+    } == {"added": 1, "changed": 0, "removed": 0, "unchanged": 0, "chunks": 1, "embedded": 1}
+    assert out["skipped"] == [
+        {"path": "bad.md", "reason": "binary file (contains NUL bytes), not markdown"}
+    ]
     assert isinstance(out["seconds"], float)
 
 
@@ -32,7 +37,9 @@ def test_index_errors_exit_nonzero_with_a_message(tmp_path, capsys):
 def test_settings_from_dotenv(tmp_path, monkeypatch):
     from bot.settings import Settings
 
-    (tmp_path / ".env").write_text("# comment\nFIELDGUIDE_DB='x.db'\nexport FIELDGUIDE_BM25_WEIGHT=0.3\n")
+    (tmp_path / ".env").write_text(
+        "# comment\nFIELDGUIDE_DB='x.db'\nexport FIELDGUIDE_BM25_WEIGHT=0.3\n"
+    )
     s = Settings.load(environ={"FIELDGUIDE_DB": "from-env.db"}, dotenv=tmp_path / ".env")
     assert s.db == "from-env.db" and s.bm25_weight == 0.3
 
@@ -48,7 +55,7 @@ def test_every_setting_is_documented():
         assert f"`{env}`" in readme, f"{env} missing from the README's configuration table"
 
 
-def test_eval_on_the_example_set(tmp_path, capsys):
+def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
     import shutil
 
     from tests.conftest import EXAMPLES
@@ -57,38 +64,78 @@ def test_eval_on_the_example_set(tmp_path, capsys):
     shutil.copytree(EXAMPLES, set_dir / "docs")
     shutil.copy(EXAMPLES.parent / "questions.jsonl", set_dir / "questions.jsonl")
     out_json = tmp_path / "out.json"
-    assert main(["eval", str(set_dir), "--db", str(tmp_path / "e.db"), "--json", str(out_json),
-                 "--modes", "hybrid", "routed"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(set_dir),
+                "--db",
+                examples_db,  # already holds these docs: eval's index run finds nothing to embed
+                "--json",
+                str(out_json),
+                "--modes",
+                "hybrid",
+                "routed",
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert "| routed |" in table and "Per intent (routed)" in table
     result = json.loads(out_json.read_text())
     assert result["questions"] == 35 and set(result["modes"]) == {"hybrid", "routed"}
     routed = result["modes"]["routed"]
-    assert set(routed) >= {"intent_accuracy", "intent_hit@1", "hit@1", "hit@5", "mrr@10", "recall@3", "p50_ms", "p95_ms"}
+    assert set(routed) >= {
+        "intent_accuracy",
+        "intent_hit@1",
+        "hit@1",
+        "hit@5",
+        "mrr@10",
+        "recall@3",
+        "p50_ms",
+        "p95_ms",
+    }
     assert routed["mrr@10"] > 0.5 and routed["intent_accuracy"] > 0.6
     assert main(["eval", str(tmp_path / "nothing")]) == 2
 
 
-def test_search_and_ask_json(tmp_path, capsys):
+def test_search_and_ask_json(examples_db, capsys):
     from tests.conftest import EXAMPLES
 
-    db = str(tmp_path / "i.db")
-    assert main(["index", str(EXAMPLES), "--db", db, "--quiet"]) == 0
+    db = examples_db
+    assert main(["index", str(EXAMPLES), "--db", db, "--quiet"]) == 0  # nothing changed
     capsys.readouterr()
     assert main(["intents", "--db", db, "--json"]) == 0
     intents = {i["name"]: i for i in json.loads(capsys.readouterr().out)}
-    assert intents["webhooks"]["docs"] == 5 and intents["general"]["docs"] == 1 and intents["api"]["chunks"] > 0
+    assert (
+        intents["webhooks"]["docs"] == 5
+        and intents["general"]["docs"] == 1
+        and intents["api"]["chunks"] > 0
+    )
     assert intents["authentication"]["description"] and intents["authentication"]["examples"]
     assert main(["search", "What does error TW-1429 mean?", "--db", db, "--k", "3", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert len(found["hits"]) == 3 and found["routing"]["intents"][0]["intent"] == "troubleshooting"
     assert {"doc", "heading_path", "bm25", "vector", "score"} <= set(found["hits"][0])
-    assert main(["ask", "How many times is a failed webhook retried, and over how long?", "--db", db, "--json"]) == 0
+    assert (
+        main(
+            [
+                "ask",
+                "How many times is a failed webhook retried, and over how long?",
+                "--db",
+                db,
+                "--json",
+            ]
+        )
+        == 0
+    )
     ans = json.loads(capsys.readouterr().out)
     assert ans["decision"] == "ANSWER" and ans["offline"] is True and "8 attempts" in ans["text"]
     assert {"doc", "section", "url", "cited_text", "verified"} <= set(ans["citations"][0])
     assert all(c["verified"] for c in ans["citations"])
-    assert set(ans["timings_ms"]) >= {"embed", "route_retrieve", "extract", "total"} and ans["intents"]
+    assert (
+        set(ans["timings_ms"]) >= {"embed", "route_retrieve", "extract", "total"} and ans["intents"]
+    )
     assert main(["ask", "   ", "--db", db]) == 2
     assert main(["audit", "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["decision"] == "ANSWER"
@@ -101,7 +148,9 @@ def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
     assert "is not a usable index" in capsys.readouterr().err
 
 
-def test_ask_with_claude_honours_base_url_and_model_settings(examples_db, stub, monkeypatch, capsys):
+def test_ask_with_claude_honours_base_url_and_model_settings(
+    examples_db, stub, monkeypatch, capsys
+):
     from tests.test_pipeline import FakeClaude
 
     fake = FakeClaude()
@@ -110,9 +159,15 @@ def test_ask_with_claude_honours_base_url_and_model_settings(examples_db, stub, 
     monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.url)
     monkeypatch.setenv("FIELDGUIDE_ANSWER_MODEL", "claude-opus-4-6")
     monkeypatch.setenv("FIELDGUIDE_CLASSIFY_MODEL", "claude-haiku-4-5")
-    assert main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db, "--json"]) == 0
+    assert (
+        main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db, "--json"])
+        == 0
+    )
     ans = json.loads(capsys.readouterr().out)
-    assert ans["offline"] is False and ans["decision"] == "ANSWER" and ans["citations"][0]["verified"]
+    assert (
+        ans["offline"] is False and ans["decision"] == "ANSWER" and ans["citations"][0]["verified"]
+    )
     models = [body["model"] for body in fake.seen]
-    assert models == ["claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-6"]  # classify, extract, answer
+    # classify, extract, answer
+    assert models == ["claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-6"]
     assert "test-key" in json.dumps(stub.calls("/v1/messages")[0].headers)

@@ -14,10 +14,19 @@ from tests.conftest import ROOT, write_docs
 from tests.stubs import voyage_embeddings
 
 DOCS = {
-    "auth/login.md": "---\ntitle: Login\nintent: authentication\n---\n# Login\n\nUse tide login.\n\n## Tokens\n\nTokens expire after 24 hours.\n",
-    "api/limits.md": "---\ntitle: Rate limits\nintent: api\nrelated_intents: [billing]\n---\n# Rate limits\n\nTeam plans get 100 req/s.\n\n## Headers\n\nRetry-After says when to retry.\n",
+    "auth/login.md": (
+        "---\ntitle: Login\nintent: authentication\n---\n# Login\n\nUse tide login.\n\n"
+        "## Tokens\n\nTokens expire after 24 hours.\n"
+    ),
+    "api/limits.md": (
+        "---\ntitle: Rate limits\nintent: api\nrelated_intents: [billing]\n---\n"
+        "# Rate limits\n\nTeam plans get 100 req/s.\n\n"
+        "## Headers\n\nRetry-After says when to retry.\n"
+    ),
     "billing.md": "---\nintent: billing\n---\n# Plans\n\nTeam costs $49 a month.\n",
-    "intents.yaml": "api:\n  description: The REST API\n  examples:\n    - How fast can I call the API?\n",
+    "intents.yaml": (
+        "api:\n  description: The REST API\n  examples:\n    - How fast can I call the API?\n"
+    ),
 }
 
 
@@ -30,7 +39,7 @@ def rows(db_path, sql):
 
 
 def test_incremental_runs(tmp_path, local_embedder):
-    docs, db = write_docs(tmp_path / "docs", DOCS), tmp_path / "index.db"
+    docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "index.db"
     first = index_folder(db, docs, local_embedder)
     assert (len(first.added), first.chunks, first.embedded) == (3, 5, 5)
 
@@ -53,18 +62,21 @@ def test_incremental_runs(tmp_path, local_embedder):
 
     records, vectors = load_chunks(open_db(db), local_embedder.name)
     assert vectors.shape == (4, 384) and vectors.dtype.name == "float32"
-    assert abs(float((vectors ** 2).sum(axis=1).min()) - 1) < 1e-4
+    assert abs(float((vectors**2).sum(axis=1).min()) - 1) < 1e-4
 
 
 def test_bad_files_are_skipped_and_the_rest_indexed(tmp_path, local_embedder):
-    docs = write_docs(tmp_path / "docs", {
-        **DOCS,
-        "broken.md": "---\ntitle: [oops\n---\n# Broken\ntext\n",
-        "empty.md": "",
-        "image.md": b"\x89PNG\r\n\x1a\n\x00\x00",
-        "latin1.markdown": b"# Caf\xe9\n",
-        "notes.txt": "ignored: not markdown",
-    })
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            **DOCS,
+            "broken.md": "---\ntitle: [oops\n---\n# Broken\ntext\n",
+            "empty.md": "",
+            "image.md": b"\x89PNG\r\n\x1a\n\x00\x00",
+            "latin1.markdown": b"# Caf\xe9\n",
+            "notes.txt": "ignored: not markdown",
+        },
+    )
     summary = index_folder(tmp_path / "i.db", docs, local_embedder)
     assert len(summary.added) == 3
     reasons = {s["path"]: s["reason"] for s in summary.skipped}
@@ -73,7 +85,7 @@ def test_bad_files_are_skipped_and_the_rest_indexed(tmp_path, local_embedder):
 
 
 def test_a_file_that_turns_bad_keeps_its_last_good_version(tmp_path, local_embedder):
-    docs, db = write_docs(tmp_path / "docs", DOCS), tmp_path / "i.db"
+    docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "i.db"
     index_folder(db, docs, local_embedder)
     (docs / "billing.md").write_text("---\nintent: [\n---\n# Plans\n")
     summary = index_folder(db, docs, local_embedder)
@@ -90,7 +102,7 @@ def test_missing_or_empty_folder_is_a_clear_error(tmp_path, local_embedder):
 
 
 def test_querying_with_another_model_says_to_reindex(tmp_path, local_embedder):
-    docs, db = write_docs(tmp_path / "docs", DOCS), tmp_path / "i.db"
+    docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "i.db"
     index_folder(db, docs, local_embedder)
     with pytest.raises(ModelMismatch, match="Reindex"):
         load_chunks(open_db(db), "voyage:voyage-3.5")
@@ -98,7 +110,7 @@ def test_querying_with_another_model_says_to_reindex(tmp_path, local_embedder):
 
 def test_switching_model_reembeds_everything(tmp_path, local_embedder, stub):
     stub.route("/v1/embeddings", voyage_embeddings())
-    docs, db = write_docs(tmp_path / "docs", DOCS), tmp_path / "i.db"
+    docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "i.db"
     index_folder(db, docs, local_embedder)
     voyage = VoyageEmbedder("test-key", base_url=stub.url + "/v1")
     summary = index_folder(db, docs, voyage)
@@ -108,7 +120,7 @@ def test_switching_model_reembeds_everything(tmp_path, local_embedder, stub):
 
 
 def test_failed_run_leaves_previous_index_and_keeps_finished_embeddings(tmp_path, stub):
-    docs, db = write_docs(tmp_path / "docs", DOCS), tmp_path / "i.db"
+    docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "i.db"
     voyage = VoyageEmbedder("test-key", base_url=stub.url + "/v1", max_retries=1)
     ok = voyage_embeddings()
     stub.route("/v1/embeddings", ok)
@@ -117,7 +129,9 @@ def test_failed_run_leaves_previous_index_and_keeps_finished_embeddings(tmp_path
     for name in ("auth/login.md", "api/limits.md"):
         (docs / name).write_text(DOCS[name] + "\n## New\n\nA new section in " + name + ".\n")
     answers = iter([ok, lambda r: (500, {"detail": "down"}), lambda r: (503, {"detail": "down"})])
-    stub.route("/v1/embeddings", lambda r: next(answers)(r))  # the first text embeds, then Voyage is down
+    stub.route(
+        "/v1/embeddings", lambda r: next(answers)(r)
+    )  # the first text embeds, then Voyage is down
     with pytest.raises(EmbeddingError, match="after 2 tries"):
         index_folder(db, docs, voyage, embed_batch=1)
     assert rows(db, "SELECT id FROM chunks ORDER BY id") == before
@@ -130,9 +144,14 @@ def test_failed_run_leaves_previous_index_and_keeps_finished_embeddings(tmp_path
 
 
 def test_run_killed_midway_leaves_previous_index_readable(tmp_path, local_embedder, stub):
-    docs, db = write_docs(tmp_path / "docs", DOCS), tmp_path / "i.db"
+    docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "i.db"
     stub.route("/v1/embeddings", voyage_embeddings())
-    env = {**os.environ, "VOYAGE_API_KEY": "test-key", "VOYAGE_BASE_URL": stub.url + "/v1", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "VOYAGE_API_KEY": "test-key",
+        "VOYAGE_BASE_URL": stub.url + "/v1",
+        "PYTHONPATH": str(ROOT),
+    }
     cmd = [sys.executable, "-m", "bot.cli", "index", str(docs), "--db", str(db), "--json"]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert first.returncode == 0, first.stderr
@@ -141,7 +160,9 @@ def test_run_killed_midway_leaves_previous_index_readable(tmp_path, local_embedd
     (docs / "billing.md").write_text(DOCS["billing.md"] + "\n## Refunds\n\nRefunds take 5 days.\n")
     release = threading.Event()
     stub.route("/v1/embeddings", lambda r: (release.wait(20), (200, {"data": [], "usage": {}}))[1])
-    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     stub.wait_for("/v1/embeddings", count=2, timeout=30)  # the second run is now embedding
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -1,4 +1,5 @@
 """The answer pipeline against a local stub of the Messages API, with the real anthropic client."""
+
 import json
 import time
 
@@ -9,18 +10,32 @@ from index.indexer import index_folder
 from index.store import open_db
 from router.audit import list_answers, record_feedback
 from router.engine import Engine
-from router.pipeline import ABSTAIN, ANSWER, OFFLINE_NOTE, PARTIAL, Pipeline, QuestionError, link_for
+from router.pipeline import (
+    ABSTAIN,
+    ANSWER,
+    OFFLINE_NOTE,
+    PARTIAL,
+    Pipeline,
+    QuestionError,
+    link_for,
+)
 from tests.conftest import EXAMPLES
 from tests.stubs import OVERLOADED, claude_message, text_block, tool_use
 
-MODELS = {"condense": "claude-haiku-4-5", "extract": "claude-haiku-4-5", "answer": "claude-sonnet-4-6"}
+MODELS = {
+    "condense": "claude-haiku-4-5",
+    "extract": "claude-haiku-4-5",
+    "answer": "claude-sonnet-4-6",
+}
 SIGNATURE_Q = "How do I verify the signature of a webhook?"
 
 
 def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0):
     client = None
     if stub is not None:
-        client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=retries, timeout=timeout)
+        client = anthropic.Anthropic(
+            api_key="test", base_url=stub.url, max_retries=retries, timeout=timeout
+        )
     engine = Engine(db, local_embedder, client, "claude-haiku-4-5")
     return Pipeline(engine, client, MODELS, "https://docs.example.com", audit_db=open_db(db))
 
@@ -28,7 +43,12 @@ def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0):
 class FakeClaude:
     """Answers each kind of request the pipeline makes, as configured by a test."""
 
-    def __init__(self, passages=None, cite=None, answer_text="Check the header [see docs](https://evil.example)."):
+    def __init__(
+        self,
+        passages=None,
+        cite=None,
+        answer_text="Check the header [see docs](https://evil.example).",
+    ):
         self.passages = passages  # None: quote the first sentence of chunk 1 verbatim
         self.cite = cite  # None: cite the first passage's text
         self.answer_text = answer_text
@@ -39,20 +59,41 @@ class FakeClaude:
         self.seen.append(body)
         tools = [t["name"] for t in body.get("tools", [])]
         if "choose_intent" in tools:
-            return 200, claude_message(tool_use("choose_intent", {"intents": [{"intent": "authentication", "confidence": 0.9}]}))
+            return 200, claude_message(
+                tool_use(
+                    "choose_intent", {"intents": [{"intent": "authentication", "confidence": 0.9}]}
+                )
+            )
         if "record_passages" in tools:
             content = body["messages"][0]["content"]
             chunk1 = content.split('<chunk number="1"')[1].split(">\n", 1)[1].split("\n</chunk>")[0]
             paragraphs = [p for p in chunk1.split("\n\n") if not p.startswith("#")]
-            passages = self.passages if self.passages is not None else [{"chunk": 1, "text": paragraphs[0]}]
-            return 200, claude_message(tool_use("record_passages", {"passages": passages, "nothing_relevant": not passages}))
+            passages = (
+                self.passages
+                if self.passages is not None
+                else [{"chunk": 1, "text": paragraphs[0]}]
+            )
+            return 200, claude_message(
+                tool_use(
+                    "record_passages", {"passages": passages, "nothing_relevant": not passages}
+                )
+            )
         if "rewrite a follow-up" in json.dumps(body.get("system", "")):
             return 200, claude_message(text_block("How do I rotate the webhook signing secret?"))
         results = [b for b in body["messages"][0]["content"] if b["type"] == "search_result"]
         cited = self.cite if self.cite is not None else results[0]["content"][0]["text"]
-        citation = {"type": "search_result_location", "source": results[0]["source"], "title": results[0]["title"],
-                    "cited_text": cited, "search_result_index": 0, "start_block_index": 0, "end_block_index": 1}
-        return 200, claude_message(text_block(self.answer_text, [citation]), text_block(" That is all."))
+        citation = {
+            "type": "search_result_location",
+            "source": results[0]["source"],
+            "title": results[0]["title"],
+            "cited_text": cited,
+            "search_result_index": 0,
+            "start_block_index": 0,
+            "end_block_index": 1,
+        }
+        return 200, claude_message(
+            text_block(self.answer_text, [citation]), text_block(" That is all.")
+        )
 
 
 def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, local_embedder, stub):
@@ -66,8 +107,12 @@ def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, lo
     assert ans.sources[0].url.startswith("https://docs.tidewater.example/auth/verifying-signatures")
     answer_call = fake.seen[-1]
     results = [b for b in answer_call["messages"][0]["content"] if b["type"] == "search_result"]
-    assert results[0]["citations"] == {"enabled": True} and answer_call["model"] == "claude-sonnet-4-6"
-    assert {"classify", "extract", "answer"} <= set(ans.usage) and ans.usage["input_tokens"] == 3 * 120
+    assert (
+        results[0]["citations"] == {"enabled": True} and answer_call["model"] == "claude-sonnet-4-6"
+    )
+    assert {"classify", "extract", "answer"} <= set(ans.usage) and ans.usage[
+        "input_tokens"
+    ] == 3 * 120
     assert set(ans.timings_ms) >= {"route_retrieve", "extract", "answer", "total"}
 
 
@@ -77,8 +122,11 @@ def test_extracted_passage_not_in_the_source_is_dropped(examples_db, local_embed
     p = make_pipeline(examples_db, local_embedder, stub)
     first = p.answer(SIGNATURE_Q)
     real = first.passages[0].text
-    fake.passages = [{"chunk": 1, "text": real}, {"chunk": 1, "text": "Signatures are optional and never checked."},
-                     {"chunk": 99, "text": real}]
+    fake.passages = [
+        {"chunk": 1, "text": real},
+        {"chunk": 1, "text": "Signatures are optional and never checked."},
+        {"chunk": 99, "text": real},
+    ]
     ans = p.answer(SIGNATURE_Q)
     assert [x.text for x in ans.passages] == [real] and ans.dropped_passages == 2
 
@@ -90,13 +138,19 @@ def test_citation_whose_text_is_not_in_the_chunk_is_flagged(examples_db, local_e
     assert ans.decision == PARTIAL
 
 
-def test_nothing_relevant_abstains_without_calling_the_answer_model(examples_db, local_embedder, stub):
+def test_nothing_relevant_abstains_without_calling_the_answer_model(
+    examples_db, local_embedder, stub
+):
     fake = FakeClaude(passages=[])
     stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == ABSTAIN and "couldn't find this in the docs" in ans.text
-    assert not any(b.get("messages", [{}])[0].get("content", "") and isinstance(b["messages"][0]["content"], list)
-                   for b in fake.seen)  # no answer request (the only one with search_result blocks)
+    # no answer request (the only one with search_result blocks)
+    assert not any(
+        b.get("messages", [{}])[0].get("content", "")
+        and isinstance(b["messages"][0]["content"], list)
+        for b in fake.seen
+    )
 
 
 def test_overloaded_then_success(examples_db, local_embedder, stub):
@@ -124,9 +178,15 @@ def test_overloaded_every_time_falls_back_offline(examples_db, local_embedder, s
 
 
 def test_timeout_falls_back_offline(examples_db, local_embedder, stub):
-    stub.route("/v1/messages", lambda req: (time.sleep(2), OVERLOADED)[1])
+    def slow(req):
+        time.sleep(2)
+        return OVERLOADED
+
+    stub.route("/v1/messages", slow)
     t = time.perf_counter()
-    ans = make_pipeline(examples_db, local_embedder, stub, retries=0, timeout=0.3).answer(SIGNATURE_Q)
+    ans = make_pipeline(examples_db, local_embedder, stub, retries=0, timeout=0.3).answer(
+        SIGNATURE_Q
+    )
     assert time.perf_counter() - t < 10
     assert ans.offline and any("APITimeoutError" in n for n in ans.notes)
 
@@ -134,8 +194,13 @@ def test_timeout_falls_back_offline(examples_db, local_embedder, stub):
 def test_follow_up_is_condensed_with_the_thread(examples_db, local_embedder, stub):
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
-    history = [{"role": "user", "text": "How do webhook signatures work?"}, {"role": "assistant", "text": "They use HMAC."}]
-    ans = make_pipeline(examples_db, local_embedder, stub).answer("and how do I rotate it?", history)
+    history = [
+        {"role": "user", "text": "How do webhook signatures work?"},
+        {"role": "assistant", "text": "They use HMAC."},
+    ]
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(
+        "and how do I rotate it?", history
+    )
     assert ans.condensed == "How do I rotate the webhook signing secret?"
     assert "HMAC" in fake.seen[0]["messages"][0]["content"]
 
@@ -148,16 +213,24 @@ def test_offline_end_to_end(examples_db, local_embedder):
     for passage in ans.passages:  # every quote is verbatim from its chunk
         chunk = next(h for h in ans.hits if h["id"] == passage.chunk_id)
         assert passage.text in chunk["text"]
-    assert all(s.url for s in ans.sources) and "webhooks" in ans.intents[:2]  # api (deliveries) is close
+    # api (deliveries) is close
+    assert all(s.url for s in ans.sources) and "webhooks" in ans.intents[:2]
 
-    follow = p.answer("and how long between them?", [{"role": "user", "text": "How many times is a failed webhook delivery retried?"}])
+    follow = p.answer(
+        "and how long between them?",
+        [{"role": "user", "text": "How many times is a failed webhook delivery retried?"}],
+    )
     assert "retried" in follow.condensed and follow.decision != ABSTAIN
 
 
-@pytest.mark.parametrize("question", ["What is a good recipe for sourdough bread?", "Who won the World Cup in 1998?"])
+@pytest.mark.parametrize(
+    "question", ["What is a good recipe for sourdough bread?", "Who won the World Cup in 1998?"]
+)
 def test_off_topic_question_abstains(examples_db, local_embedder, question):
     ans = make_pipeline(examples_db, local_embedder).answer(question)
-    assert ans.decision == ABSTAIN and not ans.sources and "couldn't find this in the docs" in ans.text
+    assert (
+        ans.decision == ABSTAIN and not ans.sources and "couldn't find this in the docs" in ans.text
+    )
 
 
 def test_empty_and_huge_questions(examples_db, local_embedder):
@@ -177,24 +250,48 @@ def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
     db = tmp_path / "v.db"
     index_folder(db, EXAMPLES, voyage)
     stub.route("/v1/embeddings", (503, {"detail": "down"}))
-    ans = Pipeline(Engine(str(db), voyage), None, MODELS).answer("How many times is a failed webhook delivery retried?")
-    assert any("keyword search only" in n for n in ans.notes) and ans.hits and ans.decision != ABSTAIN
+    ans = Pipeline(Engine(str(db), voyage), None, MODELS).answer(
+        "How many times is a failed webhook delivery retried?"
+    )
+    assert (
+        any("keyword search only" in n for n in ans.notes) and ans.hits and ans.decision != ABSTAIN
+    )
 
 
 def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
     p = make_pipeline(examples_db, local_embedder)
-    ans = p.answer("How many times is a failed webhook delivery retried?", context={"channel": "C1", "user": "U1"})
+    ans = p.answer(
+        "How many times is a failed webhook delivery retried?",
+        context={"channel": "C1", "user": "U1"},
+    )
     record_feedback(p.audit_db, ans.audit_id, "U2", "helpful")
     record_feedback(p.audit_db, ans.audit_id, "U2", "not_helpful")  # the last choice wins
     [row] = [r for r in list_answers(p.audit_db) if r["id"] == ans.audit_id]
-    assert row["decision"] == ans.decision and row["channel"] == "C1" and row["feedback"] == {"U2": "not_helpful"}
-    assert row["hits"][0]["id"] == ans.hits[0]["id"] and row["prompts"]["answer"] and row["timings_ms"]["total"] > 0
-    assert list_answers(p.audit_db, decision="ABSTAIN") == [r for r in list_answers(p.audit_db) if r["decision"] == "ABSTAIN"]
+    assert (
+        row["decision"] == ans.decision
+        and row["channel"] == "C1"
+        and row["feedback"] == {"U2": "not_helpful"}
+    )
+    assert (
+        row["hits"][0]["id"] == ans.hits[0]["id"]
+        and row["prompts"]["answer"]
+        and row["timings_ms"]["total"] > 0
+    )
+    assert list_answers(p.audit_db, decision="ABSTAIN") == [
+        r for r in list_answers(p.audit_db) if r["decision"] == "ABSTAIN"
+    ]
 
 
 def test_links_fall_back_to_base_url_and_anchor():
-    chunk = {"doc": "billing/invoices.md", "heading_path": ["Invoices", "Refund policy"], "url": None}
-    assert link_for(chunk, "https://docs.example.com/") == "https://docs.example.com/billing/invoices.md#refund-policy"
+    chunk = {
+        "doc": "billing/invoices.md",
+        "heading_path": ["Invoices", "Refund policy"],
+        "url": None,
+    }
+    assert (
+        link_for(chunk, "https://docs.example.com/")
+        == "https://docs.example.com/billing/invoices.md#refund-policy"
+    )
     assert link_for(chunk) == "billing/invoices.md#refund-policy"
     chunk["url"] = "https://x.example/inv#old"
     assert link_for(chunk) == "https://x.example/inv#refund-policy"

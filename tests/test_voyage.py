@@ -8,13 +8,17 @@ from tests.stubs import voyage_embeddings
 
 def test_batches_within_limits_and_keeps_order(stub):
     stub.route("/v1/embeddings", voyage_embeddings())
-    emb = VoyageEmbedder("test-key", model="voyage-3.5", base_url=stub.url + "/v1", max_texts=3, max_tokens=40)
+    emb = VoyageEmbedder(
+        "test-key", model="voyage-3.5", base_url=stub.url + "/v1", max_texts=3, max_tokens=40
+    )
     texts = [f"text number {i}" for i in range(7)] + ["long " * 50]
-    done = []
+    done: list[int] = []
     vectors = emb.embed_documents(texts, progress=done.append)
     calls = stub.calls("/v1/embeddings")
     assert [len(c.json["input"]) for c in calls] == [3, 3, 1, 1]
-    assert all(c.json["model"] == "voyage-3.5" and c.json["input_type"] == "document" for c in calls)
+    assert all(
+        c.json["model"] == "voyage-3.5" and c.json["input_type"] == "document" for c in calls
+    )
     assert calls[0].headers["authorization"] == "Bearer test-key"
     assert sum(done) == 8 and vectors.shape == (8, 8)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1)
@@ -38,7 +42,9 @@ def test_rate_limit_then_success(stub):
 
 def test_rate_limited_every_time_is_a_clear_error(stub):
     stub.route("/v1/embeddings", (429, {"detail": "slow down"}))
-    with pytest.raises(EmbeddingError, match="Voyage embeddings failed after 3 tries: RateLimitError"):
+    with pytest.raises(
+        EmbeddingError, match="Voyage embeddings failed after 3 tries: RateLimitError"
+    ):
         VoyageEmbedder("k", base_url=stub.url + "/v1", max_retries=2).embed_documents(["a"])
 
 
@@ -54,14 +60,22 @@ def test_settings_choose_the_embedder():
     assert make_embedder("key", "voyage-3.5-lite").name == "voyage:voyage-3.5-lite"
 
 
+@pytest.mark.slow
 def test_int8_model_stays_close_to_the_torch_reference(local_embedder):
-    texts = ["Rotate your API key every 90 days.", "Webhooks are retried 8 times over about 24 hours.", ""]
+    texts = [
+        "Rotate your API key every 90 days.",
+        "Webhooks are retried 8 times over about 24 hours.",
+        "",
+    ]
     reference = TorchEmbedder().embed_documents(texts)
-    assert np.min(np.sum(reference * local_embedder.embed_documents(texts), axis=1)) > 0.95  # 0.97-0.99 on real text
+    # 0.97-0.99 on real text
+    assert np.min(np.sum(reference * local_embedder.embed_documents(texts), axis=1)) > 0.95
 
 
 def test_local_embedder_is_offline_and_normalised(local_embedder):
-    docs = local_embedder.embed_documents(["Rotate your API key", "a much longer text " * 20, "Plans and prices"])
+    docs = local_embedder.embed_documents(
+        ["Rotate your API key", "a much longer text " * 20, "Plans and prices"]
+    )
     query = local_embedder.embed_query("How do I rotate a key?")
     assert docs.shape == (3, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-5)
     assert int(np.argmax(docs @ query)) == 0
