@@ -25,7 +25,7 @@ from bot.settings import Settings
 from bot.wiring import make_pipeline
 t1 = time.perf_counter()
 p = make_pipeline(Settings.load(environ={}), %(db)r)
-p.audit_db = None
+p.state = None
 p.engine.embedder.embed_query("load the model")
 t2 = time.perf_counter()
 p.engine.loaded()

@@ -227,11 +227,11 @@ def cmd_ask(args, settings: Settings) -> int:
 
 def cmd_audit(args, settings: Settings) -> int:
     from index.store import open_db
-    from router.audit import list_answers
 
-    rows = list_answers(
-        open_db(args.db or settings.db, create=False), args.since, args.decision, args.limit
-    )
+    from .wiring import make_state
+
+    open_db(args.db or settings.db, create=False)  # a clear error when there is no index
+    rows = make_state(settings, args.db).list_answers(args.since, args.decision, args.limit)
     if args.json:
         _print_json(rows)
         return 0

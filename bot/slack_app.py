@@ -2,24 +2,23 @@
 command.
 
 Bolt acknowledges each event at once and runs the listener on its worker threads, so a slow answer
-never makes Slack retry; retries and double deliveries that arrive anyway are dropped by `Seen`.
+never makes Slack retry; retries and double deliveries that arrive anyway are dropped by
+`State.claim_event`.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
-from collections import OrderedDict, deque
 
 from slack_bolt import App, Assistant
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from index.indexer import IndexError_, index_folder, last_runs
-from router.audit import record_feedback
 from router.pipeline import Pipeline, QuestionError
+from router.state import State
 
 from .settings import Settings
 from .slack_format import FEEDBACK_ACTIONS, answer_blocks, escape, fallback_text
@@ -32,62 +31,28 @@ HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
 QUESTIONS_PER_MINUTE = 6  # per user
 
 
-class Seen:
-    """Keys seen recently (event ids, channel+ts), bounded: de-duplicates Slack's retries."""
-
-    def __init__(self, size: int = 5000):
-        self.keys: OrderedDict[str, None] = OrderedDict()
-        self.size = size
-        self.lock = threading.Lock()
-
-    def first_time(self, *keys: str) -> bool:
-        with self.lock:
-            if any(k in self.keys for k in keys if k):
-                return False
-            for k in keys:
-                if k:
-                    self.keys[k] = None
-            while len(self.keys) > self.size:
-                self.keys.popitem(last=False)
-            return True
-
-
-class RateLimit:
-    def __init__(self, per_minute: int):
-        self.per_minute = per_minute
-        self.times: dict[str, deque] = {}
-        self.lock = threading.Lock()
-
-    def allow(self, user: str) -> bool:
-        now = time.monotonic()
-        with self.lock:
-            q = self.times.setdefault(user, deque())
-            while q and now - q[0] > 60:
-                q.popleft()
-            if len(q) >= self.per_minute:
-                return False
-            q.append(now)
-            return True
-
-
 class Reindexer:
     """One background reindex at a time; questions keep being answered from the previous index."""
 
-    def __init__(self, settings: Settings, embedder):
+    def __init__(self, settings: Settings, embedder, state: State):
         self.settings = settings
         self.embedder = embedder
-        self.lock = threading.Lock()
+        self.state = state
         self.started: float | None = None
 
     def run(self, report) -> None:
         """Reindex FIELDGUIDE_DOCS; `report(text)` tells the requester (progress, then the
         summary)."""
-        if not self.lock.acquire(blocking=False):
-            report(
-                "A reindex is already running;"
-                " I'll keep answering from the current index meanwhile."
-            )
-            return
+        with self.state.reindex_lock() as mine:
+            if not mine:
+                report(
+                    "A reindex is already running;"
+                    " I'll keep answering from the current index meanwhile."
+                )
+                return
+            self._run(report)
+
+    def _run(self, report) -> None:
         self.started = time.monotonic()
         done, total, last_post = 0, 0, 0.0
 
@@ -133,7 +98,6 @@ class Reindexer:
             report(f":x: Reindex failed ({type(e).__name__}). The previous index is still in use.")
         finally:
             self.started = None
-            self.lock.release()
 
     def status(self) -> str:
         if self.started is not None:
@@ -198,15 +162,16 @@ def build_app(  # noqa: C901 - listeners are being split by kind
     )
     app = App(client=client, signing_secret=settings.slack_signing_secret or None)
     bot_user = client.auth_test().get("user_id", "")
-    seen, limit = Seen(), RateLimit(QUESTIONS_PER_MINUTE)
-    reindexer = Reindexer(settings, pipeline.engine.embedder)
+    state = pipeline.state
+    assert state is not None, "the Slack app needs a State (de-duplication, audit, feedback)"
+    reindexer = Reindexer(settings, pipeline.engine.embedder, state)
 
     def answer(event: dict, body: dict, reply_in_thread: bool, set_status=None) -> None:
         channel, ts, user = event["channel"], event["ts"], event.get("user", "")
-        if not seen.first_time(body.get("event_id", ""), f"{channel}:{ts}"):
+        if not state.claim_event(body.get("event_id", ""), f"{channel}:{ts}"):
             return  # a retry, or the same mention delivered as app_mention and as message
         thread_ts = event.get("thread_ts") or (ts if reply_in_thread else None)
-        if not limit.allow(user):
+        if not state.allow_question(user, QUESTIONS_PER_MINUTE):
             client.chat_postMessage(
                 channel=channel,
                 thread_ts=thread_ts,
@@ -247,11 +212,7 @@ def build_app(  # noqa: C901 - listeners are being split by kind
 
     def in_our_thread(event: dict) -> bool:
         """Has the bot answered in this thread? The audit table knows every answer's thread."""
-        row = pipeline.audit_db.execute(
-            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
-            [event["channel"], event["thread_ts"]],
-        ).fetchone()
-        return row is not None
+        return state.thread_answered(event["channel"], event["thread_ts"])
 
     @app.event("app_mention")
     def on_mention(event, body):
@@ -291,7 +252,7 @@ def build_app(  # noqa: C901 - listeners are being split by kind
     def on_feedback(ack, body, action):
         ack()
         value = "helpful" if action["action_id"] == FEEDBACK_ACTIONS[0] else "not_helpful"
-        record_feedback(pipeline.audit_db, int(action["value"]), body["user"]["id"], value)
+        state.record_feedback(int(action["value"]), body["user"]["id"], value)
 
     def reindex_ack(ack, command):
         arg = (command.get("text") or "").strip().lower()
@@ -302,7 +263,7 @@ def build_app(  # noqa: C901 - listeners are being split by kind
             )
         elif arg == "status":
             ack(response_type="ephemeral", text=reindexer.status())
-        elif reindexer.lock.locked():
+        elif state.reindex_running():
             ack(
                 response_type="ephemeral",
                 text="A reindex is already running. Try `" + settings.reindex_command + " status`.",

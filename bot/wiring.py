@@ -45,8 +45,17 @@ def make_engine(settings: Settings, db: str | None = None):
     )
 
 
-def make_pipeline(settings: Settings, db: str | None = None):
+def make_state(settings: Settings, db: str | None = None):
+    """Where answers, feedback, de-duplication, rate limits and the reindex lock live: the
+    embedded default keeps them in the index file and this process."""
     from index.store import open_db
+    from router.state import SqliteState
+
+    # its own connection: answers are written from Slack's worker threads
+    return SqliteState(open_db(db or settings.db))
+
+
+def make_pipeline(settings: Settings, db: str | None = None):
     from router.pipeline import Pipeline
 
     engine = make_engine(settings, db)
@@ -55,11 +64,10 @@ def make_pipeline(settings: Settings, db: str | None = None):
         "extract": settings.extract_model,
         "answer": settings.answer_model,
     }
-    # the audit log gets its own connection: answers are written from Slack's worker threads
     return Pipeline(
         engine,
         engine.anthropic,
         models,
         settings.docs_base_url,
-        audit_db=open_db(db or settings.db),
+        state=make_state(settings, db),
     )

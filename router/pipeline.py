@@ -20,8 +20,8 @@ from index.embedders import EmbeddingError
 from index.search import BM25, Hit, tokenize
 from prompts import prompt_hash, render
 
-from .audit import ensure_tables, record_answer
 from .engine import Engine
+from .state import State
 
 log = logging.getLogger(__name__)
 
@@ -179,17 +179,15 @@ class Pipeline:
         anthropic_client=None,
         models: dict | None = None,
         docs_base_url: str = "",
-        audit_db=None,
+        state: State | None = None,
     ):
-        """`models`: {"condense", "extract", "answer"} model ids. `audit_db`: where answers are
-        recorded."""
+        """`models`: {"condense", "extract", "answer"} model ids. `state`: where answers are
+        recorded (None: nowhere)."""
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
-        self.audit_db = audit_db
-        if audit_db is not None:
-            ensure_tables(audit_db)
+        self.state = state
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -571,9 +569,9 @@ class Pipeline:
         ans.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 1)
         if ans.offline and OFFLINE_NOTE not in " ".join(ans.notes) and self.client is None:
             ans.notes.append(OFFLINE_NOTE)
-        if self.audit_db is not None:
+        if self.state is not None:
             try:
-                ans.audit_id = record_answer(self.audit_db, ans, context or {})
+                ans.audit_id = self.state.record_answer(ans, context or {})
             except Exception:  # the audit log must never cost the user an answer
                 log.exception("could not record the answer in the audit table")
         return ans

@@ -8,7 +8,6 @@ import pytest
 
 from index.indexer import index_folder
 from index.store import open_db
-from router.audit import list_answers, record_feedback
 from router.engine import Engine
 from router.pipeline import (
     ABSTAIN,
@@ -19,6 +18,7 @@ from router.pipeline import (
     QuestionError,
     link_for,
 )
+from router.state import SqliteState
 from tests.conftest import EXAMPLES
 from tests.stubs import OVERLOADED, claude_message, text_block, tool_use
 
@@ -37,7 +37,9 @@ def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0):
             api_key="test", base_url=stub.url, max_retries=retries, timeout=timeout
         )
     engine = Engine(db, local_embedder, client, "claude-haiku-4-5")
-    return Pipeline(engine, client, MODELS, "https://docs.example.com", audit_db=open_db(db))
+    return Pipeline(
+        engine, client, MODELS, "https://docs.example.com", state=SqliteState(open_db(db))
+    )
 
 
 class FakeClaude:
@@ -264,9 +266,9 @@ def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
         "How many times is a failed webhook delivery retried?",
         context={"channel": "C1", "user": "U1"},
     )
-    record_feedback(p.audit_db, ans.audit_id, "U2", "helpful")
-    record_feedback(p.audit_db, ans.audit_id, "U2", "not_helpful")  # the last choice wins
-    [row] = [r for r in list_answers(p.audit_db) if r["id"] == ans.audit_id]
+    p.state.record_feedback(ans.audit_id, "U2", "helpful")
+    p.state.record_feedback(ans.audit_id, "U2", "not_helpful")  # the last choice wins
+    [row] = [r for r in p.state.list_answers() if r["id"] == ans.audit_id]
     assert (
         row["decision"] == ans.decision
         and row["channel"] == "C1"
@@ -277,8 +279,8 @@ def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
         and row["prompts"]["answer"]
         and row["timings_ms"]["total"] > 0
     )
-    assert list_answers(p.audit_db, decision="ABSTAIN") == [
-        r for r in list_answers(p.audit_db) if r["decision"] == "ABSTAIN"
+    assert p.state.list_answers(decision="ABSTAIN") == [
+        r for r in p.state.list_answers() if r["decision"] == "ABSTAIN"
     ]
 
 

@@ -17,6 +17,7 @@ from bot.slack_format import BLOCKS_PER_MESSAGE, SECTION_LIMIT, answer_blocks
 from index.store import open_db
 from router.engine import Engine
 from router.pipeline import Answer, Pipeline, Source
+from router.state import SqliteState
 from tests.conftest import EXAMPLES
 from tests.stubs import BOT, SlackMock, signed_request
 
@@ -31,7 +32,7 @@ def slack(examples_db, local_embedder, tmp_path):
         db=examples_db, docs=str(docs), slack_signing_secret=SECRET, admins="UADMIN"
     )
     pipeline = Pipeline(
-        Engine(examples_db, local_embedder), None, {}, audit_db=open_db(examples_db)
+        Engine(examples_db, local_embedder), None, {}, state=SqliteState(open_db(examples_db))
     )
     app = build_app(settings, pipeline, WebClient(token="xoxb-test", base_url=mock.url + "/api/"))
     server = waitress.create_server(make_wsgi(app), host="127.0.0.1", port=0, threads=4)
@@ -226,7 +227,7 @@ def test_follow_up_in_the_thread_uses_its_history(slack):
     assert slack.mock.posts()[1]["thread_ts"] == "1700000000.000100"
     [row] = [
         r
-        for r in slack.pipeline.audit_db.query(
+        for r in slack.pipeline.state.db.query(
             "SELECT condensed, thread_ts FROM answers ORDER BY id DESC LIMIT 1"
         )
     ]
@@ -332,7 +333,7 @@ def test_feedback_buttons_are_stored_last_choice_wins(slack):
     assert slack.click("U2", "feedback_not_helpful", answer_id)[0] == 200
     wait(
         lambda: (
-            slack.pipeline.audit_db.execute(
+            slack.pipeline.state.db.execute(
                 "SELECT value FROM feedback WHERE answer_id = ?", [int(answer_id)]
             ).fetchone()
             == ("not_helpful",)

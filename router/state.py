@@ -1,0 +1,235 @@
+"""What outlives one answer: the audit trail (every answer, with what led to it, and the feedback
+users gave on it), Slack event de-duplication, per-user rate limits and the reindex lock.
+
+`State` is the interface the pipeline, the Slack app and the CLI use; `SqliteState` is the
+embedded default (tables in the index file, limits and the lock in this process). A fleet of
+replicas uses the same interface on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import sqlite_utils
+
+# one writer at a time on a connection shared by Slack's worker threads
+_write_lock = threading.Lock()
+
+AUDIT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT, question TEXT, condensed TEXT,
+    decision TEXT, intents TEXT, routing TEXT, hits TEXT, passages TEXT, dropped_passages INTEGER,
+    models TEXT, prompts TEXT, answer TEXT, citations TEXT, evidence TEXT, offline INTEGER,
+    notes TEXT, timings_ms TEXT, usage TEXT, channel TEXT, user TEXT, thread_ts TEXT,
+    message_ts TEXT);
+CREATE INDEX IF NOT EXISTS answers_created ON answers(created);
+CREATE INDEX IF NOT EXISTS answers_thread ON answers(channel, thread_ts);
+CREATE TABLE IF NOT EXISTS feedback (
+    answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
+"""
+
+
+class State(Protocol):
+    """Where a process keeps what outlives one answer (shared by replicas in a fleet)."""
+
+    def record_answer(self, ans: Any, context: dict) -> int | None:
+        """Store an answer (a router.pipeline.Answer) with its Slack context; its id."""
+        ...
+
+    def record_feedback(self, answer_id: int, user: str, value: str) -> None:
+        """Last choice per user and answer wins."""
+        ...
+
+    def list_answers(
+        self, since: str | None = None, decision: str | None = None, limit: int = 50
+    ) -> list[dict]: ...
+
+    def thread_answered(self, channel: str, thread_ts: str) -> bool:
+        """Has an answer been posted in this thread (so a reply there is a follow-up)?"""
+        ...
+
+    def claim_event(self, *keys: str) -> bool:
+        """True for the first claim of any of `keys` (Slack event id, channel:ts); a retry or a
+        second delivery of the same event gets False."""
+        ...
+
+    def allow_question(self, user: str, per_minute: int) -> bool:
+        """Per-user rate limit over a sliding minute."""
+        ...
+
+    def reindex_lock(self) -> Any:
+        """A context manager yielding True when this caller holds the one reindex at a time."""
+        ...
+
+    def reindex_running(self) -> bool: ...
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def ensure_tables(db: sqlite_utils.Database) -> None:
+    """Create the tables once, when a SqliteState opens its connection, so the per-answer writes
+    below don't repeat it."""
+    db.conn.executescript(AUDIT_SCHEMA)
+
+
+def record_answer(db, ans, context: dict) -> int:
+    row = {
+        "created": _now(),
+        "question": ans.question,
+        "condensed": ans.condensed,
+        "decision": ans.decision,
+        "intents": json.dumps(ans.intents),
+        "routing": json.dumps(ans.route),
+        "hits": json.dumps(
+            [
+                {
+                    "id": h["id"],
+                    "doc": h["doc"],
+                    "section": h["heading_path"][-1:] and h["heading_path"][-1],
+                    "bm25": round(h["bm25"], 4),
+                    "vector": round(h["vector"], 4),
+                    "score": round(h["score"], 4),
+                }
+                for h in ans.hits
+            ]
+        ),
+        "passages": json.dumps([asdict(p) for p in ans.passages]),
+        "dropped_passages": ans.dropped_passages,
+        "models": json.dumps(ans.models),
+        "prompts": json.dumps(ans.prompts),
+        "answer": ans.text,
+        "citations": json.dumps([asdict(c) for c in ans.citations]),
+        "evidence": json.dumps(ans.evidence),
+        "offline": int(ans.offline),
+        "notes": json.dumps(ans.notes),
+        "timings_ms": json.dumps(ans.timings_ms),
+        "usage": json.dumps(ans.usage),
+        "channel": context.get("channel"),
+        "user": context.get("user"),
+        "thread_ts": context.get("thread_ts"),
+        "message_ts": context.get("message_ts"),
+    }
+    with _write_lock, db.atomic():
+        return db["answers"].insert(row).last_pk
+
+
+def record_feedback(db, answer_id: int, user: str, value: str) -> None:
+    """Last choice per user and answer wins."""
+    with _write_lock, db.atomic():
+        db["feedback"].upsert(
+            {"answer_id": answer_id, "user": user, "value": value, "created": _now()},
+            pk=("answer_id", "user"),
+        )
+
+
+def list_answers(
+    db, since: str | None = None, decision: str | None = None, limit: int = 50
+) -> list[dict]:
+    ensure_tables(db)
+    where, args = [], []
+    if since:
+        where.append("a.created >= ?")
+        args.append(since)
+    if decision:
+        where.append("a.decision = ?")
+        args.append(decision.upper())
+    where_sql = "WHERE " + " AND ".join(where) if where else ""
+    sql = f"""SELECT a.*, (SELECT json_group_object(f.user, f.value) FROM feedback f
+                           WHERE f.answer_id = a.id) AS feedback
+              FROM answers a {where_sql} ORDER BY a.id DESC LIMIT ?"""
+    rows = []
+    for r in db.query(sql, [*args, limit]):
+        for key in (
+            "intents",
+            "routing",
+            "hits",
+            "passages",
+            "models",
+            "prompts",
+            "citations",
+            "evidence",
+            "notes",
+            "timings_ms",
+            "usage",
+            "feedback",
+        ):
+            r[key] = json.loads(r[key]) if r[key] else ({} if key == "feedback" else None)
+        r["offline"] = bool(r["offline"])
+        rows.append(r)
+    return rows
+
+
+class SqliteState:
+    """The embedded default: audit tables in the index file; de-duplication, rate limits and the
+    reindex lock held by this process."""
+
+    def __init__(self, db: sqlite_utils.Database, seen_size: int = 5000):
+        self.db = db
+        ensure_tables(db)
+        self._seen: dict[str, None] = {}
+        self._seen_size = seen_size
+        self._times: dict[str, deque] = {}
+        self._lock = threading.Lock()
+        self._reindex = threading.Lock()
+
+    def record_answer(self, ans: Any, context: dict) -> int | None:
+        return record_answer(self.db, ans, context)
+
+    def record_feedback(self, answer_id: int, user: str, value: str) -> None:
+        record_feedback(self.db, answer_id, user, value)
+
+    def list_answers(
+        self, since: str | None = None, decision: str | None = None, limit: int = 50
+    ) -> list[dict]:
+        return list_answers(self.db, since, decision, limit)
+
+    def thread_answered(self, channel: str, thread_ts: str) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
+            [channel, thread_ts],
+        ).fetchone()
+        return row is not None
+
+    def claim_event(self, *keys: str) -> bool:
+        with self._lock:
+            if any(k in self._seen for k in keys if k):
+                return False
+            for k in keys:
+                if k:
+                    self._seen[k] = None
+            while len(self._seen) > self._seen_size:
+                del self._seen[next(iter(self._seen))]
+            return True
+
+    def allow_question(self, user: str, per_minute: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            q = self._times.setdefault(user, deque())
+            while q and now - q[0] > 60:
+                q.popleft()
+            if len(q) >= per_minute:
+                return False
+            q.append(now)
+            return True
+
+    @contextmanager
+    def reindex_lock(self) -> Iterator[bool]:
+        got = self._reindex.acquire(blocking=False)
+        try:
+            yield got
+        finally:
+            if got:
+                self._reindex.release()
+
+    def reindex_running(self) -> bool:
+        return self._reindex.locked()
