@@ -11,132 +11,35 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
-from index.chunker import context_header, split_blocks
-from index.embedders import EmbeddingError
-from index.search import BM25, Hit, tokenize
+from index.search import BM25, Hit
 from prompts import prompt_hash, render
 
+from . import decide, offline
+from .answer import (
+    ABSTAIN,
+    ANSWER,
+    PARTIAL,
+    Answer,
+    Citation,
+    Passage,
+    Source,
+    occurs_in,
+)
 from .engine import Engine
 from .state import State
 
 log = logging.getLogger(__name__)
 
-ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 OFFLINE_NOTE = "answered from the docs without Claude"
 NOT_IN_DOCS = "NOT_IN_DOCS"
 EXTRACT_TOOL = "record_passages"
 CONTEXT_CHUNKS = 5  # top chunks handed to extraction
 MAX_QUESTION_CHARS = 4000
-# offline extraction: a block's score = CHUNK_WEIGHT * its chunk's fused score + the rest from the
-# block itself (0.3 and 0.0 put a gold-section passage first less often on claude-docs: 0.86, 0.83
-# vs 0.89)
-CHUNK_WEIGHT = 0.5
-
-# Evidence thresholds, calibrated on shared/eval and examples/ (answerable questions) against
-# off-topic questions (bench/offtopic.jsonl and the examples' own): see bench/RESULTS.md.
-# `similarity` is the best chunk's cosine to the question (local all-MiniLM-L6-v2 scale: answerable
-# questions scored >= 0.44, off-topic ones <= 0.31); `coverage` is the share of the question's idf
-# weight found in the top chunks, a second opinion for questions whose words the docs never use.
-ABSTAIN_SIMILARITY = 0.36
-# few of its words and only a loose match: abstain too
-ABSTAIN_COVERAGE, WEAK_SIMILARITY = 0.2, 0.45
-PARTIAL_COVERAGE, PARTIAL_SIMILARITY = 0.3, 0.45
 
 
 class QuestionError(ValueError):
     """The question cannot be asked as given; the message is fit to show the user."""
-
-
-@dataclass
-class Passage:
-    chunk_id: str
-    text: str
-    score: float = 0.0
-
-
-@dataclass
-class Source:
-    n: int  # 1-based number shown to the user
-    chunk_id: str
-    doc: str
-    title: str
-    heading_path: list[str]
-    url: str
-
-    @property
-    def section(self) -> str:
-        return (
-            " › ".join(self.heading_path[1:] if len(self.heading_path) > 1 else self.heading_path)
-            or self.title
-        )
-
-
-@dataclass
-class Citation:
-    source: int  # Source.n
-    doc: str
-    section: str
-    url: str
-    cited_text: str
-    verified: bool
-
-
-@dataclass
-class Answer:
-    question: str
-    condensed: str
-    decision: str
-    text: str
-    sources: list[Source] = field(default_factory=list)
-    citations: list[Citation] = field(default_factory=list)
-    route: dict = field(default_factory=dict)
-    hits: list[dict] = field(default_factory=list)
-    passages: list[Passage] = field(default_factory=list)
-    dropped_passages: int = 0
-    offline: bool = False
-    notes: list[str] = field(default_factory=list)
-    timings_ms: dict = field(default_factory=dict)
-    usage: dict = field(default_factory=dict)
-    models: dict = field(default_factory=dict)
-    prompts: dict = field(default_factory=dict)
-    evidence: dict = field(default_factory=dict)
-    audit_id: int | None = None
-
-    @property
-    def intents(self) -> list[str]:
-        return [i["intent"] for i in self.route.get("intents", [])]
-
-    def to_json(self) -> dict:
-        return {
-            "question": self.question,
-            "condensed": self.condensed,
-            "decision": self.decision,
-            "text": self.text,
-            "citations": [asdict(c) for c in self.citations],
-            "sources": [asdict(s) | {"section": s.section} for s in self.sources],
-            "intents": self.intents,
-            "routing": self.route,
-            "offline": self.offline,
-            "notes": self.notes,
-            "timings_ms": self.timings_ms,
-            "usage": self.usage,
-            "evidence": self.evidence,
-            "dropped_passages": self.dropped_passages,
-        }
-
-
-def squash(text: str) -> str:
-    return " ".join(text.split()).lower()
-
-
-def occurs_in(passage: str, source: str) -> bool:
-    """Whitespace- and case-insensitive containment: the check every quote must pass."""
-    p = squash(passage)
-    return bool(p) and p in squash(source)
 
 
 def anchor(heading: str) -> str:
@@ -234,7 +137,7 @@ class Pipeline:
                 self._offline(ans, f"extract: {type(e).__name__}")
             except ValueError as e:
                 self._offline(ans, f"extract: unusable answer ({e})")
-        return self._extract_offline(question, query_vec, top[:3], bm25)
+        return offline.extract(question, query_vec, top[:3], bm25, self.engine.embedder)
 
     def _extract_claude(self, question: str, hits: list[Hit], ans: Answer) -> list[Passage]:
         chunks = "\n\n".join(
@@ -296,48 +199,6 @@ class Pipeline:
                 log.info("dropped a passage not found in chunk %s: %r", hit.chunk["id"], text[:80])
         return passages
 
-    def _extract_offline(
-        self, question: str, query_vec, hits: list[Hit], bm25: BM25
-    ) -> list[Passage]:
-        """The blocks of the top chunks that score best against the question, by the retrieval's own
-        signals: the chunk's fused score, and the block's idf-weighted term coverage and cosine
-        similarity, each block read with its chunk's title and heading path (a block under
-        "#### TW-1429" is about TW-1429 even when its sentences don't repeat the code)."""
-        q_tokens = tokenize(question)
-        blocks = [(h, b) for h in hits for b in split_blocks(h.chunk["text"])]
-        if not blocks:
-            return []
-        texts = [
-            f"{context_header(h.chunk['title'], h.chunk['heading_path'])}\n\n{b}" for h, b in blocks
-        ]
-        block_scores = np.array([bm25.coverage(q_tokens, tokenize(t)) for t in texts])
-        if query_vec is not None:
-            try:
-                sims = self.engine.embedder.embed_documents(texts) @ query_vec
-                block_scores = 0.4 * block_scores + 0.6 * np.clip(sims, 0, None)
-            except EmbeddingError:  # the embedding service failing here only costs the vector half
-                pass
-        scores = (
-            CHUNK_WEIGHT * np.array([h.score for h, _ in blocks])
-            + (1 - CHUNK_WEIGHT) * block_scores
-        )
-        best = float(scores.max())
-        chosen: list[int] = []
-        chars, seen = 0, set()
-        for i in np.argsort(-scores, kind="stable"):
-            h, b = blocks[i]
-            if scores[i] < 0.85 * best or len(chosen) == 4 or (chosen and chars + len(b) > 1800):
-                break
-            if squash(b) in seen:  # overlapping pieces of a split section repeat a block
-                continue
-            seen.add(squash(b))
-            chosen.append(i)
-            chars += len(b)
-        return [
-            Passage(blocks[i][0].chunk["id"], blocks[i][1].strip(), float(scores[i]))
-            for i in chosen
-        ]
-
     def write_answer(self, question: str, passages: list[Passage], ans: Answer) -> str:
         by_chunk = self._sources_for(passages, ans)
         if self.client is not None:
@@ -347,7 +208,7 @@ class Pipeline:
                 return self._answer_claude(question, passages, by_chunk, ans)
             except anthropic.APIError as e:
                 self._offline(ans, f"answer: {type(e).__name__}")
-        return self._answer_offline(passages, by_chunk, ans)
+        return offline.compose(passages, by_chunk, ans)
 
     def _sources_for(self, passages: list[Passage], ans: Answer) -> dict[str, Source]:
         records = {h["id"]: h for h in ans.hits}
@@ -420,29 +281,6 @@ class Pipeline:
         ans.sources = [s for s in ans.sources if s.n in cited] or ans.sources
         return text
 
-    def _answer_offline(
-        self, passages: list[Passage], by_chunk: dict[str, Source], ans: Answer
-    ) -> str:
-        """The passages quoted, each with its numbered source; each quote is a citation of its
-        chunk."""
-        chunk_text = {h["id"]: h["text"] for h in ans.hits}
-        out = []
-        for p in passages:
-            src = by_chunk[p.chunk_id]
-            ans.citations.append(
-                Citation(
-                    src.n,
-                    src.doc,
-                    src.section,
-                    src.url,
-                    p.text,
-                    occurs_in(p.text, chunk_text[p.chunk_id]),
-                )
-            )
-            quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in p.text.split("\n"))
-            out.append(f"{quoted}\n— {src.title} › {src.section} [{src.n}]")
-        return "From the docs:\n\n" + "\n\n".join(out)
-
     def _offline(self, ans: Answer, why: str) -> None:
         log.warning("Claude step failed, running it offline: %s", why)
         ans.offline = True
@@ -502,7 +340,7 @@ class Pipeline:
         lap("route_retrieve")
 
         bm25 = loaded.searcher.bm25
-        strength = self.evidence(ans.condensed, query_vec, decision.hits, bm25, ans)
+        strength = decide.evidence(ans.condensed, query_vec, decision.hits, bm25, ans)
         if strength == ABSTAIN:
             # nothing near: naming "closest" sections would be noise
             ans.text = self.abstain_text([])
@@ -526,32 +364,6 @@ class Pipeline:
             else ANSWER
         )
         return self._finish(ans, t0, context)
-
-    def evidence(self, question: str, query_vec, hits: list[Hit], bm25: BM25, ans: Answer) -> str:
-        """ABSTAIN / PARTIAL / ANSWER from retrieval alone, before any model is asked."""
-        if not hits:
-            ans.evidence = {"coverage": 0.0, "similarity": 0.0}
-            return ABSTAIN
-        q = tokenize(question)
-        cover = bm25.coverage(q, [t for h in hits[:3] for t in tokenize(h.chunk["search_text"])])
-        sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
-        ans.evidence = {
-            "coverage": round(cover, 3),
-            "similarity": None if sim is None else round(sim, 3),
-        }
-        if sim is None:  # keyword search only: coverage decides alone
-            return (
-                ABSTAIN
-                if cover < ABSTAIN_COVERAGE
-                else PARTIAL
-                if cover < PARTIAL_COVERAGE
-                else ANSWER
-            )
-        if sim < ABSTAIN_SIMILARITY or (cover < ABSTAIN_COVERAGE and sim < WEAK_SIMILARITY):
-            return ABSTAIN
-        if cover < PARTIAL_COVERAGE or sim < PARTIAL_SIMILARITY:
-            return PARTIAL
-        return ANSWER
 
     def abstain_text(self, hits: list[Hit]) -> str:
         """The "not in the docs" answer; `hits`: related sections that did not answer it, to

@@ -1,0 +1,95 @@
+"""What an answer is made of: the decision, passages, numbered sources and checked citations."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
+
+
+@dataclass
+class Passage:
+    chunk_id: str
+    text: str
+    score: float = 0.0
+
+
+@dataclass
+class Source:
+    n: int  # 1-based number shown to the user
+    chunk_id: str
+    doc: str
+    title: str
+    heading_path: list[str]
+    url: str
+
+    @property
+    def section(self) -> str:
+        return (
+            " › ".join(self.heading_path[1:] if len(self.heading_path) > 1 else self.heading_path)
+            or self.title
+        )
+
+
+@dataclass
+class Citation:
+    source: int  # Source.n
+    doc: str
+    section: str
+    url: str
+    cited_text: str
+    verified: bool
+
+
+@dataclass
+class Answer:
+    question: str
+    condensed: str
+    decision: str
+    text: str
+    sources: list[Source] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+    route: dict = field(default_factory=dict)
+    hits: list[dict] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+    dropped_passages: int = 0
+    offline: bool = False
+    notes: list[str] = field(default_factory=list)
+    timings_ms: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    prompts: dict = field(default_factory=dict)
+    evidence: dict = field(default_factory=dict)
+    audit_id: int | None = None
+
+    @property
+    def intents(self) -> list[str]:
+        return [i["intent"] for i in self.route.get("intents", [])]
+
+    def to_json(self) -> dict:
+        return {
+            "question": self.question,
+            "condensed": self.condensed,
+            "decision": self.decision,
+            "text": self.text,
+            "citations": [asdict(c) for c in self.citations],
+            "sources": [asdict(s) | {"section": s.section} for s in self.sources],
+            "intents": self.intents,
+            "routing": self.route,
+            "offline": self.offline,
+            "notes": self.notes,
+            "timings_ms": self.timings_ms,
+            "usage": self.usage,
+            "evidence": self.evidence,
+            "dropped_passages": self.dropped_passages,
+        }
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def occurs_in(passage: str, source: str) -> bool:
+    """Whitespace- and case-insensitive containment: the check every quote must pass."""
+    p = squash(passage)
+    return bool(p) and p in squash(source)
