@@ -64,6 +64,8 @@ def cmd_index(args, settings: Settings) -> int:
     )
     for s in summary.skipped:
         print(f"  skipped {s['path']}: {s['reason']}")
+    for w in summary.warnings:
+        print(f"  warning {w['path']}: {w['warning']}")
     return 0
 
 
@@ -77,7 +79,9 @@ def cmd_intents(args, settings: Settings) -> int:
     if not intents:
         print("No intents: the index is empty. Run: fieldguide index DOCS_DIR")
         return 0
-    width = max(len(i["name"]) for i in intents)
+    # aligned for ordinary names; a longer one (an index built before names were checked) only
+    # pushes its own line
+    width = min(max(len(i["name"]) for i in intents), 24)
     print(f"{'intent':<{width}}  docs  chunks  description")
     for i in intents:
         print(f"{i['name']:<{width}}  {i['docs']:>4}  {i['chunks']:>6}  {i['description']}")

@@ -187,10 +187,15 @@ class Searcher:
         self.records = records
         self.vectors = vectors
         self.bm25 = bm25 or BM25([bm25_tokens(r["search_text"]) for r in records])
-        intents = np.array([r["intent"] for r in records])
-        self.intent_rows = {
-            name: np.flatnonzero(intents == name) for name in sorted(set(intents.tolist()))
-        }
+        # each chunk's intent as a small integer id: a numpy array of the names themselves would
+        # be chunks x the longest name wide (1.4 GB for one 100,000-character intent)
+        ids: dict[str, int] = {}
+        intent_ids = np.fromiter(
+            (ids.setdefault(r["intent"], len(ids)) for r in records),
+            dtype=np.int32,
+            count=len(records),
+        )
+        self.intent_rows = {name: np.flatnonzero(intent_ids == ids[name]) for name in sorted(ids)}
 
     def rows_for(self, intents) -> np.ndarray:
         if intents is None:

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS bm25_cache (key TEXT PRIMARY KEY, data BLOB);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
     model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
-    chunks INTEGER, embedded INTEGER, seconds REAL, error TEXT);
+    chunks INTEGER, embedded INTEGER, seconds REAL, error TEXT, warnings TEXT);
 """
 
 
@@ -92,26 +92,30 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
             "Reindex with the current settings (fieldguide index DOCS_DIR)"
             " or restore the old ones."
         )
-    rows = db.execute(
-        """SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
-                  d.title, d.intent, d.url, e.vector
+    # each doc's fields once, shared by its chunks: read per chunk row, a long field (an index
+    # written before names were checked holds 100,000-character intents) would be copied into
+    # every chunk's record
+    docs = {
+        path: (path, title, intent, url)
+        for path, title, intent, url in db.execute("SELECT path, title, intent, url FROM docs")
+    }
+    count = db.execute("SELECT count(*) FROM chunks WHERE doc IN (SELECT path FROM docs)")
+    n = count.fetchone()[0]
+    rows = db.execute(  # iterated, not fetched whole
+        """SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end", e.vector
            FROM chunks c JOIN docs d ON d.path = c.doc
            LEFT JOIN embeddings e ON e.text_hash = c.text_hash AND e.model = ?
            ORDER BY c.doc, c.ord""",
         [indexed_model],
-    ).fetchall()
+    )
     records = []
     vectors = None
-    if rows and model is not None:
-        dim = len(next(r[10] for r in rows if r[10] is not None)) // 4
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-    for i, (cid, doc, path, text, search_text, start, end, title, intent, url, blob) in enumerate(
-        rows
-    ):
+    for i, (cid, doc, path, text, search_text, start, end, blob) in enumerate(rows):
+        doc_path, title, intent, url = docs[doc]
         records.append(
             {
                 "id": cid,
-                "doc": doc,
+                "doc": doc_path,
                 "heading_path": json.loads(path),
                 "text": text,
                 "search_text": search_text,
@@ -122,7 +126,9 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
                 "url": url,
             }
         )
-        if vectors is not None and blob is not None:
+        if model is not None and blob is not None:
+            if vectors is None:
+                vectors = np.zeros((n, len(blob) // 4), dtype=np.float32)
             vectors[i] = np.frombuffer(blob, dtype=np.float32)
     return records, vectors
 
