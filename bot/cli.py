@@ -159,7 +159,13 @@ def cmd_eval(args, settings: Settings) -> int:
     )
     engine = make_engine(settings, db)
     loaded = engine.loaded()
-    modes = args.modes or list(ALL_MODES)
+    modes = args.modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
+    if "reranked" in modes and engine.reranker is None:
+        print(
+            "fieldguide: the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)",
+            file=sys.stderr,
+        )
+        return 2
     with tqdm(
         total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None
     ) as bar2:
@@ -177,6 +183,7 @@ def cmd_eval(args, settings: Settings) -> int:
         **result,
         "embedder": embedder.name,
         "router": "claude" if engine.anthropic is not None else "offline",
+        "reranker": engine.reranker.name if engine.reranker else None,
     }
     print(format_table(result))
     if args.json:
@@ -413,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="MODE",
         choices=ALL_MODES,
-        help=f"{' '.join(ALL_MODES)} (default: all)",
+        help=f"{' '.join(ALL_MODES)} (default: all; reranked only with VOYAGE_API_KEY)",
     )
     return p
 
