@@ -23,6 +23,7 @@ from index.store import (
 )
 
 from .classify import ClaudeClassifier, OfflineClassifier
+from .describe import intent_headings
 from .policy import RouteDecision, Router
 
 
@@ -87,7 +88,13 @@ class Engine:
         classifier: OfflineClassifier | ClaudeClassifier
         classifier = OfflineClassifier(searcher, examples, self.bm25_weight)
         if self.anthropic is not None:
-            classifier = ClaudeClassifier(self.anthropic, self.classify_model, intents, classifier)
+            classifier = ClaudeClassifier(
+                self.anthropic,
+                self.classify_model,
+                intents,
+                classifier,
+                intent_headings(records),
+            )
         router = Router(
             searcher,
             classifier,
