@@ -8,7 +8,7 @@ import sqlite3
 import sys
 
 from .settings import Settings
-from .wiring import make_embedder, make_engine, make_pipeline
+from .wiring import make_anthropic, make_embedder, make_engine, make_pipeline
 
 
 def _print_json(obj) -> None:
@@ -72,7 +72,10 @@ def cmd_index(args, settings: Settings) -> int:
 def cmd_intents(args, settings: Settings) -> int:
     from index.store import load_intents, open_db
 
-    intents = load_intents(open_db(args.db or settings.db, create=False))
+    db = open_db(args.db or settings.db, create=False)
+    intents = load_intents(db)
+    if args.describe:
+        return describe_intents(db, intents, settings)
     if args.json:
         _print_json(intents)
         return 0
@@ -85,6 +88,31 @@ def cmd_intents(args, settings: Settings) -> int:
     print(f"{'intent':<{width}}  docs  chunks  description")
     for i in intents:
         print(f"{i['name']:<{width}}  {i['docs']:>4}  {i['chunks']:>6}  {i['description']}")
+    return 0
+
+
+def describe_intents(db, intents: list[dict], settings: Settings) -> int:
+    """Print an intents.yaml draft: intents that have a description keep theirs; the others get
+    one drafted from their headings, by Claude when a key is set (FIELDGUIDE_ANSWER_MODEL)."""
+    from index.store import load_chunks
+    from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
+
+    headings = intent_headings(load_chunks(db, None)[0])
+    client = make_anthropic(settings)
+    drafts = {}
+    for i in intents:
+        if i["description"]:
+            drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
+        elif client is None:
+            drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
+        else:
+            drafts[i["name"]], note = draft_with_claude(
+                client, settings.answer_model, i["name"], headings.get(i["name"], [])
+            )
+            if note:
+                print(f"fieldguide: {note}", file=sys.stderr)
+    source = "offline, from headings" if client is None else f"with {settings.answer_model}"
+    print(to_yaml(drafts, source), end="")
     return 0
 
 
@@ -163,7 +191,13 @@ def cmd_eval(args, settings: Settings) -> int:
     )
     engine = make_engine(settings, db)
     loaded = engine.loaded()
-    modes = args.modes or list(ALL_MODES)
+    modes = args.modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
+    if "reranked" in modes and engine.reranker is None:
+        print(
+            "fieldguide: the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)",
+            file=sys.stderr,
+        )
+        return 2
     with tqdm(
         total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None
     ) as bar2:
@@ -181,6 +215,7 @@ def cmd_eval(args, settings: Settings) -> int:
         **result,
         "embedder": embedder.name,
         "router": "claude" if engine.anthropic is not None else "offline",
+        "reranker": engine.reranker.name if engine.reranker else None,
     }
     print(format_table(result))
     if args.json:
@@ -339,6 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
         "intents", "List the intents of the index with their doc and chunk counts.", cmd_intents
     )
     sp.add_argument("--json", action="store_true", help="print as JSON")
+    sp.add_argument(
+        "--describe",
+        action="store_true",
+        help="print a draft intents.yaml: descriptions from each intent's headings"
+        " (written by Claude when ANTHROPIC_API_KEY is set)",
+    )
 
     sp = add(
         "search",
@@ -417,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="MODE",
         choices=ALL_MODES,
-        help=f"{' '.join(ALL_MODES)} (default: all)",
+        help=f"{' '.join(ALL_MODES)} (default: all; reranked only with VOYAGE_API_KEY)",
     )
     return p
 

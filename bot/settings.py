@@ -56,6 +56,12 @@ class Settings:
     )
     voyage_base_url: str = _setting("VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1")
     voyage_model: str = _setting("FIELDGUIDE_VOYAGE_MODEL", "voyage-3.5", "Voyage embedding model")
+    rerank_model: str = _setting(
+        "FIELDGUIDE_RERANK_MODEL", "rerank-2.5", "Voyage reranker (with a key); empty = no rerank"
+    )
+    rerank_depth: int = _setting(
+        "FIELDGUIDE_RERANK_DEPTH", 40, "how many fused chunks the reranker reorders"
+    )
     model_dir: str = _setting(
         "FIELDGUIDE_MODEL_DIR", "", "local ONNX model folder (default: inside the venv)"
     )

@@ -97,10 +97,20 @@ CLASSIFY_TOOL = "choose_intent"
 
 
 class ClaudeClassifier:
-    def __init__(self, client, model: str, intents: list[dict], fallback: OfflineClassifier):
+    def __init__(
+        self,
+        client,
+        model: str,
+        intents: list[dict],
+        fallback: OfflineClassifier,
+        headings: dict[str, list[str]] | None = None,
+    ):
         """`client`: an anthropic.Anthropic; `intents`: rows of the intents table (name,
-        description, examples)."""
+        description, examples); `headings`: intent → a few of its docs' headings
+        (router.describe.intent_headings), so Claude sees what each intent holds even where
+        intents.yaml says nothing."""
         self.client = client
+        self.headings = headings or {}
         self.model = model
         self.intents = intents
         self.names = [i["name"] for i in intents]
@@ -142,6 +152,11 @@ class ClaudeClassifier:
 
         taxonomy = "\n".join(
             f"- {i['name']}: {i['description'] or '(no description)'}"
+            + (
+                f"\n    headings: {'; '.join(self.headings[i['name']])}"
+                if self.headings.get(i["name"])
+                else ""
+            )
             + "".join(f"\n    e.g. {q}" for q in (i.get("examples") or [])[:5])
             for i in self.intents
         )

@@ -96,6 +96,11 @@ def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
         "p95_ms",
     }
     assert routed["mrr@10"] > 0.5 and routed["intent_accuracy"] > 0.6
+    [paired] = result["paired"]
+    assert (paired["mode"], paired["baseline"], paired["metric"]) == ("routed", "hybrid", "mrr@10")
+    lo, hi = paired["ci95"]
+    assert lo <= paired["difference"] <= hi
+    assert "routed − hybrid (mrr@10, 30 questions)" in table and "bootstrap 95% interval" in table
     assert main(["eval", str(tmp_path / "nothing")]) == 2
 
 
