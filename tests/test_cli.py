@@ -151,7 +151,7 @@ def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
 def test_ask_with_claude_honours_base_url_and_model_settings(
     examples_db, stub, monkeypatch, capsys
 ):
-    from tests.test_pipeline import FakeClaude
+    from tests.stubs import FakeClaude
 
     fake = FakeClaude()
     stub.route("/v1/messages", fake)

@@ -1,6 +1,5 @@
 """The answer pipeline against a local stub of the Messages API, with the real anthropic client."""
 
-import json
 import time
 
 import anthropic
@@ -20,7 +19,7 @@ from router.pipeline import (
 )
 from router.state import SqliteState
 from tests.conftest import EXAMPLES
-from tests.stubs import OVERLOADED, claude_message, text_block, tool_use
+from tests.stubs import OVERLOADED, FakeClaude
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -40,62 +39,6 @@ def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0):
     return Pipeline(
         engine, client, MODELS, "https://docs.example.com", state=SqliteState(open_db(db))
     )
-
-
-class FakeClaude:
-    """Answers each kind of request the pipeline makes, as configured by a test."""
-
-    def __init__(
-        self,
-        passages=None,
-        cite=None,
-        answer_text="Check the header [see docs](https://evil.example).",
-    ):
-        self.passages = passages  # None: quote the first sentence of chunk 1 verbatim
-        self.cite = cite  # None: cite the first passage's text
-        self.answer_text = answer_text
-        self.seen = []
-
-    def __call__(self, req):
-        body = req.json
-        self.seen.append(body)
-        tools = [t["name"] for t in body.get("tools", [])]
-        if "choose_intent" in tools:
-            return 200, claude_message(
-                tool_use(
-                    "choose_intent", {"intents": [{"intent": "authentication", "confidence": 0.9}]}
-                )
-            )
-        if "record_passages" in tools:
-            content = body["messages"][0]["content"]
-            chunk1 = content.split('<chunk number="1"')[1].split(">\n", 1)[1].split("\n</chunk>")[0]
-            paragraphs = [p for p in chunk1.split("\n\n") if not p.startswith("#")]
-            passages = (
-                self.passages
-                if self.passages is not None
-                else [{"chunk": 1, "text": paragraphs[0]}]
-            )
-            return 200, claude_message(
-                tool_use(
-                    "record_passages", {"passages": passages, "nothing_relevant": not passages}
-                )
-            )
-        if "rewrite a follow-up" in json.dumps(body.get("system", "")):
-            return 200, claude_message(text_block("How do I rotate the webhook signing secret?"))
-        results = [b for b in body["messages"][0]["content"] if b["type"] == "search_result"]
-        cited = self.cite if self.cite is not None else results[0]["content"][0]["text"]
-        citation = {
-            "type": "search_result_location",
-            "source": results[0]["source"],
-            "title": results[0]["title"],
-            "cited_text": cited,
-            "search_result_index": 0,
-            "start_block_index": 0,
-            "end_block_index": 1,
-        }
-        return 200, claude_message(
-            text_block(self.answer_text, [citation]), text_block(" That is all.")
-        )
 
 
 def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, local_embedder, stub):
@@ -134,7 +77,16 @@ def test_extracted_passage_not_in_the_source_is_dropped(examples_db, local_embed
 
 
 def test_citation_whose_text_is_not_in_the_chunk_is_flagged(examples_db, local_embedder, stub):
-    stub.route("/v1/messages", FakeClaude(cite="Tidewater never signs webhooks."))
+    fabricated = {
+        "type": "search_result_location",
+        "source": "https://docs.tidewater.example/x",
+        "title": "x",
+        "cited_text": "Tidewater never signs webhooks.",
+        "search_result_index": 0,
+        "start_block_index": 0,
+        "end_block_index": 1,
+    }
+    stub.route("/v1/messages", FakeClaude(answer=[("Check the header.", [fabricated])]))
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert [c.verified for c in ans.citations] == [False]
     assert ans.decision == PARTIAL
@@ -147,12 +99,7 @@ def test_nothing_relevant_abstains_without_calling_the_answer_model(
     stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == ABSTAIN and "couldn't find this in the docs" in ans.text
-    # no answer request (the only one with search_result blocks)
-    assert not any(
-        b.get("messages", [{}])[0].get("content", "")
-        and isinstance(b["messages"][0]["content"], list)
-        for b in fake.seen
-    )
+    assert fake.calls("extract") and not fake.calls("answer")
 
 
 def test_overloaded_then_success(examples_db, local_embedder, stub):
