@@ -214,6 +214,7 @@ class FakeClaude:
         self,
         answer: list | None = None,
         passages: list | None = None,
+        quote: int = 1,
         intents: list | None = None,
         condensed: str = "How do I rotate the webhook signing secret?",
         stop_reasons: list[str] | None = None,
@@ -229,7 +230,8 @@ class FakeClaude:
                 " That is all.",
             ]
         )
-        self.passages = passages  # None: the first paragraph of chunk 1, verbatim
+        self.passages = passages  # None: chunk 1's first paragraph (or `quote` sentences of it)
+        self.quote = quote
         self.intents = intents or [{"intent": "authentication", "confidence": 0.9}]
         self.condensed = condensed
         self.stop_reasons = list(stop_reasons or ["end_turn"])
@@ -297,7 +299,9 @@ class FakeClaude:
             content = body["messages"][0]["content"]
             chunk1 = content.split('<chunk number="1"')[1].split(">\n", 1)[1].split("\n</chunk>")[0]
             paragraphs = [p for p in chunk1.split("\n\n") if not p.startswith("#")]
-            passages = [{"chunk": 1, "text": paragraphs[0]}]
+            if self.quote > 1:  # that paragraph's first sentences, each a passage
+                paragraphs = re.split(r"(?<=[.!?])\s+", paragraphs[0])
+            passages = [{"chunk": 1, "text": p} for p in paragraphs[: self.quote]]
         return claude_message(
             tool_use("record_passages", {"passages": passages, "nothing_relevant": not passages}),
             stop_reason="tool_use",
