@@ -20,9 +20,7 @@ from prompts import prompt_hash
 from . import citations, compose, condense, decide, offline
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
-from .citations import link_for  # noqa: F401 - imported from here by callers
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, add_usage
-from .compose import NOT_IN_DOCS  # noqa: F401 - part of this module's interface
 from .engine import Engine
 from .state import State
 
@@ -75,13 +73,24 @@ class Pipeline:
     ) -> Answer:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
-        never for an abstention); the returned Answer is the checked, final one either way."""
+        never for an abstention); the returned Answer is the checked, final one either way.
+        `context`: where the question came from (Slack channel, user, thread), for the audit."""
         question = self.check(question)
+        started = time.perf_counter()
         ans = self.start(question)
-        claude = Claude(self.client, self.deadline, lambda step, why: self.offline(ans, step, why))
+        self.steps(ans, history or [], on_text)
+        ans.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
+        return self.finish(ans, context)
+
+    def steps(
+        self, ans: Answer, history: list[dict], on_text: Callable[[str], None] | None
+    ) -> None:
+        claude = Claude(
+            self.client, self.deadline, lambda step, why: self.fell_back(ans, step, why)
+        )
         clock = Laps(ans)
 
-        ans.condensed = self.condense(question, history or [], claude, ans)
+        ans.condensed = self.condense(ans.question, history, claude, ans)
         clock.lap("condense")
         query_vec, note = self.engine.embed_query(ans.condensed)
         ans.notes += [note] if note else []
@@ -92,18 +101,18 @@ class Pipeline:
         bm25 = loaded.searcher.bm25
         strength = decide.evidence(ans.condensed, query_vec, hits, bm25, ans)
         if strength == ABSTAIN:  # nothing near: naming "closest" sections would be noise
-            return self.abstain(ans, [], context)
+            return self.abstain(ans, [])
         ans.passages = self.extract(ans, query_vec, hits, bm25, claude)
         clock.lap("extract")
         if not ans.passages:
-            return self.abstain(ans, hits, context)
+            return self.abstain(ans, hits)
         by_chunk = citations.number_sources(
             ans.passages, {h["id"]: h for h in ans.hits}, self.docs_base_url
         )
         ans.sources = list(by_chunk.values())
-        written = self.write(question, ans, by_chunk, claude, on_text)
+        written = self.write(ans, by_chunk, claude, on_text)
         clock.lap("answer")
-        return self.conclude(ans, strength, written, hits, context)
+        self.conclude(ans, strength, written, hits)
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -119,7 +128,6 @@ class Pipeline:
         if self.client is not None:
             ans.models |= {k: self.models.get(k) for k in ("condense", "extract", "answer")}
         ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
-        ans.timings_ms["started"] = time.perf_counter()
         return ans
 
     def condense(self, question: str, history: list[dict], claude: Claude, ans: Answer) -> str:
@@ -163,7 +171,6 @@ class Pipeline:
 
     def write(
         self,
-        question: str,
         ans: Answer,
         by_chunk: dict[str, Source],
         claude: Claude,
@@ -171,7 +178,7 @@ class Pipeline:
     ) -> compose.Written:
         def ask(client) -> compose.Written:
             written = compose.compose(
-                client, self.models["answer"], question, ans.passages, by_chunk, on_text
+                client, self.models["answer"], ans.question, ans.passages, by_chunk, on_text
             )
             add_usage(ans.usage, "answer", written.usage)
             ans.citations = written.citations
@@ -189,18 +196,17 @@ class Pipeline:
         strength: str,
         written: compose.Written,
         hits: list[Hit],
-        context: dict | None,
-    ) -> Answer:
+    ) -> None:
         """The decision from the evidence and what the answer step returned: an answer with no
         verified citation is never ANSWER."""
         if written.status in (compose.NOT_COVERED, compose.EMPTY):
             if written.status == compose.EMPTY:
                 ans.notes.append("Claude's answer was empty")
-            return self.abstain(ans, hits, context)
+            return self.abstain(ans, hits)
         if written.status == compose.REFUSED:
             ans.text, ans.sources, ans.decision = REFUSED, [], ABSTAIN
             ans.notes.append("Claude refused (stop_reason refusal)")
-            return self.finish(ans, context)
+            return
         ans.text = written.text
         verified = {c.source for c in ans.citations if c.verified}
         why = (
@@ -219,19 +225,15 @@ class Pipeline:
         ans.decision = PARTIAL if why else ANSWER
         ans.caveat = CAVEATS.get(why, "")
         ans.sources = [s for s in ans.sources if s.n in verified] or ans.sources
-        return self.finish(ans, context)
 
-    def abstain(self, ans: Answer, hits: list[Hit], context: dict | None) -> Answer:
+    def abstain(self, ans: Answer, hits: list[Hit]) -> None:
         ans.decision, ans.sources, ans.text = ABSTAIN, [], abstain_text(hits)
-        return self.finish(ans, context)
 
-    def offline(self, ans: Answer, step: str, why: str) -> None:
+    def fell_back(self, ans: Answer, step: str, why: str) -> None:
         ans.offline = True
         ans.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
 
     def finish(self, ans: Answer, context: dict | None) -> Answer:
-        started = ans.timings_ms.pop("started")
-        ans.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         if self.client is None:
             ans.notes.append(OFFLINE_NOTE)
         if self.state is not None:

@@ -8,6 +8,7 @@ import pytest
 
 from index.indexer import index_folder
 from index.store import open_db
+from router.citations import link_for
 from router.engine import Engine
 from router.pipeline import (
     ABSTAIN,
@@ -17,7 +18,6 @@ from router.pipeline import (
     REFUSED,
     Pipeline,
     QuestionError,
-    link_for,
 )
 from router.state import SqliteState
 from tests.conftest import EXAMPLES
