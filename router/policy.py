@@ -112,12 +112,18 @@ class Router:
         return chosen, "unsure"
 
     def route(
-        self, question: str, query_vec: np.ndarray | None, k: int = 10, rerank: bool = True
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        k: int = 10,
+        rerank: bool = True,
+        claude=None,
     ) -> RouteDecision:
-        """The routed top k; `rerank=False` keeps the fused order even with a reranker (eval)."""
+        """The routed top k; `rerank=False` keeps the fused order even with a reranker (eval).
+        `claude`: the question's router.claude.Claude (deadline, earlier failures), if any."""
         reranker = self.reranker if rerank else None
         depth = max(k, reranker.depth) if reranker else k
-        decision = self._route(question, query_vec, depth)
+        decision = self._route(question, query_vec, depth, claude)
         if reranker is not None:
             decision.hits, note = reranker.rerank(question, decision.hits)
             decision.reranked = not note
@@ -125,7 +131,9 @@ class Router:
         decision.hits = decision.hits[:k]
         return decision
 
-    def _route(self, question: str, query_vec: np.ndarray | None, k: int) -> RouteDecision:
+    def _route(
+        self, question: str, query_vec: np.ndarray | None, k: int, claude=None
+    ) -> RouteDecision:
         search = lambda intents, n: self.searcher.search(  # noqa: E731
             question,
             query_vec,
@@ -135,7 +143,9 @@ class Router:
             bm25_weight=self.bm25_weight,
         )
         everything = search(None, max(k, VOTERS))
-        result = self.classifier.classify(question, query_vec, everything)
+        # only a Claude classifier takes the question's Claude (other classifiers need not know it)
+        extra = {"claude": claude} if claude is not None else {}
+        result = self.classifier.classify(question, query_vec, everything, **extra)
         everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
         decision = RouteDecision(
