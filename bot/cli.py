@@ -7,7 +7,7 @@ import json
 import sqlite3
 import sys
 
-from .settings import Settings
+from .settings import Settings, SettingsError
 from .wiring import make_embedder, make_engine, make_pipeline
 
 
@@ -422,24 +422,49 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def database_error(db: str, e: sqlite3.DatabaseError) -> str:
+    """What went wrong with the index file, truthfully: a write that failed (full disk, read-only
+    file or folder, locked) leaves the index as it was, and removing it would throw away a good
+    index and its embeddings; only a file that is not an index, or a damaged one, needs
+    rebuilding."""
+    code = getattr(e, "sqlite_errorname", "") or ""
+    if code == "SQLITE_FULL":
+        return (
+            f"the disk is full (or a file size limit was hit) writing {db}: the index is unchanged"
+        )
+    if code.startswith("SQLITE_READONLY"):
+        what = "its folder is" if code == "SQLITE_READONLY_DIRECTORY" else "the file is"
+        return f"{db} cannot be written ({what} read-only): the index is unchanged"
+    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"{db} is locked by another process (a reindex?): the index is unchanged; try again"
+    if code.startswith("SQLITE_IOERR"):
+        return f"disk error reading or writing {db} ({e}): the index is unchanged"
+    if code.startswith("SQLITE_CANTOPEN"):
+        return f"cannot open {db} (a missing or unreadable folder or file): {e}"
+    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        what = "is not an index" if code == "SQLITE_NOTADB" else "is damaged"
+        return f"{db} {what} ({e}); move it away and run fieldguide index to build a new one"
+    return f"{db}: {e}"
+
+
 def main(argv: list[str] | None = None) -> int:
     from index.embedders import EmbeddingError
     from index.indexer import IndexError_
     from index.store import IndexMissing, ModelMismatch
 
     args = build_parser().parse_args(argv)
-    settings = Settings.load()
+    try:
+        settings = Settings.load()
+    except SettingsError as e:
+        print(f"fieldguide: {e}", file=sys.stderr)
+        return 2
     try:
         return args.func(args, settings)
     except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError, ValueError) as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:
-        print(
-            f"fieldguide: {args.db or settings.db} is not a usable index ({e});"
-            " remove it and run fieldguide index",
-            file=sys.stderr,
-        )
+        print(f"fieldguide: {database_error(args.db or settings.db, e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(
