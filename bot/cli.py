@@ -437,8 +437,13 @@ def database_error(db: str, e: sqlite3.DatabaseError) -> str:
         return f"{db} cannot be written ({what} read-only): the index is unchanged"
     if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         return f"{db} is locked by another process (a reindex?): the index is unchanged; try again"
+    if code == "SQLITE_IOERR_WRITE":
+        return (
+            f"writing {db} failed (a full disk, a file size limit or a disk fault): the index is"
+            " unchanged"
+        )
     if code.startswith("SQLITE_IOERR"):
-        return f"disk error reading or writing {db} ({e}): the index is unchanged"
+        return f"disk error on {db} ({e}): the index is unchanged"
     if code.startswith("SQLITE_CANTOPEN"):
         return f"cannot open {db} (a missing or unreadable folder or file): {e}"
     if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
