@@ -252,6 +252,22 @@ def cmd_audit(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_doctor(args, settings: Settings | None) -> int:
+    """One line per check; exit 1 when any check fails."""
+    from .doctor import Check, run_checks
+
+    if settings is None:  # main() could not load them: that is the finding
+        checks = [Check("settings", "FAIL", str(args.settings_error))]
+    else:
+        checks = run_checks(settings, args.db or settings.db, args.docs or settings.docs)
+    if args.json:
+        _print_json([c.__dict__ for c in checks])
+    else:
+        for c in checks:
+            print(f"{c.status:<4}  {c.name:<11}  {c.detail}")
+    return 1 if any(c.status == "FAIL" for c in checks) else 0
+
+
 def cmd_serve(args, settings: Settings) -> int:
     import logging
 
@@ -384,6 +400,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
 
     sp = add(
+        "doctor",
+        "Check settings, the index, the docs folder and the services whose keys are set;"
+        " one line each, exit 1 if any fails.",
+        cmd_doctor,
+    )
+    sp.add_argument("--docs", help="docs folder to check (default: FIELDGUIDE_DOCS)")
+    sp.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    sp = add(
         "serve",
         "Run the Slack bot: Socket Mode (SLACK_APP_TOKEN) or, with --http PORT, an HTTP endpoint.",
         cmd_serve,
@@ -461,8 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings.load()
     except SettingsError as e:
-        print(f"fieldguide: {e}", file=sys.stderr)
-        return 2
+        if args.command != "doctor":
+            print(f"fieldguide: {e}", file=sys.stderr)
+            return 2
+        args.settings_error = e
+        return cmd_doctor(args, None)
     try:
         return args.func(args, settings)
     except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError, ValueError) as e:
