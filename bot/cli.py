@@ -9,7 +9,7 @@ import sys
 
 from router.citations import label
 
-from .settings import Settings
+from .settings import Settings, SettingsError
 from .wiring import make_anthropic, make_embedder, make_engine, make_pipeline
 
 
@@ -290,6 +290,22 @@ def cmd_audit(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_doctor(args, settings: Settings | None) -> int:
+    """One line per check; exit 1 when any check fails."""
+    from .doctor import Check, run_checks
+
+    if settings is None:  # main() could not load them: that is the finding
+        checks = [Check("settings", "FAIL", str(args.settings_error))]
+    else:
+        checks = run_checks(settings, args.db or settings.db, args.docs or settings.docs)
+    if args.json:
+        _print_json([c.__dict__ for c in checks])
+    else:
+        for c in checks:
+            print(f"{c.status:<4}  {c.name:<11}  {c.detail}")
+    return 1 if any(c.status == "FAIL" for c in checks) else 0
+
+
 def cmd_serve(args, settings: Settings) -> int:
     import logging
 
@@ -428,6 +444,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
 
     sp = add(
+        "doctor",
+        "Check settings, the index, the docs folder and the services whose keys are set;"
+        " one line each, exit 1 if any fails.",
+        cmd_doctor,
+    )
+    sp.add_argument("--docs", help="docs folder to check (default: FIELDGUIDE_DOCS)")
+    sp.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    sp = add(
         "serve",
         "Run the Slack bot: Socket Mode (SLACK_APP_TOKEN) or, with --http PORT, an HTTP endpoint.",
         cmd_serve,
@@ -466,24 +491,57 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def database_error(db: str, e: sqlite3.DatabaseError) -> str:
+    """What went wrong with the index file, truthfully: a write that failed (full disk, read-only
+    file or folder, locked) leaves the index as it was, and removing it would throw away a good
+    index and its embeddings; only a file that is not an index, or a damaged one, needs
+    rebuilding."""
+    code = getattr(e, "sqlite_errorname", "") or ""
+    if code == "SQLITE_FULL":
+        return (
+            f"the disk is full (or a file size limit was hit) writing {db}: the index is unchanged"
+        )
+    if code.startswith("SQLITE_READONLY"):
+        what = "its folder is" if code == "SQLITE_READONLY_DIRECTORY" else "the file is"
+        return f"{db} cannot be written ({what} read-only): the index is unchanged"
+    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"{db} is locked by another process (a reindex?): the index is unchanged; try again"
+    if code == "SQLITE_IOERR_WRITE":
+        return (
+            f"writing {db} failed (a full disk, a file size limit or a disk fault): the index is"
+            " unchanged"
+        )
+    if code.startswith("SQLITE_IOERR"):
+        return f"disk error on {db} ({e}): the index is unchanged"
+    if code.startswith("SQLITE_CANTOPEN"):
+        return f"cannot open {db} (a missing or unreadable folder or file): {e}"
+    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        what = "is not an index" if code == "SQLITE_NOTADB" else "is damaged"
+        return f"{db} {what} ({e}); move it away and run fieldguide index to build a new one"
+    return f"{db}: {e}"
+
+
 def main(argv: list[str] | None = None) -> int:
     from index.embedders import EmbeddingError
     from index.indexer import IndexError_
     from index.store import IndexMissing, ModelMismatch
 
     args = build_parser().parse_args(argv)
-    settings = Settings.load()
+    try:
+        settings = Settings.load()
+    except SettingsError as e:
+        if args.command != "doctor":
+            print(f"fieldguide: {e}", file=sys.stderr)
+            return 2
+        args.settings_error = e
+        return cmd_doctor(args, None)
     try:
         return args.func(args, settings)
     except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError, ValueError) as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:
-        print(
-            f"fieldguide: {args.db or settings.db} is not a usable index ({e});"
-            " remove it and run fieldguide index",
-            file=sys.stderr,
-        )
+        print(f"fieldguide: {database_error(args.db or settings.db, e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

@@ -69,7 +69,9 @@ def make_state(settings: Settings, db: str | None = None):
     from router.state import SqliteState
 
     # its own connection: answers are written from Slack's worker threads
-    return SqliteState(open_db(db or settings.db))
+    return SqliteState(
+        open_db(db or settings.db, create=False), retention_days=settings.audit_retention_days
+    )
 
 
 def make_pipeline(settings: Settings, db: str | None = None):

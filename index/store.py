@@ -8,6 +8,7 @@ feedback.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -45,19 +46,35 @@ CREATE TABLE IF NOT EXISTS runs (
 
 
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
-    """A connection usable from any thread (callers serialise writes; SQLite's lock does too)."""
+    """A connection usable from any thread (callers serialise writes; SQLite's lock does too).
+
+    A new index file is created private (0600; SQLite gives its -wal and -shm files the same
+    mode): it holds every question asked and who asked it. A reader (`create=False`) also opens an
+    index it cannot write: a read-only file works as is; when its folder is read-only too, SQLite
+    cannot make the WAL's shared-memory file and the index is opened immutable (nothing can
+    change it there)."""
     path = Path(path)
     if not create and not path.is_file():
         raise IndexMissing(
             f"No index at {path}. Build one with: fieldguide index DOCS_DIR --db {path}"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
-    db = sqlite_utils.Database(conn)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.executescript(SCHEMA)
-    return db
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(SCHEMA)
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
+            raise
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        if e.sqlite_errorname == "SQLITE_READONLY_DIRECTORY":
+            uri += "&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    return sqlite_utils.Database(conn)
 
 
 def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:

@@ -150,7 +150,7 @@ def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not sqlite" * 100)
     assert main(["ask", "anything", "--db", str(bad)]) == 2
-    assert "is not a usable index" in capsys.readouterr().err
+    assert "is not an index" in capsys.readouterr().err
 
 
 def test_ask_with_claude_honours_base_url_and_model_settings(
