@@ -79,6 +79,15 @@ class Settings:
         "FIELDGUIDE_ADMINS", "", "comma-separated Slack user ids allowed to reindex"
     )
     reindex_command: str = _setting("FIELDGUIDE_REINDEX_COMMAND", "/docs-reindex", "slash command")
+    answer_workers: int = _setting(
+        "FIELDGUIDE_ANSWER_WORKERS", 4, "questions answered at the same time"
+    )
+    answer_queue: int = _setting(
+        "FIELDGUIDE_ANSWER_QUEUE", 20, "questions waiting beyond that; more are turned away"
+    )
+    slack_startup_seconds: float = _setting(
+        "FIELDGUIDE_SLACK_STARTUP_SECONDS", 60.0, "how long start-up retries reaching Slack"
+    )
 
     @classmethod
     def load(

@@ -34,7 +34,10 @@ CREATE INDEX IF NOT EXISTS answers_created ON answers(created);
 CREATE INDEX IF NOT EXISTS answers_thread ON answers(channel, thread_ts);
 CREATE TABLE IF NOT EXISTS feedback (
     answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
+CREATE TABLE IF NOT EXISTS slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS slack_events_claimed ON slack_events(claimed);
 """
+EVENT_TTL = 3600.0  # seconds a claimed Slack event stays claimed (Slack retries within minutes)
 
 
 class State(Protocol):
@@ -57,8 +60,8 @@ class State(Protocol):
         ...
 
     def claim_event(self, *keys: str) -> bool:
-        """True for the first claim of any of `keys` (Slack event id, channel:ts); a retry or a
-        second delivery of the same event gets False."""
+        """True for the first claim of any of `keys` (Slack event id, channel:ts) within the last
+        hour; a retry or a second delivery of the same event gets False, after a restart too."""
         ...
 
     def allow_question(self, user: str, per_minute: int) -> bool:
@@ -170,14 +173,13 @@ def list_answers(
 
 
 class SqliteState:
-    """The embedded default: audit tables in the index file; de-duplication, rate limits and the
-    reindex lock held by this process."""
+    """The embedded default: audit tables and claimed Slack events in the index file; rate limits
+    and the reindex lock held by this process."""
 
-    def __init__(self, db: sqlite_utils.Database, seen_size: int = 5000):
+    def __init__(self, db: sqlite_utils.Database, event_ttl: float = EVENT_TTL):
         self.db = db
         ensure_tables(db)
-        self._seen: dict[str, None] = {}
-        self._seen_size = seen_size
+        self.event_ttl = event_ttl
         self._times: dict[str, deque] = {}
         self._lock = threading.Lock()
         self._reindex = threading.Lock()
@@ -201,14 +203,22 @@ class SqliteState:
         return row is not None
 
     def claim_event(self, *keys: str) -> bool:
-        with self._lock:
-            if any(k in self._seen for k in keys if k):
+        keys = tuple(k for k in keys if k)
+        now = time.time()
+        with _write_lock, self.db.atomic():
+            # expired claims go first, so the table holds about an hour of events
+            self.db.execute("DELETE FROM slack_events WHERE claimed < ?", [now - self.event_ttl])
+            marks = ",".join("?" * len(keys))
+            if (
+                keys
+                and self.db.execute(
+                    f"SELECT 1 FROM slack_events WHERE key IN ({marks}) LIMIT 1", list(keys)
+                ).fetchone()
+            ):
                 return False
-            for k in keys:
-                if k:
-                    self._seen[k] = None
-            while len(self._seen) > self._seen_size:
-                del self._seen[next(iter(self._seen))]
+            self.db.conn.executemany(
+                "INSERT INTO slack_events (key, claimed) VALUES (?, ?)", [(k, now) for k in keys]
+            )
             return True
 
     def allow_question(self, user: str, per_minute: int) -> bool:

@@ -1,0 +1,282 @@
+"""Answering a Slack question off Bolt's threads, and always delivering something.
+
+Questions wait in a bounded queue for a small pool of answer workers, so a slow Claude or Voyage
+never holds up Bolt's own threads: acks, feedback clicks and commands are handled at once.
+
+Delivery never leaves a question hanging: the placeholder is updated with the answer; if Slack
+refuses the update (too long, rate limited after retries, 5xx, ...) the answer is posted as new
+messages, then as plain text in pieces, and at worst a short apology is posted.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackClientError
+
+from router.pipeline import Pipeline, QuestionError
+
+from .slack_format import answer_messages, escape, fallback_text, plain_pieces
+from .slack_rules import BUSY, WORKING, history_from, thread_title
+
+log = logging.getLogger(__name__)
+
+SORRY = ":warning: Sorry, something went wrong while answering. Please try again in a minute."
+FULL = ":warning: Too many questions at once right now: please ask again in a minute."
+UNDELIVERED = (
+    ":warning: Sorry, I found an answer but Slack would not take it. Please ask again in a minute."
+)
+STATUS = "is looking through the docs…"
+LOADING_MESSAGES = [
+    "Looking through the docs…",
+    "Reading the sections that match…",
+    "Checking every quote against the docs…",
+]
+# what a Web API call raises once the client's retries are spent: Slack's refusals and the network
+SLACK_FAILURES = (SlackClientError, OSError)
+HISTORY_PAGES = 20  # conversations.replies pages read at most (200 messages each)
+
+
+@dataclass
+class Question:
+    """One question to answer, and where the answer goes."""
+
+    client: WebClient
+    channel: str
+    ts: str  # the question's message
+    user: str
+    text: str
+    reply_thread: str | None  # thread_ts for the answer (None: straight into the DM)
+    history_thread: str | None  # the thread to read earlier turns from
+    team: str = ""
+    assistant: bool = False  # an assistant-panel thread: status instead of a placeholder
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Answerer:
+    """A bounded queue of questions and `workers` threads answering them."""
+
+    def __init__(self, pipeline: Pipeline, bot_user: str, workers: int = 4, queue_size: int = 20):
+        self.pipeline = pipeline
+        self.bot_user = bot_user
+        self.workers = workers
+        self.queue: queue.Queue[Question | None] = queue.Queue(maxsize=queue_size)
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"answer-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, q: Question) -> None:
+        """Queue `q` without blocking; tell the user when it has to wait, or when the queue is
+        full (then it is not answered)."""
+        with self._lock:
+            waits = self._busy + self.queue.qsize() >= self.workers
+        try:
+            self.queue.put_nowait(q)
+        except queue.Full:
+            log.warning("answer queue full, question %s/%s refused", q.channel, q.ts)
+            self._post(q, FULL)
+            return
+        if waits:
+            self._post(q, BUSY)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            try:
+                self.queue.put_nowait(None)
+            except queue.Full:
+                break
+
+    def _work(self) -> None:
+        while True:
+            q = self.queue.get()
+            if q is None:
+                return
+            with self._lock:
+                self._busy += 1
+            try:
+                self.answer(q)
+            except Exception:  # a worker must outlive any one question
+                log.exception("answering %s/%s failed", q.channel, q.ts)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    # -- one question ----------------------------------------------------------------------------
+
+    def answer(self, q: Question) -> None:
+        placeholder = self._show_work(q)
+        history = self.history(q)
+        if q.assistant and not history:
+            self._call(
+                q.client.assistant_threads_setTitle,
+                q,
+                "set the thread title",
+                channel_id=q.channel,
+                thread_ts=q.reply_thread,
+                title=thread_title(q.text),
+            )
+        context = {
+            "channel": q.channel,
+            "user": q.user,
+            "thread_ts": q.reply_thread or q.ts,
+            "message_ts": placeholder,
+        }
+        try:
+            ans = self.pipeline.answer(q.text, history, context)
+        except QuestionError as e:
+            self.deliver_text(q, placeholder, escape(str(e)))
+            return
+        except Exception:  # the user gets a short message, the log gets the traceback
+            log.exception("answer failed")
+            self.deliver_text(q, placeholder, SORRY)
+            return
+        self.deliver(q, placeholder, ans)
+
+    def _show_work(self, q: Question) -> str | None:
+        """The first sign of work: the assistant panel's status (a reply would clear it), else a
+        placeholder message; the placeholder's ts, if one was posted."""
+        if q.assistant:
+            self._call(
+                q.client.assistant_threads_setStatus,
+                q,
+                "set the status",
+                channel_id=q.channel,
+                thread_ts=q.reply_thread,
+                status=STATUS,
+                loading_messages=LOADING_MESSAGES,
+            )
+            return None
+        resp = self._call(
+            q.client.chat_postMessage,
+            q,
+            "post the placeholder",
+            channel=q.channel,
+            thread_ts=q.reply_thread,
+            text=WORKING,
+        )
+        return resp.get("ts") if resp is not None else None
+
+    def history(self, q: Question) -> list[dict]:
+        """The thread's latest turns before this question. conversations.replies pages oldest
+        first, so it is read to the end (bounded) and the newest messages are kept."""
+        if not q.history_thread:
+            return []
+        latest: deque[dict] = deque(maxlen=50)
+        cursor = None
+        try:
+            for _ in range(HISTORY_PAGES):
+                resp = q.client.conversations_replies(
+                    channel=q.channel, ts=q.history_thread, limit=200, cursor=cursor
+                )
+                latest.extend(resp.get("messages", []))
+                cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+                if not cursor:
+                    break
+        except SLACK_FAILURES:  # without history the question is still answered as asked
+            log.warning("could not read thread %s/%s", q.channel, q.history_thread, exc_info=True)
+        return history_from(list(latest), q.ts, self.bot_user)
+
+    # -- delivery --------------------------------------------------------------------------------
+
+    def deliver(self, q: Question, placeholder: str | None, ans) -> None:
+        """The answer, however Slack lets it through: the placeholder updated, else new messages
+        with blocks, else plain text pieces, else an apology."""
+        messages = answer_messages(ans, ans.audit_id)
+        text = fallback_text(ans)
+        if placeholder and self._update(q, placeholder, text, messages[0]):
+            if self._post_all(q, [("(continued)", b) for b in messages[1:]]):
+                return
+        elif self._post_all(
+            q, [(text if i == 0 else "(continued)", b) for i, b in enumerate(messages)]
+        ):
+            self._drop(q, placeholder)
+            return
+        if self._post_all(q, [(piece, None) for piece in plain_pieces(ans)]):
+            self._drop(q, placeholder)
+            return
+        self.deliver_text(q, placeholder, UNDELIVERED)
+
+    def deliver_text(self, q: Question, placeholder: str | None, text: str) -> None:
+        if placeholder and self._update(q, placeholder, text, None):
+            return
+        if not self._post_all(q, [(text, None)]):
+            log.error(
+                "could not tell %s in %s anything: Slack refused every message", q.user, q.channel
+            )
+            if q.assistant:  # at least don't leave "is looking…" on forever
+                self._call(
+                    q.client.assistant_threads_setStatus,
+                    q,
+                    "clear the status",
+                    channel_id=q.channel,
+                    thread_ts=q.reply_thread,
+                    status="",
+                )
+
+    def _update(self, q: Question, ts: str, text: str, blocks: list | None) -> bool:
+        return (
+            self._call(
+                q.client.chat_update,
+                q,
+                "update the placeholder",
+                channel=q.channel,
+                ts=ts,
+                text=text,
+                blocks=blocks or [],
+            )
+            is not None
+        )
+
+    def _post_all(self, q: Question, messages: list[tuple[str, list | None]]) -> bool:
+        for text, blocks in messages:
+            extra = {"blocks": blocks} if blocks else {}
+            resp = self._call(
+                q.client.chat_postMessage,
+                q,
+                "post the answer",
+                channel=q.channel,
+                thread_ts=q.reply_thread,
+                text=text,
+                **extra,
+            )
+            if resp is None:
+                return False
+        return True
+
+    def _drop(self, q: Question, placeholder: str | None) -> None:
+        """The answer went out as a new message: remove the placeholder left above it."""
+        if placeholder:
+            self._call(
+                q.client.chat_delete, q, "delete the placeholder", channel=q.channel, ts=placeholder
+            )
+
+    def _post(self, q: Question, text: str) -> None:
+        self._call(
+            q.client.chat_postMessage,
+            q,
+            "post a note",
+            channel=q.channel,
+            thread_ts=q.reply_thread,
+            text=text,
+        )
+
+    @staticmethod
+    def _call(method, q: Question, what: str, **kwargs):
+        """A Web API call (the client retries 429, 5xx and connection errors); its response, or
+        None when Slack still refused it."""
+        try:
+            return method(**kwargs)
+        except SLACK_FAILURES as e:
+            log.warning("could not %s in %s: %s", what, q.channel, e)
+            return None
