@@ -7,6 +7,8 @@ import json
 import sqlite3
 import sys
 
+from router.citations import label
+
 from .settings import Settings
 from .wiring import make_embedder, make_engine, make_pipeline
 
@@ -123,7 +125,7 @@ def cmd_search(args, settings: Settings) -> int:
     for i, h in enumerate(decision.hits, 1):
         c = h.chunk
         print(
-            f"{i:>2}. {h.score:.3f}  {c['doc']} › {' › '.join(c['heading_path']) or c['title']}"
+            f"{i:>2}. {h.score:.3f}  {c['doc']} · {label(c['title'], c['heading_path'])}"
             f"  [{c['intent']}]"
         )
         print(
@@ -186,10 +188,11 @@ def cmd_eval(args, settings: Settings) -> int:
 
 
 def format_answer(ans) -> str:
-    lines = [ans.text, ""]
+    lines = [f"⚠ {ans.caveat}", ""] if ans.caveat else []
+    lines += [ans.text, ""]
     if ans.sources:
         lines.append("Sources:")
-        lines += [f"  [{s.n}] {s.title} › {s.section} — {s.url}" for s in ans.sources]
+        lines += [f"  [{s.n}] {s.label} — {s.url}" for s in ans.sources]
     intent = ans.intents[0] if ans.intents else "none"
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
@@ -216,7 +219,7 @@ def cmd_ask(args, settings: Settings) -> int:
     if args.show_context:
         print("Retrieved:")
         for i, h in enumerate(ans.hits, 1):
-            print(f"  {i:>2}. {h['score']:.3f} {h['doc']} › {' › '.join(h['heading_path'])}")
+            print(f"  {i:>2}. {h['score']:.3f} {h['doc']} · {label(h['title'], h['heading_path'])}")
         print("Passages:")
         for p in ans.passages:
             print(f"  [{p.chunk_id}] {' '.join(p.text.split())[:160]}")

@@ -63,6 +63,9 @@ class Settings:
         "FIELDGUIDE_TIMEOUT", 30.0, "seconds before a Claude/Voyage call gives up"
     )
     max_retries: int = _setting("FIELDGUIDE_MAX_RETRIES", 2, "SDK retries on 429/529/timeouts")
+    deadline: float = _setting(
+        "FIELDGUIDE_DEADLINE", 45.0, "seconds for one question's Claude steps, all together"
+    )
     chunk_chars: int = _setting("FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters")
     bm25_weight: float = _setting("FIELDGUIDE_BM25_WEIGHT", 0.4, "BM25 share of the fused score")
     fusion: str = _setting("FIELDGUIDE_FUSION", "weighted", "weighted | rrf")

@@ -70,7 +70,7 @@ def _label(text: str) -> str:
 def sources_markdown(sources) -> str:
     lines = []
     for s in sources:
-        label = _label(f"{s.title} › {s.section}")
+        label = _label(s.label)
         url = safe_url(s.url)
         lines.append(f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}")
     return "**Sources**\n" + "\n".join(lines) if lines else ""
@@ -149,11 +149,20 @@ def parse_feedback(action: dict) -> tuple[int, str] | None:
     return None
 
 
-def footer_blocks(ans, answer_id: int | None, with_sources: bool = True) -> list[dict]:
+def caveat_markdown(ans) -> str:
+    """The one line that says why an answer is partial, if it is."""
+    return f"_⚠ {escape(ans.caveat)}_" if getattr(ans, "caveat", "") else ""
+
+
+def footer_blocks(
+    ans, answer_id: int | None, with_sources: bool = True, with_caveat: bool = False
+) -> list[dict]:
     """What closes an answer: its sources (when not already in the text), the decision line and
-    the feedback buttons."""
+    the feedback buttons; the caveat first when asked (a streamed answer's text is already out)."""
     blocks = []
     sources = sources_markdown(ans.sources) if with_sources else ""
+    if with_caveat and caveat_markdown(ans):
+        sources = caveat_markdown(ans) + ("\n\n" + sources if sources else "")
     for piece in split_text(sources, MARKDOWN_LIMIT):
         blocks.append(markdown_block(piece))
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context_line(ans)}]})
@@ -166,6 +175,8 @@ def answer_messages(ans, answer_id: int | None) -> list[list[dict]]:
     """The answer as one message's blocks when its text and sources fit one markdown block, else
     as several messages, the last one closed by the sources, decision and feedback."""
     text = safe_markdown(ans.text)
+    if caveat := caveat_markdown(ans):
+        text = f"{caveat}\n\n{text}"
     sources = sources_markdown(ans.sources)
     whole = text + ("\n\n" + sources if sources else "")
     if len(whole) <= MARKDOWN_LIMIT:
@@ -173,6 +184,50 @@ def answer_messages(ans, answer_id: int | None) -> list[list[dict]]:
     messages = [[markdown_block(p)] for p in split_text(text, MARKDOWN_LIMIT)]
     messages.append(footer_blocks(ans, answer_id))
     return messages
+
+
+class StreamSanitizer:
+    """Streamed model text made safe piece by piece: escaped like `safe_markdown`, and whatever
+    could still become a Markdown link (from an open `[` on) held back until it is resolved, since
+    a link's pieces arrive in separate deltas."""
+
+    _OPEN = re.compile(r"!?\[[^\]\n]*(\](\([^)\n]*)?)?")
+    HOLD_LIMIT = 400  # a longer run from `[` is not a link label and URL any more
+
+    def __init__(self):
+        self.held = ""
+        self.raw = ""  # everything fed, as the model wrote it
+
+    def feed(self, delta: str) -> str:
+        self.raw += delta
+        text = self.held + delta
+        start = text.rfind("[")
+        if start > 0 and text[start - 1] == "!":
+            start -= 1
+        if (
+            start >= 0
+            and len(text) - start <= self.HOLD_LIMIT
+            and self._OPEN.fullmatch(text, start)
+        ):
+            text, self.held = text[:start], text[start:]
+        else:
+            self.held = ""
+        return safe_markdown(text) if text else ""
+
+    def flush(self) -> str:
+        text, self.held = self.held, ""
+        return safe_markdown(text) if text else ""
+
+
+def same_words(streamed: str, final: str) -> bool:
+    """Does the final, checked answer say what was streamed (apart from the [n] markers it adds
+    and the links it drops)?"""
+
+    def words(text: str) -> str:
+        text = _LINK.sub(lambda m: m.group(1), text)
+        return " ".join(re.sub(r"\[\d+\]", " ", text).split())
+
+    return words(streamed) == words(final)
 
 
 def fallback_text(ans, limit: int = TEXT_LIMIT) -> str:
@@ -188,5 +243,5 @@ def plain_pieces(ans, limit: int = TEXT_LIMIT) -> list[str]:
     lines = [safe_markdown(ans.text), ""] if ans.text else []
     for s in ans.sources:
         url = safe_url(s.url)
-        lines.append(escape(f"[{s.n}] {s.title} › {s.section}" + (f" {url}" if url else "")))
+        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "")))
     return split_text("\n".join(lines), limit)

@@ -70,4 +70,5 @@ def make_pipeline(settings: Settings, db: str | None = None):
         models,
         settings.docs_base_url,
         state=make_state(settings, db),
+        deadline=settings.deadline,
     )

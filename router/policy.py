@@ -104,7 +104,10 @@ class Router:
             )
         return chosen, "unsure"
 
-    def route(self, question: str, query_vec: np.ndarray | None, k: int = 10) -> RouteDecision:
+    def route(
+        self, question: str, query_vec: np.ndarray | None, k: int = 10, claude=None
+    ) -> RouteDecision:
+        """`claude`: the question's router.claude.Claude (deadline, earlier failures), if any."""
         search = lambda intents, n: self.searcher.search(  # noqa: E731
             question,
             query_vec,
@@ -114,7 +117,9 @@ class Router:
             bm25_weight=self.bm25_weight,
         )
         everything = search(None, max(k, VOTERS))
-        result = self.classifier.classify(question, query_vec, everything)
+        # only a Claude classifier takes the question's Claude (other classifiers need not know it)
+        extra = {"claude": claude} if claude is not None else {}
+        result = self.classifier.classify(question, query_vec, everything, **extra)
         everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
         decision = RouteDecision(
