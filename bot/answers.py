@@ -22,7 +22,15 @@ from slack_sdk.errors import SlackClientError
 
 from router.pipeline import Pipeline, QuestionError
 
-from .slack_format import answer_messages, escape, fallback_text, plain_pieces
+from .slack_format import (
+    StreamSanitizer,
+    answer_messages,
+    escape,
+    fallback_text,
+    footer_blocks,
+    plain_pieces,
+    same_words,
+)
 from .slack_rules import BUSY, WORKING, history_from, thread_title
 
 log = logging.getLogger(__name__)
@@ -41,6 +49,7 @@ LOADING_MESSAGES = [
 # what a Web API call raises once the client's retries are spent: Slack's refusals and the network
 SLACK_FAILURES = (SlackClientError, OSError)
 HISTORY_PAGES = 20  # conversations.replies pages read at most (200 messages each)
+STREAM_BUFFER = 80  # characters gathered before each chat.appendStream (~0.3 s of Claude's text)
 
 
 @dataclass
@@ -132,16 +141,26 @@ class Answerer:
             "thread_ts": q.reply_thread or q.ts,
             "message_ts": placeholder,
         }
+        stream = Stream(self, q, placeholder) if self.streams(q) else None
         try:
-            ans = self.pipeline.answer(q.text, history, context)
+            ans = self.pipeline.answer(
+                q.text, history, context, on_text=stream.append if stream else None
+            )
         except QuestionError as e:
-            self.deliver_text(q, placeholder, escape(str(e)))
+            self.deliver_text(q, stream.close() if stream else placeholder, escape(str(e)))
             return
         except Exception:  # the user gets a short message, the log gets the traceback
             log.exception("answer failed")
-            self.deliver_text(q, placeholder, SORRY)
+            self.deliver_text(q, stream.close() if stream else placeholder, SORRY)
             return
-        self.deliver(q, placeholder, ans)
+        if stream is not None and stream.finish(ans):
+            return
+        self.deliver(q, stream.close() if stream else placeholder, ans)
+
+    def streams(self, q: Question) -> bool:
+        """Claude's answers are streamed into a thread; offline answers (written at once) and
+        answers straight into a DM (the stream API replies in threads only) are posted whole."""
+        return self.pipeline.client is not None and q.reply_thread is not None
 
     def _show_work(self, q: Question) -> str | None:
         """The first sign of work: the assistant panel's status (a reply would clear it), else a
@@ -280,3 +299,78 @@ class Answerer:
         except SLACK_FAILURES as e:
             log.warning("could not %s in %s: %s", what, q.channel, e)
             return None
+
+
+class Stream:
+    """One answer streamed into Slack (chat.startStream / appendStream / stopStream through
+    slack_sdk's ChatStream), for the user who asked. Any Slack failure ends the streaming; the
+    answer is then delivered whole, replacing what was streamed."""
+
+    def __init__(self, answerer: Answerer, q: Question, placeholder: str | None):
+        self.answerer, self.q, self.placeholder = answerer, q, placeholder
+        self.clean = StreamSanitizer()
+        self.broken = False
+        self.streamer = q.client.chat_stream(
+            channel=q.channel,
+            thread_ts=q.reply_thread or q.ts,
+            recipient_team_id=q.team or None,
+            recipient_user_id=q.user or None,
+            buffer_size=STREAM_BUFFER,
+        )
+
+    @property
+    def ts(self) -> str | None:
+        return self.streamer.ts
+
+    def append(self, delta: str) -> None:
+        """The pipeline's on_text: escaped, links held until resolved, then appended."""
+        text = self.clean.feed(delta)
+        if self.broken or not text:
+            return
+        started = self.ts is not None
+        try:
+            self.streamer.append(markdown_text=text)
+        except SLACK_FAILURES as e:
+            log.warning(
+                "streaming into %s failed, the answer will be posted whole: %s", self.q.channel, e
+            )
+            self.broken = True
+            return
+        if not started and self.ts is not None:
+            # the stream is the sign of work now: the placeholder above it goes
+            self.answerer._drop(self.q, self.placeholder)
+            self.placeholder = None
+
+    def finish(self, ans) -> bool:
+        """Stop the stream with the sources, decision and feedback; True when what was streamed
+        is the answer (else the caller delivers it whole over the streamed message)."""
+        if self.broken or not self.clean.raw:
+            return False
+        if not same_words(self.clean.raw, ans.text):
+            log.info("the checked answer differs from what was streamed: replacing it")
+            return False
+        try:
+            self.streamer.stop(
+                markdown_text=self.clean.flush() or None,
+                blocks=footer_blocks(ans, ans.audit_id, with_caveat=True),
+            )
+        except SLACK_FAILURES as e:
+            log.warning("could not stop the stream in %s: %s", self.q.channel, e)
+            self.broken = True
+            return False
+        self.answerer._drop(self.q, self.placeholder)  # a short answer starts at the stop
+        self.placeholder = None
+        return True
+
+    def close(self) -> str | None:
+        """End the stream without an answer; the message to replace with what comes instead
+        (the streamed one, else the placeholder)."""
+        if self.ts is None:
+            return self.placeholder
+        if not self.broken:
+            try:
+                self.streamer.stop(markdown_text=self.clean.flush() or None)
+            except SLACK_FAILURES as e:
+                log.warning("could not stop the stream in %s: %s", self.q.channel, e)
+        self.answerer._drop(self.q, self.placeholder)
+        return self.ts

@@ -311,18 +311,22 @@ def test_acks_feedback_and_commands_do_not_wait_behind_answers(make_harness, tra
     try:
         h = make_harness(transport, client, answer_workers=1, answer_queue=1)
         # the first question takes the only worker, the second waits, the third is turned away
-        for i in range(3):
-            h.event(mention("How do I rotate an API key?", ts=f"1700000100.00010{i}"), f"EvB{i}")
+        h.event(mention("How do I rotate an API key?", ts="1700000100.000100"), "EvB0")
         wait(lambda: server.calls("/v1/messages"))
+        for i in (1, 2):
+            h.event(mention("How do I rotate an API key?", ts=f"1700000100.00010{i}"), f"EvB{i}")
         wait(lambda: len(h.mock.posts()) >= 3)
         notes = [p["text"] for p in h.mock.posts()]
         assert BUSY in notes and any("Too many questions" in n for n in notes)
-        t = time.monotonic()
-        acked, _ = h.click("U2", "helpful:1")
-        _, body = h.command("UADMIN", "status")
-        acked_event, _ = h.event(dm("anything", ts="1700000200.000100"), "EvB9")
-        assert acked and acked_event and "Last run" in body
-        assert time.monotonic() - t < 3
+        for send in (
+            lambda: h.click("U2", "helpful:1"),
+            lambda: h.command("UADMIN", "status"),
+            lambda: h.event(dm("anything", ts="1700000200.000100"), "EvB9"),
+        ):
+            t = time.monotonic()
+            acked, body = send()
+            assert acked and time.monotonic() - t < 3
+        assert "Last run" in h.command("UADMIN", "status")[1]
         wait(lambda: h.pipeline.state.db.execute("SELECT 1 FROM feedback").fetchone())
     finally:
         release.set()
@@ -439,3 +443,69 @@ def test_bad_signature_and_unsigned_junk_get_401(http):
 def test_bodies_over_a_megabyte_get_413(http):
     status, _ = http.send_http(b"x" * (1024 * 1024 + 1), "application/json")
     assert status == 413
+
+
+# -- streamed answers with Claude --------------------------------------------------------------
+
+
+def claude_stub(**kwargs):
+    from tests.stubs import FakeClaude
+
+    server = StubServer()
+    server.route("/v1/messages", FakeClaude(**kwargs))
+    client = anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=0, timeout=10)
+    return server, client
+
+
+LONG_REPLY = [
+    ("Check the header [see docs](https://evil.example) <!channel>.", [(0, 0, 1)]),
+    " " + " ".join(f"word{i}" for i in range(60)) + ".",
+]
+
+
+@pytest.mark.parametrize("transport", ["http", "socket"])
+def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(make_harness, transport):
+    server, client = claude_stub(answer=LONG_REPLY, words_per_second=400)
+    try:
+        h = make_harness(transport, client)
+        h.event(mention("How do I verify the signature of a webhook?"), "EvS1")
+        [answer] = answer_in(h.mock, "C1")
+        assert answer["state"] == "stopped" and answer["thread_ts"] == "1700000000.000100"
+        starts = h.mock.calls("/api/chat.startStream")
+        assert len(starts) == 1 and len(h.mock.calls("/api/chat.appendStream")) >= 2
+        assert starts[0].json["recipient_team_id"] == "T1"
+        assert starts[0].json["recipient_user_id"] == "U1"
+        assert answer["text"].startswith("Check the header see docs &lt;!channel&gt;.")
+        assert "word59." in answer["text"] and "evil" not in json.dumps(answer)
+        types = [b["type"] for b in answer["blocks"]]
+        assert types == ["markdown", "context", "context_actions"]
+        assert "**Sources**" in answer["blocks"][0]["text"]
+        # the placeholder went when the stream began; nothing else was posted
+        assert all(m["text"] != WORKING for m in h.mock.messages.values())
+        assert h.mock.updates() == []
+    finally:
+        server.close()
+
+
+def test_a_refused_stream_still_delivers_the_whole_answer(make_harness):
+    server, client = claude_stub(answer=LONG_REPLY)
+    try:
+        h = make_harness("http", client)
+        h.mock.fail("chat.startStream", slack_error("not_allowed"))
+        h.event(mention("How do I verify the signature of a webhook?"), "EvS2")
+        [answer] = answer_in(h.mock, "C1")
+        assert "state" not in answer and "Check the header see docs" in markdown_of(answer)
+        assert "[1]" in markdown_of(answer)
+    finally:
+        server.close()
+
+
+def test_claude_answers_in_a_plain_dm_are_posted_whole(make_harness):
+    server, client = claude_stub(answer=LONG_REPLY)
+    try:
+        h = make_harness("http", client)
+        h.event(dm("How do I verify the signature of a webhook?"), "EvS3")
+        [answer] = answer_in(h.mock, "D1")
+        assert "state" not in answer and h.mock.calls("/api/chat.startStream") == []
+    finally:
+        server.close()
