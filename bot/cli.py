@@ -309,7 +309,7 @@ def cmd_doctor(args, settings: Settings | None) -> int:
 def cmd_serve(args, settings: Settings) -> int:
     import logging
 
-    from .slack_app import build_app, make_wsgi
+    from .slack_app import MAX_BODY_BYTES, SlackStartupError, build_app, make_wsgi
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -334,7 +334,11 @@ def cmd_serve(args, settings: Settings) -> int:
     pipeline = make_pipeline(settings, args.db)
     pipeline.engine.loaded()  # load the index and the model now, not on the first question
     pipeline.engine.embed_query("warm up")
-    app = build_app(settings, pipeline)
+    try:
+        app = build_app(settings, pipeline)
+    except SlackStartupError as e:
+        print(f"fieldguide: {e}", file=sys.stderr)
+        return 1
     if args.http:
         import waitress
 
@@ -342,7 +346,13 @@ def cmd_serve(args, settings: Settings) -> int:
             f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events",
             file=sys.stderr,
         )
-        waitress.serve(make_wsgi(app), host=args.host, port=args.http, threads=8)
+        waitress.serve(
+            make_wsgi(app, settings.slack_signing_secret),
+            host=args.host,
+            port=args.http,
+            threads=8,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 

@@ -171,6 +171,22 @@ class Settings:
         between(0, 36_500),
     )
 
+    answer_workers: int = _setting(
+        "FIELDGUIDE_ANSWER_WORKERS", 4, "questions answered at the same time", between(1, 64)
+    )
+    answer_queue: int = _setting(
+        "FIELDGUIDE_ANSWER_QUEUE",
+        20,
+        "questions waiting beyond that; more are turned away",
+        between(0, 10_000),
+    )
+    slack_startup_seconds: float = _setting(
+        "FIELDGUIDE_SLACK_STARTUP_SECONDS",
+        60.0,
+        "how long start-up retries reaching Slack",
+        positive_at_most(3600),
+    )
+
     def __post_init__(self) -> None:
         """Every value checked here, whichever way the Settings was made; all problems at once."""
         problems = []

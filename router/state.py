@@ -40,7 +40,10 @@ CREATE INDEX IF NOT EXISTS answers_created ON answers(created);
 CREATE INDEX IF NOT EXISTS answers_thread ON answers(channel, thread_ts);
 CREATE TABLE IF NOT EXISTS feedback (
     answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
+CREATE TABLE IF NOT EXISTS slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS slack_events_claimed ON slack_events(claimed);
 """
+EVENT_TTL = 3600.0  # seconds a claimed Slack event stays claimed (Slack retries within minutes)
 
 
 class State(Protocol):
@@ -186,21 +189,24 @@ def list_answers(
 
 
 class SqliteState:
-    """The embedded default: audit tables in the index file; de-duplication, rate limits and the
-    reindex lock held by this process.
+    """The embedded default: audit tables and claimed Slack events in the index file; rate limits
+    and the reindex lock held by this process.
 
     Answers older than `retention_days` (0 = keep forever) are pruned as answers are written, at
     most once an hour. When the index cannot be written (a read-only file or folder, a full disk)
-    answers are still given: the audit write fails soft, with one warning per process."""
+    answers are still given: the audit write fails soft, with one warning per process, and claimed
+    events are kept in this process's memory instead."""
 
-    def __init__(self, db: sqlite_utils.Database, seen_size: int = 5000, retention_days: int = 90):
+    def __init__(
+        self, db: sqlite_utils.Database, event_ttl: float = EVENT_TTL, retention_days: int = 90
+    ):
         self.db = db
+        self.event_ttl = event_ttl
         self.retention_days = retention_days
         self._last_prune: float | None = None
         self._warned = False
         self._audit_failed(lambda: ensure_tables(db))
-        self._seen: dict[str, None] = {}
-        self._seen_size = seen_size
+        self._seen: dict[str, float] = {}  # claims kept here only when the index can't be written
         self._times: dict[str, deque] = {}
         self._lock = threading.Lock()
         self._reindex = threading.Lock()
@@ -250,14 +256,36 @@ class SqliteState:
         return row is not None
 
     def claim_event(self, *keys: str) -> bool:
+        keys = tuple(k for k in keys if k)
+        now = time.time()
+        try:
+            return self._claim_in_db(keys, now)
+        except sqlite3.DatabaseError as e:
+            if not self._warned:
+                self._warned = True
+                log.warning("claimed events kept in memory: the index cannot be written (%s)", e)
         with self._lock:
-            if any(k in self._seen for k in keys if k):
+            self._seen = {k: t for k, t in self._seen.items() if t >= now - self.event_ttl}
+            if any(k in self._seen for k in keys):
                 return False
-            for k in keys:
-                if k:
-                    self._seen[k] = None
-            while len(self._seen) > self._seen_size:
-                del self._seen[next(iter(self._seen))]
+            self._seen.update(dict.fromkeys(keys, now))
+            return True
+
+    def _claim_in_db(self, keys: tuple[str, ...], now: float) -> bool:
+        with _write_lock, self.db.atomic():
+            # expired claims go first, so the table holds about an hour of events
+            self.db.execute("DELETE FROM slack_events WHERE claimed < ?", [now - self.event_ttl])
+            marks = ",".join("?" * len(keys))
+            if (
+                keys
+                and self.db.execute(
+                    f"SELECT 1 FROM slack_events WHERE key IN ({marks}) LIMIT 1", list(keys)
+                ).fetchone()
+            ):
+                return False
+            self.db.conn.executemany(
+                "INSERT INTO slack_events (key, claimed) VALUES (?, ?)", [(k, now) for k in keys]
+            )
             return True
 
     def allow_question(self, user: str, per_minute: int) -> bool:

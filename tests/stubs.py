@@ -446,36 +446,231 @@ OVERLOADED = (
 
 
 BOT = "UBOT"
+TEAM = "T1"
+
+
+def slack_error(error: str) -> tuple:
+    """What the Web API answers a call it refuses: HTTP 200 with ok:false."""
+    return 200, {"ok": False, "error": error}
+
+
+# Slack's 429: Retry-After in whole seconds (0 here, so tests don't wait; Slack says 1 or more)
+RATELIMITED = (429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "0"})
+SERVER_ERROR = (500, b"<html>Internal Server Error</html>")
+RESPONSE_URL_POSTS = 5  # per response_url, in 30 minutes
+
+
+def _blocks(value) -> list:
+    if not value:
+        return []
+    return json.loads(value) if isinstance(value, str) else list(value)
+
+
+def _block_error(blocks: list) -> str | None:
+    """Block Kit's limits as the Web API enforces them (invalid_blocks)."""
+    if len(blocks) > 50:
+        return "invalid_blocks"
+    markdown = sum(len(b.get("text", "")) for b in blocks if b.get("type") == "markdown")
+    if markdown > 12_000:
+        return "invalid_blocks"
+    for b in blocks:
+        if b.get("type") == "section" and len(b.get("text", {}).get("text", "")) > 3000:
+            return "invalid_blocks"
+    return None
 
 
 class SlackMock(StubServer):
-    """Answers the Web API methods the bot uses and records every call."""
+    """The Web API methods the bot uses, checked and failing as Slack does, recording every call.
+
+    `fail(method, *results)` makes the next calls of a method answer with those results (e.g.
+    `slack_error("msg_too_long")`, RATELIMITED, SERVER_ERROR) before it answers normally again."""
 
     def __init__(self):
         super().__init__()
         self.ts = itertools.count(1)
         self.thread_messages: list[dict] = []
+        self.replies_page = 1000  # most messages conversations.replies returns per page
+        self.messages: dict[str, dict] = {}  # ts -> {"channel", "text", "blocks"} as they stand
+        self.streams: dict[str, dict] = {}  # ts -> {"channel", "text", "state", "blocks"}
+        self.faults: dict[str, list] = {}
+        self.socket_url = ""  # set by a SocketModeServer: apps.connections.open returns it
+        self.respond_posts: dict[str, int] = {}
+        self.refuse_blocks = ""  # an error for every message with blocks (e.g. invalid_blocks)
 
-        def ok(extra):
-            return lambda req: (200, {"ok": True, **extra(req)})
+        def method(name, handler):
+            def serve(req: Request):
+                with self.lock:
+                    queued = self.faults.get(name)
+                    fault = queued.pop(0) if queued else None
+                if fault is not None:
+                    return fault
+                result = handler(req.form or {})
+                return result if isinstance(result, tuple) else (200, {"ok": True, **result})
 
-        self.route(
-            "/api/auth.test", ok(lambda r: {"user_id": BOT, "bot_id": "BBOT", "team_id": "T1"})
-        )
-        self.route(
-            "/api/chat.postMessage",
-            ok(lambda r: {"ts": f"1800000000.{next(self.ts):06d}", "channel": r.form["channel"]}),
-        )
-        self.route(
-            "/api/chat.update", ok(lambda r: {"ts": r.form["ts"], "channel": r.form["channel"]})
-        )
-        self.route(
-            "/api/conversations.replies",
-            ok(lambda r: {"messages": self.thread_messages, "has_more": False}),
-        )
-        self.route("/respond", (200, {"ok": True}))
-        for method in ("assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts"):
-            self.route(f"/api/{method}", (200, {"ok": True}))
+            self.route(f"/api/{name}", serve)
+
+        method("auth.test", lambda f: {"user_id": BOT, "bot_id": "BBOT", "team_id": TEAM})
+        method("chat.postMessage", self._post)
+        method("chat.update", self._update)
+        method("chat.delete", self._delete)
+        method("chat.postEphemeral", self._ephemeral)
+        method("chat.startStream", self._start_stream)
+        method("chat.appendStream", self._append_stream)
+        method("chat.stopStream", self._stop_stream)
+        method("conversations.replies", self._replies)
+        method("apps.connections.open", self._connections_open)
+        for name in (
+            "assistant.threads.setStatus",
+            "assistant.threads.setSuggestedPrompts",
+            "assistant.threads.setTitle",
+        ):
+            method(
+                name,
+                lambda f: (
+                    {}
+                    if f.get("channel_id") and f.get("thread_ts")
+                    else slack_error("invalid_arguments")
+                ),
+            )
+        self.route("/respond", self._respond)
+
+    def fail(self, method: str, *results) -> None:
+        with self.lock:
+            self.faults.setdefault(method, []).extend(results)
+
+    def _new_ts(self) -> str:
+        return f"1800000000.{next(self.ts):06d}"
+
+    def _message_error(self, f: dict) -> str | None:
+        if not f.get("channel"):
+            return "channel_not_found"
+        blocks = _blocks(f.get("blocks"))
+        if not f.get("text") and not blocks:
+            return "no_text"
+        if len(f.get("text") or "") > 40_000:
+            return "msg_too_long"
+        if blocks and self.refuse_blocks:
+            return self.refuse_blocks
+        return _block_error(blocks)
+
+    def _post(self, f: dict):
+        if error := self._message_error(f):
+            return slack_error(error)
+        ts = self._new_ts()
+        with self.lock:
+            self.messages[ts] = {
+                "channel": f["channel"],
+                "text": f.get("text"),
+                "blocks": _blocks(f.get("blocks")),
+                "thread_ts": f.get("thread_ts"),
+            }
+        return {"ts": ts, "channel": f["channel"]}
+
+    def _update(self, f: dict):
+        if error := self._message_error(f):
+            return slack_error(error)
+        with self.lock:
+            if f.get("ts") not in self.messages:
+                return slack_error("message_not_found")
+            self.messages[f["ts"]].update(text=f.get("text"), blocks=_blocks(f.get("blocks")))
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _delete(self, f: dict):
+        with self.lock:
+            if self.messages.pop(f.get("ts", ""), None) is None:
+                return slack_error("message_not_found")
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _ephemeral(self, f: dict):
+        if not f.get("user"):
+            return slack_error("user_not_in_channel")
+        if error := self._message_error(f):
+            return slack_error(error)
+        return {"message_ts": self._new_ts()}
+
+    @staticmethod
+    def _chunk_text(f: dict) -> str:
+        text = f.get("markdown_text") or ""
+        for c in f.get("chunks") or []:
+            if c.get("type") == "markdown_text":
+                text += c.get("text", "")
+        return text
+
+    def _start_stream(self, f: dict):
+        if not f.get("channel"):
+            return slack_error("channel_not_found")
+        if not f.get("thread_ts"):
+            return slack_error("invalid_arguments")
+        # outside a DM, Slack must be told whom the stream is for
+        if not f["channel"].startswith("D"):
+            if not f.get("recipient_team_id"):
+                return slack_error("missing_recipient_team_id")
+            if not f.get("recipient_user_id"):
+                return slack_error("missing_recipient_user_id")
+        ts = self._new_ts()
+        with self.lock:
+            self.streams[ts] = {
+                "channel": f["channel"],
+                "thread_ts": f["thread_ts"],
+                "text": self._chunk_text(f),
+                "state": "streaming",
+                "blocks": [],
+                "recipient_user_id": f.get("recipient_user_id"),
+            }
+        return {"ts": ts, "channel": f["channel"]}
+
+    def _stream(self, f: dict):
+        stream = self.streams.get(f.get("ts", ""))
+        if stream is None or stream["channel"] != f.get("channel"):
+            return None, slack_error("message_not_found")
+        if stream["state"] != "streaming":
+            return None, slack_error("message_not_in_streaming_state")
+        return stream, None
+
+    def _append_stream(self, f: dict):
+        with self.lock:
+            stream, error = self._stream(f)
+            if error:
+                return error
+            text = self._chunk_text(f)
+            if not text:
+                return slack_error("no_text")
+            stream["text"] += text
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _stop_stream(self, f: dict):
+        blocks = _blocks(f.get("blocks"))
+        if error := _block_error(blocks):
+            return slack_error(error)
+        with self.lock:
+            stream, error = self._stream(f)
+            if error:
+                return error
+            stream["text"] += self._chunk_text(f)
+            stream["state"], stream["blocks"] = "stopped", blocks
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _replies(self, f: dict):
+        """Oldest first, paged by cursor (an offset here), as Slack does."""
+        limit = min(int(f.get("limit") or 1000), self.replies_page)
+        start = int(f.get("cursor") or 0)
+        page = self.thread_messages[start : start + limit]
+        more = start + limit < len(self.thread_messages)
+        meta = {"next_cursor": str(start + limit) if more else ""}
+        return {"messages": page, "has_more": more, "response_metadata": meta}
+
+    def _connections_open(self, f: dict):
+        if not self.socket_url:
+            return slack_error("not_allowed_token_type")
+        return {"url": self.socket_url}
+
+    def _respond(self, req: Request):
+        """A response_url: 5 posts, then Slack answers 404 used_url."""
+        with self.lock:
+            n = self.respond_posts[req.path] = self.respond_posts.get(req.path, 0) + 1
+        if n > RESPONSE_URL_POSTS:
+            return 404, b"used_url"
+        return 200, b"ok"
 
     def posts(self):
         return [r.form for r in self.calls("/api/chat.postMessage")]
@@ -485,6 +680,100 @@ class SlackMock(StubServer):
 
     def responses(self):
         return [r.json for r in self.calls("/respond")]
+
+    def answers(self) -> list[dict]:
+        """The messages and finished streams as they stand, oldest first, without the bot's
+        placeholders and notes: what a user reading the channel sees."""
+        with self.lock:
+            found = [{"ts": ts, **m} for ts, m in self.messages.items()]
+            found += [{"ts": ts, **s} for ts, s in self.streams.items() if s["state"] == "stopped"]
+        return sorted(
+            (m for m in found if m.get("blocks") or m.get("state")), key=lambda m: m["ts"]
+        )
+
+
+class SocketModeServer:
+    """Slack's Socket Mode end: the URL apps.connections.open hands out, `hello` on connect,
+    envelopes the app must ack by envelope_id, and `disconnect` (the client reconnects)."""
+
+    def __init__(self, mock: SlackMock):
+        from websockets.sync.server import serve
+
+        self.mock = mock
+        self.acks: dict[str, dict] = {}
+        self.connections: list = []
+        self.ids = itertools.count(1)
+        self.cond = threading.Condition()
+        self.server = serve(self._session, "127.0.0.1", 0)
+        port = self.server.socket.getsockname()[1]
+        mock.socket_url = f"ws://127.0.0.1:{port}/link/?ticket=t"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _session(self, ws) -> None:
+        with self.cond:
+            self.connections.append(ws)
+            self.cond.notify_all()
+        ws.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": 1,
+                    "debug_info": {"host": "stub"},
+                    "connection_info": {"app_id": "A1"},
+                }
+            )
+        )
+        try:
+            for raw in ws:
+                message = json.loads(raw)
+                if "envelope_id" in message:
+                    with self.cond:
+                        self.acks[message["envelope_id"]] = message
+                        self.cond.notify_all()
+        except Exception:  # noqa: BLE001 - a closed connection ends the session
+            pass
+
+    def _wait(self, predicate, timeout: float, what: str):
+        with self.cond:
+            if not self.cond.wait_for(predicate, timeout):
+                raise AssertionError(f"Socket Mode: timed out waiting for {what}")
+
+    def current(self, timeout: float = 10.0):
+        self._wait(lambda: self.connections, timeout, "a connection")
+        return self.connections[-1]
+
+    def send(
+        self,
+        type_: str,
+        payload: dict,
+        accepts_response_payload: bool = False,
+        retry_attempt: int = 0,
+    ) -> str:
+        envelope_id = f"env-{next(self.ids)}"
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": type_,
+            "payload": payload,
+            "accepts_response_payload": accepts_response_payload,
+            "retry_attempt": retry_attempt,
+            "retry_reason": "",
+        }
+        self.current().send(json.dumps(envelope))
+        return envelope_id
+
+    def ack(self, envelope_id: str, timeout: float = 10.0) -> dict:
+        self._wait(lambda: envelope_id in self.acks, timeout, f"the ack of {envelope_id}")
+        return self.acks[envelope_id]
+
+    def disconnect(self, timeout: float = 10.0) -> None:
+        """Ask the client to reconnect, as Slack does every few hours; returns once it has."""
+        before = len(self.connections)
+        self.current().send(json.dumps({"type": "disconnect", "reason": "refresh_requested"}))
+        self._wait(lambda: len(self.connections) > before, timeout, "the reconnection")
+
+    def close(self) -> None:
+        self.server.shutdown()
 
 
 def signed_request(
