@@ -7,8 +7,10 @@ import json
 import sqlite3
 import sys
 
+from router.citations import label
+
 from .settings import Settings, SettingsError
-from .wiring import make_embedder, make_engine, make_pipeline
+from .wiring import make_anthropic, make_embedder, make_engine, make_pipeline
 
 
 def _print_json(obj) -> None:
@@ -72,7 +74,10 @@ def cmd_index(args, settings: Settings) -> int:
 def cmd_intents(args, settings: Settings) -> int:
     from index.store import load_intents, open_db
 
-    intents = load_intents(open_db(args.db or settings.db, create=False))
+    db = open_db(args.db or settings.db, create=False)
+    intents = load_intents(db)
+    if args.describe:
+        return describe_intents(db, intents, settings)
     if args.json:
         _print_json(intents)
         return 0
@@ -85,6 +90,31 @@ def cmd_intents(args, settings: Settings) -> int:
     print(f"{'intent':<{width}}  docs  chunks  description")
     for i in intents:
         print(f"{i['name']:<{width}}  {i['docs']:>4}  {i['chunks']:>6}  {i['description']}")
+    return 0
+
+
+def describe_intents(db, intents: list[dict], settings: Settings) -> int:
+    """Print an intents.yaml draft: intents that have a description keep theirs; the others get
+    one drafted from their headings, by Claude when a key is set (FIELDGUIDE_ANSWER_MODEL)."""
+    from index.store import load_chunks
+    from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
+
+    headings = intent_headings(load_chunks(db, None)[0])
+    client = make_anthropic(settings)
+    drafts = {}
+    for i in intents:
+        if i["description"]:
+            drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
+        elif client is None:
+            drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
+        else:
+            drafts[i["name"]], note = draft_with_claude(
+                client, settings.answer_model, i["name"], headings.get(i["name"], [])
+            )
+            if note:
+                print(f"fieldguide: {note}", file=sys.stderr)
+    source = "offline, from headings" if client is None else f"with {settings.answer_model}"
+    print(to_yaml(drafts, source), end="")
     return 0
 
 
@@ -127,7 +157,7 @@ def cmd_search(args, settings: Settings) -> int:
     for i, h in enumerate(decision.hits, 1):
         c = h.chunk
         print(
-            f"{i:>2}. {h.score:.3f}  {c['doc']} › {' › '.join(c['heading_path']) or c['title']}"
+            f"{i:>2}. {h.score:.3f}  {c['doc']} · {label(c['title'], c['heading_path'])}"
             f"  [{c['intent']}]"
         )
         print(
@@ -163,7 +193,13 @@ def cmd_eval(args, settings: Settings) -> int:
     )
     engine = make_engine(settings, db)
     loaded = engine.loaded()
-    modes = args.modes or list(ALL_MODES)
+    modes = args.modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
+    if "reranked" in modes and engine.reranker is None:
+        print(
+            "fieldguide: the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)",
+            file=sys.stderr,
+        )
+        return 2
     with tqdm(
         total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None
     ) as bar2:
@@ -181,6 +217,7 @@ def cmd_eval(args, settings: Settings) -> int:
         **result,
         "embedder": embedder.name,
         "router": "claude" if engine.anthropic is not None else "offline",
+        "reranker": engine.reranker.name if engine.reranker else None,
     }
     print(format_table(result))
     if args.json:
@@ -190,10 +227,11 @@ def cmd_eval(args, settings: Settings) -> int:
 
 
 def format_answer(ans) -> str:
-    lines = [ans.text, ""]
+    lines = [f"⚠ {ans.caveat}", ""] if ans.caveat else []
+    lines += [ans.text, ""]
     if ans.sources:
         lines.append("Sources:")
-        lines += [f"  [{s.n}] {s.title} › {s.section} — {s.url}" for s in ans.sources]
+        lines += [f"  [{s.n}] {s.label} — {s.url}" for s in ans.sources]
     intent = ans.intents[0] if ans.intents else "none"
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
@@ -220,7 +258,7 @@ def cmd_ask(args, settings: Settings) -> int:
     if args.show_context:
         print("Retrieved:")
         for i, h in enumerate(ans.hits, 1):
-            print(f"  {i:>2}. {h['score']:.3f} {h['doc']} › {' › '.join(h['heading_path'])}")
+            print(f"  {i:>2}. {h['score']:.3f} {h['doc']} · {label(h['title'], h['heading_path'])}")
         print("Passages:")
         for p in ans.passages:
             print(f"  [{p.chunk_id}] {' '.join(p.text.split())[:160]}")
@@ -355,6 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
         "intents", "List the intents of the index with their doc and chunk counts.", cmd_intents
     )
     sp.add_argument("--json", action="store_true", help="print as JSON")
+    sp.add_argument(
+        "--describe",
+        action="store_true",
+        help="print a draft intents.yaml: descriptions from each intent's headings"
+        " (written by Claude when ANTHROPIC_API_KEY is set)",
+    )
 
     sp = add(
         "search",
@@ -442,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="MODE",
         choices=ALL_MODES,
-        help=f"{' '.join(ALL_MODES)} (default: all)",
+        help=f"{' '.join(ALL_MODES)} (default: all; reranked only with VOYAGE_API_KEY)",
     )
     return p
 

@@ -116,6 +116,15 @@ class Settings:
         "VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1", http_url
     )
     voyage_model: str = _setting("FIELDGUIDE_VOYAGE_MODEL", "voyage-3.5", "Voyage embedding model")
+    rerank_model: str = _setting(
+        "FIELDGUIDE_RERANK_MODEL", "rerank-2.5", "Voyage reranker (with a key); empty = no rerank"
+    )
+    rerank_depth: int = _setting(
+        "FIELDGUIDE_RERANK_DEPTH",
+        40,
+        "how many fused chunks the reranker reorders",
+        between(1, 1000),
+    )
     model_dir: str = _setting(
         "FIELDGUIDE_MODEL_DIR", "", "local ONNX model folder (default: inside the venv)"
     )
@@ -136,6 +145,12 @@ class Settings:
     )
     fusion: str = _setting(
         "FIELDGUIDE_FUSION", "weighted", "weighted | rrf", one_of("weighted", "rrf")
+    )
+    deadline: float = _setting(
+        "FIELDGUIDE_DEADLINE",
+        45.0,
+        "seconds for one question's Claude steps, all together",
+        positive_at_most(600),
     )
     docs_base_url: str = _setting(
         "FIELDGUIDE_DOCS_BASE_URL", "", "link base for docs without a url", http_url

@@ -86,7 +86,7 @@ def answer_blocks(ans, answer_id: int | None) -> list[list[dict]]:
     """The answer as one or more messages' blocks, each message within Block Kit's limits."""
     blocks = [section(p) for p in split_text(to_mrkdwn(ans.text))]
     if ans.sources:
-        lines = [f"{s.n}. {_link(s.url, f'{s.title} › {s.section}')}" for s in ans.sources]
+        lines = [f"{s.n}. {_link(s.url, s.label)}" for s in ans.sources]
         blocks += [section(p) for p in split_text("*Sources*\n" + "\n".join(lines))]
     context = [f"intent: {ans.intents[0] if ans.intents else 'none'}"]
     if ans.offline:

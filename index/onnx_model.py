@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .embedders import Progress, _normalise
+from .embedders import EmbeddingError, Progress, _normalise
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -37,6 +37,12 @@ INT8, FP32, TOKENIZER, MANIFEST = (
 )
 # beside the Python environment that holds the source weights (and torch, which export() needs)
 DEFAULT_DIR = Path(sys.prefix) / "share" / "fieldguide" / "onnx-model"
+NOT_EXPORTED = (
+    "The local embedding model is not prepared in {dir}, and preparing it needs PyTorch. Once, in"
+    " this environment: install PyTorch's CPU build, then `pip install 'fieldguide[export]'` and"
+    " `python -m index.onnx_model`; or set FIELDGUIDE_MODEL_DIR to a folder exported elsewhere, or"
+    " set VOYAGE_API_KEY to embed with Voyage."
+)
 FORMAT = 1  # bump when the export recipe changes, so old exports are rebuilt
 
 
@@ -149,14 +155,17 @@ class OnnxEmbedder:
 
                 path = self.model_dir / self.model_file
                 if not path.is_file() or not (self.model_dir / MANIFEST).is_file():
-                    # `make setup` exports it; a plain `pip install` gets it on first use
-                    # (~10 s, offline)
+                    # `make setup` exports it; elsewhere it is exported on first use (~10 s,
+                    # offline) when the `export` extra (torch, onnx) is installed
                     print(
                         "fieldguide: preparing the local embedding model"
                         f" in {self.model_dir} (once)",
                         file=sys.stderr,
                     )
-                    export(self.model_dir)
+                    try:
+                        export(self.model_dir)
+                    except ImportError as e:
+                        raise EmbeddingError(NOT_EXPORTED.format(dir=self.model_dir)) from e
                 tok = Tokenizer.from_file(str(self.model_dir / TOKENIZER))
                 tok.enable_truncation(max_length=self.max_seq_length)
                 # the file pads to a fixed 128; _run pads each batch to its longest

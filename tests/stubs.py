@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,6 +70,9 @@ class StubServer:
                         else handler
                     )
                 status, body, headers = (*result, {}) if len(result) == 2 else result
+                if not isinstance(body, (bytes, dict, list)):  # an iterator of byte pieces
+                    self._stream(status, body, headers)
+                    return
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 try:
                     self.send_response(status)
@@ -80,6 +84,22 @@ class StubServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _stream(self, status, pieces, headers):
+                """Server-sent events: each piece written as it is produced (HTTP/1.0, so the
+                body ends when the connection closes)."""
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("cache-control", "no-cache")
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    for piece in pieces:
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             do_GET = do_POST = _handle
 
@@ -132,6 +152,39 @@ def voyage_embeddings(dim: int = 8):
     return handler
 
 
+def voyage_rerank(prefer: str = ""):
+    """A Voyage /rerank handler shaped like the real one: `data` sorted by `relevance_score` (in
+    [0, 1]) best first, each with its document's `index`, cut to `top_k`; 400 on a request the API
+    rejects. Relevance is the share of the query's words a document holds, and a document holding
+    `prefer` scores 1 (a test's way to say which chunk the reranker likes)."""
+
+    def handler(req: Request):
+        body = req.json
+        docs, query = body.get("documents"), body.get("query")
+        if not isinstance(query, str) or not query or not body.get("model"):
+            return 400, {"detail": "query and model are required"}
+        if not isinstance(docs, list) or not docs or len(docs) > 1000:
+            return 400, {"detail": "documents must be a list of 1 to 1,000 strings"}
+        words = set(query.lower().split())
+        scores = [
+            1.0
+            if prefer and prefer in d
+            else round(len(words & set(d.lower().split())) / (len(words) + 1), 4)
+            for d in docs
+        ]
+        order = sorted(range(len(docs)), key=lambda i: -scores[i])[: body.get("top_k") or None]
+        data = [{"index": i, "relevance_score": scores[i]} for i in order]
+        tokens = sum(len(d.split()) for d in docs) + len(docs) * len(query.split())
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"total_tokens": tokens},
+        }
+
+    return handler
+
+
 def claude_message(
     *content: dict, stop_reason: str = "end_turn", model: str = "claude-haiku-4-5"
 ) -> dict:
@@ -162,6 +215,227 @@ def text_block(text: str, citations: list | None = None) -> dict:
     if citations is not None:
         block["citations"] = citations
     return block
+
+
+def sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def words(text: str) -> list[str]:
+    """Pieces of text as a model streams them: a word with the space after it."""
+    return re.findall(r"\s*\S+\s*|\s+", text) or [text]
+
+
+Cite = tuple  # (search_result_index, start_block_index, end_block_index)
+
+
+class FakeClaude:
+    """The Messages API as the pipeline meets it, answering as the real API does.
+
+    A request is recognised by what it asks for, never by its prompt text: the `choose_intent` tool
+    (classify), the `record_passages` tool (extract), `search_result` blocks (the answer) and
+    anything else (condense). The answer is `answer`: a list of segments, each a plain string or
+    `(text, [cite, ...])` where a cite is `(search_result_index, start_block_index,
+    end_block_index)`: its `cited_text` is the text of those blocks of that search result joined,
+    as the real API builds it; a dict cite is sent as given (a fabricated one). `stop_reasons` are
+    served to the answer calls in turn (the last one repeats). With `"stream": true` the reply is
+    server-sent events, as the API streams them. Delays: `latency` before a classify / extract /
+    condense reply, `first_token` before the answer's first text, then `words_per_second`.
+    """
+
+    def __init__(
+        self,
+        answer: list | None = None,
+        passages: list | None = None,
+        quote: int = 1,
+        intents: list | None = None,
+        condensed: str = "How do I rotate the webhook signing secret?",
+        stop_reasons: list[str] | None = None,
+        latency: float = 0.0,
+        first_token: float = 0.0,
+        words_per_second: float | None = None,
+    ):
+        self.answer: list[Any] = (
+            answer
+            if answer is not None
+            else [
+                ("Check the header [see docs](https://evil.example).", [(0, 0, 1)]),
+                " That is all.",
+            ]
+        )
+        self.passages = passages  # None: chunk 1's first paragraph (or `quote` sentences of it)
+        self.quote = quote
+        self.intents = intents or [{"intent": "authentication", "confidence": 0.9}]
+        self.condensed = condensed
+        self.stop_reasons = list(stop_reasons or ["end_turn"])
+        self.latency, self.first_token, self.words_per_second = (
+            latency,
+            first_token,
+            words_per_second,
+        )
+        self.seen: list[dict] = []
+        self.lock = threading.Lock()
+
+    def kind(self, body: dict) -> str:
+        tools = [t.get("name") for t in body.get("tools", [])]
+        if "choose_intent" in tools:
+            return "classify"
+        if "record_passages" in tools:
+            return "extract"
+        if self.search_results(body):
+            return "answer"
+        return "condense"
+
+    @staticmethod
+    def search_results(body: dict) -> list[dict]:
+        return [
+            b
+            for m in body.get("messages", [])
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "search_result"
+        ]
+
+    def calls(self, kind: str) -> list[dict]:
+        with self.lock:
+            return [b for b in self.seen if self.kind(b) == kind]
+
+    def __call__(self, req: Request):
+        body = req.json
+        with self.lock:
+            self.seen.append(body)
+        kind = self.kind(body)
+        if kind == "answer":
+            message = self.answer_message(body)
+        else:
+            time.sleep(self.latency)
+            message = getattr(self, kind)(body)
+        if body.get("stream"):
+            return 200, self.events(message, kind, body)
+        if kind == "answer":
+            n = sum(len(words(b.get("text", ""))) for b in message["content"])
+            time.sleep(
+                self.first_token + (n / self.words_per_second if self.words_per_second else 0)
+            )
+        return 200, message
+
+    # -- the replies -------------------------------------------------------------------------------
+
+    def classify(self, body: dict) -> dict:
+        return claude_message(
+            tool_use("choose_intent", {"intents": self.intents}), stop_reason="tool_use"
+        )
+
+    def extract(self, body: dict) -> dict:
+        passages = self.passages
+        if passages is None:
+            content = body["messages"][0]["content"]
+            chunk1 = content.split('<chunk number="1"')[1].split(">\n", 1)[1].split("\n</chunk>")[0]
+            paragraphs = [p for p in chunk1.split("\n\n") if not p.startswith("#")]
+            if self.quote > 1:  # that paragraph's first sentences, each a passage
+                paragraphs = re.split(r"(?<=[.!?])\s+", paragraphs[0])
+            passages = [{"chunk": 1, "text": p} for p in paragraphs[: self.quote]]
+        return claude_message(
+            tool_use("record_passages", {"passages": passages, "nothing_relevant": not passages}),
+            stop_reason="tool_use",
+        )
+
+    def condense(self, body: dict) -> dict:
+        return claude_message(text_block(self.condensed))
+
+    def answer_message(self, body: dict) -> dict:
+        results = self.search_results(body)
+        with self.lock:
+            n = len([b for b in self.seen if self.kind(b) == "answer"])
+        stop = self.stop_reasons[min(n - 1, len(self.stop_reasons) - 1)]
+        blocks = []
+        for segment in self.answer:
+            text, cites = (segment, None) if isinstance(segment, str) else segment
+            citations = None
+            if cites is not None:
+                citations = [
+                    c if isinstance(c, dict) else self.citation(results, *c) for c in cites
+                ]
+            blocks.append(text_block(text, citations))
+        return claude_message(
+            *blocks, stop_reason=stop, model=body.get("model", "claude-sonnet-4-6")
+        )
+
+    @staticmethod
+    def citation(results: list[dict], index: int, start: int, end: int) -> dict:
+        """A search_result_location citation as the API builds it: cited_text is the text of the
+        blocks content[start:end] joined together."""
+        result = results[index]
+        return {
+            "type": "search_result_location",
+            "source": result["source"],
+            "title": result.get("title"),
+            "cited_text": "".join(b["text"] for b in result["content"][start:end]),
+            "search_result_index": index,
+            "start_block_index": start,
+            "end_block_index": end,
+        }
+
+    # -- streaming ---------------------------------------------------------------------------------
+
+    def events(self, message: dict, kind: str, body: dict):
+        """The message as the API streams it: message_start, then per block content_block_start,
+        deltas (citations_delta before the text they cite, text_delta per word, input_json_delta
+        for a tool call), content_block_stop; then message_delta (stop_reason, usage) and
+        message_stop."""
+        citations_on = any(
+            (r.get("citations") or {}).get("enabled") for r in self.search_results(body)
+        )
+        start = dict(message, content=[], stop_reason=None, stop_sequence=None)
+        start["usage"] = dict(message["usage"], output_tokens=1)
+        yield sse("message_start", {"type": "message_start", "message": start})
+        yield sse("ping", {"type": "ping"})
+        first = True
+        for i, block in enumerate(message["content"]):
+            if block["type"] == "text":
+                opening: dict = {"type": "text", "text": ""}
+                if citations_on:
+                    opening["citations"] = []
+            else:
+                opening = dict(block, input={})
+            yield sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": opening},
+            )
+            if block["type"] == "text":
+                for cit in block.get("citations") or []:
+                    yield self.delta(i, {"type": "citations_delta", "citation": cit})
+                for piece in words(block["text"]):
+                    if kind == "answer":
+                        time.sleep(
+                            self.first_token
+                            if first
+                            else (1 / self.words_per_second if self.words_per_second else 0)
+                        )
+                        first = False
+                    yield self.delta(i, {"type": "text_delta", "text": piece})
+            else:
+                raw = json.dumps(block["input"])
+                for j in range(0, len(raw), 20):
+                    yield self.delta(
+                        i, {"type": "input_json_delta", "partial_json": raw[j : j + 20]}
+                    )
+            yield sse("content_block_stop", {"type": "content_block_stop", "index": i})
+        yield sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+        yield sse("message_stop", {"type": "message_stop"})
+
+    @staticmethod
+    def delta(index: int, delta: dict) -> bytes:
+        return sse(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
 
 
 OVERLOADED = (

@@ -79,3 +79,12 @@ def test_local_embedder_is_offline_and_normalised(local_embedder):
     query = local_embedder.embed_query("How do I rotate a key?")
     assert docs.shape == (3, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-5)
     assert int(np.argmax(docs @ query)) == 0
+
+
+def test_a_missing_export_without_torch_is_a_clear_error(tmp_path, monkeypatch):
+    """A plain `pip install` has no torch: an unprepared model says how to prepare it."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    with pytest.raises(EmbeddingError, match=r"fieldguide\[export\]"):
+        OnnxEmbedder(tmp_path / "model").embed_query("hello")
