@@ -137,6 +137,12 @@ class Settings:
     max_retries: int = _setting(
         "FIELDGUIDE_MAX_RETRIES", 2, "SDK retries on 429/529/timeouts", between(0, 10)
     )
+    deadline: float = _setting(
+        "FIELDGUIDE_DEADLINE",
+        45.0,
+        "seconds for one question's Claude steps, all together",
+        positive_at_most(600),
+    )
     chunk_chars: int = _setting(
         "FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters", between(200, 20_000)
     )
@@ -145,12 +151,6 @@ class Settings:
     )
     fusion: str = _setting(
         "FIELDGUIDE_FUSION", "weighted", "weighted | rrf", one_of("weighted", "rrf")
-    )
-    deadline: float = _setting(
-        "FIELDGUIDE_DEADLINE",
-        45.0,
-        "seconds for one question's Claude steps, all together",
-        positive_at_most(600),
     )
     docs_base_url: str = _setting(
         "FIELDGUIDE_DOCS_BASE_URL", "", "link base for docs without a url", http_url
