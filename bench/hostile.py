@@ -1,12 +1,12 @@
 """Peak memory of `fieldguide search` on a 3,200-chunk index whose docs carry a long intent, before
 and after intents became small integer ids (issue 12).
 
-Before: the code this fix was merged onto (main before the merge, REV below), which accepts a
+Before: the code this fix was merged onto (main before the merge: REV below), which accepts a
 100,000-character intent and builds a fixed-width numpy string array of chunks x that length.
 After: this tree, on the same docs with the longest valid intent (64 characters), and on the old
 index itself (it still loads one: the names are validated only when a doc is indexed again).
 
-    python bench/hostile.py [REV]     # REV: the "before" commit of ../main (default 57f47da^1)
+    python bench/hostile.py [REV]     # REV: the "before" commit (default 57f47da^1)
 
 Both index builds use the local model; the second reuses the first's embeddings (same texts).
 """
@@ -22,9 +22,6 @@ from pathlib import Path
 
 from _util import ROOT, WORK, table, write_section
 
-MAIN = (
-    ROOT.parent.parent / "main" if (ROOT.parent.parent / "main").is_dir() else ROOT.parent / "main"
-)
 REV = sys.argv[1] if len(sys.argv) > 1 else "57f47da^1"
 DOCS, SECTIONS = 100, 32  # 3,200 chunks (the issue's figure: 1.4 GB at 3,200 chunks)
 QUESTION = "How is knob 4207 tuned?"
@@ -49,12 +46,12 @@ def write_docs(root: Path, intent: str) -> Path:
 
 
 def checkout(rev: str, dest: Path) -> Path:
-    """The source tree of `rev` in ../main (git archive: no checkout touches that work tree)."""
+    """The source tree of `rev` of this repository (git archive: the work tree is not touched)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     archive = dest.with_suffix(".tar")
-    subprocess.run(["git", "-C", str(MAIN), "archive", "-o", str(archive), rev], check=True)
+    subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), rev], check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="data")
     archive.unlink()
