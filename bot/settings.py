@@ -120,7 +120,10 @@ class Settings:
         "FIELDGUIDE_RERANK_MODEL", "rerank-2.5", "Voyage reranker (with a key); empty = no rerank"
     )
     rerank_depth: int = _setting(
-        "FIELDGUIDE_RERANK_DEPTH", 40, "how many fused chunks the reranker reorders"
+        "FIELDGUIDE_RERANK_DEPTH",
+        40,
+        "how many fused chunks the reranker reorders",
+        between(1, 1000),
     )
     model_dir: str = _setting(
         "FIELDGUIDE_MODEL_DIR", "", "local ONNX model folder (default: inside the venv)"
@@ -194,8 +197,12 @@ class Settings:
             value, check = getattr(self, f.name), f.metadata["check"]
             assert f.default is not MISSING  # every field is made by _setting, with a default
             kind = type(f.default)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)  # Settings(timeout=5) means 5.0
+                object.__setattr__(self, f.name, value)
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                problems.append(f"{f.metadata['env']}={value!r} must be a {kind.__name__}")
+                what = {int: "a whole number", float: "a number"}.get(kind, "text")
+                problems.append(f"{f.metadata['env']}={value!r} must be {what}")
             elif isinstance(value, float) and not math.isfinite(value):
                 problems.append(f"{f.metadata['env']}={value!r} must be a finite number")
             elif check and (why := check(value)):

@@ -13,7 +13,7 @@ MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-# Limits of the front matter and intents.yaml schema (see validate_meta, load_intents_yaml)
+# Limits of the front matter and intents.yaml schema (parse_doc, load_intents_yaml)
 INTENT = re.compile(r"[a-z0-9_-]{1,64}")
 URL = re.compile(r"https?://[^\s<>|\"`{}\\^]+", re.I)
 MAX_TITLE = 200

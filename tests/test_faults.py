@@ -11,6 +11,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from index.embedders import VoyageEmbedder
 from index.indexer import index_folder
 from tests.conftest import ROOT, write_docs
@@ -168,6 +170,11 @@ def test_a_read_only_index_answers_and_is_not_changed(tmp_path, stub):
     db = tmp_path / "i.db"
     env = voyage_index(stub, db, docs)
     db.chmod(0o444)
+    probe = subprocess.run(
+        [sys.executable, "-c", f"open({str(db)!r}, 'ab')"], preexec_fn=_as_plain_user, check=False
+    )
+    if probe.returncode == 0:
+        pytest.skip("this user writes to read-only files (root without a way to drop that)")
     before = index_state(db)
     (docs / "keys.md").write_text("# Keys\n\nAPI keys start with tw_test_.\n")
     run = fieldguide(["index", "docs", "--db", "i.db", "--quiet"], tmp_path, env)
@@ -236,3 +243,15 @@ def test_the_retention_setting_reaches_the_state(monkeypatch, examples_db):
 
     monkeypatch.setenv("FIELDGUIDE_AUDIT_RETENTION_DAYS", "7")
     assert make_state(Settings.load(), examples_db).retention_days == 7
+
+
+def test_intents_lines_are_not_padded_to_a_huge_name(tmp_path, stub, capsys):
+    from bot.cli import main
+
+    db = tmp_path / "i.db"
+    voyage_index(stub, db, write_docs(tmp_path / "docs", DOCS))
+    with sqlite3.connect(db) as conn:  # as an index written before names were checked
+        conn.execute("UPDATE intents SET name = ? WHERE name = 'auth'", ["x" * 100_000])
+    assert main(["intents", "--db", str(db)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in out if "x" * 100 not in line) < 80

@@ -88,3 +88,6 @@ def test_settings_made_in_code_are_checked_too():
     with pytest.raises(SettingsError, match="FIELDGUIDE_CHUNK_CHARS=0"):
         Settings(chunk_chars=0)
     assert Settings(chunk_chars=200).chunk_chars == 200
+    assert Settings(timeout=5).timeout == 5.0
+    with pytest.raises(SettingsError, match="FIELDGUIDE_CHUNK_CHARS='many' must be a whole number"):
+        Settings(chunk_chars="many")  # type: ignore[arg-type]
