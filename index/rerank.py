@@ -45,11 +45,14 @@ class VoyageReranker:
 
         try:
             result = self.client.rerank(question, texts, model=self.model, truncation=True)
+            out: list[float | None] = [None] * len(texts)
+            for r in result.results:
+                out[r.index] = float(r.relevance_score)
         except verr.VoyageError as e:
             raise RerankError(f"{type(e).__name__}") from e
-        out: list[float | None] = [None] * len(texts)
-        for r in result.results:
-            out[r.index] = float(r.relevance_score)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
+            # a response out of shape (the client parses it lazily)
+            raise RerankError(f"unusable answer: {type(e).__name__}") from e
         if any(s is None for s in out):
             raise RerankError("the reranker did not score every chunk")
         return [float(s) for s in out if s is not None]

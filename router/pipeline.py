@@ -145,6 +145,8 @@ class Pipeline:
         with_claude = claude if claude.client is not None else None
         decision = loaded.router.route(ans.condensed, query_vec, k=10, claude=with_claude)
         ans.route = decision.to_dict()
+        if decision.note and decision.note not in ans.notes:  # e.g. the reranker fell back
+            ans.notes.append(decision.note)
         if decision.usage:
             add_usage(ans.usage, "classify", decision.usage)
         ans.hits = [

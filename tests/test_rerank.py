@@ -45,6 +45,18 @@ def test_a_failed_rerank_keeps_the_fused_order_with_a_note(stub, examples_db, lo
     assert len(stub.calls("/v1/rerank")) == 1
 
 
+def test_an_answer_out_of_shape_keeps_the_fused_order(stub, examples_db, local_embedder):
+    bad = {"data": [{"index": 99, "relevance_score": 0.5}], "usage": {"total_tokens": 1}}
+    stub.route("/v1/rerank", (200, bad))
+    engine = Engine(examples_db, local_embedder, reranker=reranker(stub))
+    decision = engine.route(QUESTION, k=5)
+    assert not decision.reranked
+    assert (
+        decision.note
+        == "reranking unavailable (unusable answer: IndexError); results in fused order"
+    )
+
+
 def test_offline_nothing_is_reranked(examples_db, local_embedder):
     decision = Engine(examples_db, local_embedder).route(QUESTION, k=5)
     assert not decision.reranked and decision.note == ""
@@ -75,3 +87,25 @@ def test_eval_reranked_mode(stub, tmp_path, capsys, monkeypatch):
     pairs = {(p["mode"], p["baseline"]) for p in result["paired"]}
     assert pairs == {("routed", "hybrid"), ("reranked", "routed")}
     assert "reranked − routed (mrr@10, 30 questions)" in table
+
+
+def test_the_answer_reads_the_reranked_order(stub, examples_db, local_embedder):
+    from index.store import open_db
+    from router.pipeline import Pipeline
+    from router.state import SqliteState
+
+    question = "How many times is a failed webhook delivery retried?"
+    engine = Engine(examples_db, local_embedder, reranker=reranker(stub))
+    fused = engine.loaded().router.route(
+        question, local_embedder.embed_query(question), k=10, rerank=False
+    )
+    liked = fused.hits[4].chunk
+    stub.route("/v1/rerank", voyage_rerank(prefer=liked["search_text"]))
+    pipeline = Pipeline(engine, None, {}, "", state=SqliteState(open_db(examples_db)))
+    ans = pipeline.answer(question)
+    assert ans.route["reranked"] and ans.hits[0]["id"] == liked["id"]
+    assert ans.evidence and ans.sources  # the evidence and extraction steps ran on this order
+    stub.route("/v1/rerank", (503, {"detail": "unavailable"}))
+    ans = pipeline.answer(question)
+    assert ans.hits[0]["id"] == fused.hits[0].chunk["id"] and not ans.route["reranked"]
+    assert "reranking unavailable (ServiceUnavailableError); results in fused order" in ans.notes
