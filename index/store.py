@@ -1,8 +1,8 @@
 """The SQLite index: one file, WAL, opened through sqlite-utils.
 
-Tables: meta (key/value: embedding model, generation), docs, chunks, embeddings (a cache keyed by
-the hash of the embedded text and the model), intents, runs; the answer pipeline adds answers and
-feedback.
+Tables: meta (key/value: embedding model, generation and its random id), docs, chunks, embeddings
+(a cache keyed by the hash of the embedded text and the model), intents, runs; the answer pipeline
+adds answers and feedback.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ CREATE TABLE IF NOT EXISTS embeddings (
     text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model));
 CREATE TABLE IF NOT EXISTS intents (
     name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER);
-CREATE TABLE IF NOT EXISTS bm25_cache (key TEXT PRIMARY KEY, data BLOB);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
     model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
@@ -80,18 +79,23 @@ def generation(db: sqlite_utils.Database) -> int:
     return int(value)
 
 
-def load_chunks(db: sqlite_utils.Database, model: str | None):
-    """Every chunk of the current index, in a stable order, with its doc's fields and (when `model`
-    is given) its embedding as one row of a contiguous float32 matrix."""
-    indexed_model = get_meta(db, "embed_model")
-    if indexed_model is None:
-        raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
+def check_model(indexed_model: str, model: str | None) -> None:
+    """Refuse a query embedder other than the index's (None: no vector search, nothing to check)."""
     if model is not None and model != indexed_model:
         raise ModelMismatch(
             f"This index was embedded with {indexed_model}, but the embedder in use is {model}. "
             "Reindex with the current settings (fieldguide index DOCS_DIR)"
             " or restore the old ones."
         )
+
+
+def load_chunks(db: sqlite_utils.Database, model: str | None):
+    """Every chunk of the current index, in a stable order, with its doc's fields and (when `model`
+    is given) its embedding as one row of a contiguous float32 matrix."""
+    indexed_model = get_meta(db, "embed_model")
+    if indexed_model is None:
+        raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
+    check_model(indexed_model, model)
     rows = db.execute(
         """SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
                   d.title, d.intent, d.url, e.vector
@@ -125,18 +129,6 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
         if vectors is not None and blob is not None:
             vectors[i] = np.frombuffer(blob, dtype=np.float32)
     return records, vectors
-
-
-def load_bm25(db: sqlite_utils.Database, key: str) -> bytes | None:
-    row = db.execute("SELECT data FROM bm25_cache WHERE key = ?", [key]).fetchone()
-    return row[0] if row else None
-
-
-def save_bm25(db: sqlite_utils.Database, key: str, data: bytes) -> None:
-    """Keep only the current BM25 postings (key: index generation + tokenizer version)."""
-    with db.atomic():
-        db.execute("DELETE FROM bm25_cache WHERE key != ?", [key])
-        db.execute("INSERT OR REPLACE INTO bm25_cache (key, data) VALUES (?, ?)", [key, data])
 
 
 def load_intents(db: sqlite_utils.Database) -> list[dict]:
