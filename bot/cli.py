@@ -421,13 +421,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from index.embedders import EmbeddingError
     from index.indexer import IndexError_
+    from index.search import IndexChanged
     from index.store import IndexMissing, ModelMismatch
 
     args = build_parser().parse_args(argv)
     settings = Settings.load()
     try:
         return args.func(args, settings)
-    except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError, ValueError) as e:
+    except (
+        IndexError_,
+        IndexMissing,
+        ModelMismatch,
+        EmbeddingError,
+        IndexChanged,
+        ValueError,
+    ) as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:

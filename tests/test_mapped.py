@@ -19,7 +19,7 @@ from tests.conftest import ROOT, write_docs
 QUESTIONS = [
     json.loads(line)["question"]
     for line in (ROOT / "examples" / "questions.jsonl").read_text().splitlines()
-]
+][:20]
 
 DOCS = {
     "auth/login.md": (
