@@ -122,6 +122,7 @@ def main() -> None:
     db26 = (args.db or eval_db("openshift-4.15", embedder)).resolve()
     codes = [("after", ROOT)] + ([("before", args.before.resolve())] if args.before else [])
     rows = []
+    load = [os.getloadavg()[0]]
     for size in args.sizes:
         db = db26 if not SIZES[size] else WORK / f"openshift-x{size}.db"
         make_synthetic(db26, db, SIZES[size]) if SIZES[size] else None
@@ -131,6 +132,7 @@ def main() -> None:
             limit = MEMORY_LIMIT if label == "before" else None
             first = run(code, db, limit)
             r = run(code, db, limit)
+            load.append(os.getloadavg()[0])
             print(size, label, "first:", first, "again:", r, flush=True)
             if "error" in r:
                 rows.append([size, label, r["error"], "", "", "", "", ""])
@@ -172,7 +174,9 @@ SQLite for the hits used. Second run of each (a restarted replica); the first ru
 per-generation cache. RSS counts the pages of a memory-mapped file that the process has touched
 (file-backed: shared page cache, which the kernel may reclaim); the last column splits the RSS at
 exit into private memory and those pages. 200k and 1M repeat the openshift corpus with varied
-text and random unit vectors (bench/synthetic.py). SQLite files: {files}.
+text and random unit vectors (bench/synthetic.py). SQLite files: {files}. Load average during
+the runs: {min(load):.1f} to {max(load):.1f} on {os.cpu_count()} cores (times stretch with it;
+memory does not).
 
 {table(headers, rows)}
 """

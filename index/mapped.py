@@ -88,16 +88,15 @@ class Records:
     list of rows. Its own connection, used under a lock (any thread may read a hit's chunk)."""
 
     def __init__(self, db_path: str | Path, ids: np.ndarray):
-        self.db_path = str(db_path)
         self.ids = ids
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+        # opened now: a file replaced by another (a fleet replica loading a published index) is
+        # still read through the file this generation was opened from
+        self._conn = sqlite3.connect(db_path, check_same_thread=False, timeout=30)
 
     def __call__(self, rows: list[int]) -> list[dict]:
         ids = [self.ids[r].decode() for r in rows]
         with self._lock:
-            if self._conn is None:
-                self._conn = sqlite3.connect(self.db_path, check_same_thread=False, timeout=30)
             found = self._conn.execute(
                 f"""SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
                            d.title, d.intent, d.url
