@@ -1,21 +1,34 @@
-"""Startup: time and peak memory to open the index and answer the first question offline, in a fresh
-process, at 26k chunks (openshift-4.15) and 200k chunks (the same, repeated with random vectors).
+"""Startup: time and peak memory of a fresh process that opens the index and answers one question
+offline, at 26k chunks (openshift-4.15), 200k and 1M chunks (synthetic: bench/synthetic.py), with
+this tree's code ("after") and, with --before DIR, another tree's code on the same files ("before",
+e.g. the main branch before the memory-mapped replica).
 
-    python bench/startup.py
+    python bench/startup.py [--db OPENSHIFT.db] [--before /work/main] [--sizes 26k 200k 1m]
+
+Each (code, index) pair runs twice: the first run builds what that code caches per index
+generation (the search arrays file; the old code's BM25 postings in SQLite), the second is a
+restarted replica, the figure that matters. The old code's first run at 1M would hold every chunk's
+tokens in memory to build its postings, so its cache is seeded with the same postings instead.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
-import shutil
+import os
+import resource
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 from _util import ROOT, WORK, eval_db, table, write_section
+from synthetic import make_synthetic
 
 from index.embedders import make_embedder
+from index.mapped import prepare
 
 CHILD = r"""
 import json, resource, sys, time
@@ -23,6 +36,8 @@ t0 = time.perf_counter()
 sys.path.insert(0, %(root)r)
 from bot.settings import Settings
 from bot.wiring import make_pipeline
+import index.search
+assert index.search.__file__.startswith(%(root)r), index.search.__file__
 t1 = time.perf_counter()
 p = make_pipeline(Settings.load(environ={}), %(db)r)
 p.state = None
@@ -32,115 +47,138 @@ p.engine.loaded()
 t3 = time.perf_counter()
 ans = p.answer("How do I add a certificate authority to the cluster proxy?")
 t4 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "model_s": t2 - t1, "open_index_s": t3 - t2,
+status = dict(l.split(":", 1) for l in open("/proc/self/status") if l.startswith("Rss"))
+mb = lambda k: int(status[k].split()[0]) / 1024
+print(json.dumps({"anon_mb": mb("RssAnon"), "file_mb": mb("RssFile"),
+                  "import_s": t1 - t0, "model_s": t2 - t1, "open_index_s": t3 - t2,
                   "first_answer_s": t4 - t3, "decision": ans.decision,
+                  "sources": [s.doc for s in ans.sources],
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+SIZES = {"26k": 0, "200k": 200_000, "1m": 1_000_000}
+MEMORY_LIMIT = 16 << 30  # address space for a "before" run: fail rather than push others out
 
 
-def make_200k(src, dst, target=200_000) -> None:
-    """Copy the index and add varied copies of its chunks (random unit vectors) up to `target`
-    chunks."""
-    if dst.exists():
-        return
-    shutil.copy(src, dst)
-    con = sqlite3.connect(dst)
-    rng = np.random.default_rng(11)
-    (model,) = con.execute("SELECT value FROM meta WHERE key = 'embed_model'").fetchone()
-    docs = con.execute("SELECT * FROM docs").fetchall()
-    chunks = con.execute(
-        'SELECT id, doc, ord, heading_path, text, search_text, start, "end" FROM chunks'
-    ).fetchall()
-    n, copy = len(chunks), 1
-    while n < target:
-        take = chunks[: target - n]
-        con.executemany(
-            "INSERT INTO docs VALUES (?,?,?,?,?,?,?,?,?)",
-            [(f"copy{copy}/{d[0]}", *d[1:]) for d in docs],
+def seed_old_bm25_cache(db: Path) -> None:
+    """Store the index's postings the way the old code caches them (bm25_cache, npz of vocab and
+    arrays), built by the streaming builder: any consistent term numbering scores the same."""
+    con = sqlite3.connect(db)
+    try:
+        con.execute("CREATE TABLE IF NOT EXISTS bm25_cache (key TEXT PRIMARY KEY, data BLOB)")
+        (gen,) = con.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        key = f"{gen}/2"  # the old code's TOKENIZER_VERSION
+        if con.execute("SELECT 1 FROM bm25_cache WHERE key = ?", [key]).fetchone():
+            return
+        _, a = prepare(db)
+        buf = io.BytesIO()
+        words = b"\n".join(
+            a["vocab_blob"][a["vocab_starts"][i] : a["vocab_starts"][i + 1]].tobytes()
+            for i in range(len(a["vocab_starts"]) - 1)
         )
-        vecs = rng.standard_normal((len(take), 384)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        rows, embs = [], []
-        for (cid, doc, ord_, path, text, st, s, e), v in zip(take, vecs, strict=True):
-            h = f"copy{copy}-{cid}"
-            rows.append(
-                (
-                    f"{cid}-{copy}",
-                    f"copy{copy}/{doc}",
-                    ord_,
-                    path,
-                    text,
-                    st + f" copy{copy}",
-                    h,
-                    s,
-                    e,
-                )
-            )
-            embs.append((h, model, v.tobytes()))
-        con.executemany(
-            "INSERT INTO chunks"
-            ' (id, doc, ord, heading_path, text, search_text, text_hash, start, "end")'
-            " VALUES (?,?,?,?,?,?,?,?,?)",
-            rows,
+        vocab = np.frombuffer(words, dtype=np.uint8)
+        np.savez(
+            buf,
+            vocab=vocab,
+            size=a["bm25_size"],
+            postings_docs=a["postings_docs"],
+            postings_weights=a["postings_weights"],
+            offsets=a["offsets"],
+            idf=a["idf"],
         )
-        con.executemany("INSERT INTO embeddings VALUES (?,?,?)", embs)
-        n += len(take)
-        copy += 1
-    con.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-    con.commit()
-    con.close()
+        con.execute("INSERT INTO bm25_cache VALUES (?, ?)", [key, buf.getvalue()])
+        con.commit()
+    finally:
+        con.close()
 
 
-def run(db) -> dict:
+def run(code: Path, db: Path, limit: int | None = None) -> dict:
+    def cap() -> None:
+        if limit:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     out = subprocess.run(
-        [sys.executable, "-c", CHILD % {"root": str(ROOT), "db": str(db)}],
+        [sys.executable, "-c", CHILD % {"root": str(code), "db": str(db)}],
         capture_output=True,
         text=True,
-        check=True,
+        preexec_fn=cap,
+        cwd=WORK,
     )
+    if out.returncode:
+        tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": f"exit {out.returncode}: {tail[:120]}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--db", type=Path, help="the openshift-4.15 index (default: built in bench/)")
+    p.add_argument("--before", type=Path, help="a source tree with the code to compare against")
+    p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    args = p.parse_args()
+
     embedder = make_embedder()
-    db26 = eval_db("openshift-4.15", embedder)
-    db200 = WORK / "openshift-x200k.db"
-    make_200k(db26, db200)
+    db26 = (args.db or eval_db("openshift-4.15", embedder)).resolve()
+    codes = [("after", ROOT)] + ([("before", args.before.resolve())] if args.before else [])
     rows = []
-    for label, db in (("26k", db26), ("200k", db200)):
-        # the first run builds and caches the BM25 postings; measure the second, as a restarted bot
-        # sees it
-        run(db)
-        r = run(db)
-        print(label, r)
-        rows.append(
-            [
-                label,
-                r["import_s"],
-                r["model_s"],
-                r["open_index_s"],
-                r["first_answer_s"],
-                r["open_index_s"] + r["first_answer_s"],
-                f"{r['peak_rss_mb']:.0f}",
-            ]
-        )
+    load = [os.getloadavg()[0]]
+    for size in args.sizes:
+        db = db26 if not SIZES[size] else WORK / f"openshift-x{size}.db"
+        make_synthetic(db26, db, SIZES[size]) if SIZES[size] else None
+        for label, code in codes:
+            if label == "before":
+                seed_old_bm25_cache(db)
+            limit = MEMORY_LIMIT if label == "before" else None
+            first = run(code, db, limit)
+            r = run(code, db, limit)
+            load.append(os.getloadavg()[0])
+            print(size, label, "first:", first, "again:", r, flush=True)
+            if "error" in r:
+                rows.append([size, label, r["error"], "", "", "", "", ""])
+                continue
+            rows.append(
+                [
+                    size,
+                    label,
+                    first.get("open_index_s", first.get("error")),
+                    r["open_index_s"],
+                    r["first_answer_s"],
+                    r["open_index_s"] + r["first_answer_s"],
+                    f"{r['peak_rss_mb']:.0f}",
+                    f"{r['anon_mb']:.0f} / {r['file_mb']:.0f}",
+                ]
+            )
     headers = [
-        "index",
-        "imports s",
-        "model load s",
+        "chunks",
+        "code",
+        "first open s (builds caches)",
         "open index s",
         "first answer s",
         "index + first answer s",
         "peak RSS MB",
+        "RSS at exit: private / file-backed MB",
     ]
-    startup_table = table(headers, rows)
+    files = ", ".join(
+        f"{size} {os.path.getsize(db) / 1e9:.1f} GB"
+        for size in args.sizes
+        if (db := db26 if not SIZES[size] else WORK / f"openshift-x{size}.db").exists()
+    )
     body = f"""## Startup
 
-`python bench/startup.py` — a fresh process opens the index and answers one question offline
-({embedder.name}). Seconds; "index + first answer" is the figure the target is about (model load
-apart).
+`python bench/startup.py --before DIR` — a fresh process opens the index and answers one question
+offline ({embedder.name}); seconds, and the process's peak resident memory (model included).
+"before": every chunk record and the embedding matrix read into memory, BM25 postings
+unpickled from SQLite; "after": the generation's arrays memory-mapped, chunk records read from
+SQLite for the hits used. Second run of each (a restarted replica); the first run builds the
+per-generation cache. RSS counts the pages of a memory-mapped file that the process has touched
+(file-backed: shared page cache, which the kernel may reclaim); the last column splits the RSS at
+exit into private memory and those pages. 200k and 1M repeat the openshift corpus with varied
+text and random unit vectors (bench/synthetic.py). SQLite files: {files}. Load average during
+the runs: {min(load):.1f} to {max(load):.1f} on {os.cpu_count()} cores (times stretch with it;
+memory does not).
 
-{startup_table}
+{table(headers, rows)}
 """
     write_section("startup", body)
 

@@ -96,10 +96,9 @@ def cmd_intents(args, settings: Settings) -> int:
 def describe_intents(db, intents: list[dict], settings: Settings) -> int:
     """Print an intents.yaml draft: intents that have a description keep theirs; the others get
     one drafted from their headings, by Claude when a key is set (FIELDGUIDE_ANSWER_MODEL)."""
-    from index.store import load_chunks
-    from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
+    from router.describe import draft_offline, draft_with_claude, headings_in, to_yaml
 
-    headings = intent_headings(load_chunks(db, None)[0])
+    headings = headings_in(db)
     client = make_anthropic(settings)
     drafts = {}
     for i in intents:
@@ -534,6 +533,7 @@ def database_error(db: str, e: sqlite3.DatabaseError) -> str:
 def main(argv: list[str] | None = None) -> int:
     from index.embedders import EmbeddingError
     from index.indexer import IndexError_
+    from index.search import IndexChanged
     from index.store import IndexMissing, ModelMismatch
 
     args = build_parser().parse_args(argv)
@@ -547,7 +547,14 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_doctor(args, None)
     try:
         return args.func(args, settings)
-    except (IndexError_, IndexMissing, ModelMismatch, EmbeddingError, ValueError) as e:
+    except (
+        IndexError_,
+        IndexMissing,
+        ModelMismatch,
+        EmbeddingError,
+        IndexChanged,
+        ValueError,
+    ) as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:

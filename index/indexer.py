@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sqlite3
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +22,7 @@ from pathlib import Path
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
 from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
+from .mapped import prepare
 from .store import generation, get_meta, open_db, set_meta, vector_blob
 
 
@@ -119,6 +122,10 @@ def index_folder(
         raise
     finally:
         db.conn.close()
+    # the new generation's search arrays, written now so that the next open only maps them (a
+    # process that opens the index first writes them otherwise)
+    with contextlib.suppress(OSError, sqlite3.Error):
+        prepare(db_path)
     return summary
 
 
@@ -240,8 +247,12 @@ def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, mod
     )
     intents_changed = _refresh_intents(db, intents_info)
     if fresh or removed or intents_changed or get_meta(db, "embed_model") != model:
-        # readers (a running bot) reload only when the index really changed
-        set_meta(db, embed_model=model, generation=generation(db) + 1)
+        # readers (a running bot) reload only when the index really changed; the random id tells
+        # this generation from another index's with the same number (index/mapped.py)
+        set_meta(
+            db, embed_model=model, generation=generation(db) + 1, generation_id=uuid.uuid4().hex
+        )
+    db.execute("DROP TABLE IF EXISTS bm25_cache")  # BM25 postings cached before index/mapped.py
 
 
 def _refresh_intents(db, intents_info) -> bool:

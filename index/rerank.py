@@ -5,7 +5,6 @@ stands; a failed call falls back to the fused order with a note, as a failed emb
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from .search import Hit
 
@@ -69,4 +68,6 @@ class VoyageReranker:
             log.warning("reranking failed (%s); fused order kept", e)
             return hits, f"reranking unavailable ({e}); results in fused order"
         order = sorted(range(len(head)), key=lambda i: -relevance[i])  # stable: ties keep fusion
-        return [replace(head[i], score=relevance[i]) for i in order] + tail, ""
+        for i, h in enumerate(head):  # fresh hits of this question's search: safe to update
+            h.score = relevance[i]
+        return [head[i] for i in order] + tail, ""

@@ -1,5 +1,6 @@
-"""Hybrid search over the index held in memory: BM25 (rank-bm25's Okapi formula on an inverted
-index), cosine similarity (one contiguous float32 matrix), and their fusion.
+"""Hybrid search: BM25 (rank-bm25's Okapi formula on an inverted index), cosine similarity (one
+contiguous float32 matrix), and their fusion. The arrays may be memory-mapped (index/mapped.py);
+chunk texts are read only for the hits used.
 
 BM25 statistics (idf, average length) are those of the whole index, so a chunk's BM25 score does
 not depend on which buckets are searched: a bucket is only a mask over the same scores.
@@ -7,11 +8,12 @@ not depend on which buckets are searched: a bucket is only a mask over the same 
 
 from __future__ import annotations
 
-import io
+import bisect
 import math
 import re
+from array import array
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -57,36 +59,67 @@ def bm25_tokens(search_text: str) -> list[str]:
     return tokenize(header) * HEADING_WEIGHT + tokenize(body)
 
 
+class Vocab:
+    """The BM25 terms in byte order, as one blob and offsets (arrays that can be memory-mapped):
+    a term's id is its position, found by binary search, so opening an index builds no dict."""
+
+    def __init__(self, blob: np.ndarray, starts: np.ndarray):
+        self.blob, self.starts = blob, starts
+
+    @classmethod
+    def of(cls, words: list[str]) -> Vocab:
+        """`words` sorted by their UTF-8 bytes."""
+        data = [w.encode() for w in words]
+        starts = np.zeros(len(data) + 1, dtype=np.int64)
+        np.cumsum([len(d) for d in data], out=starts[1:])
+        return cls(np.frombuffer(b"".join(data), dtype=np.uint8), starts)
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.blob[self.starts[i] : self.starts[i + 1]].tobytes()
+
+    def words(self) -> list[str]:
+        return [self[i].decode() for i in range(len(self))]
+
+    def get(self, term: str) -> int | None:
+        key = term.encode()
+        i = bisect.bisect_left(self, key)
+        return i if i < len(self) and self[i] == key else None
+
+
 class BM25:
     """Scores identical to `rank_bm25.BM25Okapi(corpus, k1, b, epsilon).get_scores(query)`, but each
-    query term touches only the chunks that contain it (postings), not every chunk."""
+    query term touches only the chunks that contain it (postings), not every chunk. Built from an
+    iterable of token lists (streamed: a million chunks never sit in memory as token lists), or
+    from its arrays (`from_arrays`, possibly memory-mapped)."""
 
     ARRAYS = ("postings_docs", "postings_weights", "offsets", "idf")
 
     def __init__(
         self,
-        corpus: list[list[str]] | None,
+        corpus: Iterable[list[str]] | None,
         k1: float = 1.5,
         b: float = 0.75,
         epsilon: float = 0.25,
     ):
         if corpus is None:
-            return  # filled by from_bytes
-        self.size = len(corpus)
-        self.vocab: dict[str, int] = {}
-        doc_ids: list[int] = []
-        term_ids: list[int] = []
-        tfs: list[int] = []
-        doc_len = np.fromiter((len(d) for d in corpus), dtype=np.int64, count=self.size)
+            return  # filled by from_arrays
+        vocab: dict[str, int] = {}
+        doc_ids, term_ids, tfs, lengths = (array("i") for _ in range(4))
         for i, doc in enumerate(corpus):
-            for term, count in Counter(doc).items():
-                doc_ids.append(i)
-                term_ids.append(self.vocab.setdefault(term, len(self.vocab)))
-                tfs.append(count)
-        terms = np.asarray(term_ids, dtype=np.int64)
-        docs = np.asarray(doc_ids, dtype=np.int32)
-        tf = np.asarray(tfs, dtype=np.int64)
-        df = np.bincount(terms, minlength=len(self.vocab))
+            lengths.append(len(doc))
+            counts = Counter(doc)
+            doc_ids.extend([i] * len(counts))
+            term_ids.extend([vocab.setdefault(t, len(vocab)) for t in counts])
+            tfs.extend(counts.values())
+        self.size = len(lengths)
+        doc_len = np.frombuffer(lengths, dtype=np.int32).astype(np.int64)
+        terms = np.frombuffer(term_ids, dtype=np.int32)
+        docs = np.frombuffer(doc_ids, dtype=np.int32)
+        tf = np.frombuffer(tfs, dtype=np.int32).astype(np.int64)
+        df = np.bincount(terms, minlength=len(vocab))
         # idf exactly as rank-bm25 computes it: math.log per term, negatives floored at
         # eps * mean idf
         idf = np.array(
@@ -96,37 +129,40 @@ class BM25:
         if len(idf):
             average_idf = sum(idf.tolist()) / len(idf)  # summed in first-seen order, like rank-bm25
             idf[idf < 0] = epsilon * average_idf
-        self.idf = idf
         avgdl = doc_len.sum() / self.size if self.size else 1.0
         norm = k1 * (1 - b + b * doc_len / avgdl)
         weight = idf[terms] * (tf * (k1 + 1) / (tf + norm[docs]))
+        del tf, doc_len
+        # term ids renumbered in byte order of the terms (the Vocab's order); each term's
+        # postings keep the chunk order
+        words = sorted(vocab, key=str.encode)
+        new_id = np.empty(len(vocab), dtype=np.int32)
+        new_id[[vocab[w] for w in words]] = np.arange(len(words), dtype=np.int32)
+        terms = new_id[terms]
         order = np.argsort(terms, kind="stable")
+        self.vocab = Vocab.of(words)
+        self.idf = idf[np.argsort(new_id)]
         self.postings_docs = docs[order]
         self.postings_weights = weight[order]
-        self.offsets = np.zeros(len(self.vocab) + 1, dtype=np.int64)
-        np.cumsum(df, out=self.offsets[1:])
+        self.offsets = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(df[np.argsort(new_id)], out=self.offsets[1:])
 
-    def to_bytes(self) -> bytes:
-        """The built index, so a process can load it instead of re-tokenising every chunk."""
-        buf = io.BytesIO()
-        vocab = np.frombuffer("\n".join(self.vocab).encode(), dtype=np.uint8)
-        np.savez(
-            buf,
-            vocab=vocab,
-            size=np.array([self.size]),
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything the index is, as arrays (to store, and to map back with `from_arrays`)."""
+        return {
+            "bm25_size": np.array([self.size], dtype=np.int64),
+            "vocab_blob": self.vocab.blob,
+            "vocab_starts": self.vocab.starts,
             **{k: getattr(self, k) for k in self.ARRAYS},
-        )
-        return buf.getvalue()
+        }
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> BM25:
-        z = np.load(io.BytesIO(data))
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BM25:
         bm25 = cls(None)
-        bm25.size = int(z["size"][0])
-        words = z["vocab"].tobytes().decode().split("\n") if z["vocab"].size else []
-        bm25.vocab = dict(zip(words, range(len(words)), strict=True))
+        bm25.size = int(arrays["bm25_size"][0])
+        bm25.vocab = Vocab(arrays["vocab_blob"], arrays["vocab_starts"])
         for k in cls.ARRAYS:
-            setattr(bm25, k, z[k])
+            setattr(bm25, k, arrays[k])
         return bm25
 
     def scores(self, query: list[str]) -> np.ndarray:
@@ -146,7 +182,8 @@ class BM25:
         terms = set(query)
         if not terms:
             return 0.0
-        weight = {t: (self.idf[self.vocab[t]] if t in self.vocab else unseen) for t in terms}
+        ids = {t: self.vocab.get(t) for t in terms}
+        weight = {t: unseen if i is None else float(self.idf[i]) for t, i in ids.items()}
         total = sum(max(w, 0.0) for w in weight.values())
         present = set(text)
         return sum(max(w, 0.0) for t, w in weight.items() if t in present) / total if total else 0.0
@@ -170,36 +207,116 @@ def rrf(*rankings: np.ndarray, k: int = 60) -> np.ndarray:
     return fused
 
 
-@dataclass
+class IndexChanged(Exception):
+    """A hit's chunk is gone from the index: a reindex committed between the search and the read of
+    its text. Asking again searches the new index."""
+
+
+Fetch = Callable[[list[int]], list[dict]]
+
+
 class Hit:
-    row: int
-    chunk: dict
-    bm25: float
-    vector: float
-    score: float  # the fused score the ranking used
+    """One search result. What ranking needs is held per row; `chunk`, the full record (id, doc,
+    title, heading_path, text, search_text, start, end, intent, url), is read from the index on
+    first use, for all the hits of one result list in one query."""
+
+    __slots__ = ("row", "bm25", "vector", "score", "intent", "section", "_chunk", "_batch")
+
+    def __init__(
+        self,
+        row: int,
+        bm25: float,
+        vector: float,
+        score: float,  # the fused score the ranking used
+        intent: str,
+        section: int,  # rows of one section of one doc share it
+        fetch: Fetch,
+    ):
+        self.row, self.bm25, self.vector, self.score = row, bm25, vector, score
+        self.intent, self.section = intent, section
+        self._chunk: dict | None = None
+        self._batch: tuple[Fetch, list[Hit]] = (fetch, [self])
+
+    @property
+    def chunk(self) -> dict:
+        if self._chunk is None:
+            fetch, hits = self._batch
+            todo = [h for h in hits if h._chunk is None] or [self]
+            for h, record in zip(todo, fetch([h.row for h in todo]), strict=True):
+                h._chunk = record
+        assert self._chunk is not None
+        return self._chunk
+
+    def __repr__(self) -> str:
+        return f"Hit(row={self.row}, intent={self.intent!r}, score={self.score:.4f})"
+
+
+def read_together(hits: list[Hit]) -> list[Hit]:
+    """The chunks of these hits are read in one query, when the first of them is used."""
+    for h in hits:
+        h._batch = (h._batch[0], hits)
+    return hits
 
 
 class Searcher:
-    """The whole index in memory: chunk records, the BM25 postings, the embedding matrix and a row
-    mask per intent. Built once per index generation and shared by every query."""
+    """What search needs, per index generation, shared by every query: the BM25 postings, the
+    embedding matrix (both possibly memory-mapped), each row's intent (a small id into
+    `intent_names`) and section. Chunk records are read through `fetch(rows)` only for the hits
+    used.
+
+    `Searcher(records, vectors)` builds one in memory from full records (tests, benches);
+    `Searcher.from_arrays` is how an index is opened (index/mapped.py)."""
 
     def __init__(self, records: list[dict], vectors: np.ndarray | None, bm25: BM25 | None = None):
-        self.records = records
-        self.vectors = vectors
-        self.bm25 = bm25 or BM25([bm25_tokens(r["search_text"]) for r in records])
-        # each chunk's intent as a small integer id: a numpy array of the names themselves would
-        # be chunks x the longest name wide (1.4 GB for one 100,000-character intent)
-        ids: dict[str, int] = {}
-        intent_ids = np.fromiter(
-            (ids.setdefault(r["intent"], len(ids)) for r in records),
-            dtype=np.int32,
-            count=len(records),
+        names = sorted({r["intent"] for r in records})
+        ids = {n: i for i, n in enumerate(names)}
+        sections: dict[tuple, int] = {}
+        self._setup(
+            np.array([ids[r["intent"]] for r in records], dtype=np.int32),
+            names,
+            np.array(
+                [
+                    sections.setdefault((r["doc"], tuple(r["heading_path"])), len(sections))
+                    for r in records
+                ],
+                dtype=np.int32,
+            ),
+            vectors,
+            bm25 or BM25(bm25_tokens(r["search_text"]) for r in records),
+            lambda rows: [records[r] for r in rows],
         )
-        self.intent_rows = {name: np.flatnonzero(intent_ids == ids[name]) for name in sorted(ids)}
+
+    @classmethod
+    def from_arrays(
+        cls,
+        intent_ids: np.ndarray,
+        intent_names: list[str],
+        sections: np.ndarray,
+        vectors: np.ndarray | None,
+        bm25: BM25,
+        fetch: Fetch,
+    ) -> Searcher:
+        searcher = cls.__new__(cls)
+        searcher._setup(intent_ids, intent_names, sections, vectors, bm25, fetch)
+        return searcher
+
+    def _setup(self, intent_ids, intent_names, sections, vectors, bm25, fetch) -> None:
+        self.size = len(intent_ids)
+        self.intent_ids = intent_ids
+        self.intent_names = intent_names
+        self.sections = sections
+        self.vectors = vectors
+        self.bm25 = bm25
+        self.fetch = fetch
+        order = np.argsort(intent_ids, kind="stable")
+        bounds = np.searchsorted(intent_ids[order], np.arange(len(intent_names) + 1))
+        self.intent_rows = {
+            name: order[bounds[i] : bounds[i + 1]] for i, name in enumerate(intent_names)
+        }
 
     def rows_for(self, intents) -> np.ndarray:
         if intents is None:
-            return np.arange(len(self.records))
+            return np.arange(self.size)
         found = [self.intent_rows[i] for i in intents if i in self.intent_rows]
         return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
@@ -219,7 +336,7 @@ class Searcher:
             return []
         if query_vec is None or self.vectors is None:
             mode = "bm25"
-        whole = rows.size == len(self.records)
+        whole = rows.size == self.size
         # each signal is computed only when the mode uses it
         bm25 = np.zeros(rows.size) if mode == "vector" else self.bm25.scores(tokenize(query))
         bm25 = bm25 if whole or mode == "vector" else bm25[rows]
@@ -243,21 +360,28 @@ class Searcher:
         # by score, ties by index order: deterministic
         top = top[np.lexsort((rows[top], -fused[top]))]
         hits = [
-            Hit(int(rows[i]), self.records[rows[i]], float(bm25[i]), float(vec[i]), float(fused[i]))
-            for i in top
+            Hit(
+                int(r),
+                float(bm25[i]),
+                float(vec[i]),
+                float(fused[i]),
+                self.intent_names[self.intent_ids[r]],
+                int(self.sections[r]),
+                self.fetch,
+            )
+            for i, r in zip(top.tolist(), rows[top].tolist(), strict=True)
         ]
-        return one_per_section(hits)[:k]
+        return read_together(one_per_section(hits)[:k])
 
 
 def one_per_section(hits: list[Hit]) -> list[Hit]:
     """Pieces of one split section say much the same thing: keep the best piece of each section in
     place and move the other pieces after the distinct sections, so the top results cover more
     ground."""
-    seen: set[tuple[str, tuple[str, ...]]] = set()
+    seen: set[int] = set()
     first: list[Hit] = []
     later: list[Hit] = []
     for h in hits:
-        key = (h.chunk["doc"], tuple(h.chunk["heading_path"]))
-        (later if key in seen else first).append(h)
-        seen.add(key)
+        (later if h.section in seen else first).append(h)
+        seen.add(h.section)
     return first + later

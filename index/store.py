@@ -1,8 +1,8 @@
 """The SQLite index: one file, WAL, opened through sqlite-utils.
 
-Tables: meta (key/value: embedding model, generation), docs, chunks, embeddings (a cache keyed by
-the hash of the embedded text and the model), intents, runs; the answer pipeline adds answers and
-feedback.
+Tables: meta (key/value: embedding model, generation and its random id), docs, chunks, embeddings
+(a cache keyed by the hash of the embedded text and the model), intents, runs; the answer pipeline
+adds answers and feedback.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ CREATE TABLE IF NOT EXISTS embeddings (
     text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model));
 CREATE TABLE IF NOT EXISTS intents (
     name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER);
-CREATE TABLE IF NOT EXISTS bm25_cache (key TEXT PRIMARY KEY, data BLOB);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
     model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
@@ -97,18 +96,23 @@ def generation(db: sqlite_utils.Database) -> int:
     return int(value)
 
 
-def load_chunks(db: sqlite_utils.Database, model: str | None):
-    """Every chunk of the current index, in a stable order, with its doc's fields and (when `model`
-    is given) its embedding as one row of a contiguous float32 matrix."""
-    indexed_model = get_meta(db, "embed_model")
-    if indexed_model is None:
-        raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
+def check_model(indexed_model: str, model: str | None) -> None:
+    """Refuse a query embedder other than the index's (None: no vector search, nothing to check)."""
     if model is not None and model != indexed_model:
         raise ModelMismatch(
             f"This index was embedded with {indexed_model}, but the embedder in use is {model}. "
             "Reindex with the current settings (fieldguide index DOCS_DIR)"
             " or restore the old ones."
         )
+
+
+def load_chunks(db: sqlite_utils.Database, model: str | None):
+    """Every chunk of the current index, in a stable order, with its doc's fields and (when `model`
+    is given) its embedding as one row of a contiguous float32 matrix."""
+    indexed_model = get_meta(db, "embed_model")
+    if indexed_model is None:
+        raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
+    check_model(indexed_model, model)
     # each doc's fields once, shared by its chunks: read per chunk row, a long field (an index
     # written before names were checked holds 100,000-character intents) would be copied into
     # every chunk's record
@@ -148,18 +152,6 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
                 vectors = np.zeros((n, len(blob) // 4), dtype=np.float32)
             vectors[i] = np.frombuffer(blob, dtype=np.float32)
     return records, vectors
-
-
-def load_bm25(db: sqlite_utils.Database, key: str) -> bytes | None:
-    row = db.execute("SELECT data FROM bm25_cache WHERE key = ?", [key]).fetchone()
-    return row[0] if row else None
-
-
-def save_bm25(db: sqlite_utils.Database, key: str, data: bytes) -> None:
-    """Keep only the current BM25 postings (key: index generation + tokenizer version)."""
-    with db.atomic():
-        db.execute("DELETE FROM bm25_cache WHERE key != ?", [key])
-        db.execute("INSERT OR REPLACE INTO bm25_cache (key, data) VALUES (?, ?)", [key, data])
 
 
 def load_intents(db: sqlite_utils.Database) -> list[dict]:

@@ -79,9 +79,7 @@ class OfflineClassifier:
             # each of them alike, and the chunks below decide, not the index order
             if h.score != hits[rank].score:
                 rank = n
-            votes[h.chunk["intent"]] = (
-                votes.get(h.chunk["intent"], 0.0) + max(h.score, 0.0) / (rank + 1) ** 2
-            )
+            votes[h.intent] = votes.get(h.intent, 0.0) + max(h.score, 0.0) / (rank + 1) ** 2
         if query_vec is not None and self.examples:
             total = sum(votes.values()) or 1.0
             for intent, rows in self.examples.items():

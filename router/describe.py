@@ -4,8 +4,10 @@ prompt), and drafts of the `intents.yaml` descriptions a team without one can st
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
+from collections.abc import Iterable
 
 import yaml
 
@@ -17,7 +19,7 @@ HEADINGS = 8  # how many headings stand for an intent
 DESCRIBE_TOOL = "describe_intent"
 
 
-def intent_headings(records: list[dict], n: int = HEADINGS) -> dict[str, list[str]]:
+def intent_headings(records: Iterable[dict], n: int = HEADINGS) -> dict[str, list[str]]:
     """intent → up to n of its headings: the titles of its docs, biggest doc first (a long doc is
     usually a central one), then its docs' top-level section headings when titles are few."""
     sizes: dict[str, Counter] = {}
@@ -106,3 +108,14 @@ def to_yaml(drafts: dict[str, dict], source: str) -> str:
     )
     body = yaml.safe_dump(drafts, sort_keys=False, allow_unicode=True, width=100)
     return header + body
+
+
+def headings_in(db) -> dict[str, list[str]]:
+    """`intent_headings` of an index, read from its tables (no chunk text is loaded)."""
+    rows = db.execute(
+        "SELECT d.intent, d.title, c.heading_path FROM chunks c JOIN docs d ON d.path = c.doc"
+    )
+    return intent_headings(
+        {"intent": intent, "title": title, "heading_path": json.loads(path)}
+        for intent, title, path in rows
+    )

@@ -3,27 +3,18 @@ the classifier and the routing policy. One Engine serves every question of a pro
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from index.embedders import Embedder, EmbeddingError
-from index.search import BM25, TOKENIZER_VERSION, Searcher
-from index.store import (
-    generation,
-    load_bm25,
-    load_chunks,
-    load_intents,
-    load_related,
-    open_db,
-    save_bm25,
-)
+from index.mapped import open_searcher
+from index.search import Searcher
+from index.store import generation, load_intents, load_related, open_db
 
 from .classify import ClaudeClassifier, OfflineClassifier
-from .describe import intent_headings
+from .describe import headings_in
 from .policy import RouteDecision, Router
 
 
@@ -53,28 +44,22 @@ class Engine:
         self.classify_model = classify_model
         self.bm25_weight = bm25_weight
         self.fusion = "rrf" if fusion == "rrf" else "hybrid"
+        self.db_path = db_path
         self.db = open_db(db_path, create=False)
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
 
     def loaded(self) -> Loaded:
-        """The in-memory index, rebuilt when a reindex has committed a new generation."""
+        """The index as search needs it, reopened when a reindex has committed a new
+        generation."""
         with self._lock:
             current = generation(self.db)
             if self._loaded is None or self._loaded.generation != current:
-                self._loaded = self._load(current)
+                self._loaded = self._load()
             return self._loaded
 
-    def _load(self, gen: int) -> Loaded:
-        records, vectors = load_chunks(self.db, self.embedder.name)
-        key = f"{gen}/{TOKENIZER_VERSION}"
-        cached = load_bm25(self.db, key)
-        bm25 = BM25.from_bytes(cached) if cached else None
-        searcher = Searcher(records, vectors, bm25 if bm25 and bm25.size == len(records) else None)
-        if searcher.bm25 is not bm25:
-            # read-only or locked: the next process builds it again
-            with contextlib.suppress(sqlite3.OperationalError):
-                save_bm25(self.db, key, searcher.bm25.to_bytes())
+    def _load(self) -> Loaded:
+        gen, searcher = open_searcher(self.db_path, self.embedder.name)
         intents = load_intents(self.db)
         examples = {}
         texts = [(i["name"], q) for i in intents for q in i["examples"]]
@@ -93,7 +78,7 @@ class Engine:
                 self.classify_model,
                 intents,
                 classifier,
-                intent_headings(records),
+                headings_in(self.db),
             )
         router = Router(
             searcher,

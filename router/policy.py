@@ -21,7 +21,7 @@ from itertools import groupby
 
 import numpy as np
 
-from index.search import Hit, Searcher
+from index.search import Hit, Searcher, read_together
 
 from .classify import VOTERS
 
@@ -68,7 +68,7 @@ def prefer_intents(hits: list[Hit], ranked: list[tuple[str, float]]) -> list[Hit
     return [
         h
         for _, tied in groupby(hits, key=lambda h: h.score)
-        for h in sorted(tied, key=lambda h: order.get(h.chunk["intent"], len(order)))
+        for h in sorted(tied, key=lambda h: order.get(h.intent, len(order)))
     ]
 
 
@@ -158,7 +158,7 @@ class Router:
             usage=result.usage,
         )
         if buckets is None:
-            decision.hits = everything[:k]
+            decision.hits = read_together(everything[:k])
             return decision
         in_bucket = prefer_intents(search(buckets, k), result.ranked)
         # the unrouted top WEAK_RANK, and whatever ties with them (the same text in another
@@ -167,8 +167,10 @@ class Router:
         if not in_bucket or in_bucket[0].row not in top_rows:
             decision.searched, decision.widened = None, True
             decision.reason = f"{reason}; bucket weak, widened to everything"
-            decision.hits = everything[:k]
+            decision.hits = read_together(everything[:k])
             return decision
         seen = {h.row for h in in_bucket}
-        decision.hits = (in_bucket + [h for h in everything if h.row not in seen])[:k]
+        decision.hits = read_together(
+            (in_bucket + [h for h in everything if h.row not in seen])[:k]
+        )
         return decision

@@ -1,0 +1,251 @@
+"""Opening an index for search without reading it into memory.
+
+Per index generation, one file beside the SQLite index (`index.db.gen-7.arrays`) holds what search
+needs per row as flat arrays: the embedding matrix (float32), the BM25 postings and vocabulary, each
+row's intent id and section id, and the chunk ids. It is written once per generation (by the index
+run that made it, or by the first process that opens it) and memory-mapped by every process after:
+opening costs a header read, and the operating system pages in only what queries touch, sharing
+those pages between processes. Chunk records (text, title, url…) stay in SQLite and are read by
+chunk id for the hits used (`Records`).
+
+File layout: 8 bytes magic, 8 bytes header length, a JSON header (format, generation, model,
+tokenizer, intent names, and each array's dtype, shape and offset), then the arrays, each aligned
+to 64 bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
+from .store import IndexMissing, check_model
+
+MAGIC = b"FGARRAY1"
+FORMAT = 1
+ALIGN = 64
+
+
+def arrays_path(db_path: str | Path, gen: int) -> Path:
+    db_path = Path(db_path)
+    return db_path.with_name(f"{db_path.name}.gen-{gen}.arrays")
+
+
+def write_arrays(path: Path, header: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Write atomically (a temporary file renamed over): a reader sees the whole file or none."""
+    layout: dict[str, dict] = {}
+    offset = 0
+    for name, a in arrays.items():
+        layout[name] = {"dtype": a.dtype.str, "shape": list(a.shape), "offset": offset}
+        offset += -(-a.nbytes // ALIGN) * ALIGN
+    head = json.dumps(header | {"arrays": layout}).encode()
+    start = -(-(16 + len(head)) // ALIGN) * ALIGN
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + len(head).to_bytes(8, "little") + head)
+            for name, a in arrays.items():
+                f.seek(start + layout[name]["offset"])
+                f.write(np.ascontiguousarray(a).data)
+            f.truncate(start + offset)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def read_arrays(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The header and read-only arrays mapped from the file (nothing is copied)."""
+    with open(path, "rb") as f:
+        if f.read(8) != MAGIC:
+            raise ValueError(f"{path} is not an arrays file")
+        size = int.from_bytes(f.read(8), "little")
+        head = json.loads(f.read(size))
+        start = -(-(16 + size) // ALIGN) * ALIGN
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    arrays = {}
+    for name, spec in head.pop("arrays").items():
+        dtype, shape = np.dtype(spec["dtype"]), tuple(spec["shape"])
+        count = int(np.prod(shape))
+        arrays[name] = (
+            np.frombuffer(mm, dtype=dtype, count=count, offset=start + spec["offset"]).reshape(
+                shape
+            )
+            if count
+            else np.zeros(shape, dtype=dtype)
+        )
+    return head, arrays
+
+
+class Records:
+    """Chunk records read from the SQLite index by chunk id, for the hits used: one query for a
+    list of rows. Its own connection, used under a lock (any thread may read a hit's chunk)."""
+
+    def __init__(self, db_path: str | Path, ids: np.ndarray):
+        self.ids = ids
+        self._lock = threading.Lock()
+        # opened now: a file replaced by another (a fleet replica loading a published index) is
+        # still read through the file this generation was opened from
+        self._conn = sqlite3.connect(db_path, check_same_thread=False, timeout=30)
+
+    def __call__(self, rows: list[int]) -> list[dict]:
+        ids = [self.ids[r].decode() for r in rows]
+        with self._lock:
+            found = self._conn.execute(
+                f"""SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
+                           d.title, d.intent, d.url
+                    FROM chunks c JOIN docs d ON d.path = c.doc
+                    WHERE c.id IN ({",".join("?" * len(ids))})""",
+                ids,
+            ).fetchall()
+        by_id = {row[0]: record(row) for row in found}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise IndexChanged(
+                f"chunk {missing[0]} left the index while answering (a reindex committed): "
+                "ask again"
+            )
+        return [by_id[i] for i in ids]
+
+
+def record(row: tuple) -> dict:
+    cid, doc, path, text, search_text, start, end, title, intent, url = row
+    return {
+        "id": cid,
+        "doc": doc,
+        "heading_path": json.loads(path),
+        "text": text,
+        "search_text": search_text,
+        "start": start,
+        "end": end,
+        "title": title,
+        "intent": intent,
+        "url": url,
+    }
+
+
+def _meta(conn: sqlite3.Connection) -> dict[str, str]:
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[str, np.ndarray]]:
+    """The arrays of the index as `conn` sees it (call inside one read transaction), streamed
+    from SQLite: rows in (doc, chunk order), as `store.load_chunks` orders them."""
+    model = meta["embed_model"]
+    (n,) = conn.execute("SELECT count(*) FROM chunks c JOIN docs d ON d.path = c.doc").fetchone()
+    (dim,) = conn.execute(
+        """SELECT length(e.vector) / 4 FROM chunks c
+           JOIN embeddings e ON e.text_hash = c.text_hash AND e.model = ? LIMIT 1""",
+        [model],
+    ).fetchone() or (0,)
+    vectors = np.zeros((n, dim), dtype=np.float32)
+    ids: list[bytes] = []
+    intent_of: dict[str, int] = {}
+    intents = np.zeros(n, dtype=np.int32)
+    section_of: dict[tuple[str, str], int] = {}
+    sections = np.zeros(n, dtype=np.int32)
+
+    def rows():
+        cursor = conn.execute(
+            """SELECT c.id, c.doc, c.heading_path, c.search_text, d.intent, e.vector
+               FROM chunks c JOIN docs d ON d.path = c.doc
+               LEFT JOIN embeddings e ON e.text_hash = c.text_hash AND e.model = ?
+               ORDER BY c.doc, c.ord""",
+            [model],
+        )
+        for i, (cid, doc, path, search_text, intent, blob) in enumerate(cursor):
+            ids.append(cid.encode())
+            intents[i] = intent_of.setdefault(intent, len(intent_of))
+            sections[i] = section_of.setdefault((doc, path), len(section_of))
+            if blob is not None:
+                vectors[i] = np.frombuffer(blob, dtype=np.float32)
+            yield bm25_tokens(search_text)
+
+    bm25 = BM25(rows())
+    # intent ids in name order
+    names = sorted(intent_of)
+    remap = np.zeros(max(len(names), 1), dtype=np.int32)
+    remap[[intent_of[x] for x in names]] = np.arange(len(names), dtype=np.int32)
+    header = {
+        "format": FORMAT,
+        "generation": int(meta.get("generation", "0")),
+        "generation_id": meta.get("generation_id"),
+        "model": model,
+        "tokenizer": TOKENIZER_VERSION,
+        "intent_names": names,
+    }
+    arrays = {
+        "ids": np.array(ids, dtype=f"S{max(map(len, ids), default=1)}"),
+        "intent_ids": remap[intents],
+        "sections": sections,
+        "vectors": vectors,
+        **bm25.arrays(),
+    }
+    return header, arrays
+
+
+def _current(head: dict, meta: dict[str, str]) -> bool:
+    return (
+        head.get("format") == FORMAT
+        and head.get("tokenizer") == TOKENIZER_VERSION
+        and head.get("generation") == int(meta.get("generation", "0"))
+        and head.get("generation_id") == meta.get("generation_id")
+        and head.get("model") == meta.get("embed_model")
+    )
+
+
+def prepare(db_path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """The current generation's header and arrays: mapped from its file, or built from SQLite and
+    written beside it (older generations' files are removed). Where the file cannot be written
+    (a read-only folder), the built arrays are used from memory."""
+    db_path = Path(db_path)
+    if not db_path.is_file():
+        raise IndexMissing(
+            f"No index at {db_path}. Build one with: fieldguide index DOCS_DIR --db {db_path}"
+        )
+    conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+    try:
+        conn.execute("BEGIN")  # one snapshot: the generation read is the one built
+        meta = _meta(conn)
+        if "embed_model" not in meta:
+            raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
+        path = arrays_path(db_path, int(meta.get("generation", "0")))
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            head, arrays = read_arrays(path)
+            if _current(head, meta):
+                return head, arrays
+        head, arrays = build(conn, meta)
+    finally:
+        conn.close()
+    try:
+        write_arrays(path, head, arrays)
+    except OSError:
+        return head, arrays
+    for old in db_path.parent.glob(f"{db_path.name}.gen-*.arrays"):
+        if old != path:
+            with contextlib.suppress(OSError):  # a process mapping it keeps its pages
+                old.unlink()
+    return read_arrays(path)
+
+
+def open_searcher(db_path: str | Path, model: str | None) -> tuple[int, Searcher]:
+    """(generation, Searcher) of the index at `db_path`; `model`: the query embedder's name, which
+    must be the index's (None: no vector search)."""
+    head, a = prepare(db_path)
+    check_model(head["model"], model)
+    vectors = a["vectors"] if model is not None and a["vectors"].shape[1] else None
+    searcher = Searcher.from_arrays(
+        a["intent_ids"],
+        head["intent_names"],
+        a["sections"],
+        vectors,
+        BM25.from_arrays(a),
+        Records(db_path, a["ids"]),
+    )
+    return head["generation"], searcher
