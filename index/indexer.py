@@ -16,14 +16,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
 from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
 from .mapped import prepare
-from .store import generation, get_meta, open_db, set_meta, vector_blob
+from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob
 
 
 class IndexError_(Exception):
@@ -62,10 +61,6 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 def index_folder(
     db_path: str | Path,
     root: str | Path,
@@ -91,7 +86,7 @@ def index_folder(
         raise IndexError_(f"No markdown files (*.md, *.markdown) under {root}")
 
     db = open_db(db_path)
-    started = _now()
+    started = utc_now()
     summary = RunSummary(model=embedder.name, skipped=list(walked.skipped))
     old_hashes, fresh, present = _read_changed(db, root, files, summary, max_chars)
     summary.removed = sorted(set(old_hashes) - present)
@@ -319,7 +314,7 @@ def _record_run(
     row.pop("model")
     row.update(
         started=started,
-        finished=_now(),
+        finished=utc_now(),
         status=status,
         docs_root=str(root),
         model=summary.model,

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
-from .store import IndexMissing, check_model
+from .store import IndexMissing, check_model, record
 
 MAGIC = b"FGARRAY1"
 FORMAT = 1
@@ -112,22 +112,6 @@ class Records:
                 "ask again"
             )
         return [by_id[i] for i in ids]
-
-
-def record(row: tuple) -> dict:
-    cid, doc, path, text, search_text, start, end, title, intent, url = row
-    return {
-        "id": cid,
-        "doc": doc,
-        "heading_path": json.loads(path),
-        "text": text,
-        "search_text": search_text,
-        "start": start,
-        "end": end,
-        "title": title,
-        "intent": intent,
-        "url": url,
-    }
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +86,11 @@ def set_meta(db: sqlite_utils.Database, **values) -> None:
     db.table("meta").upsert_all([{"key": k, "value": str(v)} for k, v in values.items()], pk="key")
 
 
+def utc_now() -> str:
+    """The time as stored in the index and audit tables: UTC ISO 8601, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def vector_blob(vec: np.ndarray) -> bytes:
     return np.asarray(vec, dtype=np.float32).tobytes()
 
@@ -104,6 +110,24 @@ def check_model(indexed_model: str, model: str | None) -> None:
             "Reindex with the current settings (fieldguide index DOCS_DIR)"
             " or restore the old ones."
         )
+
+
+def record(row: tuple) -> dict:
+    """A chunk's record from (id, doc, heading_path JSON, text, search_text, start, end, title,
+    intent, url)."""
+    cid, doc, path, text, search_text, start, end, title, intent, url = row
+    return {
+        "id": cid,
+        "doc": doc,
+        "heading_path": json.loads(path),
+        "text": text,
+        "search_text": search_text,
+        "start": start,
+        "end": end,
+        "title": title,
+        "intent": intent,
+        "url": url,
+    }
 
 
 def load_chunks(db: sqlite_utils.Database, model: str | None):
@@ -134,18 +158,7 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
     for i, (cid, doc, path, text, search_text, start, end, blob) in enumerate(rows):
         doc_path, title, intent, url = docs[doc]
         records.append(
-            {
-                "id": cid,
-                "doc": doc_path,
-                "heading_path": json.loads(path),
-                "text": text,
-                "search_text": search_text,
-                "start": start,
-                "end": end,
-                "title": title,
-                "intent": intent,
-                "url": url,
-            }
+            record((cid, doc_path, path, text, search_text, start, end, title, intent, url))
         )
         if model is not None and blob is not None:
             if vectors is None:

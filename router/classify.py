@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
-from index.search import Searcher
+from index.search import Hit, Searcher
 from prompts import render
 
-from .claude import Claude, Unusable, strict_tool, tool_input, usage_of
+from .claude import Claude, MessagesClient, Unusable, strict_tool, tool_input, usage_of
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,20 @@ class Classification:
         return self.ranked[0][0] if self.ranked else None
 
 
+class Classifier(Protocol):
+    """question → intents ranked by a score in [0, 1]. `global_hits`: an unrouted search the
+    caller already ran (the offline vote reuses it); `claude`: the question's Claude (deadline,
+    earlier failures), for a classifier that asks Claude."""
+
+    def classify(
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        global_hits: list[Hit] | None = None,
+        claude: Claude | None = None,
+    ) -> Classification: ...
+
+
 class OfflineClassifier:
     def __init__(
         self,
@@ -57,7 +72,11 @@ class OfflineClassifier:
         self.bm25_weight = bm25_weight
 
     def classify(
-        self, question: str, query_vec: np.ndarray | None, global_hits=None
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        global_hits: list[Hit] | None = None,
+        claude: Claude | None = None,  # not asked: the vote is offline
     ) -> Classification:
         hits = global_hits or self.searcher.search(
             question, query_vec, k=VOTERS, bm25_weight=self.bm25_weight
@@ -99,7 +118,7 @@ CLASSIFY_TOOL = "choose_intent"
 class ClaudeClassifier:
     def __init__(
         self,
-        client,
+        client: MessagesClient,
         model: str,
         intents: list[dict],
         fallback: OfflineClassifier,
@@ -146,7 +165,7 @@ class ClaudeClassifier:
         self,
         question: str,
         query_vec: np.ndarray | None,
-        global_hits=None,
+        global_hits: list[Hit] | None = None,
         claude: Claude | None = None,
     ) -> Classification:
         """Claude's ranking, or the offline classifier's when Claude fails. `claude`: the

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anthropic
 
@@ -23,6 +23,19 @@ T = TypeVar("T")
 DEADLINE = 45.0  # seconds for one question, all its Claude steps together (FIELDGUIDE_DEADLINE)
 MIN_CALL = 0.5  # with less time than this left, a step does not call Claude at all
 OFFLINE_NOTE = "answered from the docs without Claude"
+
+
+class MessagesClient(Protocol):
+    """The Claude client as fieldguide uses it: `anthropic.Anthropic`, or anything shaped like it
+    (a proxy's client); only `messages.create` / `messages.stream` and `with_options` are used."""
+
+    timeout: Any  # seconds (float) or an httpx Timeout
+    max_retries: int
+
+    @property
+    def messages(self) -> Any: ...
+
+    def with_options(self, *, timeout: float, max_retries: int) -> Any: ...
 
 
 class Unusable(ValueError):
@@ -55,7 +68,7 @@ class Claude:
 
     def __init__(
         self,
-        client: Any,
+        client: MessagesClient | None,
         deadline: float = DEADLINE,
         on_fail: Callable[[str, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -78,6 +91,7 @@ class Claude:
     def budget(self) -> tuple[float, int]:
         """(timeout, max_retries) for the next call: each attempt may take the client's own timeout
         but no more than the time left, and only as many retries as still fit in it."""
+        assert self.client is not None  # only asked while Claude is available
         left = self.remaining()
         own = self.client.timeout
         timeout = min(own if isinstance(own, (int, float)) else 600.0, left)
@@ -93,6 +107,7 @@ class Claude:
             self._fail(step, "out of time")
             return offline()
         timeout, retries = self.budget()
+        assert self.client is not None  # available
         try:
             return call(self.client.with_options(timeout=timeout, max_retries=retries))
         except FAILURES as e:

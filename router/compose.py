@@ -13,7 +13,7 @@ from prompts import render
 
 from . import citations
 from .answer import Citation, Passage, Source
-from .claude import Unusable, usage_of
+from .claude import MessagesClient, Unusable, usage_of
 
 NOT_IN_DOCS = "NOT_IN_DOCS"
 MAX_TOKENS, RETRY_MAX_TOKENS = 1500, 4000
@@ -55,7 +55,7 @@ class Holdback:
 
 
 def compose(
-    client: Any,
+    client: MessagesClient,
     model: str,
     question: str,
     passages: list[Passage],

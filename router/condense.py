@@ -3,11 +3,9 @@ the thread's last question is appended to the follow-up."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from prompts import render
 
-from .claude import usage_of
+from .claude import MessagesClient, usage_of
 
 MAX_QUESTION_CHARS = 4000
 
@@ -16,7 +14,9 @@ def prior(history: list[dict]) -> list[dict]:
     return [h for h in history if h.get("text", "").strip()]
 
 
-def with_claude(client: Any, model: str, question: str, history: list[dict]) -> tuple[str, dict]:
+def with_claude(
+    client: MessagesClient, model: str, question: str, history: list[dict]
+) -> tuple[str, dict]:
     """(standalone question, token usage); an empty rewrite keeps the offline one."""
     convo = "\n".join(f"{h['role']}: {h['text'][:1500]}" for h in prior(history)[-10:])
     msg = client.messages.create(

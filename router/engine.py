@@ -14,6 +14,7 @@ from index.search import Searcher
 from index.store import generation, load_intents, load_related, open_db
 
 from .classify import ClaudeClassifier, OfflineClassifier
+from .claude import MessagesClient
 from .describe import headings_in
 from .policy import RouteDecision, Router
 
@@ -31,7 +32,7 @@ class Engine:
         self,
         db_path: str,
         embedder: Embedder,
-        anthropic_client=None,
+        anthropic_client: MessagesClient | None = None,
         classify_model: str = "",
         bm25_weight: float = 0.4,
         fusion: str = "weighted",

@@ -14,6 +14,8 @@ import numpy as np
 
 from index.search import Hit
 
+from .answer import squash
+
 # reranked: the routed list reordered by the reranker (needs a Voyage key), what the bot serves then
 ALL_MODES = ("bm25", "vector", "hybrid", "rrf", "routed", "reranked", "oracle")
 
@@ -46,15 +48,11 @@ def load_questions(path: str | Path) -> list[Question]:
     return out
 
 
-def _norm(s: str) -> str:
-    return " ".join(s.split()).lower()
-
-
 def matches(chunk: dict, gold: dict) -> bool:
     if chunk["doc"] != gold["doc"]:
         return False
-    return gold.get("section") is None or _norm(gold["section"]) in {
-        _norm(h) for h in chunk["heading_path"]
+    return gold.get("section") is None or squash(gold["section"]) in {
+        squash(h) for h in chunk["heading_path"]
     }
 
 

@@ -5,14 +5,13 @@ router/offline.py `extract`."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from index.search import Hit
 from prompts import render
 
 from .answer import Passage, occurs_in
 from .citations import label
-from .claude import Unusable, strict_tool, tool_input, usage_of
+from .claude import MessagesClient, Unusable, strict_tool, tool_input, usage_of
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ TOOL = strict_tool(
 
 
 def extract(
-    client: Any, model: str, question: str, hits: list[Hit]
+    client: MessagesClient, model: str, question: str, hits: list[Hit]
 ) -> tuple[list[Passage], int, dict]:
     """(passages found verbatim in their chunks, how many were dropped, token usage)."""
     chunks = "\n\n".join(

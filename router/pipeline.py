@@ -20,7 +20,7 @@ from prompts import prompt_hash
 from . import citations, compose, condense, decide, offline
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
-from .claude import DEADLINE, OFFLINE_NOTE, Claude, add_usage
+from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine
 from .state import State
 
@@ -49,7 +49,7 @@ class Pipeline:
     def __init__(
         self,
         engine: Engine,
-        anthropic_client=None,
+        anthropic_client: MessagesClient | None = None,
         models: dict | None = None,
         docs_base_url: str = "",
         state: State | None = None,

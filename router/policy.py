@@ -23,7 +23,7 @@ import numpy as np
 
 from index.search import Hit, Searcher, read_together
 
-from .classify import VOTERS
+from .classify import VOTERS, Classifier
 
 # The buckets are the top intents that together hold COVER of the classifier's score (at most
 # MAX_BUCKETS). One intent holding it alone is a confident routing; on the eval sets a second intent
@@ -76,7 +76,7 @@ class Router:
     def __init__(
         self,
         searcher: Searcher,
-        classifier,
+        classifier: Classifier,
         related: dict[str, set[str]] | None = None,
         bm25_weight: float = 0.4,
         fusion: str = "hybrid",
@@ -143,9 +143,7 @@ class Router:
             bm25_weight=self.bm25_weight,
         )
         everything = search(None, max(k, VOTERS))
-        # only a Claude classifier takes the question's Claude (other classifiers need not know it)
-        extra = {"claude": claude} if claude is not None else {}
-        result = self.classifier.classify(question, query_vec, everything, **extra)
+        result = self.classifier.classify(question, query_vec, everything, claude=claude)
         everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
         decision = RouteDecision(

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import sqlite_utils
 
+from index.store import utc_now
+
 log = logging.getLogger(__name__)
 
 # one writer at a time on a connection shared by Slack's worker threads
@@ -81,10 +83,6 @@ class State(Protocol):
     def reindex_running(self) -> bool: ...
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 def ensure_tables(db: sqlite_utils.Database) -> None:
     """Create the tables once, when a SqliteState opens its connection, so the per-answer writes
     below don't repeat it."""
@@ -93,7 +91,7 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
 
 def record_answer(db, ans, context: dict) -> int:
     row = {
-        "created": _now(),
+        "created": utc_now(),
         "question": ans.question,
         "condensed": ans.condensed,
         "decision": ans.decision,
@@ -136,7 +134,7 @@ def record_feedback(db, answer_id: int, user: str, value: str) -> None:
     """Last choice per user and answer wins."""
     with _write_lock, db.atomic():
         db["feedback"].upsert(
-            {"answer_id": answer_id, "user": user, "value": value, "created": _now()},
+            {"answer_id": answer_id, "user": user, "value": value, "created": utc_now()},
             pk=("answer_id", "user"),
         )
 

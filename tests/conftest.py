@@ -1,9 +1,11 @@
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from index.embedders import make_embedder
+from index.search import Searcher
 from tests.stubs import StubServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,3 +65,33 @@ def clean_settings(monkeypatch, tmp_path_factory):
     for env, _, _ in describe():
         monkeypatch.delenv(env, raising=False)
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+def record(i, intent, doc=None, path=None, text=""):
+    """A chunk record for a Searcher built in memory."""
+    return {
+        "id": f"c{i}",
+        "doc": doc or f"d{i}.md",
+        "heading_path": path or [f"S{i}"],
+        "text": text,
+        "search_text": text,
+        "start": 0,
+        "end": len(text),
+        "title": "T",
+        "intent": intent,
+        "url": None,
+    }
+
+
+def small_searcher():
+    """Five one-line chunks in three intents, each with its own unit vector."""
+    texts = [
+        ("auth", "rotate api key secret"),
+        ("auth", "login with sso"),
+        ("billing", "invoice refund plan"),
+        ("billing", "plan price upgrade"),
+        ("api", "pagination cursor limit"),
+    ]
+    recs = [record(i, intent, text=t) for i, (intent, t) in enumerate(texts)]
+    vecs = np.eye(5, 8, dtype=np.float32)
+    return Searcher(recs, vecs), vecs
