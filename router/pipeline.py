@@ -96,7 +96,10 @@ class Pipeline:
 
     def condense(self, question: str, history: list[dict], ans: Answer) -> str:
         prior = [h for h in history if h.get("text", "").strip()]
-        if not prior:
+        searcher = self.engine.loaded().searcher
+        # with Claude, a question in another language than the docs is rewritten into theirs
+        foreign = self.client is not None and decide.foreign_language(question, searcher)
+        if not prior and not foreign:
             return question
         if self.client is not None:
             import anthropic
@@ -106,7 +109,7 @@ class Pipeline:
                 msg = self.client.messages.create(
                     model=self.models["condense"],
                     max_tokens=200,
-                    system=render("condense"),
+                    system=render("condense", docs_language=decide.docs_language_name(searcher)),
                     messages=[
                         {
                             "role": "user",
@@ -340,10 +343,18 @@ class Pipeline:
         lap("route_retrieve")
 
         bm25 = loaded.searcher.bm25
-        strength = decide.evidence(ans.condensed, query_vec, decision.hits, bm25, ans)
+        strength = decide.evidence(
+            ans.condensed,
+            query_vec,
+            decision.hits,
+            bm25,
+            ans,
+            searcher=loaded.searcher,
+            claude=self.client is not None,
+        )
         if strength == ABSTAIN:
             # nothing near: naming "closest" sections would be noise
-            ans.text = self.abstain_text([])
+            ans.text = decide.abstain_message(ans) or self.abstain_text([])
             return self._finish(ans, t0, context)
         passages = self.extract(ans.condensed, query_vec, decision.hits, bm25, ans)
         ans.passages = passages
