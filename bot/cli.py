@@ -193,11 +193,19 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
 
     from tqdm import tqdm
 
-    from router.answer_eval import format_summary, load_items, load_stopwords, run_answers, sample
+    from router.answer_eval import (
+        format_summary,
+        load_items,
+        load_stopwords,
+        run_answers,
+        sample,
+        split_offtopic,
+    )
 
-    questions = sample(load_items(qfile), args.limit, args.seed)
+    answerable, offtopic = split_offtopic(load_items(qfile))
+    questions = sample(answerable, args.limit, args.seed)
     off_file = Path(args.offtopic or set_dir / "offtopic.jsonl")
-    offtopic = load_items(off_file) if off_file.is_file() else []
+    offtopic += load_items(off_file) if off_file.is_file() else []
     pipeline = make_pipeline(settings, db)
     pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
     pipeline.answer("warm up: load the model and the index")
@@ -215,7 +223,7 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     name = set_dir.resolve().name
     result["summary"] = {
         "set": name,
-        "sampled": args.limit is not None and args.limit < len(load_items(qfile)),
+        "sampled": args.limit is not None and args.limit < len(answerable),
         "seed": args.seed,
         "offline": pipeline.client is None,
         "embedder": pipeline.engine.embedder.name,

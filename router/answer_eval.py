@@ -62,6 +62,7 @@ def load_items(path: str | Path) -> list[dict]:
                 {
                     "id": str(q["id"]),
                     "question": str(q["question"]),
+                    "intents": list(q.get("intents") or []),
                     "gold": list(q.get("gold") or []),
                     "answer": str(q.get("answer") or ""),
                 }
@@ -69,6 +70,13 @@ def load_items(path: str | Path) -> list[dict]:
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not a question object ({e})") from None
     return out
+
+
+def split_offtopic(items: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(answerable, off-topic): a question with no intents and no reference answer is off-topic
+    (examples/questions.jsonl keeps its off-topic questions beside the others)."""
+    off = [q for q in items if not q["intents"] and not q["gold"] and not q["answer"]]
+    return [q for q in items if q not in off], off
 
 
 def sample(items: list[dict], limit: int | None, seed: int) -> list[dict]:

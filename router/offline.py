@@ -18,7 +18,7 @@ from index.chunker import LIST_ITEM, SENTENCE_END, block_spans, context_header
 from index.embedders import Embedder, EmbeddingError
 from index.search import BM25, Hit, tokenize
 
-from .answer import Answer, Citation, Passage, Source, occurs_in, squash
+from .answer import Answer, Citation, Passage, Source, occurs_in
 
 # a unit's score = CHUNK_WEIGHT * its chunk's fused score + the rest from the unit itself
 CHUNK_WEIGHT = 0.5
@@ -28,8 +28,8 @@ EMBED_CANDIDATES = 8
 # what an answer quotes: units scoring within RATIO of the best, at most MAX_UNITS of them and
 # about BUDGET characters (the first unit always; a lead-in ending in ":" brings what it
 # introduces)
-RATIO, MAX_UNITS, BUDGET = 0.8, 3, 450
-MAX_CODE_CHARS = 800
+RATIO, MAX_UNITS, BUDGET = 0.8, 4, 600
+MAX_CODE_CHARS = 500
 TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
 WORDS = re.compile(r"[A-Za-z]{2,}")
 ELLIPSIS = "…"
@@ -205,12 +205,9 @@ def _passages(chosen: list[Unit]) -> list[Passage]:
 
 
 def source_label(src: Source) -> str:
-    """The source named once: "Title › Section", or the title alone when the section is the
-    page itself."""
-    section = src.section
-    if not section or squash(section) == squash(src.title):
-        return src.title
-    return f"{src.title} › {section}"
+    """The source named once and briefly: its own heading (the title when the chunk is the page's
+    top), the full "Title › path" being in the numbered sources under the answer."""
+    return src.heading_path[-1] if src.heading_path else src.title
 
 
 def compose(passages: list[Passage], by_chunk: dict[str, Source], ans: Answer) -> str:

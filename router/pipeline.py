@@ -96,12 +96,12 @@ class Pipeline:
 
     def condense(self, question: str, history: list[dict], ans: Answer) -> str:
         prior = [h for h in history if h.get("text", "").strip()]
-        searcher = self.engine.loaded().searcher
         # with Claude, a question in another language than the docs is rewritten into theirs
-        foreign = self.client is not None and decide.foreign_language(question, searcher)
+        searcher = self.engine.loaded().searcher if self.client is not None else None
+        foreign = searcher is not None and decide.foreign_language(question, searcher)
         if not prior and not foreign:
             return question
-        if self.client is not None:
+        if self.client is not None and searcher is not None:
             import anthropic
 
             convo = "\n".join(f"{h['role']}: {h['text'][:1500]}" for h in prior[-10:])
