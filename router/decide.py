@@ -216,10 +216,12 @@ def evidence(
         "similarity": None if sim is None else round(sim, 3),
         "unknown_terms": unknown,
     }
+    strength = _offline_strength(sim, cover, unknown)
     if claude:
+        # kept for after_fallback: if Claude's extraction fails, the offline decision holds
+        ans.evidence["offline_decision"] = strength
         near = cover >= ABSTAIN_COVERAGE if sim is None else sim >= CLAUDE_ABSTAIN_SIMILARITY
         return ANSWER if near else ABSTAIN
-    strength = _offline_strength(sim, cover, unknown)
     if strength != ANSWER and searcher is not None:
         # not found: because the question is in another language than the docs?
         lang = foreign_language(question, searcher)
@@ -228,6 +230,16 @@ def evidence(
             return ABSTAIN
     if strength == ANSWER and searcher is not None and absent_names(question, hits, searcher):
         return PARTIAL
+    return strength
+
+
+def after_fallback(strength: str, ans: Answer) -> str:
+    """The decision once extraction has run: when Claude was to extract but the offline extractor
+    had to (Claude failed), nothing checks the passages but the offline evidence, so its decision
+    holds (ABSTAIN on a name the docs never mention, PARTIAL on a loose match)."""
+    offline = ans.evidence.get("offline_decision")
+    if offline and any(n.startswith("extract:") for n in ans.notes):
+        return str(offline)
     return strength
 
 

@@ -359,6 +359,10 @@ class Pipeline:
         passages = self.extract(ans.condensed, query_vec, decision.hits, bm25, ans)
         ans.passages = passages
         lap("extract")
+        strength = decide.after_fallback(strength, ans)
+        if strength == ABSTAIN:
+            ans.text = decide.abstain_message(ans) or self.abstain_text([])
+            return self._finish(ans, t0, context)
         if not passages:
             ans.text = self.abstain_text(decision.hits)
             return self._finish(ans, t0, context)

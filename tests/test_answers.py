@@ -218,3 +218,16 @@ def test_with_claude_a_question_in_another_language_is_rewritten_for_retrieval(
     fake.seen.clear()
     p.answer("How do I verify the signature of a webhook?")
     assert not any("rewrite a follow-up" in json.dumps(b.get("system", "")) for b in fake.seen)
+
+
+def test_when_claude_fails_the_offline_decision_holds(examples_db, local_embedder, stub):
+    import anthropic
+
+    from tests.stubs import OVERLOADED
+
+    stub.route("/v1/messages", lambda req: OVERLOADED)
+    client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5.0)
+    models = {"condense": "h", "extract": "h", "answer": "s"}
+    p = Pipeline(Engine(examples_db, local_embedder, client, "h"), client, models)
+    ans = p.answer("How do I forward Tidewater webhooks to Amazon EventBridge?")
+    assert ans.offline and ans.decision == ABSTAIN and "Amazon EventBridge" in ans.text
