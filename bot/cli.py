@@ -190,6 +190,8 @@ def cmd_eval(args, settings: Settings) -> int:
         f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)",
         file=sys.stderr,
     )
+    if args.answers:
+        return _eval_answers(args, settings, set_dir, qfile, db)
     engine = make_engine(settings, db)
     loaded = engine.loaded()
     modes = args.modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
@@ -221,6 +223,57 @@ def cmd_eval(args, settings: Settings) -> int:
     print(format_table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        print(f"\nWrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
+    """`eval --answers`: the whole ask path on the set's questions and off-topic questions."""
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from router.answer_eval import (
+        format_summary,
+        load_items,
+        load_stopwords,
+        run_answers,
+        sample,
+        split_offtopic,
+    )
+
+    answerable, offtopic = split_offtopic(load_items(qfile))
+    questions = sample(answerable, args.limit, args.seed)
+    off_file = Path(args.offtopic or set_dir / "offtopic.jsonl")
+    offtopic += load_items(off_file) if off_file.is_file() else []
+    pipeline = make_pipeline(settings, db)
+    pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
+    pipeline.answer("warm up: load the model and the index")
+    with tqdm(
+        total=len(questions) + len(offtopic), desc="Asking", unit="q", file=sys.stderr, disable=None
+    ) as bar:
+        result = run_answers(
+            pipeline.answer,
+            questions,
+            offtopic,
+            load_stopwords(set_dir),
+            seed=args.seed,
+            progress=bar.update,
+        )
+    name = set_dir.resolve().name
+    result["summary"] = {
+        "set": name,
+        "sampled": args.limit is not None and args.limit < len(answerable),
+        "seed": args.seed,
+        "offline": pipeline.client is None,
+        "embedder": pipeline.engine.embedder.name,
+        **result["summary"],
+    }
+    print(format_summary(name, result["summary"]))
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         print(f"\nWrote {args.json}", file=sys.stderr)
     return 0
 
@@ -497,6 +550,24 @@ def build_parser() -> argparse.ArgumentParser:
         choices=ALL_MODES,
         help=f"{' '.join(ALL_MODES)} (default: all; reranked only with VOYAGE_API_KEY)",
     )
+    sp.add_argument(
+        "--answers",
+        action="store_true",
+        help="score whole answers (the ask path) instead of retrieval: abstain and PARTIAL"
+        " rates, token recall/precision, gold cited, off-topic abstain, length, latency",
+    )
+    sp.add_argument(
+        "--offtopic",
+        metavar="FILE",
+        help="with --answers: off-topic questions (default: SET_DIR/offtopic.jsonl if present)",
+    )
+    sp.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="with --answers: N answerable questions sampled with --seed (default: all)",
+    )
+    sp.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
     return p
 
 

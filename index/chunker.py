@@ -171,6 +171,14 @@ def split_blocks(text: str) -> list[str]:
     ]
 
 
+def block_spans(text: str) -> list[tuple[str, list[tuple[int, int]]]]:
+    """(kind, line spans) of each paragraph, list, table and code block of a markdown text, its
+    H1-H4 headings left out: offsets into `text`, for quoting parts of a block verbatim."""
+    doc = Doc(path="", title="", intent="", text=text, body_start=0, hash="")
+    blocks = [b for _, section in _sections(doc) for b in section]
+    return [(b.kind, b.lines) for b in blocks if b.kind != "heading"]
+
+
 def context_header(title: str, heading_path: list[str]) -> str:
     parts = list(heading_path)
     if not parts or parts[0].strip().lower() != title.strip().lower():

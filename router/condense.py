@@ -15,14 +15,19 @@ def prior(history: list[dict]) -> list[dict]:
 
 
 def with_claude(
-    client: MessagesClient, model: str, question: str, history: list[dict]
+    client: MessagesClient,
+    model: str,
+    question: str,
+    history: list[dict],
+    docs_language: str = "English",
 ) -> tuple[str, dict]:
-    """(standalone question, token usage); an empty rewrite keeps the offline one."""
+    """(standalone question in `docs_language`, token usage); an empty rewrite keeps the offline
+    one."""
     convo = "\n".join(f"{h['role']}: {h['text'][:1500]}" for h in prior(history)[-10:])
     msg = client.messages.create(
         model=model,
         max_tokens=200,
-        system=render("condense"),
+        system=render("condense", docs_language=docs_language),
         messages=[{"role": "user", "content": f"Conversation:\n{convo}\n\nFollow-up: {question}"}],
     )
     text = " ".join(b.text for b in msg.content if b.type == "text").strip()

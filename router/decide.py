@@ -1,38 +1,249 @@
-"""Deciding from retrieval alone, before any model is asked, whether the docs can answer."""
+"""Deciding from retrieval alone, before any model is asked, whether the docs can answer.
+
+Two kinds of evidence. Closeness (the best chunk's cosine to the question, the share of the
+question's idf weight the top chunks contain) says a section is *near* the question; a section
+about a sibling product is near too. So the decision also reads the question's *specific terms*
+(names, products, versions, flags: capitalised words, acronyms, code-like tokens) and asks whether
+the docs know them at all: "Claude Opus 4", "Rancher", "budget_tokens" that occur nowhere in the
+docs (as that sequence of words) mean the docs don't cover the question, however close its
+nearest section sounds. A section that is merely near cannot fake a name it does not contain.
+"""
 
 from __future__ import annotations
 
+import re
+import threading
+from functools import cache, lru_cache
+
 import numpy as np
 
-from index.search import BM25, Hit, tokenize
+from index.search import BM25, Hit, Searcher, tokenize
 
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer
 
 # Evidence thresholds, calibrated on shared/eval and examples/ (answerable questions) against
-# off-topic questions (bench/offtopic.jsonl and the examples' own): see bench/RESULTS.md.
+# off-topic questions (each set's offtopic.jsonl, bench/offtopic.jsonl and the examples' own): see
+# bench/RESULTS.md, section answers-eval.
 # `similarity` is the best chunk's cosine to the question (local all-MiniLM-L6-v2 scale: answerable
-# questions scored >= 0.44, off-topic ones <= 0.31); `coverage` is the share of the question's idf
-# weight found in the top chunks, a second opinion for questions whose words the docs never use.
+# questions scored >= 0.44, generic off-topic ones <= 0.31); `coverage` is the share of the
+# question's idf weight found in the top chunks, a second opinion for questions whose words the
+# docs never use.
 ABSTAIN_SIMILARITY = 0.36
 # few of its words and only a loose match: abstain too
 ABSTAIN_COVERAGE, WEAK_SIMILARITY = 0.2, 0.45
 PARTIAL_COVERAGE, PARTIAL_SIMILARITY = 0.3, 0.45
+# With Claude, the gate before it only stops questions with nothing near at all: Claude's
+# extraction (nothing_relevant) and answer (NOT_IN_DOCS) decide the rest.
+CLAUDE_ABSTAIN_SIMILARITY = 0.25
+
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
+VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")  # 4, 3.5, 4.15: joins a name (Opus 4), starts none
+# a word in more than this share of the chunks is the docs' own vocabulary (Claude, API, cluster),
+# not a name that singles out a topic: it is left out of a phrase
+COMMON_SHARE = 0.1
+# how many chunks containing all of a phrase's words are read to find the words side by side
+PHRASE_CANDIDATES = 400
+
+
+def specific_phrases(question: str) -> list[str]:
+    """The question's names, versions and flags, as runs of consecutive specific words: a word with
+    a capital after its first letter (OAuth, SCIM, GPT-4), a capitalised word that does not start
+    the question (Rancher, Opus), a code-like word (budget_tokens, v1/messages), and a short
+    version number right after one of those ("Opus 4"). "Opus 4" is one run: the docs must know
+    the words together."""
+    runs: list[list[str]] = []
+    prev_end = -1
+    for i, m in enumerate(WORD.finditer(question)):
+        w = m.group().rstrip(".-/")
+        version = bool(VERSION.fullmatch(w))
+        code = not version and bool(re.search(r"_|[a-z][A-Z]|[A-Za-z][./][A-Za-z]|[A-Za-z]-?\d", w))
+        cap = any(c.isupper() for c in w[1:]) or (w[:1].isupper() and i > 0 and w != "I")
+        joins = bool(runs) and prev_end >= 0 and question[prev_end : m.start()] == " "
+        if not (code or cap or (version and joins)) or not tokenize(w):
+            prev_end = -1
+            continue
+        if joins:
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+        prev_end = m.end()
+    return [" ".join(r) for r in runs]
+
+
+def _rows_with(terms: list[str], bm25: BM25) -> np.ndarray | None:
+    """Rows that contain every term (None when a term is unknown to the index)."""
+    rows = None
+    for t in dict.fromkeys(terms):
+        v = bm25.vocab.get(t)
+        if v is None:
+            return None
+        docs = bm25.postings_docs[bm25.offsets[v] : bm25.offsets[v + 1]]
+        rows = docs if rows is None else np.intersect1d(rows, docs, assume_unique=True)
+        if rows.size == 0:
+            return rows
+    return rows
+
+
+def _common(term: str, bm25: BM25) -> bool:
+    v = bm25.vocab.get(term)
+    if v is None:
+        return False
+    return int(bm25.offsets[v + 1] - bm25.offsets[v]) > COMMON_SHARE * bm25.size
+
+
+def known_phrase(phrase: str, searcher: Searcher) -> bool:
+    """Whether the docs contain the phrase somewhere in the whole index: its words side by side
+    (stopwords skipped, plurals folded, the docs' everyday words left out), and a code-like word
+    (budget_tokens, claude.ai) letter for letter."""
+    terms = [t for t in tokenize(phrase) if not _common(t, searcher.bm25)]
+    if not terms:
+        return True
+    rows = _rows_with(terms, searcher.bm25)
+    if rows is None or rows.size == 0:
+        return False
+    literals = [w.lower() for w in phrase.split() if "_" in w]
+    if len(terms) == 1 and not literals:
+        return True
+    n = len(terms)
+    for rec in searcher.fetch([int(r) for r in rows[:PHRASE_CANDIDATES]]):
+        if literals and not all(w in rec["search_text"].lower() for w in literals):
+            continue
+        # the phrase's words in this order, the docs' everyday words allowed in between
+        toks = [t for t in tokenize(rec["search_text"]) if not _common(t, searcher.bm25)]
+        if any(toks[i : i + n] == terms for i in range(len(toks) - n + 1)):
+            return True
+    return False
+
+
+def unknown_terms(question: str, searcher: Searcher) -> list[str]:
+    """The question's specific terms that the docs never mention."""
+    return [p for p in specific_phrases(question) if not known_phrase(p, searcher)]
+
+
+# Languages. The local embedder reads English only, so offline a question in another language
+# than the docs finds nothing; the user is told so plainly. py3langid (langid.py's maintained fork,
+# 4.6 MB with its model, numpy only) tells the language: a question is in another language when
+# the docs' language gets less than LANGUAGE_MARGIN of the probability (the 580 English questions
+# of the eval sets all give English >= 0.32; German, Czech, Spanish, French questions < 0.01).
+LANGUAGE_MARGIN = 0.05
+LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "cs": "Czech", "es": "Spanish", "fr": "French",
+    "it": "Italian", "pt": "Portuguese", "nl": "Dutch", "pl": "Polish", "sk": "Slovak",
+    "sv": "Swedish", "da": "Danish", "no": "Norwegian", "fi": "Finnish", "hu": "Hungarian",
+    "ro": "Romanian", "tr": "Turkish", "ru": "Russian", "uk": "Ukrainian", "el": "Greek",
+    "ja": "Japanese", "zh": "Chinese", "ko": "Korean", "ar": "Arabic", "he": "Hebrew",
+}  # fmt: skip
+_identifier_lock = threading.Lock()
+
+
+@cache
+def _identifier():
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    with _identifier_lock:  # loaded once, on the first question that needs it (~1 s)
+        return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+@lru_cache(maxsize=4)
+def docs_language(searcher: Searcher) -> str:
+    """The language most of the docs are written in (a sample of the chunks)."""
+    step = max(1, searcher.size // 40)
+    sample = "\n".join(
+        r["text"][:300] for r in searcher.fetch(list(range(0, searcher.size, step))[:40])
+    )
+    return str(_identifier().classify(sample)[0]) if sample.strip() else "en"
+
+
+def docs_language_name(searcher: Searcher) -> str:
+    return language_name(docs_language(searcher))
+
+
+def foreign_language(question: str, searcher: Searcher) -> str | None:
+    """The question's language when it is confidently not the docs' language, else None."""
+    docs = docs_language(searcher)
+    ranked = dict(_identifier().rank(question))
+    if ranked.get(docs, 0.0) >= LANGUAGE_MARGIN:
+        return None
+    lang = max(ranked, key=lambda k: ranked[k])
+    return None if lang in (docs, "zxx") else str(lang)
+
+
+def abstain_message(ans: Answer) -> str | None:
+    """Why the docs can't answer, when the evidence knows more than "not found": a question in
+    another language than the docs (offline), or names the docs never mention."""
+    lang, docs = ans.evidence.get("language"), ans.evidence.get("docs_language")
+    if lang and docs:
+        d, q = language_name(docs), language_name(lang)
+        return (
+            f"Offline search works only in the docs' language ({d}), and this question looks like"
+            f" {q}. Please ask it in {d}."
+        )
+    unknown = ans.evidence.get("unknown_terms")
+    if unknown:
+        return (
+            "I couldn't find this in the docs, so I won't guess: they don't mention "
+            + ", ".join(f'"{t}"' for t in unknown)
+            + "."
+        )
+    return None
 
 
 def evidence(
-    question: str, query_vec: np.ndarray | None, hits: list[Hit], bm25: BM25, ans: Answer
+    question: str,
+    query_vec: np.ndarray | None,
+    hits: list[Hit],
+    bm25: BM25,
+    ans: Answer,
+    searcher: Searcher | None = None,
+    claude: bool = False,
 ) -> str:
-    """ABSTAIN / PARTIAL / ANSWER from retrieval alone, before any model is asked."""
+    """ABSTAIN / PARTIAL / ANSWER from retrieval alone, before any model is asked. With `claude`
+    (a Claude client will extract and answer), only a question with nothing near at all stops
+    here; Claude's extraction and answer decide the rest."""
     if not hits:
         ans.evidence = {"coverage": 0.0, "similarity": 0.0}
         return ABSTAIN
     q = tokenize(question)
     cover = bm25.coverage(q, [t for h in hits[:3] for t in tokenize(h.chunk["search_text"])])
     sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
+    unknown = unknown_terms(question, searcher) if searcher is not None else []
     ans.evidence = {
         "coverage": round(cover, 3),
         "similarity": None if sim is None else round(sim, 3),
+        "unknown_terms": unknown,
     }
+    strength = _offline_strength(sim, cover, unknown)
+    if claude:
+        # kept for after_fallback: if Claude's extraction fails, the offline decision holds
+        ans.evidence["offline_decision"] = strength
+        near = cover >= ABSTAIN_COVERAGE if sim is None else sim >= CLAUDE_ABSTAIN_SIMILARITY
+        return ANSWER if near else ABSTAIN
+    if strength != ANSWER and searcher is not None:
+        # not found: because the question is in another language than the docs?
+        lang = foreign_language(question, searcher)
+        if lang:
+            ans.evidence |= {"language": lang, "docs_language": docs_language(searcher)}
+            return ABSTAIN
+    if strength == ANSWER and searcher is not None and absent_names(question, hits, searcher):
+        return PARTIAL
+    return strength
+
+
+def after_fallback(strength: str, ans: Answer, claude_failed: bool) -> str:
+    """The decision once extraction has run: when Claude was to check the passages but failed
+    (so the offline extractor ran), nothing checks them but the offline evidence, so its decision
+    holds (ABSTAIN on a name the docs never mention, PARTIAL on a loose match)."""
+    offline = ans.evidence.get("offline_decision")
+    return str(offline) if claude_failed and offline else strength
+
+
+def _offline_strength(sim: float | None, cover: float, unknown: list[str]) -> str:
+    if unknown:
+        return ABSTAIN
     if sim is None:  # keyword search only: coverage decides alone
         return (
             ABSTAIN if cover < ABSTAIN_COVERAGE else PARTIAL if cover < PARTIAL_COVERAGE else ANSWER
@@ -42,3 +253,16 @@ def evidence(
     if cover < PARTIAL_COVERAGE or sim < PARTIAL_SIMILARITY:
         return PARTIAL
     return ANSWER
+
+
+def absent_names(question: str, hits: list[Hit], searcher: Searcher) -> list[str]:
+    """The question's specific words (not the docs' everyday ones) that the docs know but the top
+    chunks don't contain: the passages found are about something else, so at best PARTIAL."""
+    top = {t for h in hits[:3] for t in tokenize(h.chunk["search_text"])}
+    bm25 = searcher.bm25
+    return [
+        t
+        for p in specific_phrases(question)
+        for t in tokenize(p)
+        if t in bm25.vocab and not _common(t, bm25) and t not in top
+    ]

@@ -1,80 +1,235 @@
-"""The offline extract and answer steps: the best blocks of the top chunks, quoted with their
-sources. Used when no Claude key is set and when a Claude step fails."""
+"""The offline extract and answer steps: the few sentences, list items or table rows of the top
+chunks that answer the question, quoted with their sources. Used when no Claude key is set and
+when a Claude step fails.
+
+Every quote is a verbatim piece of its chunk (whitespace reflowed: hard-wrapped lines and menu
+paths written one word per line become one line; the check is whitespace-insensitive), so each
+is a citation that `occurs_in` its chunk.
+"""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import numpy as np
 
-from index.chunker import context_header, split_blocks
+from index.chunker import LIST_ITEM, SENTENCE_END, block_spans, context_header
 from index.embedders import Embedder, EmbeddingError
 from index.search import BM25, Hit, tokenize
 
-from .answer import Answer, Citation, Passage, Source, occurs_in, squash
+from .answer import Answer, Citation, Passage, Source, occurs_in
 
-# offline extraction: a block's score = CHUNK_WEIGHT * its chunk's fused score + the rest from the
-# block itself (0.3 and 0.0 put a gold-section passage first less often on claude-docs: 0.86, 0.83
-# vs 0.89)
+# a unit's score = CHUNK_WEIGHT * its chunk's fused score + the rest from the unit itself
 CHUNK_WEIGHT = 0.5
+# the units scored lexically whose cosine to the question is then computed (embedding them all
+# would cost ~4x the time for the same choice on claude-docs)
+EMBED_CANDIDATES = 8
+# what an answer quotes: units scoring within RATIO of the best, at most MAX_UNITS of them and
+# about BUDGET characters (the first unit always; a lead-in ending in ":" brings what it
+# introduces)
+RATIO, MAX_UNITS, BUDGET = 0.8, 4, 600
+MAX_CODE_CHARS = 500
+TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
+WORDS = re.compile(r"[A-Za-z]{2,}")
+ELLIPSIS = "…"
+
+
+@dataclass
+class Unit:
+    """A quotable piece of a chunk: a sentence, a list item, a table row (with its header) or a
+    short code block."""
+
+    hit: Hit
+    start: int
+    end: int
+    kind: str  # sentence | item | row | code
+    text: str  # as shown: whitespace reflowed, except code
+    block: int  # index of its block in the chunk
+    header: tuple[int, int] | None = None  # a table row's header and rule lines
+    score: float = 0.0
+
+
+def reflow(text: str) -> str:
+    return " ".join(text.split())
+
+
+def furniture(text: str) -> bool:
+    """Page furniture and navigation, never worth quoting: page numbers ("- 37 -"), a word or two
+    ("xlinkedin"), a run of title-case link labels without a sentence."""
+    words = WORDS.findall(text)
+    if len(words) < 3:
+        return True
+    caps = sum(w[0].isupper() for w in words)
+    return len(words) >= 5 and caps >= 0.6 * len(words) and not re.search(r"[.!?:]\s*$", text)
+
+
+def units_of(hit: Hit) -> list[Unit]:
+    text = hit.chunk["text"]
+    out: list[Unit] = []
+    for b, (kind, lines) in enumerate(block_spans(text)):
+        start, end = lines[0][0], lines[-1][1]
+        if kind == "code":
+            if end - start <= MAX_CODE_CHARS:
+                out.append(Unit(hit, start, end, "code", text[start:end].strip("\n"), b))
+        elif kind == "table":
+            rule = len(lines) > 1 and TABLE_RULE.match(text[lines[1][0] : lines[1][1]])
+            header = (lines[0][0], lines[1][1]) if rule else None
+            for s, e in lines[2:] if rule else lines:
+                if WORDS.search(text[s:e]) or re.search(r"\d", text[s:e]):
+                    out.append(Unit(hit, s, e, "row", text[s:e].strip(), b, header))
+        elif kind == "list":
+            items: list[list[int]] = []
+            for s, e in lines:
+                if LIST_ITEM.match(text[s:e]) or not items:
+                    items.append([s, e])
+                else:
+                    items[-1][1] = e
+            out += [Unit(hit, s, e, "item", reflow(text[s:e]), b) for s, e in items]
+        else:
+            pos = start
+            for m in [*SENTENCE_END.finditer(text, start, end), None]:
+                s, e = pos, (m.start() if m else end)
+                if text[s:e].strip():
+                    out.append(Unit(hit, s, e, "sentence", reflow(text[s:e]), b))
+                pos = m.end() if m else end
+    return [u for u in out if u.kind in ("row", "code") or not furniture(u.text)]
 
 
 def extract(
     question: str, query_vec: np.ndarray | None, hits: list[Hit], bm25: BM25, embedder: Embedder
 ) -> list[Passage]:
-    """The blocks of the top chunks that score best against the question, by the retrieval's own
-    signals: the chunk's fused score, and the block's idf-weighted term coverage and cosine
-    similarity, each block read with its chunk's title and heading path (a block under
-    "#### TW-1429" is about TW-1429 even when its sentences don't repeat the code)."""
-    q_tokens = tokenize(question)
-    blocks = [(h, b) for h in hits for b in split_blocks(h.chunk["text"])]
-    if not blocks:
+    """The units of the top chunks that score best against the question, by the retrieval's own
+    signals: the chunk's fused score, and the unit's idf-weighted term coverage (alone and read
+    with its chunk's title and heading path: a row under "#### TW-1429" is about TW-1429) and
+    cosine similarity."""
+    q = tokenize(question)
+    units = [u for h in hits for u in units_of(h)]
+    if not units:
         return []
-    texts = [
-        f"{context_header(h.chunk['title'], h.chunk['heading_path'])}\n\n{b}" for h, b in blocks
-    ]
-    block_scores = np.array([bm25.coverage(q_tokens, tokenize(t)) for t in texts])
+    headers = {
+        h.chunk["id"]: tokenize(context_header(h.chunk["title"], h.chunk["heading_path"]))
+        for h in hits
+    }
+    for u in units:
+        own = tokenize(u.text)
+        lex = 0.6 * bm25.coverage(q, own) + 0.4 * bm25.coverage(q, own + headers[u.hit.chunk["id"]])
+        u.score = CHUNK_WEIGHT * u.hit.score + (1 - CHUNK_WEIGHT) * lex
+    units.sort(key=lambda u: -u.score)
     if query_vec is not None:
+        top = units[:EMBED_CANDIDATES]
+        texts = [
+            f"{context_header(u.hit.chunk['title'], u.hit.chunk['heading_path'])}\n\n{u.text}"
+            for u in top
+        ]
         try:
-            sims = embedder.embed_documents(texts) @ query_vec
-            block_scores = 0.4 * block_scores + 0.6 * np.clip(sims, 0, None)
+            sims = np.clip(embedder.embed_documents(texts) @ query_vec, 0, None)
+            for u, sim in zip(top, sims, strict=True):
+                lex = (u.score - CHUNK_WEIGHT * u.hit.score) / (1 - CHUNK_WEIGHT)
+                u.score = CHUNK_WEIGHT * u.hit.score + (1 - CHUNK_WEIGHT) * (
+                    0.4 * lex + 0.6 * float(sim)
+                )
+            units[: len(top)] = sorted(top, key=lambda u: -u.score)
         except EmbeddingError:  # the embedding service failing here only costs the vector half
             pass
-    scores = (
-        CHUNK_WEIGHT * np.array([h.score for h, _ in blocks]) + (1 - CHUNK_WEIGHT) * block_scores
-    )
-    best = float(scores.max())
-    chosen: list[int] = []
-    chars, seen = 0, set()
-    for i in np.argsort(-scores, kind="stable"):
-        h, b = blocks[i]
-        if scores[i] < 0.85 * best or len(chosen) == 4 or (chosen and chars + len(b) > 1800):
+    return _passages(_choose(units))
+
+
+def _choose(units: list[Unit]) -> list[Unit]:
+    """The best units within the budget, no text twice (split sections and sibling pages repeat
+    paragraphs), each lead-in with what it introduces."""
+    best = units[0].score
+    chosen: list[Unit] = []
+    seen: list[str] = []
+    chars = 0
+
+    def take(u: Unit) -> bool:
+        nonlocal chars
+        # letters and digits only: "SummarizationLearn" repeats "Summarization Learn"
+        key = re.sub(r"[^a-z0-9]", "", u.text.lower())
+        if any(key in s or s in key for s in seen):
+            return False
+        seen.append(key)
+        chosen.append(u)
+        chars += len(u.text)
+        return True
+
+    by_chunk: dict[str, list[Unit]] = {}
+    for u in units:
+        by_chunk.setdefault(u.hit.chunk["id"], []).append(u)
+    for u in units:
+        if chosen and (u.score < RATIO * best or len(chosen) >= MAX_UNITS or chars >= BUDGET):
             break
-        if squash(b) in seen:  # overlapping pieces of a split section repeat a block
+        if chosen and chars + len(u.text) > BUDGET * 1.3:
             continue
-        seen.add(squash(b))
-        chosen.append(i)
-        chars += len(b)
-    return [
-        Passage(blocks[i][0].chunk["id"], blocks[i][1].strip(), float(scores[i])) for i in chosen
-    ]
+        if not take(u) or not u.text.rstrip().endswith(":"):
+            continue
+        # a lead-in ("To add more test cases:") brings the units that follow it
+        after = sorted(
+            (v for v in by_chunk[u.hit.chunk["id"]] if v.start > u.start), key=lambda v: v.start
+        )
+        for v in after[:4]:
+            if chars + len(v.text) > BUDGET * 1.5:
+                break
+            take(v)
+    return chosen
+
+
+def _passages(chosen: list[Unit]) -> list[Passage]:
+    """Chosen units as passages: by chunk (best chunk first), in the order of the text, touching
+    units merged, a table's header before its first chosen row."""
+    order: dict[str, list[Unit]] = {}
+    for u in chosen:
+        order.setdefault(u.hit.chunk["id"], []).append(u)
+    out: list[Passage] = []
+    for cid, group in order.items():
+        group.sort(key=lambda u: u.start)
+        text = group[0].hit.chunk["text"]
+        pieces: list[tuple[int, int, str, float]] = []
+        headers: set[tuple[int, int]] = set()
+        for u in group:
+            if u.header and u.header not in headers:
+                headers.add(u.header)
+                h0, h1 = u.header
+                head = "\n".join(line.strip() for line in text[h0:h1].split("\n"))
+                if not (pieces and pieces[-1][1] >= h0):
+                    pieces.append((h0, h1, head, u.score))
+            joiner = " " if u.kind == "sentence" else "\n"
+            if pieces and not text[pieces[-1][1] : u.start].strip():
+                s, _, t, sc = pieces[-1]
+                pieces[-1] = (s, u.end, f"{t}{joiner}{u.text}", max(sc, u.score))
+            else:
+                pieces.append((u.start, u.end, u.text, u.score))
+        out += [Passage(cid, t, sc) for _, _, t, sc in pieces]
+    return out
+
+
+def source_label(src: Source) -> str:
+    """The source named once and briefly: its own heading (the title when the chunk is the page's
+    top), the full "Title › path" being in the numbered sources under the answer."""
+    return src.heading_path[-1] if src.heading_path else src.title
 
 
 def compose(passages: list[Passage], by_chunk: dict[str, Source], ans: Answer) -> str:
-    """The passages quoted, each with its numbered source; each quote is a citation of its
-    chunk."""
+    """The passages quoted, those of one chunk together under one attribution; each quote is a
+    citation of its chunk."""
     chunk_text = {h["id"]: h["text"] for h in ans.hits}
-    out = []
+    groups: dict[str, list[Passage]] = {}
     for p in passages:
-        src = by_chunk[p.chunk_id]
-        ans.citations.append(
-            Citation(
-                src.n,
-                src.doc,
-                src.section,
-                src.url,
-                p.text,
-                occurs_in(p.text, chunk_text[p.chunk_id]),
+        groups.setdefault(p.chunk_id, []).append(p)
+    out = []
+    for cid, group in groups.items():
+        src = by_chunk[cid]
+        lines: list[str] = []
+        for p in group:
+            ans.citations.append(
+                Citation(
+                    src.n, src.doc, src.section, src.url, p.text, occurs_in(p.text, chunk_text[cid])
+                )
             )
-        )
-        quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in p.text.split("\n"))
-        out.append(f"{quoted}\n— {src.label} [{src.n}]")
+            if lines and not (p.text.startswith("|") and lines[-1].startswith("|")):
+                lines.append(ELLIPSIS)
+            lines += p.text.split("\n")
+        quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
+        out.append(f"{quoted}\n— {source_label(src)} [{src.n}]")
     return "From the docs:\n\n" + "\n\n".join(out)

@@ -90,20 +90,34 @@ class Pipeline:
         )
         clock = Laps(ans)
 
-        ans.condensed = self.condense(ans.question, history, claude, ans)
+        loaded = self.engine.loaded()  # one index generation for the whole answer
+        ans.condensed = self.condense(ans.question, history, claude, ans, loaded.searcher)
         clock.lap("condense")
         query_vec, note = self.engine.embed_query(ans.condensed)
         ans.notes += [note] if note else []
         clock.lap("embed")
-        loaded = self.engine.loaded()  # one index generation for the whole answer
         hits = self.route(ans, query_vec, claude, loaded)
         clock.lap("route_retrieve")
         bm25 = loaded.searcher.bm25
-        strength = decide.evidence(ans.condensed, query_vec, hits, bm25, ans)
+        strength = decide.evidence(
+            ans.condensed,
+            query_vec,
+            hits,
+            bm25,
+            ans,
+            searcher=loaded.searcher,
+            claude=claude.available,
+        )
         if strength == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return self.abstain(ans, [])
         ans.passages = self.extract(ans, query_vec, hits, bm25, claude)
         clock.lap("extract")
+        # Claude was to check the passages but failed: the offline evidence decides alone
+        strength = decide.after_fallback(
+            strength, ans, self.client is not None and bool(claude.failed)
+        )
+        if strength == ABSTAIN:
+            return self.abstain(ans, [])
         if not ans.passages:
             return self.abstain(ans, hits)
         by_chunk = citations.number_sources(
@@ -130,12 +144,19 @@ class Pipeline:
         ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
         return ans
 
-    def condense(self, question: str, history: list[dict], claude: Claude, ans: Answer) -> str:
-        if not condense.prior(history):
+    def condense(
+        self, question: str, history: list[dict], claude: Claude, ans: Answer, searcher
+    ) -> str:
+        # with Claude, a question in another language than the docs is rewritten into theirs
+        foreign = claude.available and decide.foreign_language(question, searcher)
+        if not condense.prior(history) and not foreign:
             return question
+        language = decide.docs_language_name(searcher)
 
         def ask(client) -> str:
-            text, usage = condense.with_claude(client, self.models["condense"], question, history)
+            text, usage = condense.with_claude(
+                client, self.models["condense"], question, history, language
+            )
             add_usage(ans.usage, "condense", usage)
             return text
 
@@ -229,7 +250,10 @@ class Pipeline:
         ans.sources = [s for s in ans.sources if s.n in verified] or ans.sources
 
     def abstain(self, ans: Answer, hits: list[Hit]) -> None:
-        ans.decision, ans.sources, ans.text = ABSTAIN, [], abstain_text(hits)
+        """ "Not in the docs", saying why when the evidence knows (a name the docs never mention,
+        another language), else naming the `hits` that came closest."""
+        text = decide.abstain_message(ans) or abstain_text(hits)
+        ans.decision, ans.sources, ans.text = ABSTAIN, [], text
 
     def fell_back(self, ans: Answer, step: str, why: str) -> None:
         ans.offline = True
