@@ -79,6 +79,11 @@ class Settings:
         "FIELDGUIDE_ADMINS", "", "comma-separated Slack user ids allowed to reindex"
     )
     reindex_command: str = _setting("FIELDGUIDE_REINDEX_COMMAND", "/docs-reindex", "slash command")
+    database_url: str = _setting(
+        "FIELDGUIDE_DATABASE_URL",
+        "",
+        "postgresql://… shared by a fleet of replicas; empty = one machine, SQLite only",
+    )
 
     @classmethod
     def load(

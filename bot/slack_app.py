@@ -16,12 +16,13 @@ from slack_bolt import App, Assistant
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-from index.indexer import IndexError_, index_folder, last_runs
+from index.indexer import IndexError_, last_runs
 from router.pipeline import Pipeline, QuestionError
 from router.state import State
 
 from .settings import Settings
 from .slack_format import FEEDBACK_ACTIONS, answer_blocks, escape, fallback_text
+from .wiring import index_docs
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,11 @@ class Reindexer:
                 report(f"Embedded {done}/{total} texts…")
 
         try:
-            s = index_folder(
+            s, published = index_docs(
+                self.settings,
                 self.settings.db,
                 self.settings.docs,
                 self.embedder,
-                self.settings.chunk_chars,
                 on_embed_start=on_start,
                 on_embedded=on_embedded,
             )
@@ -90,6 +91,8 @@ class Reindexer:
             lines += [
                 f"• skipped `{escape(k['path'])}`: {escape(k['reason'])}" for k in s.skipped[:20]
             ]
+            if published:  # a fleet: every replica switches to it within seconds
+                lines.append(f"Published to every replica as generation {published['generation']}.")
             report("\n".join(lines))
         except IndexError_ as e:
             report(f":x: Reindex failed: {escape(str(e))}. The previous index is still in use.")

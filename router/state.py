@@ -82,8 +82,9 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
     db.conn.executescript(AUDIT_SCHEMA)
 
 
-def record_answer(db, ans, context: dict) -> int:
-    row = {
+def answer_row(ans, context: dict) -> dict:
+    """The audit row of an answer (a router.pipeline.Answer) with its Slack context."""
+    return {
         "created": _now(),
         "question": ans.question,
         "condensed": ans.condensed,
@@ -119,8 +120,35 @@ def record_answer(db, ans, context: dict) -> int:
         "thread_ts": context.get("thread_ts"),
         "message_ts": context.get("message_ts"),
     }
+
+
+JSON_COLUMNS = (
+    "intents",
+    "routing",
+    "hits",
+    "passages",
+    "models",
+    "prompts",
+    "citations",
+    "evidence",
+    "notes",
+    "timings_ms",
+    "usage",
+    "feedback",
+)
+
+
+def decode_row(r: dict) -> dict:
+    """An audit row as stored → as listed (JSON columns parsed, offline a bool)."""
+    for key in JSON_COLUMNS:
+        r[key] = json.loads(r[key]) if r[key] else ({} if key == "feedback" else None)
+    r["offline"] = bool(r["offline"])
+    return r
+
+
+def record_answer(db, ans, context: dict) -> int:
     with _write_lock, db.atomic():
-        return db["answers"].insert(row).last_pk
+        return db["answers"].insert(answer_row(ans, context)).last_pk
 
 
 def record_feedback(db, answer_id: int, user: str, value: str) -> None:
@@ -147,58 +175,19 @@ def list_answers(
     sql = f"""SELECT a.*, (SELECT json_group_object(f.user, f.value) FROM feedback f
                            WHERE f.answer_id = a.id) AS feedback
               FROM answers a {where_sql} ORDER BY a.id DESC LIMIT ?"""
-    rows = []
-    for r in db.query(sql, [*args, limit]):
-        for key in (
-            "intents",
-            "routing",
-            "hits",
-            "passages",
-            "models",
-            "prompts",
-            "citations",
-            "evidence",
-            "notes",
-            "timings_ms",
-            "usage",
-            "feedback",
-        ):
-            r[key] = json.loads(r[key]) if r[key] else ({} if key == "feedback" else None)
-        r["offline"] = bool(r["offline"])
-        rows.append(r)
-    return rows
+    return [decode_row(r) for r in db.query(sql, [*args, limit])]
 
 
-class SqliteState:
-    """The embedded default: audit tables in the index file; de-duplication, rate limits and the
-    reindex lock held by this process."""
+class InProcess:
+    """De-duplication, rate limits and the reindex lock held by this process: the embedded default,
+    and a fleet replica's fallback while PostgreSQL is away."""
 
-    def __init__(self, db: sqlite_utils.Database, seen_size: int = 5000):
-        self.db = db
-        ensure_tables(db)
+    def __init__(self, seen_size: int = 5000):
         self._seen: dict[str, None] = {}
         self._seen_size = seen_size
         self._times: dict[str, deque] = {}
         self._lock = threading.Lock()
         self._reindex = threading.Lock()
-
-    def record_answer(self, ans: Any, context: dict) -> int | None:
-        return record_answer(self.db, ans, context)
-
-    def record_feedback(self, answer_id: int, user: str, value: str) -> None:
-        record_feedback(self.db, answer_id, user, value)
-
-    def list_answers(
-        self, since: str | None = None, decision: str | None = None, limit: int = 50
-    ) -> list[dict]:
-        return list_answers(self.db, since, decision, limit)
-
-    def thread_answered(self, channel: str, thread_ts: str) -> bool:
-        row = self.db.execute(
-            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
-            [channel, thread_ts],
-        ).fetchone()
-        return row is not None
 
     def claim_event(self, *keys: str) -> bool:
         with self._lock:
@@ -233,3 +222,31 @@ class SqliteState:
 
     def reindex_running(self) -> bool:
         return self._reindex.locked()
+
+
+class SqliteState(InProcess):
+    """The embedded default: audit tables in the index file; de-duplication, rate limits and the
+    reindex lock held by this process."""
+
+    def __init__(self, db: sqlite_utils.Database, seen_size: int = 5000):
+        super().__init__(seen_size)
+        self.db = db
+        ensure_tables(db)
+
+    def record_answer(self, ans: Any, context: dict) -> int | None:
+        return record_answer(self.db, ans, context)
+
+    def record_feedback(self, answer_id: int, user: str, value: str) -> None:
+        record_feedback(self.db, answer_id, user, value)
+
+    def list_answers(
+        self, since: str | None = None, decision: str | None = None, limit: int = 50
+    ) -> list[dict]:
+        return list_answers(self.db, since, decision, limit)
+
+    def thread_answered(self, channel: str, thread_ts: str) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
+            [channel, thread_ts],
+        ).fetchone()
+        return row is not None

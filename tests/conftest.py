@@ -1,4 +1,6 @@
+import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,30 @@ def clean_settings(monkeypatch, tmp_path_factory):
     for env, _, _ in describe():
         monkeypatch.delenv(env, raising=False)
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server for the session (tests/pgserver.py). Without the server binaries
+    the PostgreSQL tests are skipped with the reason, except where FIELDGUIDE_REQUIRE_POSTGRES=1
+    (CI): there they fail."""
+    from tests.pgserver import PgServer, PgUnavailable
+
+    try:
+        server = PgServer()
+    except PgUnavailable as e:
+        if os.environ.get("FIELDGUIDE_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required here (FIELDGUIDE_REQUIRE_POSTGRES=1): {e}")
+        pytest.skip(f"no PostgreSQL to test against: {e}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """A fresh database on the session's server, its schema upgraded."""
+    from index.pg import upgrade
+
+    url = pg_server.create_database("t_" + uuid.uuid4().hex[:12])
+    upgrade(url)
+    return url

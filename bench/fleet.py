@@ -1,0 +1,270 @@
+"""A fleet under load: 3 `fieldguide serve --http` replicas on one PostgreSQL (a throwaway server
+with pg_stat_statements), 300 Slack events sent to random replicas, 20% of them re-sent to another
+replica as Slack retries, one replica killed (SIGKILL) halfway. Counts how many events were
+answered exactly once, the event → answer latency, and the PostgreSQL statements per answer.
+
+    .venv/bin/python bench/fleet.py [--events 300] [--rate 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from _util import ROOT, WORK, ms, table, write_section
+
+sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+
+from index.embedders import make_embedder  # noqa: E402
+from index.indexer import index_folder  # noqa: E402
+from index.pg import upgrade  # noqa: E402
+from index.publish import publish  # noqa: E402
+from tests.fleet import FleetSlack, Replica, mention  # noqa: E402
+from tests.pgserver import PgServer  # noqa: E402
+
+# the statements a replica sends for one event (claim, rate limit, thread lookup, audit row)
+PER_ANSWER = (
+    "event_claims AS c",
+    "rate_windows",
+    "FROM answers WHERE channel",
+    "INSERT INTO answers",
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=300)
+    ap.add_argument("--rate", type=float, default=10.0, help="events sent per second")
+    ap.add_argument("--retries", type=float, default=0.2, help="share re-sent to another replica")
+    args = ap.parse_args()
+    rng = random.Random(13)
+    questions = [
+        json.loads(line)["question"]
+        for line in (ROOT / "examples" / "questions.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    work = WORK / "fleet"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    builder = work / "builder.db"
+    index_folder(builder, ROOT / "examples" / "docs", make_embedder())
+
+    server = PgServer(
+        {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+    )
+    mock = FleetSlack()
+    replicas: list[Replica] = []
+    try:
+        url = server.create_database("fleet")
+        upgrade(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pg_stat_statements")
+        published = publish(url, builder)
+        publishing = publish_figures(server, work)
+        t0 = time.monotonic()
+        replicas = [Replica(f"r{i}", url, mock.url, work) for i in (1, 2, 3)]
+        for r in replicas:
+            r.wait_ready(120)
+        startup = time.monotonic() - t0
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_statements_reset()")
+        result = run(args, rng, questions, replicas, mock)
+        with psycopg.connect(url, autocommit=True) as conn:
+            stats = conn.execute(
+                "SELECT query, calls FROM pg_stat_statements s JOIN pg_database d"
+                " ON d.oid = s.dbid WHERE d.datname = 'fleet' ORDER BY calls DESC"
+            ).fetchall()
+            audit = conn.execute("SELECT count(*) FROM answers").fetchone()
+        report(args, result, stats, audit[0] if audit else 0, published, startup, publishing)
+    finally:
+        for r in replicas:
+            r.stop()
+        mock.close()
+        server.close()
+
+
+def run(args, rng: random.Random, questions: list[str], replicas: list[Replica], mock) -> dict:
+    sent_at: dict[str, float] = {}
+    dead: set[int] = set()
+    lock = threading.Lock()
+    redirected = 0
+
+    def deliver(i: int, ts: str, ev: dict, target: int, retry: int) -> None:
+        """Send as Slack does: a replica that does not answer the request gets the retry on
+        another one."""
+        nonlocal redirected
+        while True:
+            try:
+                replicas[target].event(ev, f"Ev{i}", retry=retry)
+                return
+            except OSError:
+                with lock:
+                    redirected += 1
+                alive = [j for j in range(len(replicas)) if j not in dead and j != target]
+                target, retry = rng.choice(alive), retry + 1
+
+    killed_at = args.events // 2
+    resent = 0
+    with ThreadPoolExecutor(16) as pool:
+        start = time.monotonic()
+        for i in range(args.events):
+            time.sleep(max(0.0, start + i / args.rate - time.monotonic()))
+            if i == killed_at:
+                replicas[0].proc.send_signal(signal.SIGKILL)
+                replicas[0].proc.wait(10)
+                dead.add(0)
+            ts = f"1700100000.{i:06d}"
+            ev = mention(rng.choice(questions), ts)
+            target = rng.randrange(len(replicas))
+            sent_at[ts] = time.monotonic()
+            pool.submit(deliver, i, ts, ev, target, 0)
+            if rng.random() < args.retries:
+                resent += 1
+                other = rng.choice([j for j in range(len(replicas)) if j != target])
+                pool.submit(deliver, i, ts, ev, other, 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(answered(mock)) < args.events:
+        time.sleep(0.2)
+    time.sleep(2)  # late duplicates, if any, would show here
+    counts = answered(mock)
+    latencies = [
+        mock.answered_at[p] - sent_at[t]
+        for p, t in mock.thread_of.items()
+        if p in mock.answered_at and t in sent_at
+    ]
+    return {
+        "counts": counts,
+        "latencies": latencies,
+        "resent": resent,
+        "redirected": redirected,
+        "killed_at": killed_at,
+    }
+
+
+def answered(mock) -> dict[str, int]:
+    """thread ts → how many answers were posted in it."""
+    out: dict[str, int] = {}
+    for p, t in list(mock.thread_of.items()):
+        if p in mock.answered_at:
+            out[t] = out.get(t, 0) + 1
+    return out
+
+
+def publish_figures(server: PgServer, work: Path) -> str:
+    """Publish and follow the indexes at hand: bytes, stored bytes, seconds, with and without
+    compression."""
+    import index.publish as pub
+
+    rows = []
+    for name, db in (
+        ("examples (226 chunks)", work / "builder.db"),
+        ("openshift-4.15 (26k chunks)", ROOT / ".fieldguide" / "eval" / "openshift-4.15.db"),
+    ):
+        if not db.is_file():
+            continue
+        copy = work / f"publish-{db.name}"
+        shutil.copyfile(db, copy)
+        for level in (0, 1):
+            url = server.create_database(f"pub_{abs(hash((name, level))) % 10**8}")
+            upgrade(url)
+            pub.COMPRESS_LEVEL = level
+            got = pub.publish(url, copy)
+            replica = work / f"replica-{level}-{db.name}"
+            t0 = time.monotonic()
+            with psycopg.connect(url, autocommit=True) as conn:
+                pub.sync(conn, replica)
+            follow = time.monotonic() - t0
+            rows.append(
+                [
+                    name,
+                    f"zlib {level}" if level else "none",
+                    round(got["bytes"] / 1e6, 1),
+                    round(got["stored"] / 1e6, 1),
+                    round(got["seconds"], 2),
+                    round(follow, 2),
+                ]
+            )
+            replica.unlink()
+    pub.COMPRESS_LEVEL = 1
+    return table(
+        [
+            "index",
+            "compression",
+            "SQLite copy (MB)",
+            "stored in PG (MB)",
+            "publish (s)",
+            "replica download + switch (s)",
+        ],
+        rows,
+    )
+
+
+def report(
+    args,
+    result: dict,
+    stats: list,
+    audit_rows: int,
+    published: dict,
+    startup: float,
+    publishing: str,
+):
+    counts = result["counts"]
+    once = sum(1 for v in counts.values() if v == 1)
+    twice = sum(1 for v in counts.values() if v > 1)
+    missing = args.events - len(counts)
+    p50, p95 = ms(result["latencies"])
+    total_calls = sum(c for _, c in stats)
+    per_answer = sum(c for q, c in stats if any(k in q for k in PER_ANSWER))
+    answers = sum(counts.values()) or 1
+    rows = [
+        ["events sent", args.events],
+        ["re-sent to another replica (Slack retries)", result["resent"]],
+        ["sent to the killed replica after it died, retried on another", result["redirected"]],
+        ["answered exactly once", once],
+        ["answered more than once", twice],
+        ["never answered", missing],
+        ["audit rows in PostgreSQL", audit_rows],
+        ["event → answer p50 (ms)", round(p50, 1)],
+        ["event → answer p95 (ms)", round(p95, 1)],
+        ["PostgreSQL statements per answer (answer path)", round(per_answer / answers, 2)],
+        [
+            "PostgreSQL statements per answer (all, incl. BEGIN/COMMIT, background)",
+            round(total_calls / answers, 2),
+        ],
+    ]
+    top = [[" ".join(q.split())[:90].replace("|", "\\|"), c] for q, c in stats[:10]]
+    body = (
+        f"`.venv/bin/python bench/fleet.py --events {args.events} --rate {args.rate}`: 3 replicas"
+        f" (`fieldguide serve --http`, offline answers, the example docs) on one PostgreSQL 15,"
+        f" {args.rate:g} events/s to random replicas, {args.retries:.0%} re-sent to another"
+        f" replica, replica r1 killed (SIGKILL) after event {result['killed_at']}."
+        f" Replicas ready in {startup:.1f} s; the published index: {published['bytes'] / 1e6:.1f}"
+        f" MB ({published['stored'] / 1e6:.1f} MB stored, zlib level 1) in"
+        f" {published['seconds']:.2f} s.\n\n"
+        + table(["", "value"], rows)
+        + "\n\nStatements by count (pg_stat_statements, the whole run):\n\n"
+        + table(["statement", "calls"], top)
+        + "\n\nPublishing an index (`fieldguide index` with FIELDGUIDE_DATABASE_URL) and a replica"
+        " following it (download, sha256 check, SQLite backup into its live file; the engine's"
+        " reload comes on top):\n\n"
+        + publishing
+        + "\n\nAn event that the killed replica had acknowledged and was still answering is"
+        " answered by another replica only if Slack retries it (here: when it was one of the"
+        " re-sent 20%); an acknowledged event is not retried by Slack."
+    )
+    print(body)
+    write_section("fleet", body)
+
+
+if __name__ == "__main__":
+    main()
