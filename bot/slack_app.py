@@ -266,12 +266,9 @@ def build_app(  # noqa: C901 - listeners are being split by kind
             )
         elif arg == "status":
             ack(response_type="ephemeral", text=reindexer.status())
-        elif state.reindex_running():
-            ack(
-                response_type="ephemeral",
-                text="A reindex is already running. Try `" + settings.reindex_command + " status`.",
-            )
         else:
+            # Bolt starts the lazy run alongside this ack, so a lock check here could see that
+            # very run; Reindexer.run takes the lock and says when another reindex holds it.
             ack(
                 response_type="ephemeral",
                 text=f"Reindexing `{settings.docs}`; I'll post progress here.",

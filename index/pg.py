@@ -175,6 +175,7 @@ def reindex_unlock(conn: psycopg.Connection) -> None:
 def reindex_locked(conn: psycopg.Connection) -> bool:
     row = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         " AND classid = %s AND objid = %s AND objsubid = 2)",
         REINDEX_LOCK,
     ).fetchone()

@@ -2,11 +2,11 @@
 
 - Audit rows and feedback go to `answers` / `feedback`; `fieldguide audit` reads them there.
 - Event de-duplication: each delivery claims its keys (Slack event id, channel:ts) in one
-  `INSERT … ON CONFLICT` statement, all or none. A claim is a lease held by the claiming
-  replica's database session (its pid and start time, from the connection kept open for the
-  reindex lock) until the answer is recorded: a retry of an event whose claimer died before
-  answering (its session is gone), or has not answered within `LEASE_SECONDS`, is answered by the
-  replica that gets it. An answered claim holds for an hour, then expires.
+  `INSERT … ON CONFLICT` statement, and is answered only if it got every key. A claim is a lease
+  held by the claiming replica's database session (its pid and start time, from the connection
+  kept open for the reindex lock) until the answer is recorded: a retry of an event whose claimer
+  died before answering (its session is gone), or has not answered within `LEASE_SECONDS`, is
+  answered by the replica that gets it. An answered claim holds for an hour, then expires.
 - Rate limits: one row per user with the times of their questions in the last minute, updated in
   one statement (the row lock makes concurrent replicas count together).
 - The reindex lock: a session advisory lock, released by PostgreSQL if the holder dies.
@@ -277,20 +277,19 @@ class PostgresState:
         got = self._local.claim_event(*wanted)  # also remembered here, for an outage
         if not self._down:
             try:
-                with self.pool.connection() as conn, conn.transaction():
-                    self.statements += 1
-                    rows = conn.execute(
-                        CLAIM,
-                        {
-                            "keys": wanted,
-                            "pid": self._identity[0],
-                            "start": self._identity[1],
-                            "lease": LEASE_SECONDS,
-                        },
-                    ).fetchall()
-                    mine = len(rows) == len(wanted)
-                    if not mine:
-                        raise psycopg.Rollback()  # all keys or none (the block swallows it)
+                rows = self._run(
+                    CLAIM,
+                    {
+                        "keys": wanted,
+                        "pid": self._identity[0],
+                        "start": self._identity[1],
+                        "lease": LEASE_SECONDS,
+                    },
+                )
+                # Ours only if every key was. A key taken here while another was not (a second
+                # delivery of a message already claimed) names that same message, so it is never
+                # answered twice through it; it expires with the rest.
+                mine = len(rows) == len(wanted)
                 if mine:
                     self._mine.keys = wanted
                 return mine

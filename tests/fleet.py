@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 from urllib.request import urlopen
 
 from tests.pgserver import free_port
@@ -78,6 +79,25 @@ class Replica:
             headers if retry else None,
         )
         return status
+
+    def command(self, user: str, text: str, response_url: str) -> tuple[int, str]:
+        """The reindex slash command, as Slack posts it."""
+        form = {
+            "token": "t",
+            "team_id": "T1",
+            "channel_id": "C1",
+            "user_id": user,
+            "command": "/docs-reindex",
+            "text": text,
+            "response_url": response_url,
+            "trigger_id": "tr",
+        }
+        return signed_request(
+            f"http://127.0.0.1:{self.port}/slack/events",
+            urlencode(form).encode(),
+            "application/x-www-form-urlencoded",
+            SECRET,
+        )
 
     def serving(self, generation: int) -> bool:
         self.log.flush()

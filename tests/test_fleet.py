@@ -32,8 +32,11 @@ def wait(condition, timeout: float = 30.0):
 
 
 class Fleet:
-    def __init__(self, url: str, mock: FleetSlack, replicas: list[Replica], builder: str):
+    def __init__(
+        self, url: str, mock: FleetSlack, replicas: list[Replica], builder: str, docs: Path
+    ):
         self.url, self.mock, self.replicas, self.builder = url, mock, replicas, builder
+        self.docs = docs
 
     def answers_in(self, ts: str) -> list[dict]:
         """The final answers (chat.update of a placeholder) posted in thread `ts`."""
@@ -68,11 +71,15 @@ def fleet(pg_server, examples_template, tmp_path_factory):
     shutil.copyfile(examples_template, builder)
     publish(url, builder)
     mock = FleetSlack()
-    replicas = [Replica(name, url, mock.url, work) for name in ("r1", "r2")]
+    docs = shutil.copytree(EXAMPLES, work / "docs")  # what /docs-reindex indexes
+    replicas = [
+        Replica(name, url, mock.url, work, FIELDGUIDE_ADMINS="UADMIN", FIELDGUIDE_DOCS=str(docs))
+        for name in ("r1", "r2")
+    ]
     try:
         for r in replicas:
             r.wait_ready()
-        yield Fleet(url, mock, replicas, builder)
+        yield Fleet(url, mock, replicas, builder, Path(docs))
     finally:
         for r in replicas:
             r.stop()
@@ -129,6 +136,23 @@ def test_a_publish_reaches_every_replica_without_restart(fleet, tmp_path, monkey
         assert "ops/zanzibar.md" in json.dumps(answer.get("blocks", "")) or "Tuesday" in (
             json.dumps(answer.get("blocks", ""))
         )
+
+
+def test_docs_reindex_on_one_replica_reaches_the_other(fleet):
+    r1, r2 = fleet.replicas
+    docs = Path(fleet.docs)
+    write_docs(docs, {"ops/kestrel.md": "# Kestrel drills\n\nKestrel drills run every March.\n"})
+    status, body = r2.command("UADMIN", "", fleet.mock.url + "/respond")
+    assert status == 200 and "Reindexing" in body
+    done = wait(
+        lambda: [r["text"] for r in fleet.mock.responses() if "Published" in r.get("text", "")]
+    )
+    assert "added 1" in done[0]
+    generation = int(done[0].rsplit("generation ", 1)[1].rstrip("."))
+    assert local_generation(r2.db) == generation  # built there: nothing to download
+    wait(lambda: r1.serving(generation), timeout=15)
+    status, body = r1.command("UADMIN", "status", fleet.mock.url + "/respond")
+    assert status == 200 and "Last run" in body
 
 
 def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
