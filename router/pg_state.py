@@ -110,7 +110,7 @@ class PostgresState:
         self._dropped = 0
         self._down = False
         self._mine = threading.local()  # keys this thread claimed, marked done with its answer
-        self._threads: set[tuple[str, str]] = set()  # answered here while the database was away
+        self._threads: set[tuple[str, str]] = set()  # threads of the queued answers
         self._session_lock = threading.Lock()
         self._session: psycopg.Connection | None = None
         self._identity: tuple[int, Any] = (0, None)
@@ -168,6 +168,7 @@ class PostgresState:
             self._run(INSERT_ANSWER if kind == "answer" else UPSERT_FEEDBACK, params)
             self._queue.popleft()
             written += 1
+        self._threads.clear()  # PostgreSQL knows those threads now
         return written
 
     def _background(self) -> None:
@@ -219,14 +220,14 @@ class PostgresState:
         row = answer_row(ans, context)
         row["keys"] = getattr(self._mine, "keys", [])
         self._mine.keys = []
-        if context.get("channel") and context.get("thread_ts"):
-            self._threads.add((context["channel"], context["thread_ts"]))
         if not self._down and not self._queue:
             try:
                 return int(self._run(INSERT_ANSWER, row)[0][0])
             except POOL_ERRORS as e:
                 self._failed("recording an answer", e)
         self._enqueue(("answer", row))
+        if context.get("channel") and context.get("thread_ts"):
+            self._threads.add((context["channel"], context["thread_ts"]))
         return None  # no id yet: the answer is posted without feedback buttons
 
     def record_feedback(self, answer_id: int, user: str, value: str) -> None:

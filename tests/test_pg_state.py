@@ -50,6 +50,12 @@ def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypa
     assert "schema is at version 0, this fieldguide needs 1: run fieldguide db upgrade" in (
         capsys.readouterr().err
     )
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
+    assert main(["serve", "--http", str(free_port())]) == 2
+    err = capsys.readouterr().err
+    assert "Cannot reach PostgreSQL" in err and "Traceback" not in err
     with pytest.raises(FleetError, match="Cannot reach"):
         open_pool(f"postgresql://x@127.0.0.1:{free_port()}/x")
 
