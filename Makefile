@@ -5,9 +5,18 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DB := .fieldguide/demo.db
 
-.PHONY: setup demo test test-all lint format bench clean
+.PHONY: setup postgres demo test test-all lint format bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed postgres
+
+# The fleet tests start a throwaway PostgreSQL server (tests/pgserver.py). Its binaries come from
+# Debian's postgresql package, installed here when missing and we can (root with apt-get);
+# elsewhere those tests are skipped with the reason (CI sets FIELDGUIDE_REQUIRE_POSTGRES=1: they fail).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } || \
+	echo "PostgreSQL server binaries not found and not installable here: the fleet tests will be skipped"
 
 # The bot itself needs no torch (onnxruntime runs the local model). torch is only for the one-time
 # ONNX export and the reference test, so it comes first, pinned: `pip install torch==2.13.0` takes

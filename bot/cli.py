@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sqlite3
 import sys
@@ -19,10 +20,11 @@ def _print_json(obj) -> None:
 
 def index_with_progress(db: str, docs_dir, embedder, settings: Settings, quiet: bool = False):
     """An incremental index run with a progress bar on stderr while it embeds (none when not a
-    tty)."""
+    tty); with FIELDGUIDE_DATABASE_URL set, published to the fleet. Returns (summary, publish
+    figures or None)."""
     from tqdm import tqdm
 
-    from index.indexer import index_folder
+    from .wiring import index_docs
 
     bar = None
 
@@ -34,11 +36,11 @@ def index_with_progress(db: str, docs_dir, embedder, settings: Settings, quiet: 
             )
 
     try:
-        return index_folder(
+        return index_docs(
+            settings,
             db,
             docs_dir,
             embedder,
-            settings.chunk_chars,
             on_embed_start=start,
             on_embedded=lambda n: bar and bar.update(n),
         )
@@ -47,11 +49,29 @@ def index_with_progress(db: str, docs_dir, embedder, settings: Settings, quiet: 
             bar.close()
 
 
+@contextlib.contextmanager
+def fleet_reindex_lock(settings: Settings):
+    """With FIELDGUIDE_DATABASE_URL set, one index run at a time across the fleet (the lock a
+    replica's /docs-reindex takes too)."""
+    if not settings.database_url:
+        yield
+        return
+    from index.pg import FleetError, connect, try_reindex_lock
+
+    with connect(settings.database_url) as conn:
+        if not try_reindex_lock(conn):
+            raise FleetError("A reindex is already running in the fleet; try again when it ends")
+        yield  # the lock ends with the connection
+
+
 def cmd_index(args, settings: Settings) -> int:
-    summary = index_with_progress(
-        args.db or settings.db, args.docs_dir, make_embedder(settings), settings, args.quiet
-    )
+    with fleet_reindex_lock(settings):
+        summary, published = index_with_progress(
+            args.db or settings.db, args.docs_dir, make_embedder(settings), settings, args.quiet
+        )
     result = summary.counts()
+    if published:
+        result["published"] = {k: round(v, 3) for k, v in published.items()}
     if args.json:
         _print_json(result)
         return 0
@@ -68,6 +88,26 @@ def cmd_index(args, settings: Settings) -> int:
         print(f"  skipped {s['path']}: {s['reason']}")
     for w in summary.warnings:
         print(f"  warning {w['path']}: {w['warning']}")
+    if published:
+        print(
+            f"Published generation {published['generation']} to PostgreSQL:"
+            f" {published['bytes'] / 1e6:.1f} MB ({published['stored'] / 1e6:.1f} MB stored)"
+            f" in {published['seconds']:.1f} s"
+        )
+    return 0
+
+
+def cmd_db(args, settings: Settings) -> int:
+    from index.pg import upgrade
+
+    if not settings.database_url:
+        print("fieldguide: set FIELDGUIDE_DATABASE_URL=postgresql://… first", file=sys.stderr)
+        return 2
+    before, after = upgrade(settings.database_url)
+    if before == after:
+        print(f"PostgreSQL schema already at version {after}; nothing to do")
+    else:
+        print(f"PostgreSQL schema upgraded from version {before} to {after}")
     return 0
 
 
@@ -185,7 +225,7 @@ def cmd_eval(args, settings: Settings) -> int:
     db = args.db or str(
         Path(".fieldguide/eval") / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db"
     )
-    summary = index_with_progress(db, set_dir / "docs", embedder, settings)
+    summary, _ = index_with_progress(db, set_dir / "docs", embedder, settings)
     print(
         f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)",
         file=sys.stderr,
@@ -324,7 +364,8 @@ def cmd_audit(args, settings: Settings) -> int:
 
     from .wiring import make_state
 
-    open_db(args.db or settings.db, create=False)  # a clear error when there is no index
+    if not settings.database_url:
+        open_db(args.db or settings.db, create=False)  # a clear error when there is no index
     rows = make_state(settings, args.db).list_answers(args.since, args.decision, args.limit)
     if args.json:
         _print_json(rows)
@@ -366,6 +407,8 @@ def cmd_serve(args, settings: Settings) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # the pool would log each failed reconnection; router/pg_state.py says it once per outage
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     missing = [
         name
         for name, value in (
@@ -383,9 +426,22 @@ def cmd_serve(args, settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    pipeline = make_pipeline(settings, args.db)
+    db = args.db or settings.db
+    if settings.database_url:
+        from .wiring import start_follower, sync_published
+
+        held = sync_published(settings, db)
+        print(
+            f"fieldguide: fleet mode, serving published index generation {held}"
+            if held is not None
+            else "fieldguide: fleet mode, nothing published yet: serving the local index",
+            file=sys.stderr,
+        )
+    pipeline = make_pipeline(settings, db)
     pipeline.engine.loaded()  # load the index and the model now, not on the first question
     pipeline.engine.embed_query("warm up")
+    if settings.database_url:
+        start_follower(settings, db, pipeline.engine)
     try:
         app = build_app(settings, pipeline)
     except SlackStartupError as e:
@@ -530,6 +586,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sp = add(
+        "db",
+        "PostgreSQL for a fleet (FIELDGUIDE_DATABASE_URL): create or migrate the schema.",
+        cmd_db,
+        db=False,
+    )
+    sp.add_argument("action", choices=["upgrade"], help="upgrade: apply pending migrations")
+
+    sp = add(
         "eval",
         "Index an eval set (incrementally) and score retrieval and routing on its questions.",
         cmd_eval,
@@ -616,6 +680,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.settings_error = e
         return cmd_doctor(args, None)
+    fleet_errors: tuple[type[Exception], ...] = ()  # psycopg is loaded only in fleet mode
+    if settings.database_url:
+        from index.pg import FleetError
+
+        fleet_errors = (FleetError,)
     try:
         return args.func(args, settings)
     except (
@@ -626,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
         IndexChanged,
         ValueError,
     ) as e:
+        print(f"fieldguide: {e}", file=sys.stderr)
+        return 2
+    except fleet_errors as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:

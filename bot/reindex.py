@@ -12,11 +12,12 @@ import logging
 import time
 from collections.abc import Callable
 
-from index.indexer import IndexError_, index_folder, last_runs
+from index.indexer import IndexError_, last_runs
 from router.state import State
 
 from .settings import Settings
 from .slack_format import escape
+from .wiring import index_docs
 
 log = logging.getLogger(__name__)
 
@@ -116,11 +117,11 @@ class Reindexer:
                 report.progress(f"Embedded {done}/{total} texts…")
 
         try:
-            s = index_folder(
+            s, published = index_docs(
+                self.settings,
                 self.settings.db,
                 self.settings.docs,
                 self.embedder,
-                self.settings.chunk_chars,
                 on_embed_start=on_start,
                 on_embedded=on_embedded,
             )
@@ -133,6 +134,11 @@ class Reindexer:
             lines += [
                 f"• skipped `{escape(k['path'])}`: {escape(k['reason'])}" for k in s.skipped[:20]
             ]
+            lines += [
+                f"• warning `{escape(w['path'])}`: {escape(w['warning'])}" for w in s.warnings[:20]
+            ]
+            if published:  # a fleet: every replica switches to it within seconds
+                lines.append(f"Published to every replica as generation {published['generation']}.")
             report.summary("\n".join(lines))
         except IndexError_ as e:
             report.summary(

@@ -70,6 +70,11 @@ def http_url(v: Any) -> str | None:
     return None if ok else "must be an http:// or https:// URL"
 
 
+def postgres_url(v: Any) -> str | None:
+    ok = v == "" or re.match(r"postgres(ql)?://", str(v))
+    return None if ok else "must be a postgresql:// URL"
+
+
 def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
 
@@ -188,6 +193,12 @@ class Settings:
         60.0,
         "how long start-up retries reaching Slack",
         positive_at_most(3600),
+    )
+    database_url: str = _setting(
+        "FIELDGUIDE_DATABASE_URL",
+        "",
+        "postgresql://… shared by a fleet of replicas; empty = one machine, SQLite only",
+        postgres_url,
     )
 
     def __post_init__(self) -> None:

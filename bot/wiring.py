@@ -63,8 +63,13 @@ def make_engine(settings: Settings, db: str | None = None):
 
 
 def make_state(settings: Settings, db: str | None = None):
-    """Where answers, feedback, de-duplication, rate limits and the reindex lock live: the
-    embedded default keeps them in the index file and this process."""
+    """Where answers, feedback, de-duplication, rate limits and the reindex lock live: PostgreSQL
+    when FIELDGUIDE_DATABASE_URL is set (shared by the fleet), else the index file and this
+    process."""
+    if settings.database_url:
+        from router.pg_state import PostgresState
+
+        return PostgresState(settings.database_url)
     from index.store import open_db
     from router.state import SqliteState
 
@@ -91,3 +96,44 @@ def make_pipeline(settings: Settings, db: str | None = None):
         state=make_state(settings, db),
         deadline=settings.deadline,
     )
+
+
+def index_docs(settings: Settings, db: str, docs, embedder, **callbacks):
+    """One index run, as `fieldguide index` and /docs-reindex make it: with
+    FIELDGUIDE_DATABASE_URL set, texts the fleet already embedded are taken from PostgreSQL and the
+    result is published there as the newest generation. Returns (RunSummary, publish figures or
+    None)."""
+    from index.indexer import index_folder
+
+    if not settings.database_url:
+        return index_folder(db, docs, embedder, settings.chunk_chars, **callbacks), None
+    from index.pg import open_pool
+    from index.publish import VectorCache, publish
+
+    pool = open_pool(settings.database_url, max_size=2)
+    try:
+        summary = index_folder(
+            db, docs, embedder, settings.chunk_chars, shared=VectorCache(pool), **callbacks
+        )
+    finally:
+        pool.close()
+    return summary, publish(settings.database_url, db, source=str(docs))
+
+
+def sync_published(settings: Settings, db: str) -> int | None:
+    """A fleet replica's start: its local index brought to the newest published generation (a
+    FleetError, fit to show, when the database is unreachable); the generation it now holds."""
+    from index.pg import check_schema, connect
+    from index.publish import sync
+
+    with connect(settings.database_url) as conn:
+        check_schema(conn)
+        return sync(conn, db)
+
+
+def start_follower(settings: Settings, db: str, engine):
+    """Keep the local index on the newest published generation: each new one is loaded into
+    `engine` in the background while questions are answered from the old one."""
+    from index.publish import Follower
+
+    return Follower(settings.database_url, db, on_switch=engine.loaded).start()

@@ -17,12 +17,21 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
 from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
 from .mapped import prepare
 from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob
+
+
+class SharedVectors(Protocol):
+    """An embedding cache shared by several machines (index/publish.py's VectorCache)."""
+
+    def fetch(self, model: str, hashes: list[str]) -> dict[str, bytes]: ...
+
+    def store(self, model: str, vectors: dict[str, bytes]) -> None: ...
 
 
 class IndexError_(Exception):
@@ -69,12 +78,14 @@ def index_folder(
     on_embed_start: Callable[[int], None] | None = None,
     on_embedded: Callable[[int], None] | None = None,
     embed_batch: int = 256,
+    shared: SharedVectors | None = None,
 ) -> RunSummary:
     """Bring the index at `db_path` up to date with the markdown under `root`.
 
     `on_embed_start(n)` is called once with the number of texts to embed, `on_embedded(k)` after
     each batch: the CLI draws its progress bar and the Slack command its progress messages from
-    them. Embeddings are committed to the cache every `embed_batch` texts.
+    them. Embeddings are committed to the cache every `embed_batch` texts. `shared` is a fleet's
+    embedding cache: texts another machine embedded are taken from it, new ones are added to it.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -101,7 +112,7 @@ def index_folder(
     replaced = {d.path for d, _ in fresh} | set(summary.removed)
     try:
         summary.embedded = _embed_missing(
-            db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch
+            db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch, shared
         )
         with db.atomic():
             _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name)
@@ -166,7 +177,14 @@ def _read_changed(db, root: Path, files: list[Path], summary: RunSummary, max_ch
 
 
 def _embed_missing(
-    db, embedder: Embedder, fresh, replaced: set[str], on_start, on_embedded, batch_size: int
+    db,
+    embedder: Embedder,
+    fresh,
+    replaced: set[str],
+    on_start,
+    on_embedded,
+    batch_size: int,
+    shared: SharedVectors | None = None,
 ) -> int:
     needed: dict[str, str] = {}
     for _, chunks in fresh:
@@ -184,20 +202,28 @@ def _embed_missing(
         for (h,) in db.execute("SELECT text_hash FROM embeddings WHERE model = ?", [embedder.name])
     }
     missing = [(h, t) for h, t in needed.items() if h not in have]
+    if shared is not None and missing:
+        pulled = shared.fetch(embedder.name, [h for h, _ in missing])
+        _save_vectors(db, embedder.name, pulled)
+        missing = [(h, t) for h, t in missing if h not in pulled]
     if on_start:
         on_start(len(missing))
     for s in range(0, len(missing), batch_size):
         batch = missing[s : s + batch_size]
         vectors = embedder.embed_documents([t for _, t in batch], progress=on_embedded)
-        with db.atomic():
-            db["embeddings"].upsert_all(
-                (
-                    {"text_hash": h, "model": embedder.name, "vector": vector_blob(v)}
-                    for (h, _), v in zip(batch, vectors, strict=True)
-                ),
-                pk=("text_hash", "model"),
-            )
+        blobs = {h: vector_blob(v) for (h, _), v in zip(batch, vectors, strict=True)}
+        _save_vectors(db, embedder.name, blobs)
+        if shared is not None:
+            shared.store(embedder.name, blobs)
     return len(missing)
+
+
+def _save_vectors(db, model: str, blobs: dict[str, bytes]) -> None:
+    with db.atomic():
+        db["embeddings"].upsert_all(
+            ({"text_hash": h, "model": model, "vector": b} for h, b in blobs.items()),
+            pk=("text_hash", "model"),
+        )
 
 
 def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, model: str) -> None:

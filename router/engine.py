@@ -51,13 +51,20 @@ class Engine:
         self._loaded: Loaded | None = None
 
     def loaded(self) -> Loaded:
-        """The index as search needs it, reopened when a reindex has committed a new
-        generation."""
-        with self._lock:
+        """The index as search needs it, reopened when a reindex has committed a new generation.
+        While one thread reopens it, the others go on answering from the previous one."""
+        old = self._loaded
+        if old is not None and old.generation == generation(self.db):
+            return old
+        if not self._lock.acquire(blocking=old is None):
+            return old  # type: ignore[return-value]  # not None: a non-blocking acquire
+        try:
             current = generation(self.db)
             if self._loaded is None or self._loaded.generation != current:
                 self._loaded = self._load()
             return self._loaded
+        finally:
+            self._lock.release()
 
     def _load(self) -> Loaded:
         gen, searcher = open_searcher(self.db_path, self.embedder.name)

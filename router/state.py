@@ -89,8 +89,9 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
     db.conn.executescript(AUDIT_SCHEMA)
 
 
-def record_answer(db, ans, context: dict) -> int:
-    row = {
+def answer_row(ans, context: dict) -> dict:
+    """The audit row of an answer (a router.pipeline.Answer) with its Slack context."""
+    return {
         "created": utc_now(),
         "question": ans.question,
         "condensed": ans.condensed,
@@ -126,8 +127,35 @@ def record_answer(db, ans, context: dict) -> int:
         "thread_ts": context.get("thread_ts"),
         "message_ts": context.get("message_ts"),
     }
+
+
+JSON_COLUMNS = (
+    "intents",
+    "routing",
+    "hits",
+    "passages",
+    "models",
+    "prompts",
+    "citations",
+    "evidence",
+    "notes",
+    "timings_ms",
+    "usage",
+    "feedback",
+)
+
+
+def decode_row(r: dict) -> dict:
+    """An audit row as stored → as listed (JSON columns parsed, offline a bool)."""
+    for key in JSON_COLUMNS:
+        r[key] = json.loads(r[key]) if r[key] else ({} if key == "feedback" else None)
+    r["offline"] = bool(r["offline"])
+    return r
+
+
+def record_answer(db, ans, context: dict) -> int:
     with _write_lock, db.atomic():
-        return db["answers"].insert(row).last_pk
+        return db["answers"].insert(answer_row(ans, context)).last_pk
 
 
 def record_feedback(db, answer_id: int, user: str, value: str) -> None:
@@ -164,29 +192,56 @@ def list_answers(
     sql = f"""SELECT a.*, (SELECT json_group_object(f.user, f.value) FROM feedback f
                            WHERE f.answer_id = a.id) AS feedback
               FROM answers a {where_sql} ORDER BY a.id DESC LIMIT ?"""
-    rows = []
-    for r in db.query(sql, [*args, limit]):
-        for key in (
-            "intents",
-            "routing",
-            "hits",
-            "passages",
-            "models",
-            "prompts",
-            "citations",
-            "evidence",
-            "notes",
-            "timings_ms",
-            "usage",
-            "feedback",
-        ):
-            r[key] = json.loads(r[key]) if r[key] else ({} if key == "feedback" else None)
-        r["offline"] = bool(r["offline"])
-        rows.append(r)
-    return rows
+    return [decode_row(r) for r in db.query(sql, [*args, limit])]
 
 
-class SqliteState:
+class InProcess:
+    """De-duplication, rate limits and the reindex lock held by this process: the embedded default,
+    and a fleet replica's fallback while PostgreSQL is away."""
+
+    def __init__(self, seen_size: int = 5000):
+        self._seen: dict[str, None] = {}
+        self._seen_size = seen_size
+        self._times: dict[str, deque] = {}
+        self._lock = threading.Lock()
+        self._reindex = threading.Lock()
+
+    def claim_event(self, *keys: str) -> bool:
+        with self._lock:
+            if any(k in self._seen for k in keys if k):
+                return False
+            for k in keys:
+                if k:
+                    self._seen[k] = None
+            while len(self._seen) > self._seen_size:
+                del self._seen[next(iter(self._seen))]
+            return True
+
+    def allow_question(self, user: str, per_minute: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            q = self._times.setdefault(user, deque())
+            while q and now - q[0] > 60:
+                q.popleft()
+            if len(q) >= per_minute:
+                return False
+            q.append(now)
+            return True
+
+    @contextmanager
+    def reindex_lock(self) -> Iterator[bool]:
+        got = self._reindex.acquire(blocking=False)
+        try:
+            yield got
+        finally:
+            if got:
+                self._reindex.release()
+
+    def reindex_running(self) -> bool:
+        return self._reindex.locked()
+
+
+class SqliteState(InProcess):
     """The embedded default: audit tables and claimed Slack events in the index file; rate limits
     and the reindex lock held by this process.
 
@@ -203,11 +258,8 @@ class SqliteState:
         self.retention_days = retention_days
         self._last_prune: float | None = None
         self._warned = False
+        super().__init__()  # claims live here only while the index can't be written
         self._audit_failed(lambda: ensure_tables(db))
-        self._seen: dict[str, float] = {}  # claims kept here only when the index can't be written
-        self._times: dict[str, deque] = {}
-        self._lock = threading.Lock()
-        self._reindex = threading.Lock()
 
     def _audit_failed(self, write) -> bool:
         """Run an audit write; on a database error warn once and go on (True)."""
@@ -262,12 +314,7 @@ class SqliteState:
             if not self._warned:
                 self._warned = True
                 log.warning("claimed events kept in memory: the index cannot be written (%s)", e)
-        with self._lock:
-            self._seen = {k: t for k, t in self._seen.items() if t >= now - self.event_ttl}
-            if any(k in self._seen for k in keys):
-                return False
-            self._seen.update(dict.fromkeys(keys, now))
-            return True
+        return super().claim_event(*keys)
 
     def _claim_in_db(self, keys: tuple[str, ...], now: float) -> bool:
         with _write_lock, self.db.atomic():
@@ -285,26 +332,3 @@ class SqliteState:
                 "INSERT INTO slack_events (key, claimed) VALUES (?, ?)", [(k, now) for k in keys]
             )
             return True
-
-    def allow_question(self, user: str, per_minute: int) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            q = self._times.setdefault(user, deque())
-            while q and now - q[0] > 60:
-                q.popleft()
-            if len(q) >= per_minute:
-                return False
-            q.append(now)
-            return True
-
-    @contextmanager
-    def reindex_lock(self) -> Iterator[bool]:
-        got = self._reindex.acquire(blocking=False)
-        try:
-            yield got
-        finally:
-            if got:
-                self._reindex.release()
-
-    def reindex_running(self) -> bool:
-        return self._reindex.locked()

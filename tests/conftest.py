@@ -1,4 +1,6 @@
+import os
 import shutil
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -95,3 +97,30 @@ def small_searcher():
     recs = [record(i, intent, text=t) for i, (intent, t) in enumerate(texts)]
     vecs = np.eye(5, 8, dtype=np.float32)
     return Searcher(recs, vecs), vecs
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One real PostgreSQL server for the session (tests/pgserver.py). Without the server binaries
+    the PostgreSQL tests are skipped with the reason, except where FIELDGUIDE_REQUIRE_POSTGRES=1
+    (CI): there they fail."""
+    from tests.pgserver import PgServer, PgUnavailable
+
+    try:
+        server = PgServer()
+    except PgUnavailable as e:
+        if os.environ.get("FIELDGUIDE_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required here (FIELDGUIDE_REQUIRE_POSTGRES=1): {e}")
+        pytest.skip(f"no PostgreSQL to test against: {e}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """A fresh database on the session's server, its schema upgraded."""
+    from index.pg import upgrade
+
+    url = pg_server.create_database("t_" + uuid.uuid4().hex[:12])
+    upgrade(url)
+    return url

@@ -1,0 +1,344 @@
+"""`State` on PostgreSQL: what a fleet of replicas shares (FIELDGUIDE_DATABASE_URL).
+
+- Audit rows and feedback go to `answers` / `feedback`; `fieldguide audit` reads them there.
+- Event de-duplication: each delivery claims its keys (Slack event id, channel:ts) in one
+  `INSERT … ON CONFLICT` statement, and is answered only if it got every key. A claim is a lease
+  held by the claiming replica's database session (its pid and start time, from the connection
+  kept open for the reindex lock) until the answer is recorded: a retry of an event whose claimer
+  died before answering (its session is gone), or has not answered within `LEASE_SECONDS`, is
+  answered by the replica that gets it. An answered claim holds for an hour, then expires.
+- Rate limits: one row per user with the times of their questions in the last minute, updated in
+  one statement (the row lock makes concurrent replicas count together).
+- The reindex lock: a session advisory lock, released by PostgreSQL if the holder dies.
+
+While PostgreSQL is unreachable, answers go on: audit rows and feedback wait in a bounded queue
+and are written on reconnect, de-duplication and rate limits fall back to this process's memory
+(one warning per outage).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from index.pg import (
+    POOL_ERRORS,
+    FleetError,
+    connect,
+    open_pool,
+    reindex_locked,
+    reindex_unlock,
+    try_reindex_lock,
+)
+from index.store import utc_now
+
+from .state import InProcess, answer_row, decode_row
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 120  # an unanswered claim whose owner still lives is taken over after this
+QUEUE_MAX = 1000  # audit rows + feedback kept while PostgreSQL is away (oldest dropped past it)
+PROBE_SECONDS = 0.5  # how often the background thread retries while the database is away
+SESSION_CHECK_SECONDS = 5.0  # how often the replica's own session is checked
+
+COLUMNS = [  # the audit columns, in table order
+    "created",
+    "question",
+    "condensed",
+    "decision",
+    "intents",
+    "routing",
+    "hits",
+    "passages",
+    "dropped_passages",
+    "models",
+    "prompts",
+    "answer",
+    "citations",
+    "evidence",
+    "offline",
+    "notes",
+    "timings_ms",
+    "usage",
+    "channel",
+    "user",
+    "thread_ts",
+    "message_ts",
+]
+INSERT_ANSWER = (
+    "WITH done AS (UPDATE event_claims SET done = true WHERE key = ANY(%(keys)s))"
+    f" INSERT INTO answers ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in COLUMNS)})"
+    f" VALUES ({', '.join(f'%({c})s' for c in COLUMNS)}) RETURNING id"
+)
+UPSERT_FEEDBACK = """INSERT INTO feedback (answer_id, "user", value, created)
+VALUES (%s, %s, %s, %s)
+ON CONFLICT (answer_id, "user") DO UPDATE SET value = excluded.value, created = excluded.created"""
+CLAIM = """INSERT INTO event_claims AS c (key, owner_pid, owner_start)
+SELECT k, %(pid)s, %(start)s FROM unnest(%(keys)s::text[]) AS k ORDER BY k
+ON CONFLICT (key) DO UPDATE
+SET owner_pid = excluded.owner_pid, owner_start = excluded.owner_start, claimed = now(),
+    done = false
+WHERE c.claimed < now() - interval '1 hour'
+   OR (NOT c.done AND (c.claimed < now() - make_interval(secs => %(lease)s)
+       OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                      WHERE a.pid = c.owner_pid AND a.backend_start = c.owner_start)))
+RETURNING key"""
+ALLOW = """INSERT INTO rate_windows AS r (user_id, times) VALUES (%(user)s, ARRAY[now()])
+ON CONFLICT (user_id) DO UPDATE
+SET times = array(SELECT t FROM unnest(r.times) t WHERE t > now() - interval '1 minute')
+            || now()
+WHERE cardinality(array(SELECT t FROM unnest(r.times) t WHERE t > now() - interval '1 minute'))
+      < %(limit)s
+RETURNING 1"""
+
+
+class PostgresState:
+    """The fleet's State (see the module docstring)."""
+
+    def __init__(self, url: str, max_connections: int = 8):
+        self.url = url
+        self.pool = open_pool(url, max_connections)  # FleetError when unreachable at start
+        self.statements = 0  # statements sent (bench/fleet.py reports them per answer)
+        self._local = InProcess()
+        self._queue: deque[tuple] = deque()
+        self._dropped = 0
+        self._down = False
+        self._mine = threading.local()  # keys this thread claimed, marked done with its answer
+        self._threads: set[tuple[str, str]] = set()  # threads of the queued answers
+        self._session_lock = threading.Lock()
+        self._session: psycopg.Connection | None = None
+        self._identity: tuple[int, Any] = (0, None)
+        self._holding_reindex = False
+        self._open_session()
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._background, name="pg-state", daemon=True)
+        self._worker.start()
+
+    # --- plumbing
+
+    def _open_session(self) -> None:
+        """The connection that stands for this replica: its pid and start time own the event
+        claims, and it holds the reindex lock."""
+        conn = connect(self.url)
+        row = conn.execute(
+            "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity"
+            " WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        assert row is not None
+        self._session, self._identity = conn, (row[0], row[1])
+
+    def _run(self, sql: str, params: Any = None) -> list[tuple]:
+        with self.pool.connection() as conn:
+            self.statements += 1
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def _failed(self, what: str, e: Exception) -> None:
+        if not self._down:
+            self._down = True
+            log.warning(
+                "PostgreSQL unreachable (%s: %s): answering on; de-duplication and rate limits"
+                " use this replica's memory, audit rows and feedback are queued (up to %d) until"
+                " it is back",
+                what,
+                type(e).__name__,
+                QUEUE_MAX,
+            )
+
+    def _enqueue(self, item: tuple) -> None:
+        if len(self._queue) == QUEUE_MAX:
+            self._dropped += 1
+            if self._dropped in (1, 10, 100) or self._dropped % 1000 == 0:
+                log.warning("audit queue full: %d oldest rows dropped", self._dropped)
+        self._queue.append(item)  # a deque with maxlen would drop silently; count instead
+        while len(self._queue) > QUEUE_MAX:
+            self._queue.popleft()
+
+    def flush(self) -> int:
+        """Write the queued audit rows and feedback, oldest first; how many were written."""
+        written = 0
+        while self._queue:
+            kind, params = self._queue[0]
+            self._run(INSERT_ANSWER if kind == "answer" else UPSERT_FEEDBACK, params)
+            self._queue.popleft()
+            written += 1
+        self._threads.clear()  # PostgreSQL knows those threads now
+        return written
+
+    def _background(self) -> None:
+        """While the database is away: probe it, then flush the queue and restore the session.
+        Otherwise: expire old claims now and then."""
+        last_cleanup = last_check = 0.0
+        while not self._stop.wait(PROBE_SECONDS):
+            try:
+                if time.monotonic() - last_check > SESSION_CHECK_SECONDS:
+                    # a database restart ends the session silently: notice it, take a new one
+                    last_check = time.monotonic()
+                    with self._session_lock:
+                        if self._session is not None and not self._session.closed:
+                            self._session.execute("SELECT 1")
+                if self._down or self._queue or self._session is None or self._session.closed:
+                    self._restore()
+                if time.monotonic() - last_cleanup > 60:
+                    self._run("DELETE FROM event_claims WHERE claimed < now() - interval '1 hour'")
+                    last_cleanup = time.monotonic()
+            except POOL_ERRORS as e:
+                self._failed("reconnecting", e)
+
+    def _restore(self) -> None:
+        with self._session_lock:
+            if self._session is None or self._session.closed or self._session.broken:
+                self._session = None
+                self._open_session_quietly()
+        n = self.flush()
+        if self._down:
+            self._down = False
+            log.warning("PostgreSQL is back: %d queued audit rows and feedback written", n)
+
+    def _open_session_quietly(self) -> None:
+        try:
+            self._open_session()
+        except FleetError as e:  # still away
+            raise psycopg.OperationalError(str(e)) from None
+
+    def close(self) -> None:
+        self._stop.set()
+        self._worker.join(timeout=5)
+        self.pool.close()
+        if self._session is not None:
+            self._session.close()
+
+    # --- State
+
+    def record_answer(self, ans: Any, context: dict) -> int | None:
+        row = answer_row(ans, context)
+        row["keys"] = getattr(self._mine, "keys", [])
+        self._mine.keys = []
+        if not self._down and not self._queue:
+            try:
+                return int(self._run(INSERT_ANSWER, row)[0][0])
+            except POOL_ERRORS as e:
+                self._failed("recording an answer", e)
+        self._enqueue(("answer", row))
+        if context.get("channel") and context.get("thread_ts"):
+            self._threads.add((context["channel"], context["thread_ts"]))
+        return None  # no id yet: the answer is posted without feedback buttons
+
+    def record_feedback(self, answer_id: int, user: str, value: str) -> None:
+        if not self._down and not self._queue:
+            try:
+                self._run(UPSERT_FEEDBACK, [answer_id, user, value, utc_now()])
+                return
+            except POOL_ERRORS as e:
+                self._failed("recording feedback", e)
+        self._enqueue(("feedback", [answer_id, user, value, utc_now()]))
+
+    def list_answers(
+        self, since: str | None = None, decision: str | None = None, limit: int = 50
+    ) -> list[dict]:
+        where, args = [], []
+        if since:
+            where.append("a.created >= %s")
+            args.append(since)
+        if decision:
+            where.append("a.decision = %s")
+            args.append(decision.upper())
+        where_sql = "WHERE " + " AND ".join(where) if where else ""
+        sql = f"""SELECT a.*, (SELECT json_object_agg(f."user", f.value)::text FROM feedback f
+                               WHERE f.answer_id = a.id) AS feedback
+                  FROM answers a {where_sql} ORDER BY a.id DESC LIMIT %s"""
+        with self.pool.connection() as conn:
+            cur = conn.execute(sql, [*args, limit])
+            names = [d.name for d in cur.description or []]
+            return [decode_row(dict(zip(names, r, strict=True))) for r in cur.fetchall()]
+
+    def thread_answered(self, channel: str, thread_ts: str) -> bool:
+        if (channel, thread_ts) in self._threads:
+            return True
+        if not self._down:
+            try:
+                return bool(
+                    self._run(
+                        "SELECT 1 FROM answers WHERE channel = %s AND thread_ts = %s LIMIT 1",
+                        [channel, thread_ts],
+                    )
+                )
+            except POOL_ERRORS as e:
+                self._failed("reading a thread", e)
+        return False
+
+    def claim_event(self, *keys: str) -> bool:
+        wanted = sorted({k for k in keys if k})
+        got = self._local.claim_event(*wanted)  # also remembered here, for an outage
+        if not self._down:
+            try:
+                rows = self._run(
+                    CLAIM,
+                    {
+                        "keys": wanted,
+                        "pid": self._identity[0],
+                        "start": self._identity[1],
+                        "lease": LEASE_SECONDS,
+                    },
+                )
+                # Ours only if every key was. A key taken here while another was not (a second
+                # delivery of a message already claimed) names that same message, so it is never
+                # answered twice through it; it expires with the rest.
+                mine = len(rows) == len(wanted)
+                if mine:
+                    self._mine.keys = wanted
+                return mine
+            except POOL_ERRORS as e:
+                self._failed("claiming an event", e)
+        if got:
+            self._mine.keys = wanted
+        return got
+
+    def allow_question(self, user: str, per_minute: int) -> bool:
+        if not self._down:
+            try:
+                return bool(self._run(ALLOW, {"user": user, "limit": per_minute}))
+            except POOL_ERRORS as e:
+                self._failed("checking a rate limit", e)
+        return self._local.allow_question(user, per_minute)
+
+    @contextmanager
+    def reindex_lock(self) -> Iterator[bool]:
+        try:
+            with self._session_lock:
+                assert self._session is not None
+                got = try_reindex_lock(self._session)
+        except (AssertionError, *POOL_ERRORS) as e:
+            self._failed("taking the reindex lock", e)
+            with self._local.reindex_lock() as mine:
+                yield mine
+            return
+        self._holding_reindex = got
+        try:
+            yield got
+        finally:
+            self._holding_reindex = False
+            if got:
+                try:
+                    with self._session_lock:
+                        assert self._session is not None
+                        reindex_unlock(self._session)
+                except POOL_ERRORS:
+                    pass  # the session is gone, and the lock with it
+
+    def reindex_running(self) -> bool:
+        if self._holding_reindex or self._local.reindex_running():
+            return True
+        try:
+            with self.pool.connection() as conn:
+                return reindex_locked(conn)
+        except POOL_ERRORS as e:
+            self._failed("reading the reindex lock", e)
+            return False

@@ -1,0 +1,151 @@
+"""Replicas as real processes: `fieldguide serve --http` on a shared PostgreSQL, and the Slack mock
+they answer through (tests/test_fleet.py and bench/fleet.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+from urllib.request import urlopen
+
+from tests.pgserver import free_port
+from tests.stubs import BOT, SlackMock, signed_request
+
+SECRET = "fleet-signing-secret"
+FIELDGUIDE = str(Path(sys.executable).with_name("fieldguide"))
+
+
+class Replica:
+    """One `fieldguide serve --http` process with its own local index file."""
+
+    def __init__(self, name: str, url: str, mock_url: str, workdir: Path, **env: str):
+        self.name, self.port = name, free_port()
+        self.db = str(workdir / f"{name}.db")
+        clean = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("FIELDGUIDE_", "SLACK_", "ANTHROPIC_", "VOYAGE_"))
+        }
+        clean.update(
+            FIELDGUIDE_DATABASE_URL=url,
+            FIELDGUIDE_DB=self.db,
+            SLACK_BOT_TOKEN="xoxb-test",
+            SLACK_SIGNING_SECRET=SECRET,
+            SLACK_API_BASE_URL=mock_url + "/api/",
+            **env,
+        )
+        self.log = open(workdir / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [FIELDGUIDE, "serve", "--http", str(self.port), "--host", "127.0.0.1"],
+            cwd=workdir,
+            env=clean,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited:\n{Path(self.log.name).read_text()}")
+            try:
+                with urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"{self.name} did not start:\n{Path(self.log.name).read_text()}")
+
+    def event(self, event: dict, event_id: str, retry: int = 0) -> int:
+        body = {
+            "token": "t",
+            "team_id": "T1",
+            "api_app_id": "A1",
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "event": event,
+        }
+        headers = {"x-slack-retry-num": str(retry), "x-slack-retry-reason": "http_timeout"}
+        status, _ = signed_request(
+            f"http://127.0.0.1:{self.port}/slack/events",
+            json.dumps(body).encode(),
+            "application/json",
+            SECRET,
+            headers if retry else None,
+        )
+        return status
+
+    def command(self, user: str, text: str, response_url: str) -> tuple[int, str]:
+        """The reindex slash command, as Slack posts it."""
+        form = {
+            "token": "t",
+            "team_id": "T1",
+            "channel_id": "C1",
+            "user_id": user,
+            "command": "/docs-reindex",
+            "text": text,
+            "response_url": response_url,
+            "trigger_id": "tr",
+        }
+        return signed_request(
+            f"http://127.0.0.1:{self.port}/slack/events",
+            urlencode(form).encode(),
+            "application/x-www-form-urlencoded",
+            SECRET,
+        )
+
+    def serving(self, generation: int) -> bool:
+        self.log.flush()
+        return (
+            f"serving published index generation {generation}\n" in Path(self.log.name).read_text()
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+class FleetSlack(SlackMock):
+    """The Slack mock, also remembering which thread each placeholder was posted in."""
+
+    def __init__(self):
+        super().__init__()
+        self.thread_of: dict[str, str] = {}  # placeholder ts → thread ts
+        self.answered_at: dict[str, float] = {}  # placeholder ts → first chat.update (monotonic)
+
+        def post(req):
+            ts = f"1800000000.{next(self.ts):06d}"
+            if req.form.get("text", "").startswith(":mag:"):
+                with self.lock:
+                    self.thread_of[ts] = req.form["thread_ts"]
+            return 200, {"ok": True, "ts": ts, "channel": req.form["channel"]}
+
+        def update(req):
+            with self.lock:
+                self.answered_at.setdefault(req.form["ts"], time.monotonic())
+            return 200, {"ok": True, "ts": req.form["ts"], "channel": req.form["channel"]}
+
+        self.route("/api/chat.postMessage", post)
+        self.route("/api/chat.update", update)
+
+
+def mention(text: str, ts: str) -> dict:
+    """A mention by a user of its own (the fleet's rate limit is per user)."""
+    return {
+        "type": "app_mention",
+        "user": "U" + ts.replace(".", ""),
+        "text": f"<@{BOT}> {text}",
+        "ts": ts,
+        "channel": "C1",
+        "event_ts": ts,
+    }

@@ -1,0 +1,225 @@
+"""A fleet: real `fieldguide serve --http` processes on one real PostgreSQL, one Slack mock. Events
+are signed and posted as Slack posts them; the replicas answer through the mock's Web API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bot.cli import main
+from index.publish import local_generation, publish
+from tests.conftest import EXAMPLES, write_docs
+from tests.fleet import FleetSlack, Replica, mention
+from tests.stubs import StubServer
+
+
+def wait(condition, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = condition()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+class Fleet:
+    def __init__(
+        self, url: str, mock: FleetSlack, replicas: list[Replica], builder: str, docs: Path
+    ):
+        self.url, self.mock, self.replicas, self.builder = url, mock, replicas, builder
+        self.docs = docs
+
+    def answers_in(self, ts: str) -> list[dict]:
+        """The final answers (chat.update of a placeholder) posted in thread `ts`."""
+        return [u for u in self.mock.updates() if self.mock.thread_of.get(u["ts"]) == ts]
+
+    def placeholders_in(self, ts: str) -> int:
+        return list(self.mock.thread_of.values()).count(ts)
+
+    def audit_threads(self) -> list[str]:
+        with psycopg.connect(self.url) as conn:
+            return [r[0] for r in conn.execute("SELECT thread_ts FROM answers ORDER BY id")]
+
+    def settle(self) -> None:
+        """Every replica has handled what it was sent before: a fresh question to each is
+        answered (Bolt runs listeners in order of arrival on a small pool)."""
+        stamps = []
+        for r in self.replicas:
+            ts = f"1700009{uuid.uuid4().int % 10**6:06d}.000001"
+            stamps.append(ts)
+            assert r.event(mention("How do I rotate a webhook signing secret?", ts), ts) == 200
+        wait(lambda: all(self.answers_in(ts) for ts in stamps))
+
+
+@pytest.fixture(scope="module")
+def fleet(pg_server, examples_template, tmp_path_factory):
+    from index.pg import upgrade
+
+    work = tmp_path_factory.mktemp("fleet")
+    url = pg_server.create_database("fleet_" + uuid.uuid4().hex[:8])
+    upgrade(url)
+    builder = str(work / "builder.db")
+    shutil.copyfile(examples_template, builder)
+    publish(url, builder)
+    mock = FleetSlack()
+    docs = shutil.copytree(EXAMPLES, work / "docs")  # what /docs-reindex indexes
+    replicas = [
+        Replica(name, url, mock.url, work, FIELDGUIDE_ADMINS="UADMIN", FIELDGUIDE_DOCS=str(docs))
+        for name in ("r1", "r2")
+    ]
+    try:
+        for r in replicas:
+            r.wait_ready()
+        yield Fleet(url, mock, replicas, builder, Path(docs))
+    finally:
+        for r in replicas:
+            r.stop()
+        mock.close()
+
+
+def _both_at_once(calls) -> None:
+    threads = [threading.Thread(target=c) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def test_the_same_event_to_two_replicas_is_answered_once(fleet):
+    r1, r2 = fleet.replicas
+    ev = mention("How many times is a failed webhook retried?", "1700000100.000001")
+    _both_at_once([lambda: r1.event(ev, "EvSame"), lambda: r2.event(ev, "EvSame")])
+    # Slack's retries of it, to each replica (one of them is "the other")
+    assert r1.event(ev, "EvSame", retry=1) == 200
+    assert r2.event(ev, "EvSame", retry=2) == 200
+    # the same message delivered again as a `message` event with its own event id
+    assert r2.event({**ev, "type": "message", "channel_type": "channel"}, "EvSame2") == 200
+    wait(lambda: fleet.answers_in("1700000100.000001"))
+    fleet.settle()
+    [answer] = fleet.answers_in("1700000100.000001")
+    assert "attempts" in json.dumps(answer.get("blocks", "")) + answer.get("text", "")
+    assert fleet.audit_threads().count("1700000100.000001") == 1
+
+
+def test_a_publish_reaches_every_replica_without_restart(fleet, tmp_path, monkeypatch):
+    docs = Path(shutil.copytree(EXAMPLES, tmp_path / "docs"))
+    write_docs(
+        docs,
+        {
+            "ops/zanzibar.md": "---\nintent: troubleshooting\n---\n# Zanzibar rotation\n\n"
+            "The zanzibar rotation replaces every quokka token each Tuesday at 04:00 UTC.\n"
+        },
+    )
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", fleet.url)
+    before = local_generation(fleet.builder)
+    assert main(["index", str(docs), "--db", fleet.builder, "--quiet"]) == 0
+    new = local_generation(fleet.builder)
+    assert new is not None and new != before
+    t0 = time.monotonic()
+    # each replica logs it once it has loaded the new index (it answered from the old one till then)
+    wait(lambda: all(r.serving(new) for r in fleet.replicas), timeout=15)
+    assert time.monotonic() - t0 < 10  # NOTIFY, not the 30 s poll
+    assert all(local_generation(r.db) == new for r in fleet.replicas)
+    for i, r in enumerate(fleet.replicas):
+        ts = f"1700000200.00000{i}"
+        assert r.event(mention("When does the zanzibar rotation replace quokka tokens?", ts), ts)
+        [answer] = wait(lambda ts=ts: fleet.answers_in(ts))
+        assert "ops/zanzibar.md" in json.dumps(answer.get("blocks", "")) or "Tuesday" in (
+            json.dumps(answer.get("blocks", ""))
+        )
+
+
+def test_docs_reindex_on_one_replica_reaches_the_other(fleet):
+    r1, r2 = fleet.replicas
+    docs = Path(fleet.docs)
+    write_docs(docs, {"ops/kestrel.md": "# Kestrel drills\n\nKestrel drills run every March.\n"})
+    status, body = r2.command("UADMIN", "", fleet.mock.url + "/respond")
+    assert status == 200 and "Reindexing" in body
+    done = wait(
+        lambda: [r["text"] for r in fleet.mock.responses() if "Published" in r.get("text", "")]
+    )
+    assert "added 1" in done[0]
+    generation = int(done[0].rsplit("generation ", 1)[1].rstrip("."))
+    assert local_generation(r2.db) == generation  # built there: nothing to download
+    wait(lambda: r1.serving(generation), timeout=15)
+    status, body = r1.command("UADMIN", "status", fleet.mock.url + "/respond")
+    assert status == 200 and "Last run" in body
+
+
+def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
+    claude = StubServer()  # the dying replica's Claude: never answers, so it dies mid-answer
+    release = threading.Event()
+
+    def hang(req):
+        release.wait(30)
+        return 500, {"type": "error", "error": {"type": "api_error", "message": "gone"}}
+
+    claude.route("/v1/messages", hang)
+    slow = Replica(
+        "slow",
+        fleet.url,
+        fleet.mock.url,
+        Path(fleet.replicas[0].db).parent,
+        ANTHROPIC_API_KEY="sk-ant-test",
+        ANTHROPIC_BASE_URL=claude.url,
+        FIELDGUIDE_MAX_RETRIES="0",
+    )
+    try:
+        slow.wait_ready()
+        ts = "1700000300.000001"
+        ev = mention("How many times is a failed webhook retried?", ts)
+        assert slow.event(ev, "EvKilled") == 200
+        claude.wait_for("/v1/messages")  # claimed, placeholder posted, now asking Claude
+        assert fleet.placeholders_in(ts) == 1
+        slow.proc.send_signal(signal.SIGKILL)
+        slow.proc.wait(10)
+        # its PostgreSQL sessions end with it (what the other replicas' claims look at)
+        wait(lambda: not _sessions_of(fleet.url, slow.proc.pid))
+        assert fleet.replicas[0].event(ev, "EvKilled", retry=1) == 200
+        [answer] = wait(lambda: fleet.answers_in(ts))
+        assert "attempts" in json.dumps(answer.get("blocks", ""))
+        assert fleet.audit_threads().count(ts) == 1
+    finally:
+        release.set()
+        slow.stop()
+        claude.close()
+
+
+def _sessions_of(url: str, pid: int) -> list:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s", [f"%:{pid}"]
+        ).fetchall()
+
+
+def test_postgres_stopped_and_restarted_while_serving(fleet, pg_server):
+    r1, r2 = fleet.replicas
+    pg_server.stop()
+    try:
+        stamps = [f"1700000400.00000{i}" for i in range(4)]
+        for i, ts in enumerate(stamps):
+            r = fleet.replicas[i % 2]
+            assert r.event(mention("How many times is a failed webhook retried?", ts), ts) == 200
+        # a retry to the replica that has the event: its own memory drops it
+        assert r1.event(mention("x", stamps[0]), stamps[0], retry=1) == 200
+        wait(lambda: all(fleet.answers_in(ts) for ts in stamps))
+    finally:
+        pg_server.start()
+    # the queued audit rows arrive once the database is back
+    wait(lambda: set(stamps) <= set(fleet.audit_threads()), timeout=30)
+    assert all(len(fleet.answers_in(ts)) == 1 for ts in stamps)
+    # and the fleet de-duplicates through PostgreSQL again
+    ev = mention("How many times is a failed webhook retried?", "1700000500.000001")
+    _both_at_once([lambda: r1.event(ev, "EvAfter"), lambda: r2.event(ev, "EvAfter")])
+    wait(lambda: fleet.answers_in("1700000500.000001"))
+    fleet.settle()
+    assert len(fleet.answers_in("1700000500.000001")) == 1

@@ -1,0 +1,193 @@
+"""PostgresState, the schema and index publishing against a real PostgreSQL server (started by the
+suite: tests/pgserver.py)."""
+
+import json
+import threading
+import time
+
+import psycopg
+import pytest
+
+from bot.cli import main
+from index.pg import FleetError, open_pool, upgrade
+from index.publish import local_generation
+from index.store import get_meta, open_db
+from router.pg_state import PostgresState
+from tests.conftest import write_docs
+
+
+@pytest.fixture
+def two_states(pg_url):
+    """Two replicas' states on one database."""
+    a, b = PostgresState(pg_url), PostgresState(pg_url)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
+    url = pg_server.create_database("upgrade_check")
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", url)
+    assert main(["db", "upgrade"]) == 0
+    assert "upgraded from version 0 to 1" in capsys.readouterr().out
+    assert main(["db", "upgrade"]) == 0
+    assert "already at version 1" in capsys.readouterr().out
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+    assert upgrade(url) == (1, 1)
+
+
+def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypatch, capsys):
+    from tests.pgserver import free_port
+
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")
+    assert main(["audit"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fieldguide: Cannot reach PostgreSQL at 127.0.0.1:")
+    assert "Traceback" not in err
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_server.create_database("not_upgraded"))
+    assert main(["audit"]) == 2
+    assert "schema is at version 0, this fieldguide needs 1: run fieldguide db upgrade" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s")
+    assert main(["serve", "--http", str(free_port())]) == 2
+    err = capsys.readouterr().err
+    assert "Cannot reach PostgreSQL" in err and "Traceback" not in err
+    with pytest.raises(FleetError, match="Cannot reach"):
+        open_pool(f"postgresql://x@127.0.0.1:{free_port()}/x")
+
+
+def test_an_event_is_claimed_once_across_replicas(two_states):
+    a, b = two_states
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def claim(state, keys):
+        barrier.wait()
+        results.append(state.claim_event(*keys))
+
+    # the same message as app_mention (Ev1) and message (Ev2) events, to both replicas at once
+    threads = [
+        threading.Thread(target=claim, args=(s, (ev, "C1:1.0")))
+        for s in (a, b, a, b)
+        for ev in ("Ev1", "Ev2")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    assert not b.claim_event("Ev1", "C1:1.0") and not a.claim_event("Ev2", "C1:1.0")  # retries
+    assert not b.claim_event("Ev3", "C1:1.0")  # a new event id for the same message: no
+
+
+def test_a_claim_whose_owner_died_unanswered_is_taken_over(two_states, pg_url):
+    a, b = two_states
+    assert a.claim_event("Ev1", "C1:1.0")
+    assert not b.claim_event("Ev1", "C1:1.0")  # a is alive: it is answering
+    a.close()  # a's session ends (as when the process dies) before it recorded the answer
+    assert b.claim_event("Ev1", "C1:1.0")
+    b.record_answer(_answer(), {"channel": "C1", "thread_ts": "1.0"})
+    c = PostgresState(pg_url)
+    try:
+        assert not c.claim_event("Ev1", "C1:1.0")  # answered: b's death would not free it now
+        b.close()
+        assert not c.claim_event("Ev1", "C1:1.0")
+    finally:
+        c.close()
+
+
+def test_rate_limit_counts_across_replicas(two_states):
+    a, b = two_states
+    allowed = [s.allow_question("U1", 3) for s in (a, b, a, b)]
+    assert allowed == [True, True, True, False]
+    assert a.allow_question("U2", 3)
+
+
+def test_reindex_lock_is_fleet_wide_and_freed_when_the_holder_dies(two_states):
+    a, b = two_states
+    with a.reindex_lock() as mine:
+        assert mine and b.reindex_running()
+        with b.reindex_lock() as theirs:
+            assert not theirs
+        assert a._session is not None
+        a._session.close()  # the holder's connection dies with its process
+        with b.reindex_lock() as theirs:
+            assert theirs
+    assert not b.reindex_running()
+
+
+def _answer():
+    from router.answer import Answer
+
+    return Answer("How are webhooks retried?", "", "ANSWER", "8 times.")
+
+
+def test_audit_and_feedback_are_read_from_postgres(pg_url, monkeypatch, capsys):
+    state = PostgresState(pg_url)
+    try:
+        aid = state.record_answer(_answer(), {"channel": "C9", "user": "U1", "thread_ts": "5.0"})
+        assert aid is not None
+        state.record_feedback(aid, "U2", "helpful")
+        state.record_feedback(aid, "U2", "not_helpful")  # last choice wins
+        assert state.thread_answered("C9", "5.0") and not state.thread_answered("C9", "6.0")
+    finally:
+        state.close()
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_url)
+    assert main(["audit", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["question"] == "How are webhooks retried?" and row["channel"] == "C9"
+    assert row["feedback"] == {"U2": "not_helpful"}
+
+
+def test_index_publishes_and_shares_embeddings(pg_url, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_url)
+    docs = write_docs(tmp_path / "docs", {"a.md": "# Alpha\n\nAlpha rotates keys.\n"})
+    first, second = tmp_path / "one.db", tmp_path / "two.db"
+    assert main(["index", str(docs), "--db", str(first), "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["embedded"] == 1 and out["published"]["generation"] == 1
+    assert local_generation(first) == 1
+    # another machine indexing the same text embeds nothing: the vector comes from PostgreSQL
+    write_docs(docs, {"b.md": "# Beta\n\nBeta signs requests.\n"})
+    assert main(["index", str(docs), "--db", str(second), "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["embedded"] == 1 and out["chunks"] == 2 and out["published"]["generation"] == 2
+
+
+def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedder, examples_db):
+    from bot.settings import Settings
+    from bot.wiring import start_follower, sync_published
+    from index.indexer import index_folder
+    from index.publish import publish
+    from router.engine import Engine
+
+    builder = examples_db
+    publish(pg_url, builder)
+    settings = Settings(database_url=pg_url)
+    replica = str(tmp_path / "replica.db")
+    assert sync_published(settings, replica) == 1
+    engine = Engine(replica, local_embedder)
+    old = engine.loaded()
+    follower = start_follower(settings, replica, engine)
+    try:
+        docs = write_docs(tmp_path / "docs", {"zz.md": "# Zanzibar\n\nZanzibar rotation.\n"})
+        index_folder(builder, docs, local_embedder)
+        publish(pg_url, builder)
+        _wait(lambda: engine._loaded is not old)
+        assert local_generation(replica) == 2
+        searcher = engine.loaded().searcher
+        assert [r["doc"] for r in searcher.fetch(list(range(searcher.size)))] == ["zz.md"]
+        assert get_meta(open_db(replica), "published_generation") == "2"
+    finally:
+        follower.stop()
+
+
+def _wait(condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
