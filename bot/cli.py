@@ -7,18 +7,29 @@ import contextlib
 import json
 import sqlite3
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from router.citations import label
 
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from index.embedders import Embedder
+    from index.indexer import RunSummary
+    from router.answer import Answer
+
 from .settings import Settings, SettingsError
-from .wiring import make_anthropic, make_embedder, make_engine, make_pipeline
+from .wiring import embedder_for, make_anthropic, make_engine, make_pipeline
 
 
 def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def index_with_progress(db: str, docs_dir, embedder, settings: Settings, quiet: bool = False):
+def index_with_progress(
+    db: str, docs_dir: str | Path, embedder: Embedder, settings: Settings, quiet: bool = False
+) -> tuple[RunSummary, dict | None]:
     """An incremental index run with a progress bar on stderr while it embeds (none when not a
     tty); with FIELDGUIDE_DATABASE_URL set, published to the fleet. Returns (summary, publish
     figures or None)."""
@@ -64,10 +75,10 @@ def fleet_reindex_lock(settings: Settings):
         yield  # the lock ends with the connection
 
 
-def cmd_index(args, settings: Settings) -> int:
+def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
     with fleet_reindex_lock(settings):
         summary, published = index_with_progress(
-            args.db or settings.db, args.docs_dir, make_embedder(settings), settings, args.quiet
+            args.db or settings.db, args.docs_dir, embedder_for(settings), settings, args.quiet
         )
     result = summary.counts()
     if published:
@@ -97,7 +108,7 @@ def cmd_index(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_db(args, settings: Settings) -> int:
+def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     from index.pg import upgrade
 
     if not settings.database_url:
@@ -111,7 +122,7 @@ def cmd_db(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_intents(args, settings: Settings) -> int:
+def cmd_intents(args: argparse.Namespace, settings: Settings) -> int:
     from index.store import load_intents, open_db
 
     db = open_db(args.db or settings.db, create=False)
@@ -133,7 +144,7 @@ def cmd_intents(args, settings: Settings) -> int:
     return 0
 
 
-def describe_intents(db, intents: list[dict], settings: Settings) -> int:
+def describe_intents(db: sqlite_utils.Database, intents: list[dict], settings: Settings) -> int:
     """Print an intents.yaml draft: intents that have a description keep theirs; the others get
     one drafted from their headings, by Claude when a key is set (FIELDGUIDE_ANSWER_MODEL)."""
     from router.describe import draft_offline, draft_with_claude, headings_in, to_yaml
@@ -173,7 +184,7 @@ def _hit_json(rank: int, h) -> dict:
     }
 
 
-def cmd_search(args, settings: Settings) -> int:
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     question = " ".join(args.question).strip()
     if not question:
         print("fieldguide: the question is empty", file=sys.stderr)
@@ -205,7 +216,7 @@ def cmd_search(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_eval(args, settings: Settings) -> int:
+def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
     from tqdm import tqdm
@@ -221,7 +232,7 @@ def cmd_eval(args, settings: Settings) -> int:
         )
         return 2
     questions = load_questions(qfile)
-    embedder = make_embedder(settings)
+    embedder = embedder_for(settings)
     db = args.db or str(
         Path(".fieldguide/eval") / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db"
     )
@@ -318,7 +329,7 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     return 0
 
 
-def format_answer(ans) -> str:
+def format_answer(ans: Answer) -> str:
     lines = [f"⚠ {ans.caveat}", ""] if ans.caveat else []
     lines += [ans.text, ""]
     if ans.sources:
@@ -331,7 +342,7 @@ def format_answer(ans) -> str:
     return "\n".join(lines)
 
 
-def cmd_ask(args, settings: Settings) -> int:
+def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     from router.pipeline import QuestionError
 
     question = " ".join(args.question).strip()
@@ -359,7 +370,7 @@ def cmd_ask(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_audit(args, settings: Settings) -> int:
+def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     from index.store import open_db
 
     from .wiring import make_state
@@ -383,7 +394,7 @@ def cmd_audit(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_doctor(args, settings: Settings | None) -> int:
+def cmd_doctor(args: argparse.Namespace, settings: Settings | None) -> int:
     """One line per check; exit 1 when any check fails."""
     from .doctor import Check, run_checks
 
@@ -399,7 +410,7 @@ def cmd_doctor(args, settings: Settings | None) -> int:
     return 1 if any(c.status == "FAIL" for c in checks) else 0
 
 
-def cmd_serve(args, settings: Settings) -> int:
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import logging
 
     from .slack_app import MAX_BODY_BYTES, SlackStartupError, build_app, make_wsgi

@@ -190,11 +190,11 @@ def check_slack(settings: Settings) -> Check:
 
 
 def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
-    from .wiring import make_embedder
+    from .wiring import embedder_for
 
     return [
         check_settings(settings, dotenv),
-        *check_index(db, make_embedder(settings).name),
+        *check_index(db, embedder_for(settings).name),
         check_docs(docs),
         check_local_model(settings),
         check_claude(settings),

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from index.embedders import Embedder
 from index.indexer import IndexError_, last_runs
 from router.state import State
 
@@ -80,7 +81,7 @@ class Reporter:
 class Reindexer:
     """One background reindex at a time; questions keep being answered from the previous index."""
 
-    def __init__(self, settings: Settings, embedder, state: State):
+    def __init__(self, settings: Settings, embedder: Embedder, state: State):
         self.settings = settings
         self.embedder = embedder
         self.state = state

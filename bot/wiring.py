@@ -3,10 +3,22 @@ objects."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .settings import Settings
 
+if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
+    from index.embedders import Embedder
+    from index.indexer import RunSummary
+    from index.publish import Follower
+    from index.rerank import VoyageReranker
+    from router.claude import MessagesClient
+    from router.engine import Engine
+    from router.pipeline import Pipeline
+    from router.state import State
 
-def make_embedder(settings: Settings):
+
+def embedder_for(settings: Settings) -> Embedder:
     from index.embedders import make_embedder as make
 
     return make(
@@ -18,7 +30,7 @@ def make_embedder(settings: Settings):
     )
 
 
-def make_anthropic(settings: Settings):
+def make_anthropic(settings: Settings) -> MessagesClient | None:
     """The Anthropic client, or None when no key is set (every Claude step then runs offline)."""
     if not settings.anthropic_api_key:
         return None
@@ -32,7 +44,7 @@ def make_anthropic(settings: Settings):
     )
 
 
-def make_reranker(settings: Settings):
+def make_reranker(settings: Settings) -> VoyageReranker | None:
     """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty."""
     if not settings.voyage_api_key or not settings.rerank_model:
         return None
@@ -48,12 +60,12 @@ def make_reranker(settings: Settings):
     )
 
 
-def make_engine(settings: Settings, db: str | None = None):
+def make_engine(settings: Settings, db: str | None = None) -> Engine:
     from router.engine import Engine
 
     return Engine(
         db or settings.db,
-        make_embedder(settings),
+        embedder_for(settings),
         make_anthropic(settings),
         settings.classify_model,
         settings.bm25_weight,
@@ -62,7 +74,7 @@ def make_engine(settings: Settings, db: str | None = None):
     )
 
 
-def make_state(settings: Settings, db: str | None = None):
+def make_state(settings: Settings, db: str | None = None) -> State:
     """Where answers, feedback, de-duplication, rate limits and the reindex lock live: PostgreSQL
     when FIELDGUIDE_DATABASE_URL is set (shared by the fleet), else the index file and this
     process."""
@@ -79,7 +91,7 @@ def make_state(settings: Settings, db: str | None = None):
     )
 
 
-def make_pipeline(settings: Settings, db: str | None = None):
+def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
     from router.pipeline import Pipeline
 
     engine = make_engine(settings, db)
@@ -98,7 +110,9 @@ def make_pipeline(settings: Settings, db: str | None = None):
     )
 
 
-def index_docs(settings: Settings, db: str, docs, embedder, **callbacks):
+def index_docs(
+    settings: Settings, db: str, docs: Any, embedder: Embedder, **callbacks: Any
+) -> tuple[RunSummary, dict | None]:
     """One index run, as `fieldguide index` and /docs-reindex make it: with
     FIELDGUIDE_DATABASE_URL set, texts the fleet already embedded are taken from PostgreSQL and the
     result is published there as the newest generation. Returns (RunSummary, publish figures or
@@ -131,7 +145,7 @@ def sync_published(settings: Settings, db: str) -> int | None:
         return sync(conn, db)
 
 
-def start_follower(settings: Settings, db: str, engine):
+def start_follower(settings: Settings, db: str, engine: Engine) -> Follower:
     """Keep the local index on the newest published generation: each new one is loaded into
     `engine` in the background while questions are answered from the old one."""
     from index.publish import Follower

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import sqlite_utils
+
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
 from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
@@ -318,7 +320,7 @@ def _refresh_intents(db, intents_info) -> bool:
     )
 
 
-def unknown_related(db) -> list[dict]:
+def unknown_related(db: sqlite_utils.Database) -> list[dict]:
     """A warning for each `related_intents` name that no doc uses and intents.yaml does not
     describe: most likely a typo (the router ignores it)."""
     known = {name for (name,) in db.execute("SELECT name FROM intents")}

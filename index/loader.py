@@ -157,7 +157,7 @@ class LimitedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def load_yaml(text: str, what: str):
+def load_yaml(text: str, what: str) -> object:
     """Parse YAML with the limits above; a one-line DocError naming `what` when it is bad."""
     try:
         return yaml.load(text, Loader=LimitedLoader)
@@ -186,7 +186,7 @@ def _scalar(meta: dict, key: str, limit: int) -> str | None:
     return text or None
 
 
-def intent_name(value, where: str) -> str:
+def intent_name(value: object, where: str) -> str:
     """An intent as stored: a slug of at most 64 characters of a-z, 0-9, '_' and '-'. Case and
     surrounding spaces are normalised (`API` → `api`); anything else is rejected with `where`
     named, so a typo never becomes a bucket of its own."""
@@ -250,9 +250,10 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     if end:
         if len(fm_yaml) > MAX_FRONT_MATTER:
             raise DocError(f"front matter is {len(fm_yaml):,} characters (at most 262,144)")
-        meta = load_yaml(fm_yaml, "front matter") or {}
-        if not isinstance(meta, dict):
+        loaded = load_yaml(fm_yaml, "front matter") or {}
+        if not isinstance(loaded, dict):
             raise DocError("front matter is not a mapping of keys to values")
+        meta = loaded
     body = text[end:]
     if not body.strip():
         raise DocError("no content after the front matter")

@@ -314,7 +314,7 @@ class Searcher:
             name: order[bounds[i] : bounds[i + 1]] for i, name in enumerate(intent_names)
         }
 
-    def rows_for(self, intents) -> np.ndarray:
+    def rows_for(self, intents: Iterable[str] | None) -> np.ndarray:
         if intents is None:
             return np.arange(self.size)
         found = [self.intent_rows[i] for i in intents if i in self.intent_rows]
@@ -324,7 +324,7 @@ class Searcher:
         self,
         query: str,
         query_vec: np.ndarray | None,
-        intents=None,
+        intents: Iterable[str] | None = None,
         k: int = 10,
         mode: str = "hybrid",
         bm25_weight: float = 0.4,

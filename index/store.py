@@ -130,7 +130,9 @@ def record(row: tuple) -> dict:
     }
 
 
-def load_chunks(db: sqlite_utils.Database, model: str | None):
+def load_chunks(
+    db: sqlite_utils.Database, model: str | None
+) -> tuple[list[dict], np.ndarray | None]:
     """Every chunk of the current index, in a stable order, with its doc's fields and (when `model`
     is given) its embedding as one row of a contiguous float32 matrix."""
     indexed_model = get_meta(db, "embed_model")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .answer import Citation, Passage, Source
 
@@ -71,7 +72,7 @@ def search_results(passages: list[Passage], by_chunk: dict[str, Source]) -> list
     ]
 
 
-def check(cit, results: list[dict], sources: list[Source]) -> Citation | None:
+def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | None:
     """A search_result_location citation checked by its indices against the blocks that were
     sent (each block a passage already verified against its chunk at extraction): verified when
     the search result and the block range exist. `cited_text` is kept as the API gave it, not

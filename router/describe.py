@@ -9,9 +9,12 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
+import sqlite_utils
 import yaml
 
 from prompts import render
+
+from .claude import MessagesClient
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,9 @@ def _describe_tool() -> dict:
     }
 
 
-def draft_with_claude(client, model: str, intent: str, headings: list[str]) -> tuple[dict, str]:
+def draft_with_claude(
+    client: MessagesClient, model: str, intent: str, headings: list[str]
+) -> tuple[dict, str]:
     """(draft, note): Claude's description and example questions for one intent, from its name
     and headings; the offline draft and a note when Claude fails or answers out of shape."""
     import anthropic
@@ -110,7 +115,7 @@ def to_yaml(drafts: dict[str, dict], source: str) -> str:
     return header + body
 
 
-def headings_in(db) -> dict[str, list[str]]:
+def headings_in(db: sqlite_utils.Database) -> dict[str, list[str]]:
     """`intent_headings` of an index, read from its tables (no chunk text is loaded)."""
     rows = db.execute(
         "SELECT d.intent, d.title, c.heading_path FROM chunks c JOIN docs d ON d.path = c.doc"

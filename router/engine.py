@@ -10,6 +10,7 @@ import numpy as np
 
 from index.embedders import Embedder, EmbeddingError
 from index.mapped import open_searcher
+from index.rerank import VoyageReranker
 from index.search import Searcher
 from index.store import generation, load_intents, load_related, open_db
 
@@ -36,7 +37,7 @@ class Engine:
         classify_model: str = "",
         bm25_weight: float = 0.4,
         fusion: str = "weighted",
-        reranker=None,
+        reranker: VoyageReranker | None = None,
     ):
         """`reranker`: an index.rerank.VoyageReranker (a Voyage key is set) or None."""
         self.embedder = embedder

@@ -14,14 +14,16 @@ import logging
 import time
 from collections.abc import Callable
 
-from index.search import Hit
+import numpy as np
+
+from index.search import BM25, Hit, Searcher
 from prompts import prompt_hash
 
 from . import citations, compose, condense, decide, offline
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
-from .engine import Engine
+from .engine import Engine, Loaded
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -145,7 +147,7 @@ class Pipeline:
         return ans
 
     def condense(
-        self, question: str, history: list[dict], claude: Claude, ans: Answer, searcher
+        self, question: str, history: list[dict], claude: Claude, ans: Answer, searcher: Searcher
     ) -> str:
         # with Claude, a question in another language than the docs is rewritten into theirs
         foreign = claude.available and decide.foreign_language(question, searcher)
@@ -162,7 +164,9 @@ class Pipeline:
 
         return claude.run("condense", ask, lambda: condense.offline(question, history))
 
-    def route(self, ans: Answer, query_vec, claude: Claude, loaded) -> list[Hit]:
+    def route(
+        self, ans: Answer, query_vec: np.ndarray | None, claude: Claude, loaded: Loaded
+    ) -> list[Hit]:
         with_claude = claude if claude.client is not None else None
         decision = loaded.router.route(ans.condensed, query_vec, k=10, claude=with_claude)
         ans.route = decision.to_dict()
@@ -175,7 +179,14 @@ class Pipeline:
         ]
         return decision.hits
 
-    def extract(self, ans: Answer, query_vec, hits: list[Hit], bm25, claude: Claude):
+    def extract(
+        self,
+        ans: Answer,
+        query_vec: np.ndarray | None,
+        hits: list[Hit],
+        bm25: BM25,
+        claude: Claude,
+    ) -> list[Passage]:
         top = hits[:CONTEXT_CHUNKS]
 
         def ask(client) -> list[Passage]:

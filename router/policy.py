@@ -21,9 +21,11 @@ from itertools import groupby
 
 import numpy as np
 
+from index.rerank import VoyageReranker
 from index.search import Hit, Searcher, read_together
 
 from .classify import VOTERS, Classifier
+from .claude import Claude
 
 # The buckets are the top intents that together hold COVER of the classifier's score (at most
 # MAX_BUCKETS). One intent holding it alone is a confident routing; on the eval sets a second intent
@@ -80,7 +82,7 @@ class Router:
         related: dict[str, set[str]] | None = None,
         bm25_weight: float = 0.4,
         fusion: str = "hybrid",
-        reranker=None,
+        reranker: VoyageReranker | None = None,
     ):
         """`reranker`: an index.rerank.VoyageReranker, or None (offline: the fused order)."""
         self.searcher = searcher
@@ -117,7 +119,7 @@ class Router:
         query_vec: np.ndarray | None,
         k: int = 10,
         rerank: bool = True,
-        claude=None,
+        claude: Claude | None = None,
     ) -> RouteDecision:
         """The routed top k; `rerank=False` keeps the fused order even with a reranker (eval).
         `claude`: the question's router.claude.Claude (deadline, earlier failures), if any."""

@@ -89,7 +89,7 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
     db.conn.executescript(AUDIT_SCHEMA)
 
 
-def answer_row(ans, context: dict) -> dict:
+def answer_row(ans: Any, context: dict) -> dict:
     """The audit row of an answer (a router.pipeline.Answer) with its Slack context."""
     return {
         "created": utc_now(),
@@ -153,21 +153,23 @@ def decode_row(r: dict) -> dict:
     return r
 
 
-def record_answer(db, ans, context: dict) -> int:
+def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
     with _write_lock, db.atomic():
-        return db["answers"].insert(answer_row(ans, context)).last_pk
+        pk = db.table("answers").insert(answer_row(ans, context)).last_pk
+    assert pk is not None  # an AUTOINCREMENT id
+    return int(pk)
 
 
-def record_feedback(db, answer_id: int, user: str, value: str) -> None:
+def record_feedback(db: sqlite_utils.Database, answer_id: int, user: str, value: str) -> None:
     """Last choice per user and answer wins."""
     with _write_lock, db.atomic():
-        db["feedback"].upsert(
+        db.table("feedback").upsert(
             {"answer_id": answer_id, "user": user, "value": value, "created": utc_now()},
             pk=("answer_id", "user"),
         )
 
 
-def prune_answers(db, retention_days: int) -> int:
+def prune_answers(db: sqlite_utils.Database, retention_days: int) -> int:
     """Delete answers (and their feedback) older than `retention_days`; how many went."""
     cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="seconds")
     with _write_lock, db.atomic():
@@ -179,7 +181,10 @@ def prune_answers(db, retention_days: int) -> int:
 
 
 def list_answers(
-    db, since: str | None = None, decision: str | None = None, limit: int = 50
+    db: sqlite_utils.Database,
+    since: str | None = None,
+    decision: str | None = None,
+    limit: int = 50,
 ) -> list[dict]:
     where, args = [], []
     if since:

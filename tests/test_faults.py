@@ -240,9 +240,11 @@ def test_old_answers_are_pruned_on_write_at_most_once_an_hour(tmp_path, monkeypa
 def test_the_retention_setting_reaches_the_state(monkeypatch, examples_db):
     from bot.settings import Settings
     from bot.wiring import make_state
+    from router.state import SqliteState
 
     monkeypatch.setenv("FIELDGUIDE_AUDIT_RETENTION_DAYS", "7")
-    assert make_state(Settings.load(), examples_db).retention_days == 7
+    state = make_state(Settings.load(), examples_db)
+    assert isinstance(state, SqliteState) and state.retention_days == 7
 
 
 def test_intents_lines_are_not_padded_to_a_huge_name(tmp_path, stub, capsys):

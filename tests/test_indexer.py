@@ -61,7 +61,7 @@ def test_incremental_runs(tmp_path, local_embedder):
     assert rows(db, "SELECT description FROM intents WHERE name = 'api'")[0][0] == "The REST API"
 
     records, vectors = load_chunks(open_db(db), local_embedder.name)
-    assert vectors.shape == (4, 384) and vectors.dtype.name == "float32"
+    assert vectors is not None and vectors.shape == (4, 384) and vectors.dtype.name == "float32"
     assert abs(float((vectors**2).sum(axis=1).min()) - 1) < 1e-4
 
 
@@ -116,7 +116,7 @@ def test_switching_model_reembeds_everything(tmp_path, local_embedder, stub):
     summary = index_folder(db, docs, voyage)
     assert summary.embedded == 5 and len(summary.unchanged) == 3
     records, vectors = load_chunks(open_db(db), voyage.name)
-    assert vectors.shape == (5, 8)
+    assert vectors is not None and vectors.shape == (5, 8)
 
 
 def test_failed_run_leaves_previous_index_and_keeps_finished_embeddings(tmp_path, stub):

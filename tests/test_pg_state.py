@@ -115,6 +115,10 @@ def test_reindex_lock_is_fleet_wide_and_freed_when_the_holder_dies(two_states):
             assert not theirs
         assert a._session is not None
         a._session.close()  # the holder's connection dies with its process
+        # the server ends that backend (and frees its lock) a moment later, not at once
+        deadline = time.monotonic() + 10
+        while b.reindex_running() and time.monotonic() < deadline:
+            time.sleep(0.05)
         with b.reindex_lock() as theirs:
             assert theirs
     assert not b.reindex_running()
