@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,9 @@ LOADING_MESSAGES = [
 # what a Web API call raises once the client's retries are spent: Slack's refusals and the network
 SLACK_FAILURES = (SlackClientError, OSError)
 HISTORY_PAGES = 20  # conversations.replies pages read at most (200 messages each)
-STREAM_BUFFER = 80  # characters gathered before each chat.appendStream (~0.3 s of Claude's text)
+# Text gathered before each stream call: the first words go at once, then ~80 characters (about
+# 0.3 s of Claude's text) or half a second's worth, whichever comes first, to spare rate limits.
+STREAM_FIRST, STREAM_BUFFER, STREAM_SECONDS = 12, 80, 0.5
 
 
 @dataclass
@@ -310,12 +313,13 @@ class Stream:
         self.answerer, self.q, self.placeholder = answerer, q, placeholder
         self.clean = StreamSanitizer()
         self.broken = False
-        self.streamer = q.client.chat_stream(
+        self.pending, self.flushed = "", time.monotonic()
+        self.streamer = q.client.chat_stream(  # buffering is done here, so every append is sent
             channel=q.channel,
             thread_ts=q.reply_thread or q.ts,
             recipient_team_id=q.team or None,
             recipient_user_id=q.user or None,
-            buffer_size=STREAM_BUFFER,
+            buffer_size=1,
         )
 
     @property
@@ -324,10 +328,16 @@ class Stream:
 
     def append(self, delta: str) -> None:
         """The pipeline's on_text: escaped, links held until resolved, then appended."""
-        text = self.clean.feed(delta)
-        if self.broken or not text:
+        self.pending += self.clean.feed(delta)
+        if self.broken or not self.pending:
             return
         started = self.ts is not None
+        if not (
+            len(self.pending) >= (STREAM_BUFFER if started else STREAM_FIRST)
+            or time.monotonic() - self.flushed >= STREAM_SECONDS
+        ):
+            return
+        text, self.pending, self.flushed = self.pending, "", time.monotonic()
         try:
             self.streamer.append(markdown_text=text)
         except SLACK_FAILURES as e:
@@ -351,7 +361,7 @@ class Stream:
             return False
         try:
             self.streamer.stop(
-                markdown_text=self.clean.flush() or None,
+                markdown_text=(self.pending + self.clean.flush()) or None,
                 blocks=footer_blocks(ans, ans.audit_id, with_caveat=True),
             )
         except SLACK_FAILURES as e:
@@ -369,7 +379,7 @@ class Stream:
             return self.placeholder
         if not self.broken:
             try:
-                self.streamer.stop(markdown_text=self.clean.flush() or None)
+                self.streamer.stop(markdown_text=(self.pending + self.clean.flush()) or None)
             except SLACK_FAILURES as e:
                 log.warning("could not stop the stream in %s: %s", self.q.channel, e)
         self.answerer._drop(self.q, self.placeholder)
