@@ -36,7 +36,7 @@ def main() -> None:
     pipeline.engine.loaded()
     pipeline.engine.embed_query("warm up")  # as `fieldguide serve` does before it takes events
     app = build_app(settings, pipeline, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
-    server = waitress.create_server(make_wsgi(app), host="127.0.0.1", port=0, threads=4)
+    server = waitress.create_server(make_wsgi(app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"
 

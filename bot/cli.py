@@ -7,8 +7,10 @@ import json
 import sqlite3
 import sys
 
-from .settings import Settings
-from .wiring import make_embedder, make_engine, make_pipeline
+from router.citations import label
+
+from .settings import Settings, SettingsError
+from .wiring import make_anthropic, make_embedder, make_engine, make_pipeline
 
 
 def _print_json(obj) -> None:
@@ -64,23 +66,55 @@ def cmd_index(args, settings: Settings) -> int:
     )
     for s in summary.skipped:
         print(f"  skipped {s['path']}: {s['reason']}")
+    for w in summary.warnings:
+        print(f"  warning {w['path']}: {w['warning']}")
     return 0
 
 
 def cmd_intents(args, settings: Settings) -> int:
     from index.store import load_intents, open_db
 
-    intents = load_intents(open_db(args.db or settings.db, create=False))
+    db = open_db(args.db or settings.db, create=False)
+    intents = load_intents(db)
+    if args.describe:
+        return describe_intents(db, intents, settings)
     if args.json:
         _print_json(intents)
         return 0
     if not intents:
         print("No intents: the index is empty. Run: fieldguide index DOCS_DIR")
         return 0
-    width = max(len(i["name"]) for i in intents)
+    # aligned for ordinary names; a longer one (an index built before names were checked) only
+    # pushes its own line
+    width = min(max(len(i["name"]) for i in intents), 24)
     print(f"{'intent':<{width}}  docs  chunks  description")
     for i in intents:
         print(f"{i['name']:<{width}}  {i['docs']:>4}  {i['chunks']:>6}  {i['description']}")
+    return 0
+
+
+def describe_intents(db, intents: list[dict], settings: Settings) -> int:
+    """Print an intents.yaml draft: intents that have a description keep theirs; the others get
+    one drafted from their headings, by Claude when a key is set (FIELDGUIDE_ANSWER_MODEL)."""
+    from index.store import chunk_headings
+    from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
+
+    headings = intent_headings(chunk_headings(db))
+    client = make_anthropic(settings)
+    drafts = {}
+    for i in intents:
+        if i["description"]:
+            drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
+        elif client is None:
+            drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
+        else:
+            drafts[i["name"]], note = draft_with_claude(
+                client, settings.answer_model, i["name"], headings.get(i["name"], [])
+            )
+            if note:
+                print(f"fieldguide: {note}", file=sys.stderr)
+    source = "offline, from headings" if client is None else f"with {settings.answer_model}"
+    print(to_yaml(drafts, source), end="")
     return 0
 
 
@@ -123,7 +157,7 @@ def cmd_search(args, settings: Settings) -> int:
     for i, h in enumerate(decision.hits, 1):
         c = h.chunk
         print(
-            f"{i:>2}. {h.score:.3f}  {c['doc']} › {' › '.join(c['heading_path']) or c['title']}"
+            f"{i:>2}. {h.score:.3f}  {c['doc']} · {label(c['title'], c['heading_path'])}"
             f"  [{c['intent']}]"
         )
         print(
@@ -159,7 +193,13 @@ def cmd_eval(args, settings: Settings) -> int:
     )
     engine = make_engine(settings, db)
     loaded = engine.loaded()
-    modes = args.modes or list(ALL_MODES)
+    modes = args.modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
+    if "reranked" in modes and engine.reranker is None:
+        print(
+            "fieldguide: the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)",
+            file=sys.stderr,
+        )
+        return 2
     with tqdm(
         total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None
     ) as bar2:
@@ -177,6 +217,7 @@ def cmd_eval(args, settings: Settings) -> int:
         **result,
         "embedder": embedder.name,
         "router": "claude" if engine.anthropic is not None else "offline",
+        "reranker": engine.reranker.name if engine.reranker else None,
     }
     print(format_table(result))
     if args.json:
@@ -186,10 +227,11 @@ def cmd_eval(args, settings: Settings) -> int:
 
 
 def format_answer(ans) -> str:
-    lines = [ans.text, ""]
+    lines = [f"⚠ {ans.caveat}", ""] if ans.caveat else []
+    lines += [ans.text, ""]
     if ans.sources:
         lines.append("Sources:")
-        lines += [f"  [{s.n}] {s.title} › {s.section} — {s.url}" for s in ans.sources]
+        lines += [f"  [{s.n}] {s.label} — {s.url}" for s in ans.sources]
     intent = ans.intents[0] if ans.intents else "none"
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
@@ -216,7 +258,7 @@ def cmd_ask(args, settings: Settings) -> int:
     if args.show_context:
         print("Retrieved:")
         for i, h in enumerate(ans.hits, 1):
-            print(f"  {i:>2}. {h['score']:.3f} {h['doc']} › {' › '.join(h['heading_path'])}")
+            print(f"  {i:>2}. {h['score']:.3f} {h['doc']} · {label(h['title'], h['heading_path'])}")
         print("Passages:")
         for p in ans.passages:
             print(f"  [{p.chunk_id}] {' '.join(p.text.split())[:160]}")
@@ -248,10 +290,26 @@ def cmd_audit(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_doctor(args, settings: Settings | None) -> int:
+    """One line per check; exit 1 when any check fails."""
+    from .doctor import Check, run_checks
+
+    if settings is None:  # main() could not load them: that is the finding
+        checks = [Check("settings", "FAIL", str(args.settings_error))]
+    else:
+        checks = run_checks(settings, args.db or settings.db, args.docs or settings.docs)
+    if args.json:
+        _print_json([c.__dict__ for c in checks])
+    else:
+        for c in checks:
+            print(f"{c.status:<4}  {c.name:<11}  {c.detail}")
+    return 1 if any(c.status == "FAIL" for c in checks) else 0
+
+
 def cmd_serve(args, settings: Settings) -> int:
     import logging
 
-    from .slack_app import build_app, make_wsgi
+    from .slack_app import MAX_BODY_BYTES, SlackStartupError, build_app, make_wsgi
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -276,7 +334,11 @@ def cmd_serve(args, settings: Settings) -> int:
     pipeline = make_pipeline(settings, args.db)
     pipeline.engine.loaded()  # load the index and the model now, not on the first question
     pipeline.engine.embed_query("warm up")
-    app = build_app(settings, pipeline)
+    try:
+        app = build_app(settings, pipeline)
+    except SlackStartupError as e:
+        print(f"fieldguide: {e}", file=sys.stderr)
+        return 1
     if args.http:
         import waitress
 
@@ -284,7 +346,13 @@ def cmd_serve(args, settings: Settings) -> int:
             f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events",
             file=sys.stderr,
         )
-        waitress.serve(make_wsgi(app), host=args.host, port=args.http, threads=8)
+        waitress.serve(
+            make_wsgi(app, settings.slack_signing_secret),
+            host=args.host,
+            port=args.http,
+            threads=8,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
@@ -335,6 +403,12 @@ def build_parser() -> argparse.ArgumentParser:
         "intents", "List the intents of the index with their doc and chunk counts.", cmd_intents
     )
     sp.add_argument("--json", action="store_true", help="print as JSON")
+    sp.add_argument(
+        "--describe",
+        action="store_true",
+        help="print a draft intents.yaml: descriptions from each intent's headings"
+        " (written by Claude when ANTHROPIC_API_KEY is set)",
+    )
 
     sp = add(
         "search",
@@ -380,6 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
 
     sp = add(
+        "doctor",
+        "Check settings, the index, the docs folder and the services whose keys are set;"
+        " one line each, exit 1 if any fails.",
+        cmd_doctor,
+    )
+    sp.add_argument("--docs", help="docs folder to check (default: FIELDGUIDE_DOCS)")
+    sp.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    sp = add(
         "serve",
         "Run the Slack bot: Socket Mode (SLACK_APP_TOKEN) or, with --http PORT, an HTTP endpoint.",
         cmd_serve,
@@ -413,9 +496,39 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="MODE",
         choices=ALL_MODES,
-        help=f"{' '.join(ALL_MODES)} (default: all)",
+        help=f"{' '.join(ALL_MODES)} (default: all; reranked only with VOYAGE_API_KEY)",
     )
     return p
+
+
+def database_error(db: str, e: sqlite3.DatabaseError) -> str:
+    """What went wrong with the index file, truthfully: a write that failed (full disk, read-only
+    file or folder, locked) leaves the index as it was, and removing it would throw away a good
+    index and its embeddings; only a file that is not an index, or a damaged one, needs
+    rebuilding."""
+    code = getattr(e, "sqlite_errorname", "") or ""
+    if code == "SQLITE_FULL":
+        return (
+            f"the disk is full (or a file size limit was hit) writing {db}: the index is unchanged"
+        )
+    if code.startswith("SQLITE_READONLY"):
+        what = "its folder is" if code == "SQLITE_READONLY_DIRECTORY" else "the file is"
+        return f"{db} cannot be written ({what} read-only): the index is unchanged"
+    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"{db} is locked by another process (a reindex?): the index is unchanged; try again"
+    if code == "SQLITE_IOERR_WRITE":
+        return (
+            f"writing {db} failed (a full disk, a file size limit or a disk fault): the index is"
+            " unchanged"
+        )
+    if code.startswith("SQLITE_IOERR"):
+        return f"disk error on {db} ({e}): the index is unchanged"
+    if code.startswith("SQLITE_CANTOPEN"):
+        return f"cannot open {db} (a missing or unreadable folder or file): {e}"
+    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        what = "is not an index" if code == "SQLITE_NOTADB" else "is damaged"
+        return f"{db} {what} ({e}); move it away and run fieldguide index to build a new one"
+    return f"{db}: {e}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -425,7 +538,14 @@ def main(argv: list[str] | None = None) -> int:
     from index.store import IndexMissing, ModelMismatch
 
     args = build_parser().parse_args(argv)
-    settings = Settings.load()
+    try:
+        settings = Settings.load()
+    except SettingsError as e:
+        if args.command != "doctor":
+            print(f"fieldguide: {e}", file=sys.stderr)
+            return 2
+        args.settings_error = e
+        return cmd_doctor(args, None)
     try:
         return args.func(args, settings)
     except (
@@ -439,11 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:
-        print(
-            f"fieldguide: {args.db or settings.db} is not a usable index ({e});"
-            " remove it and run fieldguide index",
-            file=sys.stderr,
-        )
+        print(f"fieldguide: {database_error(args.db or settings.db, e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

@@ -7,30 +7,88 @@ build a Settings and pass the values they need.
 
 from __future__ import annotations
 
+import io
+import math
 import os
+import re
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Any
+
+from dotenv.parser import parse_stream
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message names each bad one and what it must be."""
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines; blank lines and # comments ignored; surrounding quotes stripped."""
-    values: dict[str, str] = {}
+    """KEY=VALUE lines read by python-dotenv: `export` allowed, values in single or double quotes,
+    `# comment` lines and inline ` # comments` after unquoted values, a UTF-8 BOM ignored. No
+    ${VAR} expansion: a secret is taken as written."""
     if not path.is_file():
-        return values
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.removeprefix("export ").partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            value = value[1:-1]
-        values[key.strip()] = value
+        return {}
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SettingsError(
+            f"{path} is not UTF-8 text (invalid byte at offset {e.start}): save it as UTF-8"
+        ) from None
+    except OSError as e:
+        raise SettingsError(f"cannot read {path}: {e.strerror}") from None
+    values: dict[str, str] = {}
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            # the line is not shown: it may hold a secret
+            raise SettingsError(
+                f"{path} line {binding.original.line} is not KEY=value"
+                " (quote a value that holds spaces or starts with #)"
+            )
+        if binding.key is not None and binding.value is not None:
+            values[binding.key] = binding.value
     return values
 
 
-def _setting(env: str, default, help: str):
-    return field(default=default, metadata={"env": env, "help": help})
+Check = Callable[[Any], str | None]
+
+
+def between(lo: float, hi: float) -> Check:
+    return lambda v: None if lo <= v <= hi else f"must be between {lo:,} and {hi:,}"
+
+
+def positive_at_most(hi: float) -> Check:
+    return lambda v: None if 0 < v <= hi else f"must be more than 0 and at most {hi:,}"
+
+
+def one_of(*choices: str) -> Check:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
+def http_url(v: Any) -> str | None:
+    ok = v == "" or re.fullmatch(r"https?://[^\s<>|]+", str(v), re.I)
+    return None if ok else "must be an http:// or https:// URL"
+
+
+def slash_command(v: Any) -> str | None:
+    return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
+
+
+def _setting(env: str, default, help: str, check: Check | None = None):
+    return field(default=default, metadata={"env": env, "help": help, "check": check})
+
+
+def _parse(raw: str, kind: type) -> object:
+    """`raw` as a value of `kind`; ValueError with the reason when it is not one."""
+    raw = raw.strip()
+    if kind is int:
+        return int(raw)
+    if kind is float:
+        value = float(raw)
+        if not math.isfinite(value):
+            raise ValueError("not a finite number")
+        return value
+    return raw
 
 
 @dataclass(frozen=True)
@@ -41,7 +99,7 @@ class Settings:
     )
     anthropic_api_key: str = _setting("ANTHROPIC_API_KEY", "", "Claude key; empty = offline steps")
     anthropic_base_url: str = _setting(
-        "ANTHROPIC_BASE_URL", "", "Messages API base URL (proxy or stub)"
+        "ANTHROPIC_BASE_URL", "", "Messages API base URL (proxy or stub)", http_url
     )
     classify_model: str = _setting("FIELDGUIDE_CLASSIFY_MODEL", "claude-haiku-4-5", "router model")
     condense_model: str = _setting(
@@ -54,51 +112,127 @@ class Settings:
     voyage_api_key: str = _setting(
         "VOYAGE_API_KEY", "", "Voyage key; empty = local embedding model"
     )
-    voyage_base_url: str = _setting("VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1")
+    voyage_base_url: str = _setting(
+        "VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1", http_url
+    )
     voyage_model: str = _setting("FIELDGUIDE_VOYAGE_MODEL", "voyage-3.5", "Voyage embedding model")
+    rerank_model: str = _setting(
+        "FIELDGUIDE_RERANK_MODEL", "rerank-2.5", "Voyage reranker (with a key); empty = no rerank"
+    )
+    rerank_depth: int = _setting(
+        "FIELDGUIDE_RERANK_DEPTH",
+        40,
+        "how many fused chunks the reranker reorders",
+        between(1, 1000),
+    )
     model_dir: str = _setting(
         "FIELDGUIDE_MODEL_DIR", "", "local ONNX model folder (default: inside the venv)"
     )
     timeout: float = _setting(
-        "FIELDGUIDE_TIMEOUT", 30.0, "seconds before a Claude/Voyage call gives up"
+        "FIELDGUIDE_TIMEOUT",
+        30.0,
+        "seconds before a Claude/Voyage call gives up",
+        positive_at_most(600),
     )
-    max_retries: int = _setting("FIELDGUIDE_MAX_RETRIES", 2, "SDK retries on 429/529/timeouts")
-    chunk_chars: int = _setting("FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters")
-    bm25_weight: float = _setting("FIELDGUIDE_BM25_WEIGHT", 0.4, "BM25 share of the fused score")
-    fusion: str = _setting("FIELDGUIDE_FUSION", "weighted", "weighted | rrf")
+    max_retries: int = _setting(
+        "FIELDGUIDE_MAX_RETRIES", 2, "SDK retries on 429/529/timeouts", between(0, 10)
+    )
+    deadline: float = _setting(
+        "FIELDGUIDE_DEADLINE",
+        45.0,
+        "seconds for one question's Claude steps, all together",
+        positive_at_most(600),
+    )
+    chunk_chars: int = _setting(
+        "FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters", between(200, 20_000)
+    )
+    bm25_weight: float = _setting(
+        "FIELDGUIDE_BM25_WEIGHT", 0.4, "BM25 share of the fused score", between(0, 1)
+    )
+    fusion: str = _setting(
+        "FIELDGUIDE_FUSION", "weighted", "weighted | rrf", one_of("weighted", "rrf")
+    )
     docs_base_url: str = _setting(
-        "FIELDGUIDE_DOCS_BASE_URL", "", "link base for docs without a url"
+        "FIELDGUIDE_DOCS_BASE_URL", "", "link base for docs without a url", http_url
     )
     slack_bot_token: str = _setting("SLACK_BOT_TOKEN", "", "xoxb- bot token")
     slack_app_token: str = _setting("SLACK_APP_TOKEN", "", "xapp- token for Socket Mode")
     slack_signing_secret: str = _setting("SLACK_SIGNING_SECRET", "", "verifies HTTP requests")
     slack_api_base_url: str = _setting(
-        "SLACK_API_BASE_URL", "https://slack.com/api/", "Web API base"
+        "SLACK_API_BASE_URL", "https://slack.com/api/", "Web API base", http_url
     )
     admins: str = _setting(
         "FIELDGUIDE_ADMINS", "", "comma-separated Slack user ids allowed to reindex"
     )
-    reindex_command: str = _setting("FIELDGUIDE_REINDEX_COMMAND", "/docs-reindex", "slash command")
+    reindex_command: str = _setting(
+        "FIELDGUIDE_REINDEX_COMMAND", "/docs-reindex", "slash command", slash_command
+    )
+    audit_retention_days: int = _setting(
+        "FIELDGUIDE_AUDIT_RETENTION_DAYS",
+        90,
+        "days answers stay in the audit trail; 0 = keep forever",
+        between(0, 36_500),
+    )
+
+    answer_workers: int = _setting(
+        "FIELDGUIDE_ANSWER_WORKERS", 4, "questions answered at the same time", between(1, 64)
+    )
+    answer_queue: int = _setting(
+        "FIELDGUIDE_ANSWER_QUEUE",
+        20,
+        "questions waiting beyond that; more are turned away",
+        between(0, 10_000),
+    )
+    slack_startup_seconds: float = _setting(
+        "FIELDGUIDE_SLACK_STARTUP_SECONDS",
+        60.0,
+        "how long start-up retries reaching Slack",
+        positive_at_most(3600),
+    )
+
+    def __post_init__(self) -> None:
+        """Every value checked here, whichever way the Settings was made; all problems at once."""
+        problems = []
+        for f in fields(self):
+            value, check = getattr(self, f.name), f.metadata["check"]
+            assert f.default is not MISSING  # every field is made by _setting, with a default
+            kind = type(f.default)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)  # Settings(timeout=5) means 5.0
+                object.__setattr__(self, f.name, value)
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                what = {int: "a whole number", float: "a number"}.get(kind, "text")
+                problems.append(f"{f.metadata['env']}={value!r} must be {what}")
+            elif isinstance(value, float) and not math.isfinite(value):
+                problems.append(f"{f.metadata['env']}={value!r} must be a finite number")
+            elif check and (why := check(value)):
+                problems.append(f"{f.metadata['env']}={value!r} {why} ({f.metadata['help']})")
+        if problems:
+            raise SettingsError("bad settings: " + "; ".join(problems))
 
     @classmethod
     def load(
         cls, environ: dict[str, str] | None = None, dotenv: Path | None = Path(".env")
     ) -> Settings:
+        """The environment wins over `.env`; an empty value means the default. SettingsError
+        names every value that cannot be used."""
         merged = read_dotenv(dotenv) if dotenv else {}
         merged.update(os.environ if environ is None else environ)
-        kwargs = {}
+        kwargs: dict[str, object] = {}
+        problems = []
         for f in fields(cls):
             raw = merged.get(f.metadata["env"])
-            if raw is None or raw == "":
+            if raw is None or raw.strip() == "":
                 continue
-            assert f.default is not MISSING  # every field is made by _setting, with a default
+            kind = type(f.default)
             try:
-                kwargs[f.name] = type(f.default)(raw)
+                kwargs[f.name] = _parse(raw, kind)
             except ValueError:
-                raise SystemExit(
-                    f"Setting {f.metadata['env']}={raw!r} is not a valid {type(f.default).__name__}"
-                ) from None
-        return cls(**kwargs)
+                what = "a whole number" if kind is int else "a number" if kind is float else kind
+                problems.append(f"{f.metadata['env']}={raw!r} is not {what}")
+        if problems:
+            raise SettingsError("bad settings: " + "; ".join(problems))
+        return cls(**kwargs)  # type: ignore[arg-type]
 
     @property
     def admin_ids(self) -> set[str]:

@@ -1,53 +1,82 @@
-"""Answers as Slack messages: Markdown → mrkdwn, Block Kit limits, sources, context and feedback
-buttons."""
+"""Answers as Slack messages: a `markdown` block for the text and sources, a context line with the
+decision, and native feedback buttons.
+
+Everything that comes from the docs or the model is escaped (`&`, `<`, `>`), in text and code
+alike, so Slack never reads `<!channel>`, `<@U…>` or `<url|label>` in it; Markdown links written
+in the text are reduced to their label. The only links are the sources', and only when their URL
+is a plain http(s) address.
+"""
 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
-SECTION_LIMIT = 3000  # characters of text in a section block
-BLOCKS_PER_MESSAGE = 50
-FEEDBACK_ACTIONS = ("feedback_helpful", "feedback_not_helpful")
+MARKDOWN_LIMIT = 12_000  # characters of markdown blocks in one message
+TEXT_LIMIT = 3_000  # of a message's fallback `text`, and of each plain-text piece
+FEEDBACK_ACTION = "answer_feedback"
+# buttons on answers posted before native feedback; their clicks are still recorded
+LEGACY_FEEDBACK_ACTIONS = ("feedback_helpful", "feedback_not_helpful")
+HELPFUL, NOT_HELPFUL = "helpful", "not_helpful"
+
+DECISIONS = {
+    "ANSWER": "answered from the docs",
+    "PARTIAL": "partly answered: the docs cover some of this",
+    "ABSTAIN": "not in the docs",
+}
 
 
 def escape(text: str) -> str:
+    """Slack's three control characters as entities: nothing in `text` can mention or link."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _inline(line: str) -> str:
-    """Bold, italics, links and headings of one line of Markdown (outside code) in mrkdwn."""
-    quote = re.match(r"^(\s*>\s?)", line)  # a blockquote marker stays a marker, not &gt;
-    prefix, line = (quote.group(1), line[quote.end() :]) if quote else ("", line)
-    parts = re.split(r"(`[^`]+`)", line)  # leave inline code alone
-    out = []
-    for part in parts:
-        if part.startswith("`") and part.endswith("`") and len(part) > 1:
-            out.append(part)
-            continue
-        part = escape(part)
-        part = re.sub(r"\[([^\]]+)\]\((https?://[^)\s]+)\)", r"<\2|\1>", part)
-        part = re.sub(r"\*\*(.+?)\*\*|__(.+?)__", lambda m: f"*{m.group(1) or m.group(2)}*", part)
-        out.append(part)
-    line = "".join(out)
-    if m := re.match(r"^\s{0,3}#{1,6}\s+(.*)$", line):
-        line = f"*{m.group(1).strip()}*"
-    elif m := re.match(r"^(\s*)[-*+]\s+(.*)$", line):
-        line = f"{m.group(1)}• {m.group(2)}"
-    return prefix + line
+def _escape_line(line: str) -> str:
+    quote = re.match(r"^(\s*>)+", line)  # a blockquote marker stays one
+    prefix, rest = (quote.group(0), line[quote.end() :]) if quote else ("", line)
+    return prefix + escape(rest)
 
 
-def to_mrkdwn(markdown: str) -> str:
-    out, in_code = [], False
-    for line in markdown.split("\n"):
-        if line.strip().startswith("```"):
-            out.append("```")  # mrkdwn has no language tags
-            in_code = not in_code
-            continue
-        out.append(escape(line) if in_code else _inline(line))
-    return "\n".join(out)
+_LINK = re.compile(r"!?\[([^\]\n]*)\]\(([^)\n]*)\)")
+_LINK_DEFINITION = re.compile(r"^(\s{0,3})\[([^\]\n]+)\]:", re.MULTILINE)
 
 
-def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
+def safe_markdown(text: str) -> str:
+    """Model or doc text made safe for a `markdown` block: links reduced to their labels (inline
+    and reference definitions), then every line escaped."""
+    text = _LINK.sub(lambda m: m.group(1), text)
+    text = _LINK_DEFINITION.sub(lambda m: f"{m.group(1)}\\[{m.group(2)}\\]:", text)
+    return "\n".join(_escape_line(line) for line in text.split("\n"))
+
+
+def safe_url(url: str) -> str | None:
+    """`url` when it is a plain http(s) address (a host, no spaces, quotes or angle brackets),
+    else None: a front-matter url is shown as text, never linked, unless it passes."""
+    if not url or re.search(r"[\s<>\"'|`\\\[\]()]", url) or any(ord(c) < 32 for c in url):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return url
+
+
+def _label(text: str) -> str:
+    return escape(text).replace("[", "\\[").replace("]", "\\]")
+
+
+def sources_markdown(sources) -> str:
+    lines = []
+    for s in sources:
+        label = _label(s.label)
+        url = safe_url(s.url)
+        lines.append(f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}")
+    return "**Sources**\n" + "\n".join(lines) if lines else ""
+
+
+def split_text(text: str, limit: int) -> list[str]:
     """Pieces of at most `limit` characters, cut at paragraph, then line, then space boundaries; a
     code block cut in two is closed and reopened so each piece renders on its own."""
     pieces = []
@@ -69,61 +98,150 @@ def split_text(text: str, limit: int = SECTION_LIMIT) -> list[str]:
     return pieces
 
 
-def section(text: str) -> dict:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+def markdown_block(text: str) -> dict:
+    return {"type": "markdown", "text": text}
 
 
-def _link(url: str, label: str) -> str:
-    label = escape(label)
-    return (
-        f"<{url}|{label}>"
-        if url.startswith(("http://", "https://"))
-        else f"{label} ({escape(url)})"
-    )
-
-
-def answer_blocks(ans, answer_id: int | None) -> list[list[dict]]:
-    """The answer as one or more messages' blocks, each message within Block Kit's limits."""
-    blocks = [section(p) for p in split_text(to_mrkdwn(ans.text))]
-    if ans.sources:
-        lines = [f"{s.n}. {_link(s.url, f'{s.title} › {s.section}')}" for s in ans.sources]
-        blocks += [section(p) for p in split_text("*Sources*\n" + "\n".join(lines))]
-    context = [f"intent: {ans.intents[0] if ans.intents else 'none'}"]
+def context_line(ans) -> str:
+    parts = [DECISIONS.get(ans.decision, ans.decision.lower())]
+    parts.append(f"intent: {ans.intents[0] if ans.intents else 'none'}")
     if ans.offline:
-        context.append("answered without Claude")
+        parts.append("answered without Claude")
     if any("keyword search only" in n for n in ans.notes):
-        context.append("keyword search only (embeddings unavailable)")
-    blocks.append(
-        {
-            "type": "context",
-            "elements": [{"type": "mrkdwn", "text": escape(" · ".join(context))[:2000]}],
-        }
-    )
-    if answer_id is not None:
-        blocks.append(
+        parts.append("keyword search only (embeddings unavailable)")
+    return escape(" · ".join(parts))[:2000]
+
+
+def feedback_block(answer_id: int) -> dict:
+    """Slack's native 👍/👎 under an answer; a click carries "helpful:<id>" or
+    "not_helpful:<id>"."""
+    return {
+        "type": "context_actions",
+        "elements": [
             {
-                "type": "actions",
-                "block_id": "feedback",
-                "elements": [
-                    {
-                        "type": "button",
-                        "action_id": FEEDBACK_ACTIONS[0],
-                        "text": {"type": "plain_text", "text": "👍 Helpful"},
-                        "value": str(answer_id),
-                    },
-                    {
-                        "type": "button",
-                        "action_id": FEEDBACK_ACTIONS[1],
-                        "text": {"type": "plain_text", "text": "👎 Not helpful"},
-                        "value": str(answer_id),
-                    },
-                ],
+                "type": "feedback_buttons",
+                "action_id": FEEDBACK_ACTION,
+                "positive_button": {
+                    "text": {"type": "plain_text", "text": "Helpful"},
+                    "accessibility_label": "This answer was helpful",
+                    "value": f"{HELPFUL}:{answer_id}",
+                },
+                "negative_button": {
+                    "text": {"type": "plain_text", "text": "Not helpful"},
+                    "accessibility_label": "This answer was not helpful",
+                    "value": f"{NOT_HELPFUL}:{answer_id}",
+                },
             }
-        )
-    return [blocks[i : i + BLOCKS_PER_MESSAGE] for i in range(0, len(blocks), BLOCKS_PER_MESSAGE)]
+        ],
+    }
 
 
-def fallback_text(ans, limit: int = 3000) -> str:
-    """Plain text for notifications and clients that can't show blocks."""
+def parse_feedback(action: dict) -> tuple[int, str] | None:
+    """(answer id, "helpful" | "not_helpful") from a feedback click, native or legacy; None when
+    the value is not ours."""
+    value = str(action.get("value", ""))
+    if action.get("action_id") in LEGACY_FEEDBACK_ACTIONS and value.isdigit():
+        choice = HELPFUL if action["action_id"] == LEGACY_FEEDBACK_ACTIONS[0] else NOT_HELPFUL
+        return int(value), choice
+    choice, _, answer_id = value.partition(":")
+    if choice in (HELPFUL, NOT_HELPFUL) and answer_id.isdigit():
+        return int(answer_id), choice
+    return None
+
+
+def caveat_markdown(ans) -> str:
+    """The one line that says why an answer is partial, if it is."""
+    return f"_⚠ {escape(ans.caveat)}_" if getattr(ans, "caveat", "") else ""
+
+
+def footer_blocks(
+    ans, answer_id: int | None, with_sources: bool = True, with_caveat: bool = False
+) -> list[dict]:
+    """What closes an answer: its sources (when not already in the text), the decision line and
+    the feedback buttons; the caveat first when asked (a streamed answer's text is already out)."""
+    blocks = []
+    sources = sources_markdown(ans.sources) if with_sources else ""
+    if with_caveat and caveat_markdown(ans):
+        sources = caveat_markdown(ans) + ("\n\n" + sources if sources else "")
+    for piece in split_text(sources, MARKDOWN_LIMIT):
+        blocks.append(markdown_block(piece))
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context_line(ans)}]})
+    if answer_id is not None:
+        blocks.append(feedback_block(answer_id))
+    return blocks
+
+
+def answer_messages(ans, answer_id: int | None) -> list[list[dict]]:
+    """The answer as one message's blocks when its text and sources fit one markdown block, else
+    as several messages, the last one closed by the sources, decision and feedback."""
+    text = safe_markdown(ans.text)
+    if caveat := caveat_markdown(ans):
+        text = f"{caveat}\n\n{text}"
+    sources = sources_markdown(ans.sources)
+    whole = text + ("\n\n" + sources if sources else "")
+    if len(whole) <= MARKDOWN_LIMIT:
+        return [[markdown_block(whole), *footer_blocks(ans, answer_id, with_sources=False)]]
+    messages = [[markdown_block(p)] for p in split_text(text, MARKDOWN_LIMIT)]
+    messages.append(footer_blocks(ans, answer_id))
+    return messages
+
+
+class StreamSanitizer:
+    """Streamed model text made safe piece by piece: escaped like `safe_markdown`, and whatever
+    could still become a Markdown link (from an open `[` on) held back until it is resolved, since
+    a link's pieces arrive in separate deltas."""
+
+    _OPEN = re.compile(r"!?\[[^\]\n]*(\](\([^)\n]*)?)?")
+    HOLD_LIMIT = 400  # a longer run from `[` is not a link label and URL any more
+
+    def __init__(self):
+        self.held = ""
+        self.raw = ""  # everything fed, as the model wrote it
+
+    def feed(self, delta: str) -> str:
+        self.raw += delta
+        text = self.held + delta
+        start = text.rfind("[")
+        if start > 0 and text[start - 1] == "!":
+            start -= 1
+        if (
+            start >= 0
+            and len(text) - start <= self.HOLD_LIMIT
+            and self._OPEN.fullmatch(text, start)
+        ):
+            text, self.held = text[:start], text[start:]
+        else:
+            self.held = ""
+        return safe_markdown(text) if text else ""
+
+    def flush(self) -> str:
+        text, self.held = self.held, ""
+        return safe_markdown(text) if text else ""
+
+
+def same_words(streamed: str, final: str) -> bool:
+    """Does the final, checked answer say what was streamed (apart from the [n] markers it adds
+    and the links it drops)?"""
+
+    def words(text: str) -> str:
+        text = _LINK.sub(lambda m: m.group(1), text)
+        return " ".join(re.sub(r"\[\d+\]", " ", text).split())
+
+    return words(streamed) == words(final)
+
+
+def fallback_text(ans, limit: int = TEXT_LIMIT) -> str:
+    """The message's `text`, for notifications and clients without blocks: escaped too."""
     text = " ".join(ans.text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return safe_markdown(text)
+
+
+def plain_pieces(ans, limit: int = TEXT_LIMIT) -> list[str]:
+    """The answer and its sources as plain escaped text in pieces of at most `limit` characters:
+    the last way to deliver it when a message with blocks is refused."""
+    lines = [safe_markdown(ans.text), ""] if ans.text else []
+    for s in ans.sources:
+        url = safe_url(s.url)
+        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "")))
+    return split_text("\n".join(lines), limit)

@@ -32,6 +32,22 @@ def make_anthropic(settings: Settings):
     )
 
 
+def make_reranker(settings: Settings):
+    """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty."""
+    if not settings.voyage_api_key or not settings.rerank_model:
+        return None
+    from index.rerank import VoyageReranker
+
+    return VoyageReranker(
+        settings.voyage_api_key,
+        settings.rerank_model,
+        settings.rerank_depth,
+        settings.voyage_base_url,
+        settings.timeout,
+        settings.max_retries,
+    )
+
+
 def make_engine(settings: Settings, db: str | None = None):
     from router.engine import Engine
 
@@ -42,6 +58,7 @@ def make_engine(settings: Settings, db: str | None = None):
         settings.classify_model,
         settings.bm25_weight,
         settings.fusion,
+        make_reranker(settings),
     )
 
 
@@ -52,7 +69,9 @@ def make_state(settings: Settings, db: str | None = None):
     from router.state import SqliteState
 
     # its own connection: answers are written from Slack's worker threads
-    return SqliteState(open_db(db or settings.db))
+    return SqliteState(
+        open_db(db or settings.db, create=False), retention_days=settings.audit_retention_days
+    )
 
 
 def make_pipeline(settings: Settings, db: str | None = None):
@@ -70,4 +89,5 @@ def make_pipeline(settings: Settings, db: str | None = None):
         models,
         settings.docs_base_url,
         state=make_state(settings, db),
+        deadline=settings.deadline,
     )

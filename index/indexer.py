@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
-from .loader import Doc, DocError, content_hash, list_markdown, load_intents_yaml, parse_doc
+from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
 from .mapped import prepare
 from .store import generation, get_meta, open_db, set_meta, vector_blob
 
@@ -37,6 +37,7 @@ class RunSummary:
     removed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)  # {"path", "reason"}
+    warnings: list[dict] = field(default_factory=list)  # {"path", "warning"}: indexed all the same
     chunks: int = 0  # chunks in the index after the run
     embedded: int = 0  # texts sent to the embedder in this run
     seconds: float = 0.0
@@ -49,6 +50,7 @@ class RunSummary:
             "removed": len(self.removed),
             "unchanged": len(self.unchanged),
             "skipped": self.skipped,
+            "warnings": self.warnings,
             "chunks": self.chunks,
             "embedded": self.embedded,
             "seconds": round(self.seconds, 3),
@@ -83,44 +85,22 @@ def index_folder(
     root = Path(root)
     if not root.is_dir():
         raise IndexError_(f"Docs folder not found: {root}")
-    files = list_markdown(root)
+    walked = walk_docs(root)
+    files = walked.files
     if not files:
         raise IndexError_(f"No markdown files (*.md, *.markdown) under {root}")
 
     db = open_db(db_path)
     started = _now()
-    summary = RunSummary(model=embedder.name)
-    old_hashes = dict(db.execute("SELECT path, hash FROM docs").fetchall())
-    fresh: list[tuple[Doc, list[Chunk]]] = []
-    present = set()
-    for path in files:
-        rel = path.relative_to(root).as_posix()
-        present.add(rel)
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            summary.skipped.append({"path": rel, "reason": f"cannot read: {e.strerror}"})
-            continue
-        if old_hashes.get(rel) == content_hash(data):
-            summary.unchanged.append(rel)
-            continue
-        try:
-            doc = parse_doc(rel, data)
-        except DocError as e:
-            # an earlier good version of this file, if any, stays in the index
-            summary.skipped.append({"path": rel, "reason": str(e)})
-            continue
-        chunks = chunk_doc(doc, max_chars)
-        if not chunks:
-            summary.skipped.append({"path": rel, "reason": "no text under any heading"})
-            continue
-        (summary.changed if rel in old_hashes else summary.added).append(rel)
-        fresh.append((doc, chunks))
+    summary = RunSummary(model=embedder.name, skipped=list(walked.skipped))
+    old_hashes, fresh, present = _read_changed(db, root, files, summary, max_chars)
     summary.removed = sorted(set(old_hashes) - present)
     try:
         intents_info = load_intents_yaml(root)
     except DocError as e:
-        summary.skipped.append({"path": "intents.yaml", "reason": str(e)})
+        summary.skipped.append(
+            {"path": "intents.yaml", "reason": str(e).removeprefix("intents.yaml: ")}
+        )
         intents_info = None
 
     replaced = {d.path for d, _ in fresh} | set(summary.removed)
@@ -131,6 +111,7 @@ def index_folder(
         with db.atomic():
             _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name)
             summary.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            summary.warnings = unknown_related(db)
             summary.seconds = time.perf_counter() - t0
             _record_run(db, started, root, summary, "ok")
     except BaseException as e:
@@ -146,6 +127,47 @@ def index_folder(
     with contextlib.suppress(OSError, sqlite3.Error):
         prepare(db_path)
     return summary
+
+
+def _read_changed(db, root: Path, files: list[Path], summary: RunSummary, max_chars: int):
+    """Read every file; parse and chunk the new and changed ones. Returns (the stored hashes by
+    path, [(doc, chunks)] to write, the paths still present)."""
+    old_hashes = {}
+    # docs an older version stored with an intent that is no longer valid (a 100,000-character
+    # one): parsed again, and dropped from the index when they are still invalid
+    stale = set()
+    for path, hash_, intent in db.execute("SELECT path, hash, intent FROM docs"):
+        old_hashes[path] = hash_
+        if not INTENT.fullmatch(intent or ""):
+            stale.add(path)
+    fresh: list[tuple[Doc, list[Chunk]]] = []
+    present = set()
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        present.add(rel)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            summary.skipped.append({"path": rel, "reason": f"cannot read: {e.strerror}"})
+            continue
+        if old_hashes.get(rel) == content_hash(data) and rel not in stale:
+            summary.unchanged.append(rel)
+            continue
+        try:
+            doc = parse_doc(rel, data)
+        except DocError as e:
+            # an earlier good version of this file, if any, stays in the index
+            summary.skipped.append({"path": rel, "reason": str(e)})
+            if rel in stale:
+                present.discard(rel)
+            continue
+        chunks = chunk_doc(doc, max_chars)
+        if not chunks:
+            summary.skipped.append({"path": rel, "reason": "no text under any heading"})
+            continue
+        (summary.changed if rel in old_hashes else summary.added).append(rel)
+        fresh.append((doc, chunks))
+    return old_hashes, fresh, present
 
 
 def _embed_missing(
@@ -275,6 +297,21 @@ def _refresh_intents(db, intents_info) -> bool:
     )
 
 
+def unknown_related(db) -> list[dict]:
+    """A warning for each `related_intents` name that no doc uses and intents.yaml does not
+    describe: most likely a typo (the router ignores it)."""
+    known = {name for (name,) in db.execute("SELECT name FROM intents")}
+    warnings = []
+    for path, related in db.execute(
+        "SELECT path, related_intents FROM docs WHERE related_intents NOT IN ('[]', '')"
+        " ORDER BY path"
+    ):
+        for name in json.loads(related or "[]"):
+            if name not in known:
+                warnings.append({"path": path, "warning": f"related intent {name!r} is unknown"})
+    return warnings
+
+
 def _record_run(
     db, started: str, root: Path, summary: RunSummary, status: str, error: str | None = None
 ) -> None:
@@ -287,9 +324,10 @@ def _record_run(
         docs_root=str(root),
         model=summary.model,
         skipped=json.dumps(summary.skipped),
+        warnings=json.dumps(summary.warnings),
         error=error,
     )
-    db["runs"].insert(row)
+    db["runs"].insert(row, alter=True)  # an index made before `warnings` existed gains it
 
 
 def last_runs(db_path: str | Path, limit: int = 5) -> list[dict]:

@@ -7,15 +7,24 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import frontmatter
 import yaml
 
 MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-# python-frontmatter's loader; we keep its raw result to reject non-mappings
-_YAML = frontmatter.YAMLHandler()
+# Limits of the front matter and intents.yaml schema (parse_doc, load_intents_yaml)
+INTENT = re.compile(r"[a-z0-9_-]{1,64}")
+URL = re.compile(r"https?://[^\s<>|\"`{}\\^]+", re.I)
+MAX_TITLE = 200
+MAX_FIELD = 100  # subcategory, version
+MAX_URL = 2048
+MAX_RELATED = 20
+MAX_DESCRIPTION = 2000
+MAX_EXAMPLES = 50
+MAX_EXAMPLE = 500
+MAX_FRONT_MATTER = 256 * 1024  # characters of YAML before the body
+MAX_INTENTS_YAML = 1024 * 1024
 
 
 class DocError(Exception):
@@ -36,14 +45,65 @@ class Doc:
     url: str | None = None
 
 
+@dataclass
+class Walk:
+    files: list[Path]  # paths under the root (a symbolic link keeps its own name)
+    skipped: list[dict]  # {"path", "reason"}: links not followed
+
+
+def _link_target(link: Path, base: Path) -> tuple[Path | None, str]:
+    """(the resolved target, "") of a symbolic link that may be followed, else (None, why not)."""
+    try:
+        target = link.resolve(strict=True)
+    except FileNotFoundError:
+        return None, "symbolic link to nothing (its target does not exist)"
+    except (OSError, RuntimeError):
+        return None, "symbolic link loop"
+    if not target.is_relative_to(base):
+        return None, "symbolic link to a file outside the docs folder: not followed"
+    if any(part.startswith(".") for part in target.relative_to(base).parts):
+        return None, "symbolic link to a hidden file or folder: not followed"
+    return target, ""
+
+
+def walk_docs(root: Path) -> Walk:
+    """The markdown files under `root`, hidden files and folders left out. A symbolic link is
+    followed only when its target is inside `root` (and not hidden): a link to `../.env` named
+    `notes.md` must not put the bot's secrets into the index. Links that point outside, dangle or
+    loop are skipped and named (links whose name is not markdown are left out silently)."""
+    base = root.resolve()
+    files: list[Path] = []
+    skipped: list[dict] = []
+    walked: set[Path] = set()
+
+    def walk(folder: Path, real: Path) -> None:
+        walked.add(real)
+        for entry in sorted(folder.iterdir()):
+            if entry.name.startswith("."):
+                continue
+            is_markdown = entry.suffix.lower() in MARKDOWN_SUFFIXES
+            target = entry
+            if entry.is_symlink():
+                found, why = _link_target(entry, base)
+                if found and found.is_dir() and (found in walked or real.is_relative_to(found)):
+                    found, why = None, "symbolic link loop (a folder already walked)"
+                if found is None:
+                    if is_markdown or entry.is_dir():
+                        rel = entry.relative_to(root).as_posix()
+                        skipped.append({"path": rel, "reason": why})
+                    continue
+                target = found
+            if target.is_dir():
+                walk(entry, target.resolve())
+            elif is_markdown and target.is_file():  # not a FIFO or a device: reading would block
+                files.append(entry)
+
+    walk(root, base)
+    return Walk(sorted(files), skipped)
+
+
 def list_markdown(root: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in root.rglob("*")
-        if p.suffix.lower() in MARKDOWN_SUFFIXES
-        and p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
+    return walk_docs(root).files
 
 
 def content_hash(data: bytes) -> str:
@@ -70,19 +130,101 @@ def _front_matter(text: str) -> tuple[str, int]:
     return (text[m.end() : close.start()], close.end()) if close else ("", 0)
 
 
-def _as_list(value) -> list[str]:
+class LimitedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with limits: a handful of aliases (an alias bomb expands a few lines
+    into gigabytes once anything walks or prints the result) and bounded nesting (the composer
+    recurses: a 100,000-deep list is a RecursionError)."""
+
+    MAX_ALIASES = 50
+    MAX_DEPTH = 20
+
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > self.MAX_ALIASES:
+                raise DocError(f"more than {self.MAX_ALIASES} YAML aliases (*name): not accepted")
+        self._depth += 1
+        try:
+            if self._depth > self.MAX_DEPTH:
+                raise DocError(f"YAML nested deeper than {self.MAX_DEPTH} levels: not accepted")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_yaml(text: str, what: str):
+    """Parse YAML with the limits above; a one-line DocError naming `what` when it is bad."""
+    try:
+        return yaml.load(text, Loader=LimitedLoader)
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise DocError(f"malformed {what}: {problem}{where}") from None
+
+
+def _kind(value) -> str:
+    names: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _scalar(meta: dict, key: str, limit: int) -> str | None:
+    """A short single-line text field: numbers and dates are read as text (`version: 2`)."""
+    value = meta.get(key)
+    if value is None:
+        return None
+    if isinstance(value, list | dict):
+        raise DocError(f"front matter '{key}' must be text, got {_kind(value)}")
+    text = " ".join(str(value).split())
+    if len(text) > limit:
+        raise DocError(f"front matter '{key}' is {len(text):,} characters (at most {limit})")
+    return text or None
+
+
+def intent_name(value, where: str) -> str:
+    """An intent as stored: a slug of at most 64 characters of a-z, 0-9, '_' and '-'. Case and
+    surrounding spaces are normalised (`API` → `api`); anything else is rejected with `where`
+    named, so a typo never becomes a bucket of its own."""
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise DocError(f"{where} must be a single name, got {_kind(value)}")
+    name = str(value).strip().lower()
+    if INTENT.fullmatch(name):
+        return name
+    shown = name if len(name) <= 40 else f"{name[:40]}… ({len(name):,} characters)"
+    hint = re.sub(r"[^a-z0-9_-]+", "-", name).strip("-")[:64]
+    suggestion = f"; e.g. {hint!r}" if hint and len(name) <= 64 else ""
+    raise DocError(
+        f"{where} {shown!r} is not a valid intent name: use at most 64 characters of a-z, 0-9,"
+        f" '_' and '-'{suggestion}"
+    )
+
+
+def _related(value) -> list[str]:
     if value is None:
         return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, list):
-        return [str(v).strip() for v in value if str(v).strip()]
-    raise DocError(f"front matter 'related_intents' must be a list, got {type(value).__name__}")
+    if isinstance(value, str):  # "api, billing" is accepted too
+        value = [v for v in value.split(",") if v.strip()]
+    if not isinstance(value, list):
+        raise DocError(f"front matter 'related_intents' must be a list, got {_kind(value)}")
+    if len(value) > MAX_RELATED:
+        raise DocError(f"front matter 'related_intents' has {len(value)} names (at most 20)")
+    names = [intent_name(v, "front matter 'related_intents' entry") for v in value]
+    return list(dict.fromkeys(names))
 
 
-def _optional_str(meta: dict, key: str) -> str | None:
-    value = meta.get(key)
-    return None if value is None or str(value).strip() == "" else str(value).strip()
+def _url(meta: dict) -> str | None:
+    url = _scalar(meta, "url", MAX_URL)
+    if url is not None and (" " in url or not URL.fullmatch(url)):
+        shown = url if len(url) <= 60 else url[:60] + "…"
+        raise DocError(
+            f"front matter 'url' {shown!r} is not an http(s) link (no spaces or <>| allowed)"
+        )
+    return url
 
 
 def first_heading(markdown: str) -> str | None:
@@ -106,37 +248,34 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     fm_yaml, end = _front_matter(text)
     meta: dict = {}
     if end:
-        try:
-            meta = _YAML.load(fm_yaml) or {}
-        except yaml.YAMLError as e:
-            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            mark = getattr(e, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark else ""
-            raise DocError(f"malformed front matter: {problem}{where}") from None
+        if len(fm_yaml) > MAX_FRONT_MATTER:
+            raise DocError(f"front matter is {len(fm_yaml):,} characters (at most 262,144)")
+        meta = load_yaml(fm_yaml, "front matter") or {}
         if not isinstance(meta, dict):
             raise DocError("front matter is not a mapping of keys to values")
     body = text[end:]
     if not body.strip():
         raise DocError("no content after the front matter")
-    intent = meta.get("intent") or DEFAULT_INTENT
-    if not isinstance(intent, str):
-        raise DocError(f"front matter 'intent' must be a single name, got {intent!r}")
+    intent = meta.get("intent")
+    heading = first_heading(body)
     title = (
-        _optional_str(meta, "title")
-        or first_heading(body)
-        or Path(rel_path).stem.replace("-", " ").replace("_", " ")
+        _scalar(meta, "title", MAX_TITLE)
+        or (heading and heading[:MAX_TITLE])
+        or Path(rel_path).stem.replace("-", " ").replace("_", " ")[:MAX_TITLE]
     )
     return Doc(
         path=rel_path,
         title=title,
-        intent=intent.strip(),
+        intent=DEFAULT_INTENT
+        if intent is None or intent == ""
+        else intent_name(intent, "front matter 'intent'"),
         text=text,
         body_start=end,
         hash=content_hash(data),
-        subcategory=_optional_str(meta, "subcategory"),
-        related_intents=_as_list(meta.get("related_intents")),
-        version=_optional_str(meta, "version"),
-        url=_optional_str(meta, "url"),
+        subcategory=_scalar(meta, "subcategory", MAX_FIELD),
+        related_intents=_related(meta.get("related_intents")),
+        version=_scalar(meta, "version", MAX_FIELD),
+        url=_url(meta),
     )
 
 
@@ -146,21 +285,64 @@ class IntentInfo:
     examples: list[str] = field(default_factory=list)
 
 
+def _intent_info(name: str, info) -> IntentInfo:
+    """One entry of intents.yaml: a description, or {description, examples}."""
+    if info is None or isinstance(info, str):
+        info = {"description": info}
+    if not isinstance(info, dict):
+        raise DocError(f"intents.yaml: '{name}' must be a description or {{description, examples}}")
+    description = info.get("description") or ""
+    if not isinstance(description, str):
+        raise DocError(f"intents.yaml: '{name}' description must be text, got {_kind(description)}")
+    if len(description) > MAX_DESCRIPTION:
+        raise DocError(
+            f"intents.yaml: '{name}' description is {len(description):,} characters"
+            f" (at most {MAX_DESCRIPTION:,})"
+        )
+    examples = info.get("examples") or []
+    if not isinstance(examples, list):
+        raise DocError(
+            f"intents.yaml: '{name}' examples must be a list of questions, got {_kind(examples)}"
+        )
+    if len(examples) > MAX_EXAMPLES:
+        raise DocError(f"intents.yaml: '{name}' has {len(examples)} examples (at most 50)")
+    for q in examples:
+        if not isinstance(q, str) or not q.strip():
+            raise DocError(
+                f"intents.yaml: '{name}' examples must be questions (text), got {q!r}"[:200]
+            )
+        if len(q) > MAX_EXAMPLE:
+            raise DocError(
+                f"intents.yaml: an example of '{name}' is {len(q):,} characters (at most 500)"
+            )
+    return IntentInfo(" ".join(description.split()), [" ".join(q.split()) for q in examples])
+
+
 def load_intents_yaml(root: Path) -> dict[str, IntentInfo]:
-    """`intents.yaml` at the docs root: {intent: {description, examples}}. Missing file = {}."""
+    """`intents.yaml` at the docs root: {intent: {description, examples}}, checked against the
+    same limits as front matter. Missing file = {}. A symbolic link is read only when its target
+    is inside the docs folder."""
     path = root / "intents.yaml"
     if not path.is_file():
         return {}
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise DocError(f"intents.yaml is not valid YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise DocError("intents.yaml must map each intent name to {description, examples}")
-    out = {}
-    for name, info in data.items():
-        info = info if isinstance(info, dict) else {"description": str(info or "")}
-        out[str(name)] = IntentInfo(
-            str(info.get("description") or ""), [str(q) for q in info.get("examples") or []]
+    if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
+        raise DocError(
+            "intents.yaml is a symbolic link to a file outside the docs folder: not read"
         )
+    data = path.read_bytes()
+    if len(data) > MAX_INTENTS_YAML:
+        raise DocError(f"intents.yaml is {len(data):,} bytes (at most 1 MB)")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DocError(
+            f"intents.yaml is not UTF-8 text (invalid byte at offset {e.start})"
+        ) from None
+    parsed = load_yaml(text, "intents.yaml") or {}
+    if not isinstance(parsed, dict):
+        raise DocError("intents.yaml must map each intent name to {description, examples}")
+    out: dict[str, IntentInfo] = {}
+    for key, info in parsed.items():
+        name = intent_name(key, "intents.yaml: intent")
+        out[name] = _intent_info(name, info)
     return out

@@ -8,7 +8,9 @@ adds answers and feedback.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,24 +41,40 @@ CREATE TABLE IF NOT EXISTS intents (
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
     model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
-    chunks INTEGER, embedded INTEGER, seconds REAL, error TEXT);
+    chunks INTEGER, embedded INTEGER, seconds REAL, error TEXT, warnings TEXT);
 """
 
 
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
-    """A connection usable from any thread (callers serialise writes; SQLite's lock does too)."""
+    """A connection usable from any thread (callers serialise writes; SQLite's lock does too).
+
+    A new index file is created private (0600; SQLite gives its -wal and -shm files the same
+    mode): it holds every question asked and who asked it. A reader (`create=False`) also opens an
+    index it cannot write: a read-only file works as is; when its folder is read-only too, SQLite
+    cannot make the WAL's shared-memory file and the index is opened immutable (nothing can
+    change it there)."""
     path = Path(path)
     if not create and not path.is_file():
         raise IndexMissing(
             f"No index at {path}. Build one with: fieldguide index DOCS_DIR --db {path}"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
-    db = sqlite_utils.Database(conn)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.executescript(SCHEMA)
-    return db
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(SCHEMA)
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
+            raise
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        if e.sqlite_errorname == "SQLITE_READONLY_DIRECTORY":
+            uri += "&immutable=1"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    return sqlite_utils.Database(conn)
 
 
 def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:
@@ -96,26 +114,30 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
     if indexed_model is None:
         raise IndexMissing("The index is empty. Build it with: fieldguide index DOCS_DIR")
     check_model(indexed_model, model)
-    rows = db.execute(
-        """SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
-                  d.title, d.intent, d.url, e.vector
+    # each doc's fields once, shared by its chunks: read per chunk row, a long field (an index
+    # written before names were checked holds 100,000-character intents) would be copied into
+    # every chunk's record
+    docs = {
+        path: (path, title, intent, url)
+        for path, title, intent, url in db.execute("SELECT path, title, intent, url FROM docs")
+    }
+    count = db.execute("SELECT count(*) FROM chunks WHERE doc IN (SELECT path FROM docs)")
+    n = count.fetchone()[0]
+    rows = db.execute(  # iterated, not fetched whole
+        """SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end", e.vector
            FROM chunks c JOIN docs d ON d.path = c.doc
            LEFT JOIN embeddings e ON e.text_hash = c.text_hash AND e.model = ?
            ORDER BY c.doc, c.ord""",
         [indexed_model],
-    ).fetchall()
+    )
     records = []
     vectors = None
-    if rows and model is not None:
-        dim = len(next(r[10] for r in rows if r[10] is not None)) // 4
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-    for i, (cid, doc, path, text, search_text, start, end, title, intent, url, blob) in enumerate(
-        rows
-    ):
+    for i, (cid, doc, path, text, search_text, start, end, blob) in enumerate(rows):
+        doc_path, title, intent, url = docs[doc]
         records.append(
             {
                 "id": cid,
-                "doc": doc,
+                "doc": doc_path,
                 "heading_path": json.loads(path),
                 "text": text,
                 "search_text": search_text,
@@ -126,9 +148,20 @@ def load_chunks(db: sqlite_utils.Database, model: str | None):
                 "url": url,
             }
         )
-        if vectors is not None and blob is not None:
+        if model is not None and blob is not None:
+            if vectors is None:
+                vectors = np.zeros((n, len(blob) // 4), dtype=np.float32)
             vectors[i] = np.frombuffer(blob, dtype=np.float32)
     return records, vectors
+
+
+def chunk_headings(db: sqlite_utils.Database) -> Iterator[dict]:
+    """Each chunk's intent, doc title and heading path (what router.describe.intent_headings
+    reads), streamed rather than loaded."""
+    for intent, title, path in db.execute(
+        "SELECT d.intent, d.title, c.heading_path FROM chunks c JOIN docs d ON d.path = c.doc"
+    ):
+        yield {"intent": intent, "title": title, "heading_path": json.loads(path)}
 
 
 def load_intents(db: sqlite_utils.Database) -> list[dict]:

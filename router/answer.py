@@ -25,10 +25,16 @@ class Source:
 
     @property
     def section(self) -> str:
-        return (
-            " › ".join(self.heading_path[1:] if len(self.heading_path) > 1 else self.heading_path)
-            or self.title
-        )
+        from .citations import section_path
+
+        return " › ".join(section_path(self.title, self.heading_path)) or self.title
+
+    @property
+    def label(self) -> str:
+        """ "Title › Section", as everything that names this source shows it."""
+        from .citations import label
+
+        return label(self.title, self.heading_path)
 
 
 @dataclass
@@ -60,6 +66,8 @@ class Answer:
     models: dict = field(default_factory=dict)
     prompts: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
+    # with a PARTIAL answer, the one line that says why it is partial (shown above the answer)
+    caveat: str = ""
     audit_id: int | None = None
 
     @property
@@ -72,8 +80,9 @@ class Answer:
             "condensed": self.condensed,
             "decision": self.decision,
             "text": self.text,
+            "caveat": self.caveat,
             "citations": [asdict(c) for c in self.citations],
-            "sources": [asdict(s) | {"section": s.section} for s in self.sources],
+            "sources": [asdict(s) | {"section": s.section, "label": s.label} for s in self.sources],
             "intents": self.intents,
             "routing": self.route,
             "offline": self.offline,

@@ -18,6 +18,8 @@ import numpy as np
 from index.search import Searcher
 from prompts import render
 
+from .claude import Claude, Unusable, strict_tool, tool_input, usage_of
+
 log = logging.getLogger(__name__)
 
 VOTERS = 50  # how many of the top unrouted chunks vote
@@ -95,10 +97,20 @@ CLASSIFY_TOOL = "choose_intent"
 
 
 class ClaudeClassifier:
-    def __init__(self, client, model: str, intents: list[dict], fallback: OfflineClassifier):
+    def __init__(
+        self,
+        client,
+        model: str,
+        intents: list[dict],
+        fallback: OfflineClassifier,
+        headings: dict[str, list[str]] | None = None,
+    ):
         """`client`: an anthropic.Anthropic; `intents`: rows of the intents table (name,
-        description, examples)."""
+        description, examples); `headings`: intent → a few of its docs' headings
+        (router.describe.intent_headings), so Claude sees what each intent holds even where
+        intents.yaml says nothing."""
         self.client = client
+        self.headings = headings or {}
         self.model = model
         self.intents = intents
         self.names = [i["name"] for i in intents]
@@ -107,23 +119,20 @@ class ClaudeClassifier:
         self.fallback = fallback
 
     def _tool(self) -> dict:
-        return {
-            "name": CLASSIFY_TOOL,
-            "description": (
-                "Record which documentation intents the question belongs to, best first."
-            ),
-            "input_schema": {
+        return strict_tool(
+            CLASSIFY_TOOL,
+            "Record which documentation intents the question belongs to, best first.",
+            {
                 "type": "object",
                 "properties": {
                     "intents": {
                         "type": "array",
                         "minItems": 1,
-                        "maxItems": 3,
                         "items": {
                             "type": "object",
                             "properties": {
                                 "intent": {"type": "string", "enum": self.names},
-                                "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                                "confidence": {"type": "number"},
                             },
                             "required": ["intent", "confidence"],
                         },
@@ -131,20 +140,31 @@ class ClaudeClassifier:
                 },
                 "required": ["intents"],
             },
-        }
+        )
 
     def classify(
-        self, question: str, query_vec: np.ndarray | None, global_hits=None
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        global_hits=None,
+        claude: Claude | None = None,
     ) -> Classification:
-        import anthropic
-
+        """Claude's ranking, or the offline classifier's when Claude fails. `claude`: the
+        question's Claude (deadline, earlier failures); None: this classifier's client alone."""
+        claude = claude or Claude(self.client)
         taxonomy = "\n".join(
             f"- {i['name']}: {i['description'] or '(no description)'}"
+            + (
+                f"\n    headings: {'; '.join(self.headings[i['name']])}"
+                if self.headings.get(i["name"])
+                else ""
+            )
             + "".join(f"\n    e.g. {q}" for q in (i.get("examples") or [])[:5])
             for i in self.intents
         )
-        try:
-            msg = self.client.messages.create(
+
+        def ask(client) -> Classification:
+            msg = client.messages.create(
                 model=self.model,
                 max_tokens=300,
                 system=render("classify", taxonomy=taxonomy),
@@ -152,38 +172,32 @@ class ClaudeClassifier:
                 tools=[self._tool()],
                 tool_choice={"type": "tool", "name": CLASSIFY_TOOL},
             )
-            ranked = self._parse(msg)
-            usage = {
-                "input_tokens": msg.usage.input_tokens,
-                "output_tokens": msg.usage.output_tokens,
-            }
-            return Classification(ranked, "claude", usage=usage)
-        except anthropic.APIError as e:
-            note = f"Claude unavailable for routing ({type(e).__name__})"
-        except ValueError as e:
-            note = f"Claude's routing answer was unusable ({e})"
-        log.warning("%s; routing offline", note)
-        result = self.fallback.classify(question, query_vec, global_hits)
-        result.note = note
+            return Classification(self._parse(msg), "claude", usage=usage_of(msg))
+
+        failed_before = claude.failed
+        result = claude.run(
+            "classify", ask, lambda: self.fallback.classify(question, query_vec, global_hits)
+        )
+        if result.source == "offline" and claude.failed and not failed_before:
+            result.note = (
+                f"Claude's routing answer was unusable ({claude.failed})"
+                if claude.failed.startswith("unusable")
+                else f"Claude unavailable for routing ({claude.failed})"
+            )
         return result
 
     def _parse(self, msg) -> list[tuple[str, float]]:
-        block = next(
-            (b for b in msg.content if b.type == "tool_use" and b.name == CLASSIFY_TOOL), None
-        )
-        if block is None:
-            raise ValueError("no tool call")
-        items = block.input.get("intents") if isinstance(block.input, dict) else None
+        items = tool_input(msg, CLASSIFY_TOOL).get("intents")
         if not isinstance(items, list) or not items:
-            raise ValueError(f"malformed tool input {json.dumps(block.input)[:200]}")
+            raise Unusable(f"malformed tool input {json.dumps(items)[:200]}")
         ranked: dict[str, float] = {}
-        for item in items:
+        for item in items[:3]:
             name = item.get("intent") if isinstance(item, dict) else None
             if not isinstance(name, str) or name not in self.names:
-                raise ValueError(f"intent {name!r} is not in the taxonomy")
+                raise Unusable(f"intent {name!r} is not in the taxonomy")
             try:
                 conf = float(item.get("confidence", 0.5))
             except (TypeError, ValueError):
-                raise ValueError(f"confidence {item.get('confidence')!r} is not a number") from None
+                raise Unusable(f"confidence {item.get('confidence')!r} is not a number") from None
             ranked[name] = max(ranked.get(name, 0.0), min(max(conf, 0.0), 1.0))
         return sorted(ranked.items(), key=lambda x: -x[1])

@@ -11,9 +11,10 @@ import numpy as np
 from index.embedders import Embedder, EmbeddingError
 from index.mapped import open_searcher
 from index.search import Searcher
-from index.store import generation, load_intents, load_related, open_db
+from index.store import chunk_headings, generation, load_intents, load_related, open_db
 
 from .classify import ClaudeClassifier, OfflineClassifier
+from .describe import intent_headings
 from .policy import RouteDecision, Router
 
 
@@ -34,8 +35,11 @@ class Engine:
         classify_model: str = "",
         bm25_weight: float = 0.4,
         fusion: str = "weighted",
+        reranker=None,
     ):
+        """`reranker`: an index.rerank.VoyageReranker (a Voyage key is set) or None."""
         self.embedder = embedder
+        self.reranker = reranker
         self.anthropic = anthropic_client
         self.classify_model = classify_model
         self.bm25_weight = bm25_weight
@@ -69,8 +73,21 @@ class Engine:
         classifier: OfflineClassifier | ClaudeClassifier
         classifier = OfflineClassifier(searcher, examples, self.bm25_weight)
         if self.anthropic is not None:
-            classifier = ClaudeClassifier(self.anthropic, self.classify_model, intents, classifier)
-        router = Router(searcher, classifier, load_related(self.db), self.bm25_weight, self.fusion)
+            classifier = ClaudeClassifier(
+                self.anthropic,
+                self.classify_model,
+                intents,
+                classifier,
+                intent_headings(chunk_headings(self.db)),
+            )
+        router = Router(
+            searcher,
+            classifier,
+            load_related(self.db),
+            self.bm25_weight,
+            self.fusion,
+            self.reranker,
+        )
         return Loaded(gen, searcher, router, intents)
 
     def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:

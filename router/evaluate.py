@@ -14,7 +14,8 @@ import numpy as np
 
 from index.search import Hit
 
-ALL_MODES = ("bm25", "vector", "hybrid", "rrf", "routed", "oracle")
+# reranked: the routed list reordered by the reranker (needs a Voyage key), what the bot serves then
+ALL_MODES = ("bm25", "vector", "hybrid", "rrf", "routed", "reranked", "oracle")
 
 
 @dataclass
@@ -101,7 +102,8 @@ def run_eval(
     bm25_weight: float = 0.4,
     progress=None,
 ) -> dict:
-    """Score each mode. `router(question, query_vec)` returns a RouteDecision (routed mode);
+    """Score each mode. `router(question, query_vec, rerank=...)` returns a RouteDecision (routed
+    and reranked modes);
     `embed_query` is timed apart from retrieval, as the issue asks."""
     vecs, embed_ms = [], []
     for q in questions:
@@ -120,8 +122,8 @@ def run_eval(
         for q, vec in zip(questions, vecs, strict=True):
             t = time.perf_counter()
             decision = None
-            if mode == "routed":
-                decision = router(q.question, vec)
+            if mode in ("routed", "reranked"):
+                decision = router(q.question, vec, rerank=mode == "reranked")
                 hits = decision.hits
             elif mode == "oracle":
                 hits = searcher.search(
@@ -141,7 +143,46 @@ def run_eval(
         details[mode] = rows
     if "routed" in details:
         result["routing"] = _routing_report(questions, details["routed"])
+    result["paired"] = [
+        paired_difference(details[a], details[b], a, b)
+        for a, b in PAIRS
+        if a in details and b in details
+    ]
     return result
+
+
+# (mode, baseline) pairs whose per-question difference is reported with an interval
+PAIRS = (("routed", "hybrid"), ("reranked", "routed"))
+BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED = 2000, 0
+
+
+def paired_difference(rows: list[dict], base: list[dict], mode: str, baseline: str) -> dict:
+    """Mean per-question difference mode − baseline, with a seeded percentile bootstrap 95%
+    interval (questions resampled with replacement, the same draw for both modes). The metric is
+    MRR@10 when the set has gold sections, else intent hit@1 (a set with gold books only)."""
+    metric = "mrr@10" if any(r.get("mrr@10") is not None for r in rows) else "intent_hit@1"
+    diffs = np.array(
+        [
+            float(a[metric]) - float(b[metric])
+            for a, b in zip(rows, base, strict=True)
+            if a.get(metric) is not None and b.get(metric) is not None
+        ]
+    )
+    if not diffs.size:
+        return {"mode": mode, "baseline": baseline, "metric": metric, "questions": 0}
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = diffs[rng.integers(0, diffs.size, (BOOTSTRAP_SAMPLES, diffs.size))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return {
+        "mode": mode,
+        "baseline": baseline,
+        "metric": metric,
+        "questions": int(diffs.size),
+        "difference": round(float(diffs.mean()), 4),
+        "ci95": [round(float(lo), 4), round(float(hi), 4)],
+        "better": int((diffs > 0).sum()),
+        "worse": int((diffs < 0).sum()),
+    }
 
 
 def _routing_report(questions: list[Question], rows: list[dict]) -> dict:
@@ -200,6 +241,14 @@ def format_table(result: dict) -> str:
             for c in cols
         ]
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
+    for p in result.get("paired", []):
+        if p["questions"]:
+            lo, hi = p["ci95"]
+            lines.append(
+                f"\n{p['mode']} − {p['baseline']} ({p['metric']}, {p['questions']} questions):"
+                f" {p['difference']:+.3f}, bootstrap 95% interval [{lo:+.3f}, {hi:+.3f}];"
+                f" better on {p['better']}, worse on {p['worse']}"
+            )
     routing = result.get("routing")
     if routing:
         lines += [

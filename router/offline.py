@@ -76,5 +76,5 @@ def compose(passages: list[Passage], by_chunk: dict[str, Source], ans: Answer) -
             )
         )
         quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in p.text.split("\n"))
-        out.append(f"{quoted}\n— {src.title} › {src.section} [{src.n}]")
+        out.append(f"{quoted}\n— {src.label} [{src.n}]")
     return "From the docs:\n\n" + "\n\n".join(out)

@@ -1,78 +1,48 @@
-"""question (+ thread history) → condense → route → retrieve → extract → answer → validate → audit.
+"""question (+ thread history) → condense → route → retrieve → evidence → extract → compose →
+decide → audit.
 
-Every step that calls Claude has an offline counterpart, used when no key is set and when Claude
-fails after the SDK's retries (429, 529, timeouts, connection errors): the answer then says it was
-made from the docs without Claude. Passages and citations are checked against the chunk text, so
-nothing reaches the user as a quote that is not in the docs.
+Each step is its own module (condense, extract, compose, offline, decide, citations); every Claude
+step goes through router/claude.py, which runs it offline when no key is set, when Claude fails or
+replies with something unusable, and for the rest of the question once one step has failed or the
+question's deadline is spent. Passages are checked against their chunk, citations against the
+blocks that were sent, so nothing reaches the user as a quote that is not in the docs.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
+from collections.abc import Callable
 
-from index.search import BM25, Hit
-from prompts import prompt_hash, render
+from index.search import Hit
+from prompts import prompt_hash
 
-from . import decide, offline
-from .answer import (
-    ABSTAIN,
-    ANSWER,
-    PARTIAL,
-    Answer,
-    Citation,
-    Passage,
-    Source,
-    occurs_in,
-)
+from . import citations, compose, condense, decide, offline
+from . import extract as claude_extract
+from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
+from .claude import DEADLINE, OFFLINE_NOTE, Claude, add_usage
 from .engine import Engine
 from .state import State
 
 log = logging.getLogger(__name__)
 
-OFFLINE_NOTE = "answered from the docs without Claude"
-NOT_IN_DOCS = "NOT_IN_DOCS"
-EXTRACT_TOOL = "record_passages"
-CONTEXT_CHUNKS = 5  # top chunks handed to extraction
-MAX_QUESTION_CHARS = 4000
+CONTEXT_CHUNKS = 5  # top chunks handed to Claude's extraction; offline reads the top 3
+MAX_QUESTION_CHARS = condense.MAX_QUESTION_CHARS
+
+# the one line shown above a PARTIAL answer (Answer.caveat), by why it is partial
+CAVEATS = {
+    "loose": "Partial answer: the docs match this question only loosely.",
+    "uncited": "Partial answer: Claude's answer cites no passage of the docs, so it is unchecked.",
+    "unverified": "Partial answer: a citation could not be checked against the docs.",
+    "not_covered": "Partial answer: the docs cover only part of this question.",
+    "incomplete": "Partial answer: it was cut short at its length limit.",
+}
+REFUSED = "Claude declined to answer this question, so there is no answer from the docs."
+ABSTAIN_TEXT = "I couldn't find this in the docs, so I won't guess."
 
 
 class QuestionError(ValueError):
     """The question cannot be asked as given; the message is fit to show the user."""
-
-
-def anchor(heading: str) -> str:
-    """GitHub-style heading anchor."""
-    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
-    return re.sub(r" ", "-", slug)
-
-
-def link_for(chunk: dict, base_url: str = "") -> str:
-    """The doc's front-matter url, else base_url + path (or the bare path), plus the section
-    anchor."""
-    section = chunk["heading_path"][-1] if len(chunk["heading_path"]) > 1 else ""
-    frag = f"#{anchor(section)}" if section else ""
-    if chunk.get("url"):
-        return chunk["url"].split("#")[0] + frag
-    if base_url:
-        return base_url.rstrip("/") + "/" + chunk["doc"] + frag
-    return chunk["doc"] + frag
-
-
-def _usage(msg) -> dict:
-    u = msg.usage
-    return {
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "cache_read_input_tokens": getattr(u, "cache_read_input_tokens", 0) or 0,
-    }
-
-
-def _add_usage(total: dict, step: str, usage: dict) -> None:
-    total[step] = usage
-    for k, v in usage.items():
-        total[k] = total.get(k, 0) + (v or 0)
 
 
 class Pipeline:
@@ -83,303 +53,190 @@ class Pipeline:
         models: dict | None = None,
         docs_base_url: str = "",
         state: State | None = None,
+        deadline: float = DEADLINE,
     ):
         """`models`: {"condense", "extract", "answer"} model ids. `state`: where answers are
-        recorded (None: nowhere)."""
+        recorded (None: nowhere). `deadline`: seconds for one question's Claude steps."""
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
         self.state = state
+        self.deadline = deadline
+
+    def answer(
+        self,
+        question: str,
+        history: list[dict] | None = None,
+        context: dict | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Answer:
+        """Answer a question (with the thread's earlier messages, oldest first, as {"role",
+        "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
+        never for an abstention); the returned Answer is the checked, final one either way.
+        `context`: where the question came from (Slack channel, user, thread), for the audit."""
+        question = self.check(question)
+        started = time.perf_counter()
+        ans = self.start(question)
+        self.steps(ans, history or [], on_text)
+        ans.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
+        return self.finish(ans, context)
+
+    def steps(
+        self, ans: Answer, history: list[dict], on_text: Callable[[str], None] | None
+    ) -> None:
+        claude = Claude(
+            self.client, self.deadline, lambda step, why: self.fell_back(ans, step, why)
+        )
+        clock = Laps(ans)
+
+        ans.condensed = self.condense(ans.question, history, claude, ans)
+        clock.lap("condense")
+        query_vec, note = self.engine.embed_query(ans.condensed)
+        ans.notes += [note] if note else []
+        clock.lap("embed")
+        loaded = self.engine.loaded()  # one index generation for the whole answer
+        hits = self.route(ans, query_vec, claude, loaded)
+        clock.lap("route_retrieve")
+        bm25 = loaded.searcher.bm25
+        strength = decide.evidence(ans.condensed, query_vec, hits, bm25, ans)
+        if strength == ABSTAIN:  # nothing near: naming "closest" sections would be noise
+            return self.abstain(ans, [])
+        ans.passages = self.extract(ans, query_vec, hits, bm25, claude)
+        clock.lap("extract")
+        if not ans.passages:
+            return self.abstain(ans, hits)
+        by_chunk = citations.number_sources(
+            ans.passages, {h["id"]: h for h in ans.hits}, self.docs_base_url
+        )
+        ans.sources = list(by_chunk.values())
+        written = self.write(ans, by_chunk, claude, on_text)
+        clock.lap("answer")
+        self.conclude(ans, strength, written, hits)
 
     # -- the steps -------------------------------------------------------------------------------
 
-    def condense(self, question: str, history: list[dict], ans: Answer) -> str:
-        prior = [h for h in history if h.get("text", "").strip()]
-        if not prior:
-            return question
-        if self.client is not None:
-            import anthropic
-
-            convo = "\n".join(f"{h['role']}: {h['text'][:1500]}" for h in prior[-10:])
-            try:
-                msg = self.client.messages.create(
-                    model=self.models["condense"],
-                    max_tokens=200,
-                    system=render("condense"),
-                    messages=[
-                        {
-                            "role": "user",
-                            "content": f"Conversation:\n{convo}\n\nFollow-up: {question}",
-                        }
-                    ],
-                )
-                _add_usage(ans.usage, "condense", _usage(msg))
-                text = " ".join(b.text for b in msg.content if b.type == "text").strip()
-                if text:
-                    return text[:MAX_QUESTION_CHARS]
-            except anthropic.APIError as e:
-                self._offline(ans, f"condense: {type(e).__name__}")
-        # offline: the follow-up carries the thread's last question, which names what "it" refers to
-        last_user = next((h["text"] for h in reversed(prior) if h["role"] == "user"), "")
-        return f"{question} (follow-up to: {last_user[:500]})" if last_user else question
-
-    def extract(
-        self, question: str, query_vec, hits: list[Hit], bm25: BM25, ans: Answer
-    ) -> list[Passage]:
-        top = hits[:CONTEXT_CHUNKS]
-        if self.client is not None:
-            import anthropic
-
-            try:
-                return self._extract_claude(question, top, ans)
-            except anthropic.APIError as e:
-                self._offline(ans, f"extract: {type(e).__name__}")
-            except ValueError as e:
-                self._offline(ans, f"extract: unusable answer ({e})")
-        return offline.extract(question, query_vec, top[:3], bm25, self.engine.embedder)
-
-    def _extract_claude(self, question: str, hits: list[Hit], ans: Answer) -> list[Passage]:
-        chunks = "\n\n".join(
-            f'<chunk number="{i}" title="{h.chunk["title"]} › '
-            f'{" › ".join(h.chunk["heading_path"])}">\n'
-            f"{h.chunk['text']}\n</chunk>"
-            for i, h in enumerate(hits, 1)
-        )
-        tool = {
-            "name": EXTRACT_TOOL,
-            "description": "Record the verbatim passages that answer the question.",
-            "input_schema": {
-                "type": "object",
-                "properties": {
-                    "passages": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "chunk": {"type": "integer"},
-                                "text": {"type": "string"},
-                            },
-                            "required": ["chunk", "text"],
-                        },
-                    },
-                    "nothing_relevant": {"type": "boolean"},
-                },
-                "required": ["passages", "nothing_relevant"],
-            },
-        }
-        msg = self.client.messages.create(
-            model=self.models["extract"],
-            max_tokens=2000,
-            system=render("extract"),
-            messages=[{"role": "user", "content": f"{chunks}\n\nQuestion: {question}"}],
-            tools=[tool],
-            tool_choice={"type": "tool", "name": EXTRACT_TOOL},
-        )
-        _add_usage(ans.usage, "extract", _usage(msg))
-        block = next((b for b in msg.content if b.type == "tool_use"), None)
-        if (
-            block is None
-            or not isinstance(block.input, dict)
-            or not isinstance(block.input.get("passages"), list)
-        ):
-            raise ValueError("no passages in the tool call")
-        passages = []
-        for item in block.input["passages"]:
-            try:
-                hit = hits[int(item["chunk"]) - 1]
-                text = str(item["text"])
-            except (KeyError, TypeError, ValueError, IndexError):
-                ans.dropped_passages += 1
-                continue
-            if occurs_in(text, hit.chunk["text"]):
-                passages.append(Passage(hit.chunk["id"], text.strip(), hit.score))
-            else:
-                ans.dropped_passages += 1
-                log.info("dropped a passage not found in chunk %s: %r", hit.chunk["id"], text[:80])
-        return passages
-
-    def write_answer(self, question: str, passages: list[Passage], ans: Answer) -> str:
-        by_chunk = self._sources_for(passages, ans)
-        if self.client is not None:
-            import anthropic
-
-            try:
-                return self._answer_claude(question, passages, by_chunk, ans)
-            except anthropic.APIError as e:
-                self._offline(ans, f"answer: {type(e).__name__}")
-        return offline.compose(passages, by_chunk, ans)
-
-    def _sources_for(self, passages: list[Passage], ans: Answer) -> dict[str, Source]:
-        records = {h["id"]: h for h in ans.hits}
-        by_chunk: dict[str, Source] = {}
-        for p in passages:
-            if p.chunk_id not in by_chunk:
-                c = records[p.chunk_id]
-                by_chunk[p.chunk_id] = Source(
-                    len(by_chunk) + 1,
-                    c["id"],
-                    c["doc"],
-                    c["title"],
-                    c["heading_path"],
-                    link_for(c, self.docs_base_url),
-                )
-        ans.sources = list(by_chunk.values())
-        return by_chunk
-
-    def _answer_claude(
-        self, question: str, passages: list[Passage], by_chunk: dict[str, Source], ans: Answer
-    ) -> str:
-        order = list(by_chunk)  # search_result_index → chunk id
-        results = [
-            {
-                "type": "search_result",
-                "source": by_chunk[cid].url,
-                "title": f"{by_chunk[cid].title} › {by_chunk[cid].section}",
-                "content": [
-                    {"type": "text", "text": p.text} for p in passages if p.chunk_id == cid
-                ],
-                "citations": {"enabled": True},
-            }
-            for cid in order
-        ]
-        msg = self.client.messages.create(
-            model=self.models["answer"],
-            max_tokens=1500,
-            system=render("answer"),
-            messages=[
-                {
-                    "role": "user",
-                    "content": [*results, {"type": "text", "text": f"Question: {question}"}],
-                }
-            ],
-        )
-        _add_usage(ans.usage, "answer", _usage(msg))
-        chunk_text = {h["id"]: h["text"] for h in ans.hits}
-        parts = []
-        for block in msg.content:
-            if block.type != "text":
-                continue
-            marks = []
-            for cit in block.citations or []:
-                if getattr(
-                    cit, "type", ""
-                ) != "search_result_location" or not 0 <= cit.search_result_index < len(order):
-                    continue
-                src = by_chunk[order[cit.search_result_index]]
-                ok = occurs_in(cit.cited_text, chunk_text[src.chunk_id])
-                ans.citations.append(
-                    Citation(src.n, src.doc, src.section, src.url, cit.cited_text, ok)
-                )
-                if f"[{src.n}]" not in marks:
-                    marks.append(f"[{src.n}]")
-            parts.append(strip_links(block.text) + ("".join(marks) if marks else ""))
-        text = "".join(parts).strip()
-        if text == NOT_IN_DOCS or text.startswith(NOT_IN_DOCS):
-            return NOT_IN_DOCS
-        cited = {c.source for c in ans.citations}
-        ans.sources = [s for s in ans.sources if s.n in cited] or ans.sources
-        return text
-
-    def _offline(self, ans: Answer, why: str) -> None:
-        log.warning("Claude step failed, running it offline: %s", why)
-        ans.offline = True
-        ans.notes.append(f"{why}: {OFFLINE_NOTE}")
-
-    # -- the whole path --------------------------------------------------------------------------
-
-    def answer(
-        self, question: str, history: list[dict] | None = None, context: dict | None = None
-    ) -> Answer:
-        """Answer a question (with the thread's earlier messages, oldest first, as {"role",
-        "text"})."""
+    def check(self, question: str) -> str:
         question = (question or "").strip()
         if not question:
             raise QuestionError("The question is empty: ask me something about the docs.")
-        if len(question) > MAX_QUESTION_CHARS:
-            question = question[:MAX_QUESTION_CHARS]
-        t0 = time.perf_counter()
+        return question[:MAX_QUESTION_CHARS]
+
+    def start(self, question: str) -> Answer:
         ans = Answer(question, question, ABSTAIN, "", offline=self.client is None)
-        ans.models = {
-            "embed": self.engine.embedder.name,
-            **(
-                {k: self.models.get(k) for k in ("condense", "extract", "answer")}
-                if self.client
-                else {}
-            ),
-        }
-        ans.prompts = {
-            name: prompt_hash(name) for name in ("classify", "condense", "extract", "answer")
-        }
-        clock = time.perf_counter()
+        ans.models = {"embed": self.engine.embedder.name}
+        if self.client is not None:
+            ans.models |= {k: self.models.get(k) for k in ("condense", "extract", "answer")}
+        ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
+        return ans
 
-        def lap(name):
-            nonlocal clock
-            now = time.perf_counter()
-            ans.timings_ms[name] = round((now - clock) * 1000, 1)
-            clock = now
+    def condense(self, question: str, history: list[dict], claude: Claude, ans: Answer) -> str:
+        if not condense.prior(history):
+            return question
 
-        ans.condensed = self.condense(question, history or [], ans)
-        lap("condense")
-        query_vec, note = self.engine.embed_query(ans.condensed)
-        if note:
-            ans.notes.append(note)
-        lap("embed")
-        # one index generation for the whole answer, even if a reindex commits
-        loaded = self.engine.loaded()
-        decision = loaded.router.route(ans.condensed, query_vec, k=10)
-        if decision.note:
-            ans.notes.append(decision.note)
-            ans.offline = ans.offline or decision.classifier == "offline"
+        def ask(client) -> str:
+            text, usage = condense.with_claude(client, self.models["condense"], question, history)
+            add_usage(ans.usage, "condense", usage)
+            return text
+
+        return claude.run("condense", ask, lambda: condense.offline(question, history))
+
+    def route(self, ans: Answer, query_vec, claude: Claude, loaded) -> list[Hit]:
+        with_claude = claude if claude.client is not None else None
+        decision = loaded.router.route(ans.condensed, query_vec, k=10, claude=with_claude)
         ans.route = decision.to_dict()
+        if decision.note and decision.note not in ans.notes:  # e.g. the reranker fell back
+            ans.notes.append(decision.note)
         if decision.usage:
-            _add_usage(ans.usage, "classify", decision.usage)
+            add_usage(ans.usage, "classify", decision.usage)
         ans.hits = [
             h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits
         ]
-        lap("route_retrieve")
+        return decision.hits
 
-        bm25 = loaded.searcher.bm25
-        strength = decide.evidence(ans.condensed, query_vec, decision.hits, bm25, ans)
-        if strength == ABSTAIN:
-            # nothing near: naming "closest" sections would be noise
-            ans.text = self.abstain_text([])
-            return self._finish(ans, t0, context)
-        passages = self.extract(ans.condensed, query_vec, decision.hits, bm25, ans)
-        ans.passages = passages
-        lap("extract")
-        if not passages:
-            ans.text = self.abstain_text(decision.hits)
-            return self._finish(ans, t0, context)
-        text = self.write_answer(question, passages, ans)
-        lap("answer")
-        if text == NOT_IN_DOCS:
-            ans.text, ans.sources = self.abstain_text(decision.hits), []
-            return self._finish(ans, t0, context)
-        ans.text = text
-        unverified = any(not c.verified for c in ans.citations)
-        ans.decision = (
-            PARTIAL
-            if strength == PARTIAL or unverified or "docs don't cover" in text.lower()
-            else ANSWER
+    def extract(self, ans: Answer, query_vec, hits: list[Hit], bm25, claude: Claude):
+        top = hits[:CONTEXT_CHUNKS]
+
+        def ask(client) -> list[Passage]:
+            found, dropped, usage = claude_extract.extract(
+                client, self.models["extract"], ans.condensed, top
+            )
+            ans.dropped_passages += dropped
+            add_usage(ans.usage, "extract", usage)
+            return found
+
+        return claude.run(
+            "extract",
+            ask,
+            lambda: offline.extract(ans.condensed, query_vec, top[:3], bm25, self.engine.embedder),
         )
-        return self._finish(ans, t0, context)
 
-    def abstain_text(self, hits: list[Hit]) -> str:
-        """The "not in the docs" answer; `hits`: related sections that did not answer it, to
-        name."""
-        text = "I couldn't find this in the docs, so I won't guess."
-        near = []
-        for h in hits[:3]:
-            rest = " › ".join(h.chunk["heading_path"][1:]) or h.chunk["title"]
-            label = f"{h.chunk['title']} › {rest}"
-            if label not in near:
-                near.append(label)
-        return text + (" The closest sections were: " + "; ".join(near) + "." if near else "")
+    def write(
+        self,
+        ans: Answer,
+        by_chunk: dict[str, Source],
+        claude: Claude,
+        on_text: Callable[[str], None] | None,
+    ) -> compose.Written:
+        def ask(client) -> compose.Written:
+            written = compose.compose(
+                client, self.models["answer"], ans.question, ans.passages, by_chunk, on_text
+            )
+            add_usage(ans.usage, "answer", written.usage)
+            ans.citations = written.citations
+            return written
 
-    def _finish(self, ans: Answer, t0: float, context: dict | None) -> Answer:
-        ans.timings_ms["total"] = round((time.perf_counter() - t0) * 1000, 1)
-        if ans.offline and OFFLINE_NOTE not in " ".join(ans.notes) and self.client is None:
+        def quote() -> compose.Written:
+            ans.citations = []
+            return compose.Written(compose.OK, offline.compose(ans.passages, by_chunk, ans))
+
+        return claude.run("answer", ask, quote)
+
+    def conclude(
+        self,
+        ans: Answer,
+        strength: str,
+        written: compose.Written,
+        hits: list[Hit],
+    ) -> None:
+        """The decision from the evidence and what the answer step returned: an answer with no
+        verified citation is never ANSWER."""
+        if written.status in (compose.NOT_COVERED, compose.EMPTY):
+            if written.status == compose.EMPTY:
+                ans.notes.append("Claude's answer was empty")
+            return self.abstain(ans, hits)
+        if written.status == compose.REFUSED:
+            ans.text, ans.sources, ans.decision = REFUSED, [], ABSTAIN
+            ans.notes.append("Claude refused (stop_reason refusal)")
+            return
+        ans.text = written.text
+        verified = {c.source for c in ans.citations if c.verified}
+        why = (
+            "incomplete"
+            if written.status == compose.INCOMPLETE
+            else "uncited"
+            if not verified
+            else "unverified"
+            if any(not c.verified for c in ans.citations)
+            else "not_covered"
+            if "docs don't cover" in ans.text.lower()
+            else "loose"
+            if strength == PARTIAL
+            else ""
+        )
+        ans.decision = PARTIAL if why else ANSWER
+        ans.caveat = CAVEATS.get(why, "")
+        ans.sources = [s for s in ans.sources if s.n in verified] or ans.sources
+
+    def abstain(self, ans: Answer, hits: list[Hit]) -> None:
+        ans.decision, ans.sources, ans.text = ABSTAIN, [], abstain_text(hits)
+
+    def fell_back(self, ans: Answer, step: str, why: str) -> None:
+        ans.offline = True
+        ans.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
+
+    def finish(self, ans: Answer, context: dict | None) -> Answer:
+        if self.client is None:
             ans.notes.append(OFFLINE_NOTE)
         if self.state is not None:
             try:
@@ -389,6 +246,23 @@ class Pipeline:
         return ans
 
 
-def strip_links(text: str) -> str:
-    """The model never writes links: [label](url) becomes label."""
-    return re.sub(r"\[([^\]]+)\]\((?:https?://|www\.)[^)]*\)", r"\1", text)
+class Laps:
+    """Each step's milliseconds into ans.timings_ms."""
+
+    def __init__(self, ans: Answer):
+        self.ans, self.clock = ans, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ans.timings_ms[name] = round((now - self.clock) * 1000, 1)
+        self.clock = now
+
+
+def abstain_text(hits: list[Hit]) -> str:
+    """The "not in the docs" answer; `hits`: related sections that did not answer it, to name."""
+    near: list[str] = []
+    for h in hits[:3]:
+        name = citations.label(h.chunk["title"], h.chunk["heading_path"])
+        if name not in near:
+            near.append(name)
+    return ABSTAIN_TEXT + (" The closest sections were: " + "; ".join(near) + "." if near else "")

@@ -10,6 +10,8 @@
    comes first.
 3. A bucket that yields fewer than k chunks is topped up from the unrouted results, so routing only
    reorders what an unrouted search would find: it never drops it.
+4. With a reranker (Voyage, when a key is set), the top `reranker.depth` of that list are reordered
+   by it before the answer's extraction and abstain decision see them.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class RouteDecision:
     classifier: str = "offline"
     note: str = ""
     usage: dict = field(default_factory=dict)  # the classifier's tokens, when it was Claude
+    reranked: bool = False  # the hits are in the reranker's order
 
     @property
     def intents(self) -> list[str]:
@@ -54,6 +57,7 @@ class RouteDecision:
             "reason": self.reason,
             "classifier": self.classifier,
             "note": self.note,
+            "reranked": self.reranked,
         }
 
 
@@ -76,8 +80,11 @@ class Router:
         related: dict[str, set[str]] | None = None,
         bm25_weight: float = 0.4,
         fusion: str = "hybrid",
+        reranker=None,
     ):
+        """`reranker`: an index.rerank.VoyageReranker, or None (offline: the fused order)."""
         self.searcher = searcher
+        self.reranker = reranker
         self.classifier = classifier
         self.related = related or {}
         self.bm25_weight = bm25_weight
@@ -104,7 +111,29 @@ class Router:
             )
         return chosen, "unsure"
 
-    def route(self, question: str, query_vec: np.ndarray | None, k: int = 10) -> RouteDecision:
+    def route(
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        k: int = 10,
+        rerank: bool = True,
+        claude=None,
+    ) -> RouteDecision:
+        """The routed top k; `rerank=False` keeps the fused order even with a reranker (eval).
+        `claude`: the question's router.claude.Claude (deadline, earlier failures), if any."""
+        reranker = self.reranker if rerank else None
+        depth = max(k, reranker.depth) if reranker else k
+        decision = self._route(question, query_vec, depth, claude)
+        if reranker is not None:
+            decision.hits, note = reranker.rerank(question, decision.hits)
+            decision.reranked = not note
+            decision.note = "; ".join(n for n in (decision.note, note) if n)
+        decision.hits = decision.hits[:k]
+        return decision
+
+    def _route(
+        self, question: str, query_vec: np.ndarray | None, k: int, claude=None
+    ) -> RouteDecision:
         search = lambda intents, n: self.searcher.search(  # noqa: E731
             question,
             query_vec,
@@ -114,7 +143,9 @@ class Router:
             bm25_weight=self.bm25_weight,
         )
         everything = search(None, max(k, VOTERS))
-        result = self.classifier.classify(question, query_vec, everything)
+        # only a Claude classifier takes the question's Claude (other classifiers need not know it)
+        extra = {"claude": claude} if claude is not None else {}
+        result = self.classifier.classify(question, query_vec, everything, **extra)
         everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
         decision = RouteDecision(

@@ -9,19 +9,25 @@ replicas uses the same interface on PostgreSQL.
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import sqlite_utils
 
+log = logging.getLogger(__name__)
+
 # one writer at a time on a connection shared by Slack's worker threads
 _write_lock = threading.Lock()
+# pruning old answers is a DELETE over an index: done at most this often per process, not per answer
+PRUNE_EVERY_SECONDS = 3600
 
 AUDIT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -34,7 +40,10 @@ CREATE INDEX IF NOT EXISTS answers_created ON answers(created);
 CREATE INDEX IF NOT EXISTS answers_thread ON answers(channel, thread_ts);
 CREATE TABLE IF NOT EXISTS feedback (
     answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
+CREATE TABLE IF NOT EXISTS slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS slack_events_claimed ON slack_events(claimed);
 """
+EVENT_TTL = 3600.0  # seconds a claimed Slack event stays claimed (Slack retries within minutes)
 
 
 class State(Protocol):
@@ -132,10 +141,20 @@ def record_feedback(db, answer_id: int, user: str, value: str) -> None:
         )
 
 
+def prune_answers(db, retention_days: int) -> int:
+    """Delete answers (and their feedback) older than `retention_days`; how many went."""
+    cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="seconds")
+    with _write_lock, db.atomic():
+        db.execute(
+            "DELETE FROM feedback WHERE answer_id IN (SELECT id FROM answers WHERE created < ?)",
+            [cutoff],
+        )
+        return db.execute("DELETE FROM answers WHERE created < ?", [cutoff]).rowcount
+
+
 def list_answers(
     db, since: str | None = None, decision: str | None = None, limit: int = 50
 ) -> list[dict]:
-    ensure_tables(db)
     where, args = [], []
     if since:
         where.append("a.created >= ?")
@@ -170,45 +189,103 @@ def list_answers(
 
 
 class SqliteState:
-    """The embedded default: audit tables in the index file; de-duplication, rate limits and the
-    reindex lock held by this process."""
+    """The embedded default: audit tables and claimed Slack events in the index file; rate limits
+    and the reindex lock held by this process.
 
-    def __init__(self, db: sqlite_utils.Database, seen_size: int = 5000):
+    Answers older than `retention_days` (0 = keep forever) are pruned as answers are written, at
+    most once an hour. When the index cannot be written (a read-only file or folder, a full disk)
+    answers are still given: the audit write fails soft, with one warning per process, and claimed
+    events are kept in this process's memory instead."""
+
+    def __init__(
+        self, db: sqlite_utils.Database, event_ttl: float = EVENT_TTL, retention_days: int = 90
+    ):
         self.db = db
-        ensure_tables(db)
-        self._seen: dict[str, None] = {}
-        self._seen_size = seen_size
+        self.event_ttl = event_ttl
+        self.retention_days = retention_days
+        self._last_prune: float | None = None
+        self._warned = False
+        self._audit_failed(lambda: ensure_tables(db))
+        self._seen: dict[str, float] = {}  # claims kept here only when the index can't be written
         self._times: dict[str, deque] = {}
         self._lock = threading.Lock()
         self._reindex = threading.Lock()
 
+    def _audit_failed(self, write) -> bool:
+        """Run an audit write; on a database error warn once and go on (True)."""
+        try:
+            write()
+            return False
+        except sqlite3.DatabaseError as e:
+            if not self._warned:
+                self._warned = True
+                log.warning("the audit trail is not recorded: the index cannot be written (%s)", e)
+            return True
+
     def record_answer(self, ans: Any, context: dict) -> int | None:
-        return record_answer(self.db, ans, context)
+        now = time.monotonic()
+        if self.retention_days and (
+            self._last_prune is None or now - self._last_prune >= PRUNE_EVERY_SECONDS
+        ):
+            self._last_prune = now
+            self._audit_failed(lambda: prune_answers(self.db, self.retention_days))
+        ids: list[int] = []
+        if self._audit_failed(lambda: ids.append(record_answer(self.db, ans, context))):
+            return None
+        return ids[0]
 
     def record_feedback(self, answer_id: int, user: str, value: str) -> None:
-        record_feedback(self.db, answer_id, user, value)
+        self._audit_failed(lambda: record_feedback(self.db, answer_id, user, value))
 
     def list_answers(
         self, since: str | None = None, decision: str | None = None, limit: int = 50
     ) -> list[dict]:
-        return list_answers(self.db, since, decision, limit)
+        try:
+            return list_answers(self.db, since, decision, limit)
+        except sqlite3.OperationalError:
+            return []  # a read-only index made before the audit tables existed: no answers
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
-        row = self.db.execute(
-            "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
-            [channel, thread_ts],
-        ).fetchone()
+        try:
+            row = self.db.execute(
+                "SELECT 1 FROM answers WHERE channel = ? AND thread_ts = ? LIMIT 1",
+                [channel, thread_ts],
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return False  # no audit table (a read-only index): no thread was answered
         return row is not None
 
     def claim_event(self, *keys: str) -> bool:
+        keys = tuple(k for k in keys if k)
+        now = time.time()
+        try:
+            return self._claim_in_db(keys, now)
+        except sqlite3.DatabaseError as e:
+            if not self._warned:
+                self._warned = True
+                log.warning("claimed events kept in memory: the index cannot be written (%s)", e)
         with self._lock:
-            if any(k in self._seen for k in keys if k):
+            self._seen = {k: t for k, t in self._seen.items() if t >= now - self.event_ttl}
+            if any(k in self._seen for k in keys):
                 return False
-            for k in keys:
-                if k:
-                    self._seen[k] = None
-            while len(self._seen) > self._seen_size:
-                del self._seen[next(iter(self._seen))]
+            self._seen.update(dict.fromkeys(keys, now))
+            return True
+
+    def _claim_in_db(self, keys: tuple[str, ...], now: float) -> bool:
+        with _write_lock, self.db.atomic():
+            # expired claims go first, so the table holds about an hour of events
+            self.db.execute("DELETE FROM slack_events WHERE claimed < ?", [now - self.event_ttl])
+            marks = ",".join("?" * len(keys))
+            if (
+                keys
+                and self.db.execute(
+                    f"SELECT 1 FROM slack_events WHERE key IN ({marks}) LIMIT 1", list(keys)
+                ).fetchone()
+            ):
+                return False
+            self.db.conn.executemany(
+                "INSERT INTO slack_events (key, claimed) VALUES (?, ?)", [(k, now) for k in keys]
+            )
             return True
 
     def allow_question(self, user: str, per_minute: int) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,6 +70,9 @@ class StubServer:
                         else handler
                     )
                 status, body, headers = (*result, {}) if len(result) == 2 else result
+                if not isinstance(body, (bytes, dict, list)):  # an iterator of byte pieces
+                    self._stream(status, body, headers)
+                    return
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 try:
                     self.send_response(status)
@@ -80,6 +84,22 @@ class StubServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _stream(self, status, pieces, headers):
+                """Server-sent events: each piece written as it is produced (HTTP/1.0, so the
+                body ends when the connection closes)."""
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("cache-control", "no-cache")
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    for piece in pieces:
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             do_GET = do_POST = _handle
 
@@ -132,6 +152,39 @@ def voyage_embeddings(dim: int = 8):
     return handler
 
 
+def voyage_rerank(prefer: str = ""):
+    """A Voyage /rerank handler shaped like the real one: `data` sorted by `relevance_score` (in
+    [0, 1]) best first, each with its document's `index`, cut to `top_k`; 400 on a request the API
+    rejects. Relevance is the share of the query's words a document holds, and a document holding
+    `prefer` scores 1 (a test's way to say which chunk the reranker likes)."""
+
+    def handler(req: Request):
+        body = req.json
+        docs, query = body.get("documents"), body.get("query")
+        if not isinstance(query, str) or not query or not body.get("model"):
+            return 400, {"detail": "query and model are required"}
+        if not isinstance(docs, list) or not docs or len(docs) > 1000:
+            return 400, {"detail": "documents must be a list of 1 to 1,000 strings"}
+        words = set(query.lower().split())
+        scores = [
+            1.0
+            if prefer and prefer in d
+            else round(len(words & set(d.lower().split())) / (len(words) + 1), 4)
+            for d in docs
+        ]
+        order = sorted(range(len(docs)), key=lambda i: -scores[i])[: body.get("top_k") or None]
+        data = [{"index": i, "relevance_score": scores[i]} for i in order]
+        tokens = sum(len(d.split()) for d in docs) + len(docs) * len(query.split())
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"total_tokens": tokens},
+        }
+
+    return handler
+
+
 def claude_message(
     *content: dict, stop_reason: str = "end_turn", model: str = "claude-haiku-4-5"
 ) -> dict:
@@ -164,6 +217,227 @@ def text_block(text: str, citations: list | None = None) -> dict:
     return block
 
 
+def sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def words(text: str) -> list[str]:
+    """Pieces of text as a model streams them: a word with the space after it."""
+    return re.findall(r"\s*\S+\s*|\s+", text) or [text]
+
+
+Cite = tuple  # (search_result_index, start_block_index, end_block_index)
+
+
+class FakeClaude:
+    """The Messages API as the pipeline meets it, answering as the real API does.
+
+    A request is recognised by what it asks for, never by its prompt text: the `choose_intent` tool
+    (classify), the `record_passages` tool (extract), `search_result` blocks (the answer) and
+    anything else (condense). The answer is `answer`: a list of segments, each a plain string or
+    `(text, [cite, ...])` where a cite is `(search_result_index, start_block_index,
+    end_block_index)`: its `cited_text` is the text of those blocks of that search result joined,
+    as the real API builds it; a dict cite is sent as given (a fabricated one). `stop_reasons` are
+    served to the answer calls in turn (the last one repeats). With `"stream": true` the reply is
+    server-sent events, as the API streams them. Delays: `latency` before a classify / extract /
+    condense reply, `first_token` before the answer's first text, then `words_per_second`.
+    """
+
+    def __init__(
+        self,
+        answer: list | None = None,
+        passages: list | None = None,
+        quote: int = 1,
+        intents: list | None = None,
+        condensed: str = "How do I rotate the webhook signing secret?",
+        stop_reasons: list[str] | None = None,
+        latency: float = 0.0,
+        first_token: float = 0.0,
+        words_per_second: float | None = None,
+    ):
+        self.answer: list[Any] = (
+            answer
+            if answer is not None
+            else [
+                ("Check the header [see docs](https://evil.example).", [(0, 0, 1)]),
+                " That is all.",
+            ]
+        )
+        self.passages = passages  # None: chunk 1's first paragraph (or `quote` sentences of it)
+        self.quote = quote
+        self.intents = intents or [{"intent": "authentication", "confidence": 0.9}]
+        self.condensed = condensed
+        self.stop_reasons = list(stop_reasons or ["end_turn"])
+        self.latency, self.first_token, self.words_per_second = (
+            latency,
+            first_token,
+            words_per_second,
+        )
+        self.seen: list[dict] = []
+        self.lock = threading.Lock()
+
+    def kind(self, body: dict) -> str:
+        tools = [t.get("name") for t in body.get("tools", [])]
+        if "choose_intent" in tools:
+            return "classify"
+        if "record_passages" in tools:
+            return "extract"
+        if self.search_results(body):
+            return "answer"
+        return "condense"
+
+    @staticmethod
+    def search_results(body: dict) -> list[dict]:
+        return [
+            b
+            for m in body.get("messages", [])
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "search_result"
+        ]
+
+    def calls(self, kind: str) -> list[dict]:
+        with self.lock:
+            return [b for b in self.seen if self.kind(b) == kind]
+
+    def __call__(self, req: Request):
+        body = req.json
+        with self.lock:
+            self.seen.append(body)
+        kind = self.kind(body)
+        if kind == "answer":
+            message = self.answer_message(body)
+        else:
+            time.sleep(self.latency)
+            message = getattr(self, kind)(body)
+        if body.get("stream"):
+            return 200, self.events(message, kind, body)
+        if kind == "answer":
+            n = sum(len(words(b.get("text", ""))) for b in message["content"])
+            time.sleep(
+                self.first_token + (n / self.words_per_second if self.words_per_second else 0)
+            )
+        return 200, message
+
+    # -- the replies -------------------------------------------------------------------------------
+
+    def classify(self, body: dict) -> dict:
+        return claude_message(
+            tool_use("choose_intent", {"intents": self.intents}), stop_reason="tool_use"
+        )
+
+    def extract(self, body: dict) -> dict:
+        passages = self.passages
+        if passages is None:
+            content = body["messages"][0]["content"]
+            chunk1 = content.split('<chunk number="1"')[1].split(">\n", 1)[1].split("\n</chunk>")[0]
+            paragraphs = [p for p in chunk1.split("\n\n") if not p.startswith("#")]
+            if self.quote > 1:  # that paragraph's first sentences, each a passage
+                paragraphs = re.split(r"(?<=[.!?])\s+", paragraphs[0])
+            passages = [{"chunk": 1, "text": p} for p in paragraphs[: self.quote]]
+        return claude_message(
+            tool_use("record_passages", {"passages": passages, "nothing_relevant": not passages}),
+            stop_reason="tool_use",
+        )
+
+    def condense(self, body: dict) -> dict:
+        return claude_message(text_block(self.condensed))
+
+    def answer_message(self, body: dict) -> dict:
+        results = self.search_results(body)
+        with self.lock:
+            n = len([b for b in self.seen if self.kind(b) == "answer"])
+        stop = self.stop_reasons[min(n - 1, len(self.stop_reasons) - 1)]
+        blocks = []
+        for segment in self.answer:
+            text, cites = (segment, None) if isinstance(segment, str) else segment
+            citations = None
+            if cites is not None:
+                citations = [
+                    c if isinstance(c, dict) else self.citation(results, *c) for c in cites
+                ]
+            blocks.append(text_block(text, citations))
+        return claude_message(
+            *blocks, stop_reason=stop, model=body.get("model", "claude-sonnet-4-6")
+        )
+
+    @staticmethod
+    def citation(results: list[dict], index: int, start: int, end: int) -> dict:
+        """A search_result_location citation as the API builds it: cited_text is the text of the
+        blocks content[start:end] joined together."""
+        result = results[index]
+        return {
+            "type": "search_result_location",
+            "source": result["source"],
+            "title": result.get("title"),
+            "cited_text": "".join(b["text"] for b in result["content"][start:end]),
+            "search_result_index": index,
+            "start_block_index": start,
+            "end_block_index": end,
+        }
+
+    # -- streaming ---------------------------------------------------------------------------------
+
+    def events(self, message: dict, kind: str, body: dict):
+        """The message as the API streams it: message_start, then per block content_block_start,
+        deltas (citations_delta before the text they cite, text_delta per word, input_json_delta
+        for a tool call), content_block_stop; then message_delta (stop_reason, usage) and
+        message_stop."""
+        citations_on = any(
+            (r.get("citations") or {}).get("enabled") for r in self.search_results(body)
+        )
+        start = dict(message, content=[], stop_reason=None, stop_sequence=None)
+        start["usage"] = dict(message["usage"], output_tokens=1)
+        yield sse("message_start", {"type": "message_start", "message": start})
+        yield sse("ping", {"type": "ping"})
+        first = True
+        for i, block in enumerate(message["content"]):
+            if block["type"] == "text":
+                opening: dict = {"type": "text", "text": ""}
+                if citations_on:
+                    opening["citations"] = []
+            else:
+                opening = dict(block, input={})
+            yield sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": opening},
+            )
+            if block["type"] == "text":
+                for cit in block.get("citations") or []:
+                    yield self.delta(i, {"type": "citations_delta", "citation": cit})
+                for piece in words(block["text"]):
+                    if kind == "answer":
+                        time.sleep(
+                            self.first_token
+                            if first
+                            else (1 / self.words_per_second if self.words_per_second else 0)
+                        )
+                        first = False
+                    yield self.delta(i, {"type": "text_delta", "text": piece})
+            else:
+                raw = json.dumps(block["input"])
+                for j in range(0, len(raw), 20):
+                    yield self.delta(
+                        i, {"type": "input_json_delta", "partial_json": raw[j : j + 20]}
+                    )
+            yield sse("content_block_stop", {"type": "content_block_stop", "index": i})
+        yield sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+        yield sse("message_stop", {"type": "message_stop"})
+
+    @staticmethod
+    def delta(index: int, delta: dict) -> bytes:
+        return sse(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
+
+
 OVERLOADED = (
     529,
     {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
@@ -172,36 +446,231 @@ OVERLOADED = (
 
 
 BOT = "UBOT"
+TEAM = "T1"
+
+
+def slack_error(error: str) -> tuple:
+    """What the Web API answers a call it refuses: HTTP 200 with ok:false."""
+    return 200, {"ok": False, "error": error}
+
+
+# Slack's 429: Retry-After in whole seconds (0 here, so tests don't wait; Slack says 1 or more)
+RATELIMITED = (429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "0"})
+SERVER_ERROR = (500, b"<html>Internal Server Error</html>")
+RESPONSE_URL_POSTS = 5  # per response_url, in 30 minutes
+
+
+def _blocks(value) -> list:
+    if not value:
+        return []
+    return json.loads(value) if isinstance(value, str) else list(value)
+
+
+def _block_error(blocks: list) -> str | None:
+    """Block Kit's limits as the Web API enforces them (invalid_blocks)."""
+    if len(blocks) > 50:
+        return "invalid_blocks"
+    markdown = sum(len(b.get("text", "")) for b in blocks if b.get("type") == "markdown")
+    if markdown > 12_000:
+        return "invalid_blocks"
+    for b in blocks:
+        if b.get("type") == "section" and len(b.get("text", {}).get("text", "")) > 3000:
+            return "invalid_blocks"
+    return None
 
 
 class SlackMock(StubServer):
-    """Answers the Web API methods the bot uses and records every call."""
+    """The Web API methods the bot uses, checked and failing as Slack does, recording every call.
+
+    `fail(method, *results)` makes the next calls of a method answer with those results (e.g.
+    `slack_error("msg_too_long")`, RATELIMITED, SERVER_ERROR) before it answers normally again."""
 
     def __init__(self):
         super().__init__()
         self.ts = itertools.count(1)
         self.thread_messages: list[dict] = []
+        self.replies_page = 1000  # most messages conversations.replies returns per page
+        self.messages: dict[str, dict] = {}  # ts -> {"channel", "text", "blocks"} as they stand
+        self.streams: dict[str, dict] = {}  # ts -> {"channel", "text", "state", "blocks"}
+        self.faults: dict[str, list] = {}
+        self.socket_url = ""  # set by a SocketModeServer: apps.connections.open returns it
+        self.respond_posts: dict[str, int] = {}
+        self.refuse_blocks = ""  # an error for every message with blocks (e.g. invalid_blocks)
 
-        def ok(extra):
-            return lambda req: (200, {"ok": True, **extra(req)})
+        def method(name, handler):
+            def serve(req: Request):
+                with self.lock:
+                    queued = self.faults.get(name)
+                    fault = queued.pop(0) if queued else None
+                if fault is not None:
+                    return fault
+                result = handler(req.form or {})
+                return result if isinstance(result, tuple) else (200, {"ok": True, **result})
 
-        self.route(
-            "/api/auth.test", ok(lambda r: {"user_id": BOT, "bot_id": "BBOT", "team_id": "T1"})
-        )
-        self.route(
-            "/api/chat.postMessage",
-            ok(lambda r: {"ts": f"1800000000.{next(self.ts):06d}", "channel": r.form["channel"]}),
-        )
-        self.route(
-            "/api/chat.update", ok(lambda r: {"ts": r.form["ts"], "channel": r.form["channel"]})
-        )
-        self.route(
-            "/api/conversations.replies",
-            ok(lambda r: {"messages": self.thread_messages, "has_more": False}),
-        )
-        self.route("/respond", (200, {"ok": True}))
-        for method in ("assistant.threads.setStatus", "assistant.threads.setSuggestedPrompts"):
-            self.route(f"/api/{method}", (200, {"ok": True}))
+            self.route(f"/api/{name}", serve)
+
+        method("auth.test", lambda f: {"user_id": BOT, "bot_id": "BBOT", "team_id": TEAM})
+        method("chat.postMessage", self._post)
+        method("chat.update", self._update)
+        method("chat.delete", self._delete)
+        method("chat.postEphemeral", self._ephemeral)
+        method("chat.startStream", self._start_stream)
+        method("chat.appendStream", self._append_stream)
+        method("chat.stopStream", self._stop_stream)
+        method("conversations.replies", self._replies)
+        method("apps.connections.open", self._connections_open)
+        for name in (
+            "assistant.threads.setStatus",
+            "assistant.threads.setSuggestedPrompts",
+            "assistant.threads.setTitle",
+        ):
+            method(
+                name,
+                lambda f: (
+                    {}
+                    if f.get("channel_id") and f.get("thread_ts")
+                    else slack_error("invalid_arguments")
+                ),
+            )
+        self.route("/respond", self._respond)
+
+    def fail(self, method: str, *results) -> None:
+        with self.lock:
+            self.faults.setdefault(method, []).extend(results)
+
+    def _new_ts(self) -> str:
+        return f"1800000000.{next(self.ts):06d}"
+
+    def _message_error(self, f: dict) -> str | None:
+        if not f.get("channel"):
+            return "channel_not_found"
+        blocks = _blocks(f.get("blocks"))
+        if not f.get("text") and not blocks:
+            return "no_text"
+        if len(f.get("text") or "") > 40_000:
+            return "msg_too_long"
+        if blocks and self.refuse_blocks:
+            return self.refuse_blocks
+        return _block_error(blocks)
+
+    def _post(self, f: dict):
+        if error := self._message_error(f):
+            return slack_error(error)
+        ts = self._new_ts()
+        with self.lock:
+            self.messages[ts] = {
+                "channel": f["channel"],
+                "text": f.get("text"),
+                "blocks": _blocks(f.get("blocks")),
+                "thread_ts": f.get("thread_ts"),
+            }
+        return {"ts": ts, "channel": f["channel"]}
+
+    def _update(self, f: dict):
+        if error := self._message_error(f):
+            return slack_error(error)
+        with self.lock:
+            if f.get("ts") not in self.messages:
+                return slack_error("message_not_found")
+            self.messages[f["ts"]].update(text=f.get("text"), blocks=_blocks(f.get("blocks")))
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _delete(self, f: dict):
+        with self.lock:
+            if self.messages.pop(f.get("ts", ""), None) is None:
+                return slack_error("message_not_found")
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _ephemeral(self, f: dict):
+        if not f.get("user"):
+            return slack_error("user_not_in_channel")
+        if error := self._message_error(f):
+            return slack_error(error)
+        return {"message_ts": self._new_ts()}
+
+    @staticmethod
+    def _chunk_text(f: dict) -> str:
+        text = f.get("markdown_text") or ""
+        for c in f.get("chunks") or []:
+            if c.get("type") == "markdown_text":
+                text += c.get("text", "")
+        return text
+
+    def _start_stream(self, f: dict):
+        if not f.get("channel"):
+            return slack_error("channel_not_found")
+        if not f.get("thread_ts"):
+            return slack_error("invalid_arguments")
+        # outside a DM, Slack must be told whom the stream is for
+        if not f["channel"].startswith("D"):
+            if not f.get("recipient_team_id"):
+                return slack_error("missing_recipient_team_id")
+            if not f.get("recipient_user_id"):
+                return slack_error("missing_recipient_user_id")
+        ts = self._new_ts()
+        with self.lock:
+            self.streams[ts] = {
+                "channel": f["channel"],
+                "thread_ts": f["thread_ts"],
+                "text": self._chunk_text(f),
+                "state": "streaming",
+                "blocks": [],
+                "recipient_user_id": f.get("recipient_user_id"),
+            }
+        return {"ts": ts, "channel": f["channel"]}
+
+    def _stream(self, f: dict):
+        stream = self.streams.get(f.get("ts", ""))
+        if stream is None or stream["channel"] != f.get("channel"):
+            return None, slack_error("message_not_found")
+        if stream["state"] != "streaming":
+            return None, slack_error("message_not_in_streaming_state")
+        return stream, None
+
+    def _append_stream(self, f: dict):
+        with self.lock:
+            stream, error = self._stream(f)
+            if error:
+                return error
+            text = self._chunk_text(f)
+            if not text:
+                return slack_error("no_text")
+            stream["text"] += text
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _stop_stream(self, f: dict):
+        blocks = _blocks(f.get("blocks"))
+        if error := _block_error(blocks):
+            return slack_error(error)
+        with self.lock:
+            stream, error = self._stream(f)
+            if error:
+                return error
+            stream["text"] += self._chunk_text(f)
+            stream["state"], stream["blocks"] = "stopped", blocks
+        return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _replies(self, f: dict):
+        """Oldest first, paged by cursor (an offset here), as Slack does."""
+        limit = min(int(f.get("limit") or 1000), self.replies_page)
+        start = int(f.get("cursor") or 0)
+        page = self.thread_messages[start : start + limit]
+        more = start + limit < len(self.thread_messages)
+        meta = {"next_cursor": str(start + limit) if more else ""}
+        return {"messages": page, "has_more": more, "response_metadata": meta}
+
+    def _connections_open(self, f: dict):
+        if not self.socket_url:
+            return slack_error("not_allowed_token_type")
+        return {"url": self.socket_url}
+
+    def _respond(self, req: Request):
+        """A response_url: 5 posts, then Slack answers 404 used_url."""
+        with self.lock:
+            n = self.respond_posts[req.path] = self.respond_posts.get(req.path, 0) + 1
+        if n > RESPONSE_URL_POSTS:
+            return 404, b"used_url"
+        return 200, b"ok"
 
     def posts(self):
         return [r.form for r in self.calls("/api/chat.postMessage")]
@@ -211,6 +680,100 @@ class SlackMock(StubServer):
 
     def responses(self):
         return [r.json for r in self.calls("/respond")]
+
+    def answers(self) -> list[dict]:
+        """The messages and finished streams as they stand, oldest first, without the bot's
+        placeholders and notes: what a user reading the channel sees."""
+        with self.lock:
+            found = [{"ts": ts, **m} for ts, m in self.messages.items()]
+            found += [{"ts": ts, **s} for ts, s in self.streams.items() if s["state"] == "stopped"]
+        return sorted(
+            (m for m in found if m.get("blocks") or m.get("state")), key=lambda m: m["ts"]
+        )
+
+
+class SocketModeServer:
+    """Slack's Socket Mode end: the URL apps.connections.open hands out, `hello` on connect,
+    envelopes the app must ack by envelope_id, and `disconnect` (the client reconnects)."""
+
+    def __init__(self, mock: SlackMock):
+        from websockets.sync.server import serve
+
+        self.mock = mock
+        self.acks: dict[str, dict] = {}
+        self.connections: list = []
+        self.ids = itertools.count(1)
+        self.cond = threading.Condition()
+        self.server = serve(self._session, "127.0.0.1", 0)
+        port = self.server.socket.getsockname()[1]
+        mock.socket_url = f"ws://127.0.0.1:{port}/link/?ticket=t"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def _session(self, ws) -> None:
+        with self.cond:
+            self.connections.append(ws)
+            self.cond.notify_all()
+        ws.send(
+            json.dumps(
+                {
+                    "type": "hello",
+                    "num_connections": 1,
+                    "debug_info": {"host": "stub"},
+                    "connection_info": {"app_id": "A1"},
+                }
+            )
+        )
+        try:
+            for raw in ws:
+                message = json.loads(raw)
+                if "envelope_id" in message:
+                    with self.cond:
+                        self.acks[message["envelope_id"]] = message
+                        self.cond.notify_all()
+        except Exception:  # noqa: BLE001 - a closed connection ends the session
+            pass
+
+    def _wait(self, predicate, timeout: float, what: str):
+        with self.cond:
+            if not self.cond.wait_for(predicate, timeout):
+                raise AssertionError(f"Socket Mode: timed out waiting for {what}")
+
+    def current(self, timeout: float = 10.0):
+        self._wait(lambda: self.connections, timeout, "a connection")
+        return self.connections[-1]
+
+    def send(
+        self,
+        type_: str,
+        payload: dict,
+        accepts_response_payload: bool = False,
+        retry_attempt: int = 0,
+    ) -> str:
+        envelope_id = f"env-{next(self.ids)}"
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": type_,
+            "payload": payload,
+            "accepts_response_payload": accepts_response_payload,
+            "retry_attempt": retry_attempt,
+            "retry_reason": "",
+        }
+        self.current().send(json.dumps(envelope))
+        return envelope_id
+
+    def ack(self, envelope_id: str, timeout: float = 10.0) -> dict:
+        self._wait(lambda: envelope_id in self.acks, timeout, f"the ack of {envelope_id}")
+        return self.acks[envelope_id]
+
+    def disconnect(self, timeout: float = 10.0) -> None:
+        """Ask the client to reconnect, as Slack does every few hours; returns once it has."""
+        before = len(self.connections)
+        self.current().send(json.dumps({"type": "disconnect", "reason": "refresh_requested"}))
+        self._wait(lambda: len(self.connections) > before, timeout, "the reconnection")
+
+    def close(self) -> None:
+        self.server.shutdown()
 
 
 def signed_request(

@@ -96,6 +96,11 @@ def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
         "p95_ms",
     }
     assert routed["mrr@10"] > 0.5 and routed["intent_accuracy"] > 0.6
+    [paired] = result["paired"]
+    assert (paired["mode"], paired["baseline"], paired["metric"]) == ("routed", "hybrid", "mrr@10")
+    lo, hi = paired["ci95"]
+    assert lo <= paired["difference"] <= hi
+    assert "routed − hybrid (mrr@10, 30 questions)" in table and "bootstrap 95% interval" in table
     assert main(["eval", str(tmp_path / "nothing")]) == 2
 
 
@@ -145,13 +150,13 @@ def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not sqlite" * 100)
     assert main(["ask", "anything", "--db", str(bad)]) == 2
-    assert "is not a usable index" in capsys.readouterr().err
+    assert "is not an index" in capsys.readouterr().err
 
 
 def test_ask_with_claude_honours_base_url_and_model_settings(
     examples_db, stub, monkeypatch, capsys
 ):
-    from tests.test_pipeline import FakeClaude
+    from tests.stubs import FakeClaude
 
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
@@ -171,3 +176,14 @@ def test_ask_with_claude_honours_base_url_and_model_settings(
     # classify, extract, answer
     assert models == ["claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-6"]
     assert "test-key" in json.dumps(stub.calls("/v1/messages")[0].headers)
+
+
+def test_a_partial_answer_is_marked_in_the_cli(examples_db, stub, monkeypatch, capsys):
+    from tests.stubs import FakeClaude
+
+    stub.route("/v1/messages", FakeClaude(answer=["Check the header."]))  # cites nothing
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.url)
+    assert main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("⚠ Partial answer: ") and "(PARTIAL · " in out

@@ -94,3 +94,156 @@ def test_intents_yaml(tmp_path):
     ]
     assert info["billing"].description == "Plans"
     assert load_intents_yaml(tmp_path / "missing") == {}
+
+
+def test_symlinks_are_followed_only_inside_the_docs_folder(tmp_path):
+    from index.loader import walk_docs
+
+    (tmp_path / ".env").write_text("SLACK_BOT_TOKEN=xoxb-secret\n")
+    docs = write_docs(tmp_path / "docs", {"a.md": "# A\ntext\n", "sub/b.md": "# B\ntext\n"})
+    (docs / "notes.md").symlink_to("../.env")  # the leak of the issue
+    (docs / "alias.md").symlink_to("a.md")  # inside: followed, under its own name
+    (docs / "gone.md").symlink_to("missing.md")
+    (docs / "self.md").symlink_to("self.md")
+    (docs / "again").symlink_to(".")  # a folder loop
+    (docs / "outside").symlink_to(tmp_path)
+    (docs / "mirror").symlink_to("sub")  # a folder inside: followed
+    walk = walk_docs(docs)
+    assert [p.relative_to(docs).as_posix() for p in walk.files] == [
+        "a.md",
+        "alias.md",
+        "mirror/b.md",
+        "sub/b.md",
+    ]
+    reasons = {s["path"]: s["reason"] for s in walk.skipped}
+    assert set(reasons) == {"notes.md", "gone.md", "self.md", "again", "outside"}
+    assert "outside the docs folder" in reasons["notes.md"]
+    assert "outside the docs folder" in reasons["outside"]
+    assert "does not exist" in reasons["gone.md"]
+    assert "loop" in reasons["self.md"] and "loop" in reasons["again"]
+
+
+def test_a_symlink_to_a_secret_is_not_indexed_and_is_named(tmp_path, capsys):
+    from bot.cli import main
+
+    (tmp_path / ".env").write_text("SLACK_BOT_TOKEN=xoxb-secret\n")
+    docs = write_docs(tmp_path / "docs", {"a.md": "# A\n\nAlpha.\n"})
+    (docs / "notes.md").symlink_to("../.env")
+    db = str(tmp_path / "i.db")
+    assert main(["index", str(docs), "--db", db, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "added 1" in out and "skipped 1" in out
+    assert "skipped notes.md: symbolic link to a file outside the docs folder" in out
+    assert main(["search", "SLACK_BOT_TOKEN", "--db", db, "--json"]) == 0
+    assert "xoxb-secret" not in capsys.readouterr().out
+
+
+def test_intent_names_are_short_slugs():
+    def intent(value: str) -> str:
+        return parse_doc("a.md", f"---\nintent: {value}\n---\n# A\ntext\n".encode()).intent
+
+    assert intent("API") == "api" and intent(" billing_v2 ") == "billing_v2"
+    assert intent('""') == "general"
+    with pytest.raises(DocError, match="not a valid intent name.*e.g. 'getting-started'"):
+        intent("Getting Started")
+    with pytest.raises(DocError) as e:
+        intent("x" * 100_000)
+    assert "100,000 characters" in str(e.value) and len(str(e.value)) < 250
+
+
+def test_a_huge_intent_is_rejected_and_named_in_the_summary(tmp_path, local_embedder):
+    from index.indexer import index_folder
+
+    docs = write_docs(
+        tmp_path / "docs",
+        {"ok.md": "# Ok\n\nFine.\n", "huge.md": f"---\nintent: {'x' * 100_000}\n---\n# H\n\nh\n"},
+    )
+    summary = index_folder(tmp_path / "i.db", docs, local_embedder)
+    assert summary.added == ["ok.md"]
+    [skipped] = summary.skipped
+    assert skipped["path"] == "huge.md" and "not a valid intent name" in skipped["reason"]
+
+
+@pytest.mark.parametrize(
+    "front_matter, reason",
+    [
+        ("url: javascript:alert(1)", "not an http(s) link"),
+        ("url: https://example.com/a b", "not an http(s) link"),
+        ("url: https://example.com/<script>", "not an http(s) link"),
+        ("url: [https://example.com]", "'url' must be text, got a list"),
+        (f"title: {'t' * 201}", "'title' is 201 characters (at most 200)"),
+        ("version: {a: 1}", "'version' must be text, got a mapping"),
+        ("related_intents: 7", "'related_intents' must be a list, got int"),
+        ("related_intents: [Two Words]", "not a valid intent name"),
+        ("a: &a [1, 2]\nb: [" + ", ".join(["*a"] * 51) + "]", "more than 50 YAML aliases"),
+        ("deep: " + "[" * 5000 + "]" * 5000, "nested deeper than 20 levels"),
+    ],
+)
+def test_front_matter_schema(front_matter, reason):
+    with pytest.raises(DocError) as e:
+        parse_doc("a.md", f"---\n{front_matter}\n---\n# A\ntext\n".encode())
+    assert reason in str(e.value) and "\n" not in str(e.value)
+
+
+def test_long_headings_make_bounded_titles():
+    assert len(parse_doc("a.md", f"# {'w' * 5000}\n\ntext\n".encode()).title) == 200
+
+
+@pytest.mark.parametrize(
+    "yaml_text, reason",
+    [
+        ("api:\n  examples: How do I paginate?\n", "'api' examples must be a list of questions"),
+        ("api:\n  description: [a, b]\n", "'api' description must be text, got a list"),
+        (f"api: {'d' * 2001}\n", "'api' description is 2,001 characters"),
+        ("Two Words: x\n", "not a valid intent name"),
+        (
+            'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+            "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+            "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+            "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n",
+            "more than 50 YAML aliases",
+        ),
+        ("- a\n- b\n", "must map each intent name"),
+    ],
+)
+def test_intents_yaml_schema(tmp_path, yaml_text, reason):
+    write_docs(tmp_path, {"intents.yaml": yaml_text})
+    with pytest.raises(DocError) as e:
+        load_intents_yaml(tmp_path)
+    assert reason in str(e.value) and "\n" not in str(e.value)
+
+
+def test_intents_yaml_link_outside_is_not_read(tmp_path):
+    (tmp_path / "secret.yaml").write_text("api: the secret\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "intents.yaml").symlink_to("../secret.yaml")
+    with pytest.raises(DocError, match="outside the docs folder"):
+        load_intents_yaml(tmp_path / "docs")
+
+
+def test_unknown_related_intents_are_warnings(tmp_path, local_embedder):
+    from index.indexer import index_folder
+
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "a.md": "---\nintent: api\nrelated_intents: [billing, biling]\n---\n# A\n\nAlpha.\n",
+            "b.md": "---\nintent: billing\n---\n# B\n\nBeta.\n",
+        },
+    )
+    summary = index_folder(tmp_path / "i.db", docs, local_embedder)
+    assert summary.warnings == [{"path": "a.md", "warning": "related intent 'biling' is unknown"}]
+    assert len(summary.added) == 2
+
+
+def test_the_shared_eval_sets_and_the_examples_pass_the_schema():
+    from index.loader import walk_docs
+    from tests.conftest import EXAMPLES, SHARED_EVAL
+
+    roots = [EXAMPLES, *sorted(p / "docs" for p in SHARED_EVAL.glob("*") if (p / "docs").is_dir())]
+    for root in roots:
+        walk = walk_docs(root)
+        assert walk.files and walk.skipped == []
+        for path in walk.files:
+            parse_doc(path.relative_to(root).as_posix(), path.read_bytes())  # raises if rejected
+        load_intents_yaml(root)

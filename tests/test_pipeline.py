@@ -1,6 +1,6 @@
 """The answer pipeline against a local stub of the Messages API, with the real anthropic client."""
 
-import json
+import threading
 import time
 
 import anthropic
@@ -8,19 +8,20 @@ import pytest
 
 from index.indexer import index_folder
 from index.store import open_db
+from router.citations import link_for
 from router.engine import Engine
 from router.pipeline import (
     ABSTAIN,
     ANSWER,
     OFFLINE_NOTE,
     PARTIAL,
+    REFUSED,
     Pipeline,
     QuestionError,
-    link_for,
 )
 from router.state import SqliteState
 from tests.conftest import EXAMPLES
-from tests.stubs import OVERLOADED, claude_message, text_block, tool_use
+from tests.stubs import OVERLOADED, FakeClaude
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -40,62 +41,6 @@ def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0):
     return Pipeline(
         engine, client, MODELS, "https://docs.example.com", state=SqliteState(open_db(db))
     )
-
-
-class FakeClaude:
-    """Answers each kind of request the pipeline makes, as configured by a test."""
-
-    def __init__(
-        self,
-        passages=None,
-        cite=None,
-        answer_text="Check the header [see docs](https://evil.example).",
-    ):
-        self.passages = passages  # None: quote the first sentence of chunk 1 verbatim
-        self.cite = cite  # None: cite the first passage's text
-        self.answer_text = answer_text
-        self.seen = []
-
-    def __call__(self, req):
-        body = req.json
-        self.seen.append(body)
-        tools = [t["name"] for t in body.get("tools", [])]
-        if "choose_intent" in tools:
-            return 200, claude_message(
-                tool_use(
-                    "choose_intent", {"intents": [{"intent": "authentication", "confidence": 0.9}]}
-                )
-            )
-        if "record_passages" in tools:
-            content = body["messages"][0]["content"]
-            chunk1 = content.split('<chunk number="1"')[1].split(">\n", 1)[1].split("\n</chunk>")[0]
-            paragraphs = [p for p in chunk1.split("\n\n") if not p.startswith("#")]
-            passages = (
-                self.passages
-                if self.passages is not None
-                else [{"chunk": 1, "text": paragraphs[0]}]
-            )
-            return 200, claude_message(
-                tool_use(
-                    "record_passages", {"passages": passages, "nothing_relevant": not passages}
-                )
-            )
-        if "rewrite a follow-up" in json.dumps(body.get("system", "")):
-            return 200, claude_message(text_block("How do I rotate the webhook signing secret?"))
-        results = [b for b in body["messages"][0]["content"] if b["type"] == "search_result"]
-        cited = self.cite if self.cite is not None else results[0]["content"][0]["text"]
-        citation = {
-            "type": "search_result_location",
-            "source": results[0]["source"],
-            "title": results[0]["title"],
-            "cited_text": cited,
-            "search_result_index": 0,
-            "start_block_index": 0,
-            "end_block_index": 1,
-        }
-        return 200, claude_message(
-            text_block(self.answer_text, [citation]), text_block(" That is all.")
-        )
 
 
 def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, local_embedder, stub):
@@ -133,11 +78,112 @@ def test_extracted_passage_not_in_the_source_is_dropped(examples_db, local_embed
     assert [x.text for x in ans.passages] == [real] and ans.dropped_passages == 2
 
 
-def test_citation_whose_text_is_not_in_the_chunk_is_flagged(examples_db, local_embedder, stub):
-    stub.route("/v1/messages", FakeClaude(cite="Tidewater never signs webhooks."))
+FABRICATED = {
+    "type": "search_result_location",
+    "source": "https://docs.tidewater.example/x",
+    "title": "x",
+    "cited_text": "Tidewater never signs webhooks.",
+    "search_result_index": 7,
+    "start_block_index": 0,
+    "end_block_index": 1,
+}
+
+
+def test_citation_spanning_several_blocks_is_verified_by_its_indices(
+    examples_db, local_embedder, stub
+):
+    fake = FakeClaude(quote=2, answer=[("Verify the HMAC of the raw body.", [(0, 0, 2)])])
+    stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    assert [c.verified for c in ans.citations] == [False]
-    assert ans.decision == PARTIAL
+    [cit] = ans.citations
+    assert len(ans.passages) == 2 and cit.verified and ans.decision == ANSWER and not ans.caveat
+    # the real API's cited_text: both blocks joined, which is no substring of any one block
+    assert cit.cited_text == ans.passages[0].text + ans.passages[1].text
+    assert ans.text == "Verify the HMAC of the raw body.[1]"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        [("Check the header.", [FABRICATED])],  # a search result that was never sent
+        [("Check the header.", [dict(FABRICATED, search_result_index=0, end_block_index=9)])],
+        ["Check the header."],  # no citation at all
+    ],
+    ids=["fabricated-result", "fabricated-blocks", "uncited"],
+)
+def test_an_answer_without_a_verified_citation_is_never_answer(
+    examples_db, local_embedder, stub, reply
+):
+    stub.route("/v1/messages", FakeClaude(answer=reply))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == PARTIAL and ans.caveat.startswith("Partial answer:")
+    assert not any(c.verified for c in ans.citations) and "[1]" not in ans.text
+
+
+def test_empty_answer_abstains(examples_db, local_embedder, stub):
+    stub.route("/v1/messages", FakeClaude(answer=[]))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == ABSTAIN and "couldn't find this in the docs" in ans.text
+    assert not ans.sources and "Claude's answer was empty" in ans.notes
+
+
+def test_refusal_is_said_plainly(examples_db, local_embedder, stub):
+    stub.route("/v1/messages", FakeClaude(answer=[], stop_reasons=["refusal"]))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == ABSTAIN and ans.text == REFUSED and not ans.sources
+
+
+def test_max_tokens_is_retried_once_with_more_room(examples_db, local_embedder, stub):
+    fake = FakeClaude(stop_reasons=["max_tokens", "end_turn"])
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    first, second = fake.calls("answer")
+    assert second["max_tokens"] > first["max_tokens"]
+    assert ans.decision == ANSWER and ans.usage["answer"]["output_tokens"] == 2 * 30
+
+
+def test_cut_short_twice_is_a_marked_partial_answer(examples_db, local_embedder, stub):
+    fake = FakeClaude(stop_reasons=["max_tokens"])
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert len(fake.calls("answer")) == 2
+    assert ans.decision == PARTIAL and "cut short" in ans.caveat and ans.text
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/html"])
+def test_a_200_that_is_not_json_falls_back_offline(examples_db, local_embedder, stub, content_type):
+    stub.route(
+        "/v1/messages", (200, b"<html>upstream proxy error</html>", {"content-type": content_type})
+    )
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.offline and ans.text.startswith("From the docs:") and ans.decision != ABSTAIN
+    assert any("unusable reply" in n for n in ans.notes)
+
+
+def test_a_reply_missing_fields_falls_back_offline(examples_db, local_embedder, stub):
+    fake = FakeClaude()
+
+    def broken_answer(req):
+        if fake.kind(req.json) == "answer":
+            return 200, {"type": "message", "id": "msg_x"}  # no content, no usage
+        return fake(req)
+
+    stub.route("/v1/messages", broken_answer)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.offline and ans.text.startswith("From the docs:")
+    assert any(n.startswith("answer: unusable reply") for n in ans.notes)
+
+
+def test_tool_schemas_are_strict(examples_db, local_embedder, stub):
+    fake = FakeClaude()
+    stub.route("/v1/messages", fake)
+    make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    for kind in ("classify", "extract"):
+        [tool] = fake.calls(kind)[0]["tools"]
+        schema = tool["input_schema"]
+        assert tool["strict"] is True and schema["additionalProperties"] is False
+        item = next(iter(schema["properties"].values()))["items"]
+        assert item["additionalProperties"] is False
 
 
 def test_nothing_relevant_abstains_without_calling_the_answer_model(
@@ -147,12 +193,7 @@ def test_nothing_relevant_abstains_without_calling_the_answer_model(
     stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == ABSTAIN and "couldn't find this in the docs" in ans.text
-    # no answer request (the only one with search_result blocks)
-    assert not any(
-        b.get("messages", [{}])[0].get("content", "")
-        and isinstance(b["messages"][0]["content"], list)
-        for b in fake.seen
-    )
+    assert fake.calls("extract") and not fake.calls("answer")
 
 
 def test_overloaded_then_success(examples_db, local_embedder, stub):
@@ -176,7 +217,8 @@ def test_overloaded_every_time_falls_back_offline(examples_db, local_embedder, s
     assert ans.offline and ans.decision in (ANSWER, PARTIAL)
     assert any(OFFLINE_NOTE in n for n in ans.notes)
     assert ans.text.startswith("From the docs:") and ans.sources
-    assert len(stub.calls("/v1/messages")) == 3 * 2  # classify, extract, answer: each tried twice
+    # classify tried twice (one retry); after it failed, extract and answer ran offline at once
+    assert len(stub.calls("/v1/messages")) == 2
 
 
 def test_timeout_falls_back_offline(examples_db, local_embedder, stub):
@@ -297,3 +339,58 @@ def test_links_fall_back_to_base_url_and_anchor():
     assert link_for(chunk) == "billing/invoices.md#refund-policy"
     chunk["url"] = "https://x.example/inv#old"
     assert link_for(chunk) == "https://x.example/inv#refund-policy"
+
+
+def test_claude_never_replying_still_answers_within_the_deadline(examples_db, stub, monkeypatch):
+    from bot.settings import Settings
+    from bot.wiring import make_pipeline as wired
+
+    release = threading.Event()
+
+    def never(req):
+        release.wait(20)
+        return OVERLOADED
+
+    stub.route("/v1/messages", never)
+    for env, value in {
+        "ANTHROPIC_API_KEY": "k",
+        "ANTHROPIC_BASE_URL": stub.url,
+        "FIELDGUIDE_DB": examples_db,
+        "FIELDGUIDE_DEADLINE": "1.0",  # everything else at its default (timeout 30 s, 2 retries)
+    }.items():
+        monkeypatch.setenv(env, value)
+    pipeline = wired(Settings.load())
+    pipeline.engine.loaded()  # warm, as `serve` starts: the deadline is for the question
+    pipeline.engine.embed_query("warm up")
+    try:
+        t = time.perf_counter()
+        ans = pipeline.answer(SIGNATURE_Q)
+        elapsed = time.perf_counter() - t
+    finally:
+        release.set()
+    assert elapsed < 1.0 + 1.5 and ans.offline and ans.text.startswith("From the docs:")
+    # one attempt at classify (no retry fits in the time left), then every step offline
+    assert len(stub.calls("/v1/messages")) == 1
+    assert any(n.startswith("classify: APITimeoutError") for n in ans.notes)
+
+
+def test_default_deadline_is_45_s_and_each_call_gets_the_time_left(examples_db, local_embedder):
+    from bot.settings import Settings
+    from router.claude import Claude
+
+    assert Settings.load().deadline == 45.0 == Pipeline(None).deadline  # type: ignore[arg-type]
+    now = [0.0]
+    client = anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9", timeout=30.0)
+    claude = Claude(client, Settings.load().deadline, clock=lambda: now[0])
+    assert claude.budget() == (30.0, 0)  # a retry of a 30 s attempt would not fit in 45 s
+    now[0] = 40.0
+    assert claude.budget() == (5.0, 0)
+    now[0] = 0.0
+    claude = Claude(client.with_options(timeout=10.0), 45.0, clock=lambda: now[0])
+    used = claude.run("x", lambda c: (c.timeout, c.max_retries), lambda: None)
+    assert used == (10.0, 2)  # the client's own limits when they fit
+    now[0] = 37.0
+    assert claude.budget() == (8.0, 0)
+    now[0] = 44.8
+    assert claude.run("x", lambda c: "called", lambda: "offline") == "offline"
+    assert claude.failed == "out of time"

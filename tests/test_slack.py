@@ -1,165 +1,110 @@
-"""The real Bolt App behind the real HTTP endpoint (waitress), its WebClient pointed at a local mock
-of Slack's Web API; every request is signed as Slack signs it."""
+"""The real Bolt app, over signed HTTP and over Socket Mode, against a Web API mock that fails as
+Slack does. Scenarios that every transport must pass take the `slack` fixture (both transports);
+HTTP-only ones (signatures, body size) take `http`."""
 
 import json
 import shutil
 import threading
-import time
-from urllib.parse import urlencode
 
+import anthropic
 import pytest
-import waitress
-from slack_sdk import WebClient
 
 from bot.settings import Settings
-from bot.slack_app import WORKING, build_app, make_wsgi
-from bot.slack_format import BLOCKS_PER_MESSAGE, SECTION_LIMIT, answer_blocks
+from bot.slack_rules import BUSY, GREETING, WORKING
 from index.store import open_db
 from router.engine import Engine
-from router.pipeline import Answer, Pipeline, Source
+from router.pipeline import Pipeline
 from router.state import SqliteState
 from tests.conftest import EXAMPLES
-from tests.stubs import BOT, SlackMock, signed_request
-
-SECRET = "test-signing-secret"
+from tests.slack_harness import (
+    Harness,
+    answer_in,
+    dm,
+    mention,
+    sentinel,
+    wait,
+)
+from tests.stubs import (
+    BOT,
+    RATELIMITED,
+    SERVER_ERROR,
+    SlackMock,
+    StubServer,
+    slack_error,
+)
 
 
 @pytest.fixture
-def slack(examples_db, local_embedder, tmp_path):
-    mock = SlackMock()
+def make_harness(examples_db, local_embedder, tmp_path):
+    made = []
     docs = shutil.copytree(EXAMPLES, tmp_path / "docs")
-    settings = Settings(
-        db=examples_db, docs=str(docs), slack_signing_secret=SECRET, admins="UADMIN"
-    )
-    pipeline = Pipeline(
-        Engine(examples_db, local_embedder), None, {}, state=SqliteState(open_db(examples_db))
-    )
-    app = build_app(settings, pipeline, WebClient(token="xoxb-test", base_url=mock.url + "/api/"))
-    server = waitress.create_server(make_wsgi(app), host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    port = server.effective_port
-    yield Client(f"http://127.0.0.1:{port}", mock, pipeline)
-    server.close()
-    mock.close()
 
-
-class Client:
-    """Sends what Slack would send to the bot's endpoint."""
-
-    def __init__(self, url, mock, pipeline):
-        self.url, self.mock, self.pipeline = url, mock, pipeline
-
-    def send(self, body: bytes, content_type: str, headers=None, secret=SECRET):
-        return signed_request(self.url + "/slack/events", body, content_type, secret, headers)
-
-    def event(self, event: dict, event_id: str, headers=None, secret=SECRET):
-        body = {
-            "token": "t",
-            "team_id": "T1",
-            "api_app_id": "A1",
-            "type": "event_callback",
-            "event_id": event_id,
-            "event_time": int(time.time()),
-            "event": event,
-        }
-        return self.send(json.dumps(body).encode(), "application/json", headers, secret)
-
-    def command(self, user: str, text: str = ""):
-        form = {
-            "token": "t",
-            "team_id": "T1",
-            "channel_id": "C1",
-            "user_id": user,
-            "command": "/docs-reindex",
-            "text": text,
-            "response_url": self.mock.url + "/respond",
-            "trigger_id": "tr",
-        }
-        return self.send(urlencode(form).encode(), "application/x-www-form-urlencoded")
-
-    def click(self, user: str, action_id: str, value: str):
-        payload = {
-            "type": "block_actions",
-            "user": {"id": user},
-            "team": {"id": "T1"},
-            "api_app_id": "A1",
-            "channel": {"id": "C1"},
-            "container": {"type": "message"},
-            "trigger_id": "tr",
-            "actions": [
-                {"type": "button", "action_id": action_id, "block_id": "feedback", "value": value}
-            ],
-        }
-        return self.send(
-            urlencode({"payload": json.dumps(payload)}).encode(),
-            "application/x-www-form-urlencoded",
+    def make(transport="http", anthropic_client=None, db=None, **overrides):
+        db = db or examples_db
+        mock = SlackMock()
+        settings = Settings(
+            db=db,
+            docs=str(docs),
+            slack_signing_secret="test-signing-secret",
+            admins="UADMIN",
+            **overrides,
         )
+        models = {"condense": "m", "extract": "m", "answer": "m"} if anthropic_client else {}
+        pipeline = Pipeline(
+            Engine(db, local_embedder, anthropic_client),
+            anthropic_client,
+            models,
+            state=SqliteState(open_db(db)),
+        )
+        h = Harness(transport, settings, pipeline, mock)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+        h.mock.close()
 
 
-def wait(condition, timeout=20.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for the bot")
+@pytest.fixture(params=["http", "socket"])
+def slack(request, make_harness) -> Harness:
+    return make_harness(request.param)
 
 
-def mention(text, ts="1700000000.000100", **extra):
-    return {
-        "type": "app_mention",
-        "user": "U1",
-        "text": f"<@{BOT}> {text}",
-        "ts": ts,
-        "channel": "C1",
-        "event_ts": ts,
-        **extra,
-    }
+@pytest.fixture
+def http(make_harness) -> Harness:
+    return make_harness("http")
 
 
-def blocks_of(form):
-    b = form.get("blocks", [])
-    return json.loads(b) if isinstance(b, str) else b
+def markdown_of(message: dict) -> str:
+    return "".join(b["text"] for b in message["blocks"] if b["type"] == "markdown")
 
 
-def all_text(form):
-    return json.dumps(form.get("blocks", "")) + form.get("text", "")
+# -- answering, on every transport ---------------------------------------------------------------
 
 
-def test_mention_is_answered_in_its_thread_with_sources(slack):
-    status, _ = slack.event(mention("How many times is a failed webhook retried?"), "Ev1")
-    assert status == 200
-    wait(lambda: slack.mock.updates())
-    [placeholder] = slack.mock.posts()
-    assert placeholder["text"] == WORKING and placeholder["thread_ts"] == "1700000000.000100"
-    [update] = slack.mock.updates()
-    blocks = blocks_of(update)
-    text = json.dumps(blocks)
-    assert (
-        "*Sources*" in text
-        and "docs.tidewater.example" in text
-        and "answered without Claude" in text
-    )
-    assert blocks[-1]["elements"][0]["action_id"] == "feedback_helpful"
+def test_mention_is_answered_in_its_thread_with_sources_and_feedback(slack):
+    acked, _ = slack.event(mention("How many times is a failed webhook retried?"), "Ev1")
+    assert acked
+    [answer] = answer_in(slack.mock, "C1")
+    [placeholder] = [p for p in slack.mock.posts() if p["text"] == WORKING]
+    assert placeholder["thread_ts"] == "1700000000.000100"
+    text = markdown_of(answer)
+    assert "**Sources**" in text and "docs.tidewater.example" in text
+    context = json.dumps([b for b in answer["blocks"] if b["type"] == "context"])
+    assert "answered without Claude" in context
+    [feedback] = [b for b in answer["blocks"] if b["type"] == "context_actions"]
+    assert feedback["elements"][0]["type"] == "feedback_buttons"
+    assert feedback["elements"][0]["positive_button"]["value"].startswith("helpful:")
 
 
 def test_dm_is_answered(slack):
-    dm = {
-        "type": "message",
-        "channel_type": "im",
-        "user": "U1",
-        "text": "What does error TW-1429 mean?",
-        "ts": "1700000001.000100",
-        "channel": "D1",
-    }
-    slack.event(dm, "Ev2")
-    wait(lambda: slack.mock.updates())
-    assert slack.mock.posts()[0]["channel"] == "D1" and "thread_ts" not in slack.mock.posts()[0]
-    assert "TW-1429" in all_text(slack.mock.updates()[0])
+    slack.event(dm("What does error TW-1429 mean?"), "Ev2")
+    [answer] = answer_in(slack.mock, "D1")
+    assert answer["thread_ts"] is None and "TW-1429" in markdown_of(answer)
 
 
-def test_assistant_panel_suggests_questions_and_shows_status(slack):
+def test_assistant_thread_status_title_and_no_placeholder(slack):
     started = {
         "type": "assistant_thread_started",
         "event_ts": "1700000009.000001",
@@ -174,195 +119,398 @@ def test_assistant_panel_suggests_questions_and_shows_status(slack):
     wait(lambda: slack.mock.calls("/api/assistant.threads.setSuggestedPrompts"))
     prompts = slack.mock.calls("/api/assistant.threads.setSuggestedPrompts")[0].form
     assert prompts["channel_id"] == "D9" and "rotate" in json.dumps(prompts).lower()
-    assert "Ask me about the docs" in slack.mock.posts()[0]["text"]
-    question = {
-        "type": "message",
-        "channel_type": "im",
-        "user": "U1",
-        "text": "How do I rotate an API key?",
-        "ts": "1700000009.000200",
-        "thread_ts": "1700000009.000100",
-        "channel": "D9",
-    }
-    slack.event(question, "EvA2")
-    wait(lambda: slack.mock.updates())
-    assert (
-        slack.mock.calls("/api/assistant.threads.setStatus")[0].form["status"]
-        == "is looking through the docs…"
-    )
-    assert slack.mock.posts()[1]["thread_ts"] == "1700000009.000100"
-    time.sleep(0.5)
-    assert len(slack.mock.updates()) == 1  # answered once, not also by the plain DM listener
-
-
-def test_follow_up_in_the_thread_uses_its_history(slack):
-    slack.event(mention("How many times is a failed webhook retried?"), "Ev3")
-    wait(lambda: slack.mock.updates())
+    assert slack.mock.posts()[0]["text"] == GREETING
     slack.mock.thread_messages = [
+        {"user": BOT, "bot_id": "BBOT", "text": GREETING, "ts": "1700000009.000101"}
+    ]
+    question = dm(
+        "How do I rotate an API key?",
+        ts="1700000009.000200",
+        channel="D9",
+        thread_ts="1700000009.000100",
+    )
+    slack.event(question, "EvA2")
+    [answer] = answer_in(slack.mock, "D9")
+    status = slack.mock.calls("/api/assistant.threads.setStatus")[0].form
+    assert status["status"] == "is looking through the docs…" and status["loading_messages"]
+    title = slack.mock.calls("/api/assistant.threads.setTitle")[0].form
+    assert title["title"] == "How do I rotate an API key?"
+    assert answer["thread_ts"] == "1700000009.000100"
+    assert not [p for p in slack.mock.posts() if p["text"] == WORKING]  # the status says it
+    sentinel(slack)
+    assert len([m for m in slack.mock.answers() if m["channel"] == "D9"]) == 1  # answered once
+    # the greeting was not history: the question was not rewritten as a follow-up
+    row = slack.pipeline.state.db.execute(
+        "SELECT condensed FROM answers WHERE channel = 'D9'"
+    ).fetchone()
+    assert row[0] == "How do I rotate an API key?"
+
+
+def test_follow_up_uses_the_newest_history_and_skips_greetings(slack):
+    slack.event(mention("How many times is a failed webhook retried?"), "Ev3")
+    answer_in(slack.mock, "C1")
+    old = [
+        {"user": "U1", "text": f"old question {i} about billing", "ts": f"1600000000.{i:06d}"}
+        for i in range(60)
+    ]
+    slack.mock.thread_messages = [
+        *old,
+        {"user": BOT, "bot_id": "BBOT", "text": GREETING, "ts": "1700000000.000050"},
         {
             "user": "U1",
             "text": f"<@{BOT}> How many times is a failed webhook retried?",
             "ts": "1700000000.000100",
         },
         {
-            "bot_id": "BBOT",
             "user": BOT,
-            "text": "8 attempts over about 24 hours",
-            "ts": "1800000000.000001",
+            "bot_id": "BBOT",
+            "text": "Five times, over 24 hours.",
+            "ts": "1700000000.000150",
         },
-        {"user": "U1", "text": "and how long is the wait between them?", "ts": "1700000000.000300"},
+        {"user": "U1", "text": "and how long between tries?", "ts": "1700000000.000200"},
     ]
-    follow = {
+    slack.mock.replies_page = 15  # several pages, oldest first
+    follow_up = {
         "type": "message",
         "channel_type": "channel",
         "user": "U1",
-        "text": "and how long is the wait between them?",
-        "ts": "1700000000.000300",
+        "text": "and how long between tries?",
+        "ts": "1700000000.000200",
         "thread_ts": "1700000000.000100",
         "channel": "C1",
     }
-    slack.event(follow, "Ev4")
-    wait(lambda: len(slack.mock.updates()) == 2)
-    assert slack.mock.calls("/api/conversations.replies")[0].form["ts"] == "1700000000.000100"
-    assert slack.mock.posts()[1]["thread_ts"] == "1700000000.000100"
-    [row] = [
-        r
-        for r in slack.pipeline.state.db.query(
-            "SELECT condensed, thread_ts FROM answers ORDER BY id DESC LIMIT 1"
-        )
-    ]
-    assert "retried" in row["condensed"] and row["thread_ts"] == "1700000000.000100"
+    slack.event(follow_up, "Ev4")
+    answer_in(slack.mock, "C1", 2)
+    pages = slack.mock.calls("/api/conversations.replies")
+    assert len(pages) == 5 and pages[-1].form["cursor"] == "60"
+    row = slack.pipeline.state.db.execute(
+        "SELECT condensed, thread_ts FROM answers ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    assert "retried" in row[0] and row[1] == "1700000000.000100"  # the newest turns were read
 
 
 def test_the_same_event_twice_and_retries_get_one_answer(slack):
     event = mention("How do I rotate an API key?", ts="1700000002.000100")
     slack.event(event, "Ev5")
-    slack.event(
-        event, "Ev5", headers={"x-slack-retry-num": "1", "x-slack-retry-reason": "http_timeout"}
-    )
+    slack.event(event, "Ev5", retry=1)
     # the same mention also arrives as a message event
     slack.event({**event, "type": "message", "channel_type": "channel"}, "Ev6")
-    wait(lambda: slack.mock.updates())
-    time.sleep(0.5)
-    assert len(slack.mock.posts()) == 1 and len(slack.mock.updates()) == 1
+    answer_in(slack.mock, "C1")
+    sentinel(slack)
+    assert len([m for m in slack.mock.answers() if m["channel"] == "C1"]) == 1
+
+
+@pytest.mark.parametrize("subtype", ["file_share", "thread_broadcast"])
+def test_file_share_and_broadcast_messages_are_answered(make_harness, subtype):
+    h = make_harness("http")
+    h.event(dm("What does error TW-1429 mean?", subtype=subtype, files=[]), "EvF")
+    [answer] = answer_in(h.mock, "D1")
+    assert "TW-1429" in markdown_of(answer)
 
 
 def test_bot_messages_edits_and_plain_channel_messages_are_ignored(slack):
-    slack.event(
-        {
-            "type": "message",
-            "subtype": "bot_message",
-            "bot_id": "B2",
-            "text": "hi",
-            "ts": "1.1",
-            "channel": "C1",
-        },
-        "Ev7",
-    )
-    slack.event(
-        {
-            "type": "message",
-            "user": BOT,
-            "text": "my own",
-            "ts": "1.2",
-            "channel": "C1",
-            "channel_type": "channel",
-        },
-        "Ev8",
-    )
-    slack.event(
-        {
-            "type": "message",
-            "subtype": "message_changed",
-            "channel": "C1",
-            "ts": "1.3",
-            "message": {},
-        },
-        "Ev9",
-    )
-    slack.event(
-        {
-            "type": "message",
-            "user": "U1",
-            "text": "lunch?",
-            "ts": "1.4",
-            "channel": "C1",
-            "channel_type": "channel",
-        },
-        "Ev10",
-    )
-    time.sleep(0.8)
-    assert slack.mock.posts() == []
-
-
-def test_bad_signature_is_rejected(slack):
-    status, _ = slack.event(mention("anything"), "Ev11", secret="wrong-secret")
-    assert status == 401
-    time.sleep(0.3)
-    assert slack.mock.posts() == []
-
-
-def test_empty_mention_gets_a_clear_message(slack):
-    slack.event(mention(""), "Ev12")
-    wait(lambda: slack.mock.updates())
-    assert "question is empty" in slack.mock.updates()[0]["text"]
+    for i, event in enumerate(
+        [
+            {
+                "type": "message",
+                "subtype": "bot_message",
+                "bot_id": "B2",
+                "text": "hi",
+                "ts": "1.1",
+                "channel": "C1",
+            },
+            {
+                "type": "message",
+                "user": BOT,
+                "text": "my own",
+                "ts": "1.2",
+                "channel": "C1",
+                "channel_type": "channel",
+            },
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "channel": "C1",
+                "ts": "1.3",
+                "message": {},
+            },
+            {
+                "type": "message",
+                "user": "U1",
+                "text": "lunch?",
+                "ts": "1.4",
+                "channel": "C1",
+                "channel_type": "channel",
+            },
+        ]
+    ):
+        slack.event(event, f"EvIgnored{i}")
+    sentinel(slack)
+    assert [p for p in slack.mock.posts() if p["channel"] != "DSENT"] == []
 
 
 def test_admin_reindex_posts_progress_and_summary(slack):
-    status, body = slack.command("UADMIN")
-    assert status == 200 and "Reindexing" in body
-    wait(lambda: any("Reindexed in" in r["text"] for r in slack.mock.responses()))
-    summary = [r["text"] for r in slack.mock.responses() if "Reindexed in" in r["text"]][0]
+    acked, body = slack.command("UADMIN")
+    assert acked and "Reindexing" in body
+    wait(lambda: any(b"Reindexed in" in r.body for r in slack.mock.calls("/respond")))
+    summary = [r.json["text"] for r in slack.mock.calls("/respond") if b"Reindexed" in r.body][0]
     assert "unchanged 24" in summary and "skipped 0" in summary
-    status, body = slack.command("UADMIN", "status")
+    _, body = slack.command("UADMIN", "status")
     assert "Last run" in body
 
 
-def test_non_admin_reindex_is_refused(slack):
-    status, body = slack.command("U1")
-    assert status == 200 and "only fieldguide admins" in body
-    time.sleep(0.5)
-    assert slack.mock.responses() == []
+@pytest.mark.parametrize("text", ["help", "everything please", "--force"])
+def test_reindex_help_and_unknown_arguments_show_usage(slack, text):
+    acked, body = slack.command("UADMIN", text)
+    assert acked and "Usage:" in body
+    _, body = slack.command("U1")
+    assert "only fieldguide admins" in body
+    slack.event(dm("What does error TW-1429 mean?", ts="1700009999.000100", channel="DSENT"), "E")
+    answer_in(slack.mock, "DSENT")
+    assert slack.mock.calls("/respond") == [] and slack.pipeline.state.reindex_running() is False
 
 
-def test_feedback_buttons_are_stored_last_choice_wins(slack):
+def test_feedback_is_stored_last_choice_wins(slack):
     slack.event(mention("How do I rotate an API key?", ts="1700000003.000100"), "Ev13")
-    wait(lambda: slack.mock.updates())
-    answer_id = blocks_of(slack.mock.updates()[0])[-1]["elements"][0]["value"]
-    assert slack.click("U2", "feedback_helpful", answer_id)[0] == 200
-    assert slack.click("U2", "feedback_not_helpful", answer_id)[0] == 200
-    wait(
-        lambda: (
-            slack.pipeline.state.db.execute(
-                "SELECT value FROM feedback WHERE answer_id = ?", [int(answer_id)]
-            ).fetchone()
-            == ("not_helpful",)
-        )
-    )
+    [answer] = answer_in(slack.mock, "C1")
+    [feedback] = [b for b in answer["blocks"] if b["type"] == "context_actions"]
+    buttons = feedback["elements"][0]
+    answer_id = int(buttons["positive_button"]["value"].split(":")[1])
+    assert slack.click("U2", buttons["positive_button"]["value"])[0]
+    assert slack.click("U2", buttons["negative_button"]["value"])[0]
+    assert slack.click("U3", str(answer_id), action_id="feedback_helpful")[0]  # an older message
+
+    def stored():
+        rows = slack.pipeline.state.db.execute(
+            "SELECT user, value FROM feedback WHERE answer_id = ? ORDER BY user", [answer_id]
+        ).fetchall()
+        return rows == [("U2", "not_helpful"), ("U3", "helpful")]
+
+    wait(stored)
 
 
-def test_long_answer_is_split_within_block_kit_limits():
-    long_text = "\n\n".join(
-        f"Paragraph {i}: " + "word " * 300 + "\n```bash\n" + "echo line\n" * 40 + "```"
-        for i in range(80)
+def hanging_claude():
+    """A Messages API that never answers until released: every answer worker stays busy."""
+    release = threading.Event()
+    server = StubServer()
+
+    def hang(req):
+        release.wait(20)
+        return 500, {"type": "error", "error": {"type": "api_error", "message": "released"}}
+
+    server.route("/v1/messages", hang)
+    client = anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=0, timeout=30)
+    return server, release, client
+
+
+@pytest.mark.parametrize("transport", ["http", "socket"])
+def test_acks_feedback_and_commands_do_not_wait_behind_answers(make_harness, transport):
+    import time
+
+    server, release, client = hanging_claude()
+    try:
+        h = make_harness(transport, client, answer_workers=1, answer_queue=1)
+        # the first question takes the only worker, the second waits, the third is turned away
+        h.event(mention("How do I rotate an API key?", ts="1700000100.000100"), "EvB0")
+        wait(lambda: server.calls("/v1/messages"))
+        for i in (1, 2):
+            h.event(mention("How do I rotate an API key?", ts=f"1700000100.00010{i}"), f"EvB{i}")
+        wait(lambda: len(h.mock.posts()) >= 3)
+        notes = [p["text"] for p in h.mock.posts()]
+        assert BUSY in notes and any("Too many questions" in n for n in notes)
+        for send in (
+            lambda: h.click("U2", "helpful:1"),
+            lambda: h.command("UADMIN", "status"),
+            lambda: h.event(dm("anything", ts="1700000200.000100"), "EvB9"),
+        ):
+            t = time.monotonic()
+            acked, body = send()
+            assert acked and time.monotonic() - t < 3
+        assert "Last run" in h.command("UADMIN", "status")[1]
+        wait(lambda: h.pipeline.state.db.execute("SELECT 1 FROM feedback").fetchone())
+    finally:
+        release.set()
+        server.close()
+
+
+def test_socket_mode_reconnects_on_disconnect(make_harness):
+    h = make_harness("socket")
+    assert h.socket is not None
+    h.socket.disconnect()
+    assert len(h.mock.calls("/api/apps.connections.open")) == 2
+    h.event(dm("What does error TW-1429 mean?"), "EvR1")
+    answer_in(h.mock, "D1")
+
+
+# -- never hanging: Slack refusing or failing writes ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        [slack_error("msg_too_long")],
+        [slack_error("ratelimited")],
+        [SERVER_ERROR] * 3,  # still failing after the client's two retries
+        [slack_error("channel_not_found")],
+    ],
+)
+def test_answer_is_delivered_when_the_final_update_fails(http, fault):
+    http.mock.fail("chat.update", *fault)
+    http.event(mention("How do I rotate an API key?"), "EvU")
+    [answer] = answer_in(http.mock, "C1")
+    assert "rotate" in markdown_of(answer).lower()
+    wait(lambda: http.mock.calls("/api/chat.delete"))  # the stale placeholder is removed
+    assert not [m for m in http.mock.messages.values() if m["text"] == WORKING]
+
+
+def test_rate_limits_and_server_errors_are_retried(http):
+    http.mock.fail("chat.postMessage", RATELIMITED, SERVER_ERROR)
+    http.mock.fail("chat.update", RATELIMITED)
+    http.event(mention("How do I rotate an API key?"), "EvR")
+    [answer] = answer_in(http.mock, "C1")
+    assert len(http.mock.calls("/api/chat.postMessage")) == 3
+    assert len(http.mock.calls("/api/chat.update")) == 2
+
+
+def test_a_failed_placeholder_does_not_mean_silence(http):
+    http.mock.fail("chat.postMessage", slack_error("not_in_channel"))
+    http.event(mention("How do I rotate an API key?"), "EvP")
+    [answer] = answer_in(http.mock, "C1")
+    assert answer["thread_ts"] == "1700000000.000100"
+
+
+def test_blocks_refused_everywhere_fall_back_to_plain_text(http):
+    http.mock.refuse_blocks = "invalid_blocks"
+    http.event(mention("How do I rotate an API key?"), "EvT")
+    wait(lambda: [p for p in http.mock.posts() if "blocks" not in p and "otate" in p["text"]])
+    [plain] = [p for p in http.mock.posts() if "blocks" not in p and "otate" in p["text"]]
+    assert "[1]" in plain["text"]
+
+
+def test_empty_mention_gets_a_clear_message(http):
+    http.event(mention(""), "Ev12")
+    wait(lambda: http.mock.updates())
+    assert "question is empty" in http.mock.updates()[0]["text"]
+
+
+def test_injected_doc_cannot_ping_the_channel_or_link_elsewhere(
+    make_harness, local_embedder, tmp_path
+):
+    from index.indexer import index_folder
+    from tests.conftest import write_docs
+
+    docs = write_docs(
+        tmp_path / "evil",
+        {
+            "keys.md": '---\ntitle: "Keys <!here>"\n'
+            "---\n# Keys\n\n## Rotating keys\n\nTo rotate an API key <!channel> open "
+            "<https://evil.example|the console> and press `<@U0ADMIN>` then "
+            "[Rotate](https://evil.example/rotate).\n",
+        },
     )
-    ans = Answer(
-        "q",
-        "q",
-        "ANSWER",
-        long_text,
-        sources=[
-            Source(i, f"c{i}", "d.md", "Doc", ["Doc", f"S{i}"], "https://x.example/d")
-            for i in range(1, 30)
-        ],
+    # a front-matter url that would smuggle markup never reaches the index (the loader's schema)
+    (docs / "evil-url.md").write_text(
+        '---\nurl: "https://x> <!channel> <https://evil"\n---\n# Evil\n\nRotate keys here.\n'
     )
-    messages = answer_blocks(ans, 7)
-    assert len(messages) > 1
-    for blocks in messages:
-        assert len(blocks) <= BLOCKS_PER_MESSAGE
-        for b in blocks:
-            if b["type"] == "section":
-                assert len(b["text"]["text"]) <= SECTION_LIMIT
-                assert b["text"]["text"].count("```") % 2 == 0  # code fences closed in every block
-    flat = "".join(b["text"]["text"] for m in messages for b in m if b["type"] == "section")
-    assert flat.count("echo line") == 80 * 40
+    db = str(tmp_path / "evil.db")
+    summary = index_folder(db, docs, local_embedder)
+    assert [s["path"] for s in summary.skipped] == ["evil-url.md"]
+    h = make_harness("http", db=db)
+    h.event(mention("How do I rotate an API key?"), "EvX")
+    [answer] = answer_in(h.mock, "C1")
+    sent = json.dumps(answer) + json.dumps(h.mock.updates())
+    assert "rotate" in sent.lower()
+    for bad in ("<!", "<@", "<https", "](https://evil", "(https://x"):
+        assert bad not in sent
+
+
+# -- the HTTP endpoint ---------------------------------------------------------------------------
+
+
+def test_bad_signature_and_unsigned_junk_get_401(http):
+    status, _ = http.send_http(
+        json.dumps(mention("x")).encode(), "application/json", secret="wrong-secret"
+    )
+    assert status == 401
+    from urllib.error import HTTPError
+    from urllib.request import Request, urlopen
+
+    for junk in (b"\xff\xfe not json {{{", b"payload=%7Bbroken"):
+        try:
+            urlopen(Request(http.url, data=junk, method="POST"), timeout=5)
+            raise AssertionError("accepted")
+        except HTTPError as e:
+            assert e.code == 401
+    sentinel(http)
+    assert [p for p in http.mock.posts() if p["channel"] != "DSENT"] == []
+
+
+def test_bodies_over_a_megabyte_get_413(http):
+    status, _ = http.send_http(b"x" * (1024 * 1024 + 1), "application/json")
+    assert status == 413
+
+
+# -- streamed answers with Claude --------------------------------------------------------------
+
+
+def claude_stub(**kwargs):
+    from tests.stubs import FakeClaude
+
+    server = StubServer()
+    server.route("/v1/messages", FakeClaude(**kwargs))
+    client = anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=0, timeout=10)
+    return server, client
+
+
+LONG_REPLY = [
+    ("Check the header [see docs](https://evil.example) <!channel>.", [(0, 0, 1)]),
+    " " + " ".join(f"word{i}" for i in range(60)) + ".",
+]
+
+
+@pytest.mark.parametrize("transport", ["http", "socket"])
+def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(make_harness, transport):
+    server, client = claude_stub(answer=LONG_REPLY, words_per_second=400)
+    try:
+        h = make_harness(transport, client)
+        h.event(mention("How do I verify the signature of a webhook?"), "EvS1")
+        [answer] = answer_in(h.mock, "C1")
+        assert answer["state"] == "stopped" and answer["thread_ts"] == "1700000000.000100"
+        starts = h.mock.calls("/api/chat.startStream")
+        assert len(starts) == 1 and len(h.mock.calls("/api/chat.appendStream")) >= 2
+        assert starts[0].json["recipient_team_id"] == "T1"
+        assert starts[0].json["recipient_user_id"] == "U1"
+        assert answer["text"].startswith("Check the header see docs &lt;!channel&gt;.")
+        assert "word59." in answer["text"] and "evil" not in json.dumps(answer)
+        types = [b["type"] for b in answer["blocks"]]
+        assert types == ["markdown", "context", "context_actions"]
+        assert "**Sources**" in answer["blocks"][0]["text"]
+        # the placeholder went when the stream began; nothing else was posted
+        assert all(m["text"] != WORKING for m in h.mock.messages.values())
+        assert h.mock.updates() == []
+    finally:
+        server.close()
+
+
+def test_a_refused_stream_still_delivers_the_whole_answer(make_harness):
+    server, client = claude_stub(answer=LONG_REPLY)
+    try:
+        h = make_harness("http", client)
+        h.mock.fail("chat.startStream", slack_error("not_allowed"))
+        h.event(mention("How do I verify the signature of a webhook?"), "EvS2")
+        [answer] = answer_in(h.mock, "C1")
+        assert "state" not in answer and "Check the header see docs" in markdown_of(answer)
+        assert "[1]" in markdown_of(answer)
+    finally:
+        server.close()
+
+
+def test_claude_answers_in_a_plain_dm_are_posted_whole(make_harness):
+    server, client = claude_stub(answer=LONG_REPLY)
+    try:
+        h = make_harness("http", client)
+        h.event(dm("How do I verify the signature of a webhook?"), "EvS3")
+        [answer] = answer_in(h.mock, "D1")
+        assert "state" not in answer and h.mock.calls("/api/chat.startStream") == []
+    finally:
+        server.close()

@@ -1,0 +1,122 @@
+"""Peak memory of `fieldguide search` on a 3,200-chunk index whose docs carry a long intent, before
+and after intents became small integer ids (issue 12).
+
+Before: the code this fix was merged onto (main before the merge: REV below), which accepts a
+100,000-character intent and builds a fixed-width numpy string array of chunks x that length.
+After: this tree, on the same docs with the longest valid intent (64 characters), and on the old
+index itself (it still loads one: the names are validated only when a doc is indexed again).
+
+    python bench/hostile.py [REV]     # REV: the "before" commit (default 57f47da^1)
+
+Both index builds use the local model; the second reuses the first's embeddings (same texts).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from _util import ROOT, WORK, table, write_section
+
+REV = sys.argv[1] if len(sys.argv) > 1 else "57f47da^1"
+DOCS, SECTIONS = 100, 32  # 3,200 chunks (the issue's figure: 1.4 GB at 3,200 chunks)
+QUESTION = "How is knob 4207 tuned?"
+WRAPPER = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
+    " print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, r.returncode)"
+)
+
+
+def write_docs(root: Path, intent: str) -> Path:
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    (root / "other.md").write_text("---\nintent: other\n---\n# Other\n\nSomething else.\n")
+    for d in range(DOCS):
+        body = "".join(
+            f"## Section {s}\n\nWidget {d} part {s} is tuned by setting knob {d * 100 + s}.\n\n"
+            for s in range(SECTIONS)
+        )
+        (root / f"doc{d:03}.md").write_text(f"---\nintent: {intent}\n---\n# Doc {d}\n\n{body}")
+    return root
+
+
+def checkout(rev: str, dest: Path) -> Path:
+    """The source tree of `rev` of this repository (git archive: the work tree is not touched)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    archive = dest.with_suffix(".tar")
+    subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), rev], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    archive.unlink()
+    return dest
+
+
+def fieldguide(src: Path, *argv: str) -> list[str]:
+    """The command line that runs fieldguide from the source tree `src`."""
+    return [
+        sys.executable,
+        "-c",
+        f"import sys; sys.path.insert(0, {str(src)!r});"
+        " from bot.cli import main; sys.exit(main(sys.argv[1:]))",
+        *argv,
+    ]
+
+
+def peak_rss_mb(cmd: list[str], cwd: Path) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
+    out = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *cmd], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    mb, code = out.stdout.split()
+    assert code == "0", out.stderr
+    return int(mb)
+
+
+def main() -> None:
+    work = WORK / "hostile"
+    work.mkdir(parents=True, exist_ok=True)
+    before_src = checkout(REV, work / "before-src")
+    old_docs = write_docs(work / "docs-long", "x" * 100_000)
+    new_docs = write_docs(work / "docs-64", "i" * 64)
+    old_db, new_db = work / "before.db", work / "after.db"
+    for db in (old_db, new_db):
+        db.unlink(missing_ok=True)
+    print(f"indexing {DOCS * SECTIONS} chunks with the code of {REV} (100,000-character intent)")
+    subprocess.run(
+        fieldguide(before_src, "index", str(old_docs), "--db", str(old_db), "--quiet"),
+        cwd=work,
+        check=True,
+    )
+    shutil.copyfile(old_db, new_db)  # the same texts: its embeddings are reused
+    subprocess.run(
+        fieldguide(ROOT, "index", str(new_docs), "--db", str(new_db), "--quiet"),
+        cwd=work,
+        check=True,
+    )
+    rows = []
+    for label, src, db in (
+        (f"before ({REV}), 100,000-char intent", before_src, old_db),
+        ("after, 64-char intent", ROOT, new_db),
+        ("after, the old index (100,000-char intent)", ROOT, old_db),
+    ):
+        mb = peak_rss_mb(fieldguide(src, "search", QUESTION, "--db", str(db)), work)
+        print(f"{label}: {mb} MB")
+        rows.append([label, mb])
+    write_section(
+        "hostile",
+        "## Long intents: peak memory of `fieldguide search` (issue 12)\n\n"
+        f"{DOCS * SECTIONS:,} chunks in {DOCS} docs of one intent (+1 doc), local model, one "
+        "`fieldguide search` in a fresh process; peak RSS from `getrusage(RUSAGE_CHILDREN)`. "
+        "`python bench/hostile.py`\n\n" + table(["index and code", "peak RSS (MB)"], rows),
+    )
+
+
+if __name__ == "__main__":
+    main()

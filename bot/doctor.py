@@ -1,0 +1,203 @@
+"""`fieldguide doctor`: is this installation ready to answer? Each check is one line with "ok" (or
+"warn", "skip") or what is wrong; a check that fails makes the command exit non-zero.
+
+Checks only read: the index is opened read-only and the services get one cheap call each with a
+short timeout (Claude: list one model; Voyage: embed one word; Slack: auth.test).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .settings import Settings
+
+TIMEOUT = 5.0  # seconds for each service call
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | skip | FAIL
+    detail: str
+
+
+def check_settings(settings: Settings, dotenv: Path) -> Check:
+    if not dotenv.is_file():
+        return Check("settings", "ok", "valid (environment only: no .env here)")
+    if stat.S_IMODE(dotenv.stat().st_mode) & 0o077:
+        return Check("settings", "warn", f"valid, but {dotenv} is readable by others: chmod 600")
+    return Check("settings", "ok", f"valid (environment and {dotenv})")
+
+
+def check_index(db: str, model: str) -> list[Check]:
+    path = Path(db)
+    if not path.is_file():
+        return [Check("index", "FAIL", f"no index at {db}: run fieldguide index DOCS_DIR")]
+    checks = []
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            docs, chunks = conn.execute(
+                "SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM chunks)"
+            ).fetchone()
+            last = conn.execute(
+                "SELECT status, finished FROM runs ORDER BY id DESC LIMIT 1"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        return [Check("index", "FAIL", f"{db} cannot be read as an index: {e}")]
+    if integrity != "ok":
+        checks.append(Check("index", "FAIL", f"{db} is damaged: {integrity}; rebuild it"))
+    else:
+        run = f" · last run {last[0]} {last[1]}" if last else ""
+        detail = f"{db}: integrity ok · generation {meta.get('generation', 0)}"
+        checks.append(Check("index", "ok", f"{detail} · {docs} docs · {chunks} chunks{run}"))
+    indexed = meta.get("embed_model")
+    if indexed is None:
+        checks.append(Check("model", "FAIL", "the index is empty: run fieldguide index DOCS_DIR"))
+    elif indexed != model:
+        checks.append(
+            Check(
+                "model",
+                "FAIL",
+                f"the index was embedded with {indexed} but {model} is in use: reindex,"
+                " or restore the settings it was built with",
+            )
+        )
+    else:
+        checks.append(Check("model", "ok", f"{model}, as the index"))
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        checks.append(
+            Check(
+                "privacy",
+                "warn",
+                f"{db} is readable by other users (it holds every question asked): chmod 600 {db}",
+            )
+        )
+    return checks
+
+
+def check_docs(docs: str) -> Check:
+    from index.loader import DocError, load_intents_yaml, parse_doc, walk_docs
+
+    root = Path(docs)
+    if not root.is_dir():
+        return Check("docs", "FAIL", f"{docs} is not a folder (FIELDGUIDE_DOCS)")
+    walk = walk_docs(root)
+    if not walk.files:
+        return Check("docs", "FAIL", f"no markdown files (*.md, *.markdown) under {docs}")
+    problems = [f"{s['path']}: {s['reason']}" for s in walk.skipped]
+    for path in walk.files:
+        try:
+            parse_doc(path.relative_to(root).as_posix(), path.read_bytes())
+        except (DocError, OSError) as e:
+            problems.append(f"{path.relative_to(root).as_posix()}: {e}")
+    try:
+        load_intents_yaml(root)
+    except (DocError, OSError) as e:
+        problems.append(f"intents.yaml: {e}")
+    detail = f"{docs}: {len(walk.files)} markdown files"
+    if not problems:
+        return Check("docs", "ok", f"{detail}, all readable")
+    shown = "; ".join(problems[:3]) + ("; …" if len(problems) > 3 else "")
+    return Check("docs", "warn", f"{detail}, {len(problems)} would be skipped: {shown}")
+
+
+def check_local_model(settings: Settings) -> Check:
+    if settings.voyage_api_key:
+        return Check("local model", "skip", "VOYAGE_API_KEY is set: Voyage embeds")
+    from index.onnx_model import DEFAULT_DIR, INT8, MANIFEST
+
+    folder = Path(settings.model_dir or DEFAULT_DIR)
+    if (folder / INT8).is_file() and (folder / MANIFEST).is_file():
+        return Check("local model", "ok", f"int8 ONNX model in {folder}")
+    return Check(
+        "local model",
+        "FAIL",
+        f"no exported model in {folder}: run python -m index.onnx_model (needs the export"
+        " extra), point FIELDGUIDE_MODEL_DIR at one, or set VOYAGE_API_KEY",
+    )
+
+
+def _why(e: Exception) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:200]
+
+
+def check_claude(settings: Settings) -> Check:
+    if not settings.anthropic_api_key:
+        return Check("claude", "skip", "no ANTHROPIC_API_KEY: every step runs offline")
+    import anthropic
+
+    client = anthropic.Anthropic(
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_base_url or None,
+        timeout=TIMEOUT,
+        max_retries=0,
+    )
+    try:
+        client.models.list(limit=1)
+    except anthropic.AuthenticationError:
+        return Check("claude", "FAIL", "ANTHROPIC_API_KEY was rejected (401)")
+    except anthropic.APIError as e:
+        return Check("claude", "FAIL", f"cannot reach the Messages API: {_why(e)}")
+    return Check("claude", "ok", "reachable, key accepted")
+
+
+def check_voyage(settings: Settings) -> Check:
+    if not settings.voyage_api_key:
+        return Check("voyage", "skip", "no VOYAGE_API_KEY: the local model embeds")
+    import voyageai
+    import voyageai.error as verr
+
+    client = voyageai.Client(
+        api_key=settings.voyage_api_key,
+        base_url=settings.voyage_base_url or None,
+        timeout=TIMEOUT,
+        max_retries=0,
+    )
+    try:
+        result = client.embed(["ping"], model=settings.voyage_model, input_type="query")
+    except verr.AuthenticationError:
+        return Check("voyage", "FAIL", "VOYAGE_API_KEY was rejected")
+    except (verr.VoyageError, OSError) as e:
+        return Check("voyage", "FAIL", f"cannot embed with {settings.voyage_model}: {_why(e)}")
+    dims = len(result.embeddings[0])
+    return Check("voyage", "ok", f"reachable, {settings.voyage_model} embeds ({dims} dims)")
+
+
+def check_slack(settings: Settings) -> Check:
+    if not settings.slack_bot_token:
+        return Check("slack", "skip", "no SLACK_BOT_TOKEN: fieldguide serve needs one")
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    client = WebClient(
+        token=settings.slack_bot_token, base_url=settings.slack_api_base_url, timeout=int(TIMEOUT)
+    )
+    try:
+        auth = client.auth_test()
+    except SlackApiError as e:
+        return Check("slack", "FAIL", f"SLACK_BOT_TOKEN was refused: {e.response.get('error')}")
+    except Exception as e:  # noqa: BLE001 - urllib raises many kinds; each is "unreachable"
+        return Check("slack", "FAIL", f"cannot reach Slack: {_why(e)}")
+    return Check("slack", "ok", f"bot token accepted ({auth.get('user')} in {auth.get('team')})")
+
+
+def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
+    from .wiring import make_embedder
+
+    return [
+        check_settings(settings, dotenv),
+        *check_index(db, make_embedder(settings).name),
+        check_docs(docs),
+        check_local_model(settings),
+        check_claude(settings),
+        check_voyage(settings),
+        check_slack(settings),
+    ]

@@ -1,0 +1,27 @@
+"""The assistant side panel: a greeting and suggested questions when a thread opens; questions in
+it answered with the panel's status (no placeholder message) and the thread titled."""
+
+from __future__ import annotations
+
+from slack_bolt import App, Assistant
+
+from ..slack_rules import GREETING
+from .common import Bot
+
+
+def register(app: App, bot: Bot) -> None:
+    assistant = Assistant()
+
+    @assistant.thread_started
+    def on_thread_started(say, set_suggested_prompts, logger):
+        say(GREETING)
+        intents = bot.pipeline.engine.loaded().intents
+        examples = [i["examples"][0] for i in intents if i["examples"]][:4]
+        if examples:
+            set_suggested_prompts(prompts=examples, title="For example:")
+
+    @assistant.user_message
+    def on_user_message(payload, body, client, logger):
+        bot.ask(client, logger, payload, body, in_thread=True, assistant=True)
+
+    app.use(assistant)

@@ -1,0 +1,70 @@
+"""What every listener needs: the settings, the pipeline's State, the bot's user id, the answer
+queue and the reindexer; and `ask`, the common way into the answer queue."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from slack_bolt import App
+from slack_sdk import WebClient
+
+from router.pipeline import Pipeline
+from router.state import State
+
+from ..answers import SLACK_FAILURES, Answerer, Question
+from ..reindex import Reindexer
+from ..settings import Settings
+from ..slack_rules import dedupe_keys, reply_thread, strip_mentions
+
+QUESTIONS_PER_MINUTE = 6  # per user
+TOO_FAST = "You're asking faster than I can read: give me a minute and ask again."
+
+
+@dataclass
+class Bot:
+    settings: Settings
+    pipeline: Pipeline
+    state: State
+    bot_user: str
+    answerer: Answerer
+    reindexer: Reindexer
+    app: App
+
+    def ask(
+        self,
+        client: WebClient,
+        logger: logging.Logger,
+        event: dict,
+        body: dict,
+        in_thread: bool,
+        assistant: bool = False,
+    ) -> None:
+        """Queue the question in `event` once (Slack's retries and double deliveries dropped),
+        within the user's rate limit."""
+        if not self.state.claim_event(*dedupe_keys(body, event)):
+            logger.info("event %s already claimed", body.get("event_id"))
+            return
+        user, thread = event.get("user", ""), reply_thread(event, in_thread)
+        if not self.state.allow_question(user, QUESTIONS_PER_MINUTE):
+            try:
+                client.chat_postMessage(channel=event["channel"], thread_ts=thread, text=TOO_FAST)
+            except SLACK_FAILURES as e:  # nothing more to say to a user who asks too fast
+                logger.warning("could not post the rate-limit note: %s", e)
+            return
+        self.answerer.submit(
+            Question(
+                client=client,
+                channel=event["channel"],
+                ts=event["ts"],
+                user=user,
+                text=strip_mentions(event.get("text", "")),
+                reply_thread=thread,
+                history_thread=event.get("thread_ts"),
+                team=body.get("team_id") or event.get("team", ""),
+                assistant=assistant,
+            )
+        )
+
+    def close(self) -> None:
+        self.answerer.close()

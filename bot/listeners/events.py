@@ -1,0 +1,28 @@
+"""Mentions in channels, direct messages, and follow-ups in threads the bot has answered in."""
+
+from __future__ import annotations
+
+from slack_bolt import App
+
+from ..slack_rules import message_kind
+from .common import Bot
+
+
+def register(app: App, bot: Bot) -> None:
+    @app.event("app_mention")
+    def on_mention(event, body, client, logger):
+        bot.ask(client, logger, event, body, in_thread=True)
+
+    @app.event("message")
+    def on_message(event, body, client, logger):
+        thread = event.get("thread_ts")
+        answered = (
+            bool(thread)
+            and event.get("channel_type") != "im"
+            and (bot.state.thread_answered(event.get("channel", ""), thread))
+        )
+        kind = message_kind(event, bot.bot_user, answered)
+        if kind == "dm":
+            bot.ask(client, logger, event, body, in_thread=False)
+        elif kind == "follow_up":
+            bot.ask(client, logger, event, body, in_thread=True)

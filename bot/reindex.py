@@ -1,0 +1,160 @@
+"""/docs-reindex: one background reindex at a time, its progress and summary reported to the admin
+who asked.
+
+A slash command's `response_url` takes at most 5 posts in 30 minutes, so progress is rationed
+(the summary always keeps a post) and every post's status is checked: when Slack refuses one
+(`used_url`, `expired_url`, an error status), the report goes by `chat.postEphemeral` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from index.indexer import IndexError_, index_folder, last_runs
+from router.state import State
+
+from .settings import Settings
+from .slack_format import escape
+
+log = logging.getLogger(__name__)
+
+RESPONSE_URL_POSTS = 5  # Slack's limit per response_url (within 30 minutes)
+RESPONSE_URL_SECONDS = 30 * 60 - 60  # a little inside Slack's 30 minutes
+
+
+class Reporter:
+    """Reports to the requester within the response_url's 5 posts: the start, up to 3 progress
+    posts at growing intervals (10 s, 20 s, 40 s, ...), and the summary.
+
+    `respond(text) -> bool` posts to the response_url (False when Slack refused it);
+    `ephemeral(text) -> bool` posts with chat.postEphemeral, the fallback."""
+
+    def __init__(
+        self,
+        respond: Callable[[str], bool],
+        ephemeral: Callable[[str], bool],
+        clock: Callable[[], float] = time.monotonic,
+        first_interval: float = 10.0,
+    ):
+        self.respond, self.ephemeral, self.clock = respond, ephemeral, clock
+        self.posts = 0
+        self.created = clock()
+        self.last = self.created
+        self.interval = first_interval
+        self.url_works = True
+
+    def _send(self, text: str) -> bool:
+        if (
+            self.url_works
+            and self.posts < RESPONSE_URL_POSTS
+            and self.clock() - self.created < RESPONSE_URL_SECONDS
+        ):
+            self.posts += 1
+            if self.respond(text):
+                return True
+            self.url_works = False  # used up or expired: don't spend more calls on it
+        if self.ephemeral(text):
+            return True
+        log.error("could not report to the requester: %s", text[:200])
+        return False
+
+    def start(self, text: str) -> bool:
+        return self._send(text)
+
+    def progress(self, text: str) -> bool:
+        """Posted only when the interval has passed and a post is left besides the summary's;
+        the interval doubles after each post."""
+        now = self.clock()
+        if now - self.last < self.interval or self.posts >= RESPONSE_URL_POSTS - 1:
+            return False
+        self.last, self.interval = now, self.interval * 2
+        return self._send(text)
+
+    def summary(self, text: str) -> bool:
+        return self._send(text)
+
+
+class Reindexer:
+    """One background reindex at a time; questions keep being answered from the previous index."""
+
+    def __init__(self, settings: Settings, embedder, state: State):
+        self.settings = settings
+        self.embedder = embedder
+        self.state = state
+        self.started: float | None = None
+
+    def run(self, report: Reporter) -> None:
+        """Reindex FIELDGUIDE_DOCS, telling the requester through `report`."""
+        with self.state.reindex_lock() as mine:
+            if not mine:
+                report.summary(
+                    "A reindex is already running;"
+                    " I'll keep answering from the current index meanwhile."
+                )
+                return
+            self._run(report)
+
+    def _run(self, report: Reporter) -> None:
+        self.started = time.monotonic()
+        done, total = 0, 0
+
+        def on_start(n: int) -> None:
+            nonlocal total
+            total = n
+            report.start(
+                f"Reindexing `{escape(self.settings.docs)}`: {n} new or changed texts to embed."
+                if n
+                else f"Reindexing `{escape(self.settings.docs)}`: nothing new to embed."
+            )
+
+        def on_embedded(n: int) -> None:
+            nonlocal done
+            done += n
+            if done < total:
+                report.progress(f"Embedded {done}/{total} texts…")
+
+        try:
+            s = index_folder(
+                self.settings.db,
+                self.settings.docs,
+                self.embedder,
+                self.settings.chunk_chars,
+                on_embed_start=on_start,
+                on_embedded=on_embedded,
+            )
+            lines = [
+                f":white_check_mark: Reindexed in {s.seconds:.1f} s: added {len(s.added)},"
+                f" changed {len(s.changed)}, removed {len(s.removed)},"
+                f" unchanged {len(s.unchanged)}, skipped {len(s.skipped)};"
+                f" {s.chunks} chunks, {s.embedded} texts embedded."
+            ]
+            lines += [
+                f"• skipped `{escape(k['path'])}`: {escape(k['reason'])}" for k in s.skipped[:20]
+            ]
+            report.summary("\n".join(lines))
+        except IndexError_ as e:
+            report.summary(
+                f":x: Reindex failed: {escape(str(e))}. The previous index is still in use."
+            )
+        except Exception as e:  # the requester must hear about any failure
+            log.exception("reindex failed")
+            report.summary(
+                f":x: Reindex failed ({type(e).__name__}). The previous index is still in use."
+            )
+        finally:
+            self.started = None
+
+    def status(self) -> str:
+        if self.started is not None:
+            return f"A reindex has been running for {time.monotonic() - self.started:.0f} s."
+        runs = last_runs(self.settings.db, 1)
+        if not runs:
+            return "No index run yet."
+        r = runs[0]
+        return (
+            f"Last run {r['finished']} ({r['status']}): added {r['added']}, "
+            f"changed {r['changed']}, removed {r['removed']}, unchanged {r['unchanged']}; "
+            f"{r['chunks']} chunks, {r['seconds']:.1f} s."
+        )

@@ -1,0 +1,108 @@
+"""The Slack bot's rules as pure functions: which messages are answered, in which thread, and which
+of a thread's messages are conversation history. No Slack calls here, so they are tested directly.
+"""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+# User messages worth answering: plain ones, ones with a file attached, and thread replies also
+# sent to the channel. Every other subtype is an edit, a deletion, a join, a bot, ...
+USER_SUBTYPES = (None, "file_share", "thread_broadcast")
+
+GREETING = "Hi! Ask me about the docs: I answer from them only, with links to the sections I used."
+WORKING = ":mag: Looking through the docs…"
+BUSY = (
+    ":hourglass_flowing_sand: I'm answering a lot of questions right now; I'll answer in a moment."
+)
+# the bot's own messages that are not answers: never history
+NOT_ANSWERS = (GREETING, WORKING, BUSY)
+
+HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
+HISTORY_CHARS = 1500  # of each
+
+
+def strip_mentions(text: str) -> str:
+    return re.sub(r"<@[A-Z0-9]+>", "", text or "").strip()
+
+
+def is_user_message(event: dict, bot_user: str) -> bool:
+    """A message a person wrote (not an edit, a deletion, a bot, or ourselves)."""
+    return (
+        event.get("subtype") in USER_SUBTYPES
+        and not event.get("bot_id")
+        and event.get("user") not in (None, "", bot_user)
+    )
+
+
+def message_kind(event: dict, bot_user: str, thread_answered: bool) -> str | None:
+    """How a `message` event is answered: "dm", "follow_up", or None (not ours to answer).
+    `thread_answered`: has the bot answered in the event's thread before."""
+    if not is_user_message(event, bot_user):
+        return None
+    if event.get("channel_type") == "im":
+        return "dm"
+    if f"<@{bot_user}>" in event.get("text", ""):
+        return None  # the app_mention event answers it
+    if event.get("thread_ts") and thread_answered:
+        return "follow_up"
+    return None
+
+
+def reply_thread(event: dict, in_thread: bool) -> str | None:
+    """The thread the answer goes in: the event's own thread, else a new thread under the message
+    when `in_thread` (channel mentions), else none (a DM answered in the conversation)."""
+    return event.get("thread_ts") or (event["ts"] if in_thread else None)
+
+
+def dedupe_keys(body: dict, event: dict) -> tuple[str, str]:
+    """Slack's event id, and channel:ts: the same message delivered as app_mention and as message
+    has two event ids but one ts."""
+    return body.get("event_id", ""), f"{event.get('channel')}:{event.get('ts')}"
+
+
+def is_chatter(message: dict, bot_user: str) -> bool:
+    """One of the bot's own messages that is not an answer (the greeting, the placeholder, the
+    busy note)."""
+    from_bot = message.get("user") == bot_user or bool(message.get("bot_id"))
+    return from_bot and unescape(message.get("text", "")).strip() in NOT_ANSWERS
+
+
+def history_from(messages: list[dict], current_ts: str, bot_user: str) -> list[dict]:
+    """A thread's messages (oldest first) → the latest turns before the current one, as
+    {"role", "text"}: the current message, empty ones and the bot's chatter left out."""
+    history = []
+    for m in messages:
+        if m.get("ts") == current_ts or not (m.get("text") or "").strip():
+            continue
+        if is_chatter(m, bot_user):
+            continue
+        role = "assistant" if m.get("user") == bot_user or m.get("bot_id") else "user"
+        text = unescape(strip_mentions(m["text"]))[:HISTORY_CHARS]
+        history.append({"role": role, "text": text})
+    return history[-HISTORY_MESSAGES:]
+
+
+REINDEX_USAGE = (
+    "Usage: `{cmd}` reindexes the docs folder (admins only); `{cmd} status` shows the last run;"
+    " `{cmd} help` shows this."
+)
+
+
+def reindex_action(text: str) -> str:
+    """What a /docs-reindex argument asks for: "run", "status" or "help" (anything unknown)."""
+    arg = (text or "").strip().lower()
+    if arg == "":
+        return "run"
+    if arg == "status":
+        return "status"
+    return "help"
+
+
+def thread_title(question: str, limit: int = 60) -> str:
+    """An assistant thread's title: the first question, on one line, cut at a word."""
+    one_line = " ".join(strip_mentions(question).split())
+    if len(one_line) <= limit:
+        return one_line
+    return one_line[:limit].rsplit(" ", 1)[0] + "…"

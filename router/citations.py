@@ -1,0 +1,93 @@
+"""Sources, links, labels and citation checks: how an answer points back into the docs."""
+
+from __future__ import annotations
+
+import re
+
+from .answer import Citation, Passage, Source
+
+
+def section_path(title: str, heading_path: list[str]) -> list[str]:
+    """The headings under the doc's title (a first heading that repeats the title is dropped)."""
+    parts = list(heading_path)
+    if parts and parts[0].strip().lower() == title.strip().lower():
+        parts = parts[1:]
+    return parts
+
+
+def label(title: str, heading_path: list[str]) -> str:
+    """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
+    the docs, the title once."""
+    return " › ".join([title, *section_path(title, heading_path)])
+
+
+def anchor(heading: str) -> str:
+    """GitHub-style heading anchor."""
+    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return re.sub(r" ", "-", slug)
+
+
+def link_for(chunk: dict, base_url: str = "") -> str:
+    """The doc's front-matter url, else base_url + path (or the bare path), plus the section
+    anchor."""
+    section = chunk["heading_path"][-1] if len(chunk["heading_path"]) > 1 else ""
+    frag = f"#{anchor(section)}" if section else ""
+    if chunk.get("url"):
+        return chunk["url"].split("#")[0] + frag
+    if base_url:
+        return base_url.rstrip("/") + "/" + chunk["doc"] + frag
+    return chunk["doc"] + frag
+
+
+def number_sources(passages: list[Passage], chunks: dict[str, dict], base_url: str) -> dict:
+    """chunk id → Source, numbered 1, 2, ... in the order the passages first cite each chunk."""
+    by_chunk: dict[str, Source] = {}
+    for p in passages:
+        if p.chunk_id not in by_chunk:
+            c = chunks[p.chunk_id]
+            by_chunk[p.chunk_id] = Source(
+                len(by_chunk) + 1,
+                c["id"],
+                c["doc"],
+                c["title"],
+                c["heading_path"],
+                link_for(c, base_url),
+            )
+    return by_chunk
+
+
+def search_results(passages: list[Passage], by_chunk: dict[str, Source]) -> list[dict]:
+    """The passages as the Messages API's search_result blocks: one per source, in source order,
+    one text block per passage (the smallest unit a citation can point at)."""
+    return [
+        {
+            "type": "search_result",
+            "source": src.url,
+            "title": src.label,
+            "content": [{"type": "text", "text": p.text} for p in passages if p.chunk_id == cid],
+            "citations": {"enabled": True},
+        }
+        for cid, src in by_chunk.items()
+    ]
+
+
+def check(cit, results: list[dict], sources: list[Source]) -> Citation | None:
+    """A search_result_location citation checked by its indices against the blocks that were
+    sent (each block a passage already verified against its chunk at extraction): verified when
+    the search result and the block range exist. `cited_text` is kept as the API gave it, not
+    searched for. None for a citation of another type."""
+    if getattr(cit, "type", "") != "search_result_location":
+        return None
+    i, start, end = cit.search_result_index, cit.start_block_index, cit.end_block_index
+    ok = (
+        isinstance(i, int)
+        and 0 <= i < len(results)
+        and isinstance(start, int)
+        and isinstance(end, int)
+        and 0 <= start < end <= len(results[i]["content"])
+    )
+    if not ok:
+        return Citation(0, "", "", "", str(cit.cited_text), False)
+    src = sources[i]
+    sent = "".join(b["text"] for b in results[i]["content"][start:end])
+    return Citation(src.n, src.doc, src.section, src.url, sent, True)

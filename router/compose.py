@@ -1,0 +1,137 @@
+"""The answer written by Claude from the extracted passages, with native search_result citations,
+streamed; each citation checked by its indices against the blocks that were sent. The offline
+counterpart is router/offline.py `compose`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prompts import render
+
+from . import citations
+from .answer import Citation, Passage, Source
+from .claude import Unusable, usage_of
+
+NOT_IN_DOCS = "NOT_IN_DOCS"
+MAX_TOKENS, RETRY_MAX_TOKENS = 1500, 4000
+
+# what came back, for the pipeline to decide on
+OK, NOT_COVERED, EMPTY, REFUSED, INCOMPLETE = "ok", "not_in_docs", "empty", "refusal", "incomplete"
+
+
+@dataclass
+class Written:
+    status: str  # OK | NOT_COVERED | EMPTY | REFUSED | INCOMPLETE
+    text: str = ""
+    citations: list[Citation] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)
+
+
+class Holdback:
+    """Passes streamed text on, except while it could still be the bare NOT_IN_DOCS reply: the
+    first words are held until the text can no longer become it, so a user never sees a
+    NOT_IN_DOCS that turns into "not in the docs"."""
+
+    def __init__(self, on_text: Callable[[str], None] | None):
+        self.on_text = on_text
+        self.held = ""
+        self.released = False
+
+    def __call__(self, piece: str) -> None:
+        if self.on_text is None:
+            return
+        if self.released:
+            self.on_text(piece)
+            return
+        self.held += piece
+        start = self.held.strip()
+        if NOT_IN_DOCS.startswith(start) or start.startswith(NOT_IN_DOCS):
+            return
+        self.released = True
+        self.on_text(self.held.lstrip())
+
+
+def compose(
+    client: Any,
+    model: str,
+    question: str,
+    passages: list[Passage],
+    by_chunk: dict[str, Source],
+    on_text: Callable[[str], None] | None = None,
+) -> Written:
+    """Claude's answer to `question` from `passages` (sources numbered in `by_chunk`). Streams
+    the text to `on_text`; a reply cut by max_tokens is asked again once with more room (not
+    streamed again: the returned text supersedes what was streamed)."""
+    results = citations.search_results(passages, by_chunk)
+    sources = list(by_chunk.values())
+    hold = Holdback(on_text)
+    msg = _stream(client, model, question, results, MAX_TOKENS, hold)
+    usage = usage_of(msg)
+    if msg.stop_reason == "max_tokens":
+        msg = _stream(client, model, question, results, RETRY_MAX_TOKENS, Holdback(None))
+        usage = {k: usage[k] + v for k, v in usage_of(msg).items()}
+    written = read(msg, results, sources)
+    written.usage = usage
+    return written
+
+
+def _stream(client, model: str, question: str, results: list[dict], max_tokens: int, hold):
+    with client.messages.stream(
+        model=model,
+        max_tokens=max_tokens,
+        system=render("answer"),
+        messages=[
+            {
+                "role": "user",
+                "content": [*results, {"type": "text", "text": f"Question: {question}"}],
+            }
+        ],
+    ) as stream:
+        kind = stream.response.headers.get("content-type", "")
+        if not kind.startswith("text/event-stream"):
+            raise Unusable(f"a {kind or 'typeless'} reply where an event stream was asked for")
+        for piece in stream.text_stream:
+            hold(piece)
+        try:
+            msg = stream.get_final_message()
+        except AssertionError:  # the SDK's way of saying no message_start arrived
+            raise Unusable("an event stream without a message") from None
+    if msg.stop_reason is None:
+        raise Unusable("the event stream ended before the message did")
+    return msg
+
+
+def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:
+    """The reply's text with a [n] mark after each block for the sources its verified citations
+    point at, links removed, and every citation checked (router/citations.py `check`)."""
+    parts, checked = [], []
+    for block in msg.content:
+        if block.type != "text":
+            continue
+        marks = []
+        for cit in block.citations or []:
+            c = citations.check(cit, results, sources)
+            if c is None:
+                continue
+            checked.append(c)
+            if c.verified and f"[{c.source}]" not in marks:
+                marks.append(f"[{c.source}]")
+        parts.append(strip_links(block.text) + "".join(marks))
+    text = "".join(parts).strip()
+    if msg.stop_reason == "refusal":
+        return Written(REFUSED, text, checked)
+    if text.startswith(NOT_IN_DOCS):
+        return Written(NOT_COVERED)
+    if not text:
+        return Written(EMPTY)
+    if msg.stop_reason in ("max_tokens", "model_context_window_exceeded"):
+        return Written(INCOMPLETE, text, checked)
+    return Written(OK, text, checked)
+
+
+def strip_links(text: str) -> str:
+    """The model never writes links: [label](url) becomes label."""
+    return re.sub(r"\[([^\]]+)\]\((?:https?://|www\.)[^)]*\)", r"\1", text)

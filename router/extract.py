@@ -1,0 +1,76 @@
+"""Claude's extraction: the verbatim passages of the top chunks that answer the question, through a
+forced, strict tool call; each passage checked against its chunk. The offline counterpart is
+router/offline.py `extract`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from index.search import Hit
+from prompts import render
+
+from .answer import Passage, occurs_in
+from .citations import label
+from .claude import Unusable, strict_tool, tool_input, usage_of
+
+log = logging.getLogger(__name__)
+
+EXTRACT_TOOL = "record_passages"
+TOOL = strict_tool(
+    EXTRACT_TOOL,
+    "Record the verbatim passages that answer the question.",
+    {
+        "type": "object",
+        "properties": {
+            "passages": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"chunk": {"type": "integer"}, "text": {"type": "string"}},
+                    "required": ["chunk", "text"],
+                },
+            },
+            "nothing_relevant": {"type": "boolean"},
+        },
+        "required": ["passages", "nothing_relevant"],
+    },
+)
+
+
+def extract(
+    client: Any, model: str, question: str, hits: list[Hit]
+) -> tuple[list[Passage], int, dict]:
+    """(passages found verbatim in their chunks, how many were dropped, token usage)."""
+    chunks = "\n\n".join(
+        f'<chunk number="{i}" title="{label(h.chunk["title"], h.chunk["heading_path"])}">\n'
+        f"{h.chunk['text']}\n</chunk>"
+        for i, h in enumerate(hits, 1)
+    )
+    msg = client.messages.create(
+        model=model,
+        max_tokens=2000,
+        system=render("extract"),
+        messages=[{"role": "user", "content": f"{chunks}\n\nQuestion: {question}"}],
+        tools=[TOOL],
+        tool_choice={"type": "tool", "name": EXTRACT_TOOL},
+    )
+    items = tool_input(msg, EXTRACT_TOOL).get("passages")
+    if not isinstance(items, list):
+        raise Unusable("no passages in the tool call")
+    passages, dropped = [], 0
+    for item in items:
+        try:
+            n = int(item["chunk"])
+            if not 1 <= n <= len(hits):
+                raise IndexError(n)
+            hit, text = hits[n - 1], str(item["text"])
+        except (KeyError, TypeError, ValueError, IndexError):
+            dropped += 1
+            continue
+        if occurs_in(text, hit.chunk["text"]):
+            passages.append(Passage(hit.chunk["id"], text.strip(), hit.score))
+        else:
+            dropped += 1
+            log.info("dropped a passage not found in chunk %s: %r", hit.chunk["id"], text[:80])
+    return passages, dropped, usage_of(msg)

@@ -1,0 +1,184 @@
+"""The real Bolt app driven as Slack drives it: over signed HTTP (waitress) or over Socket Mode (a
+local WebSocket server speaking Slack's protocol), its WebClient pointed at the Web API mock."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from urllib.parse import urlencode
+
+import waitress
+
+from bot.slack_app import build_bot, make_wsgi
+from tests.stubs import BOT, TEAM, SlackMock, SocketModeServer, signed_request
+
+SECRET = "test-signing-secret"
+
+
+class Harness:
+    """Sends what Slack would send; `event`, `command` and `click` return (acked, ack body)."""
+
+    def __init__(self, transport: str, settings, pipeline, mock: SlackMock):
+        from slack_sdk import WebClient
+
+        from bot.slack_app import retry_handlers
+
+        self.transport, self.mock, self.pipeline = transport, mock, pipeline
+        client = WebClient(
+            token="xoxb-test", base_url=mock.url + "/api/", retry_handlers=retry_handlers()
+        )
+        self.bot = build_bot(settings, pipeline, client)
+        self.app = self.bot.app
+        self.server = self.socket = self.handler = None
+        if transport == "http":
+            self.server = waitress.create_server(
+                make_wsgi(self.app, SECRET), host="127.0.0.1", port=0, threads=4
+            )
+            threading.Thread(target=self.server.run, daemon=True).start()
+            self.url = f"http://127.0.0.1:{self.server.effective_port}/slack/events"
+        else:
+            from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+            self.socket = SocketModeServer(mock)
+            self.handler = SocketModeHandler(self.app, "xapp-test", ping_interval=30)
+            self.handler.connect()
+            self.socket.current()
+
+    def close(self) -> None:
+        self.bot.close()
+        if self.server is not None:
+            self.server.close()
+        if self.handler is not None:
+            # the client's own shutdown takes 1-3 s of polling timeouts: let it run on its own
+            self.handler.client.auto_reconnect_enabled = False
+            self.handler.client.default_auto_reconnect_enabled = False
+            threading.Thread(target=self.handler.close, daemon=True).start()
+        if self.socket is not None:
+            self.socket.close()
+
+    # -- what Slack sends ----------------------------------------------------------------------
+
+    def send_http(self, body: bytes, content_type: str, headers=None, secret=SECRET):
+        return signed_request(self.url, body, content_type, secret, headers)
+
+    def event(self, event: dict, event_id: str, retry: int = 0) -> tuple[bool, str]:
+        body = {
+            "token": "t",
+            "team_id": TEAM,
+            "api_app_id": "A1",
+            "type": "event_callback",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "event": event,
+        }
+        if self.socket is not None:
+            envelope = self.socket.send("events_api", body, retry_attempt=retry)
+            return True, json.dumps(self.socket.ack(envelope).get("payload", {}))
+        headers = {"x-slack-retry-num": str(retry), "x-slack-retry-reason": "http_timeout"}
+        status, text = self.send_http(
+            json.dumps(body).encode(), "application/json", headers if retry else None
+        )
+        return status == 200, text
+
+    def command(self, user: str, text: str = "") -> tuple[bool, str]:
+        form = {
+            "token": "t",
+            "team_id": TEAM,
+            "channel_id": "C1",
+            "user_id": user,
+            "command": "/docs-reindex",
+            "text": text,
+            "response_url": self.mock.url + "/respond",
+            "trigger_id": "tr",
+        }
+        if self.socket is not None:
+            envelope = self.socket.send("slash_commands", form, accepts_response_payload=True)
+            return True, json.dumps(self.socket.ack(envelope).get("payload", {}))
+        status, body = self.send_http(urlencode(form).encode(), "application/x-www-form-urlencoded")
+        return status == 200, body
+
+    def click(self, user: str, value: str, action_id: str = "answer_feedback") -> tuple[bool, str]:
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user},
+            "team": {"id": TEAM},
+            "api_app_id": "A1",
+            "channel": {"id": "C1"},
+            "container": {"type": "message", "message_ts": "1800000000.000002"},
+            "trigger_id": "tr",
+            "actions": [
+                {
+                    "type": "feedback_buttons",
+                    "action_id": action_id,
+                    "block_id": "fb",
+                    "value": value,
+                    "action_ts": "1.2",
+                }
+            ],
+        }
+        if self.socket is not None:
+            envelope = self.socket.send("interactive", payload)
+            return True, json.dumps(self.socket.ack(envelope).get("payload", {}))
+        status, body = self.send_http(
+            urlencode({"payload": json.dumps(payload)}).encode(),
+            "application/x-www-form-urlencoded",
+        )
+        return status == 200, body
+
+
+def wait(condition, timeout: float = 20.0, what: str = "the bot"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def mention(text, ts="1700000000.000100", **extra) -> dict:
+    return {
+        "type": "app_mention",
+        "user": "U1",
+        "text": f"<@{BOT}> {text}",
+        "ts": ts,
+        "channel": "C1",
+        "event_ts": ts,
+        **extra,
+    }
+
+
+def dm(text, ts="1700000050.000100", channel="D1", **extra) -> dict:
+    return {
+        "type": "message",
+        "channel_type": "im",
+        "user": "U1",
+        "text": text,
+        "ts": ts,
+        "channel": channel,
+        **extra,
+    }
+
+
+def blocks_of(form) -> list:
+    b = form.get("blocks", [])
+    return json.loads(b) if isinstance(b, str) else b
+
+
+def answer_in(mock: SlackMock, channel: str, count: int = 1) -> list[dict]:
+    """Wait for `count` answers (messages with blocks, finished streams) in `channel`."""
+    return wait(
+        lambda: (
+            (found := [m for m in mock.answers() if m["channel"] == channel])
+            and len(found) >= count
+            and found
+        ),
+        what=f"{count} answer(s) in {channel}",
+    )
+
+
+def sentinel(h: Harness, event_id: str = "EvSentinel") -> None:
+    """A later DM, answered: everything sent before it has been handled."""
+    h.event(dm("What does error TW-1429 mean?", ts="1700009999.000100", channel="DSENT"), event_id)
+    answer_in(h.mock, "DSENT")

@@ -1,0 +1,275 @@
+"""The Slack bot's rules, its message format and its Slack-facing pieces, without HTTP."""
+
+import json
+import threading
+import time
+
+import pytest
+from slack_sdk import WebClient
+
+from bot.reindex import RESPONSE_URL_POSTS, Reporter
+from bot.slack_app import SlackStartupError, connect, retry_handlers
+from bot.slack_format import (
+    MARKDOWN_LIMIT,
+    answer_messages,
+    fallback_text,
+    parse_feedback,
+    plain_pieces,
+    safe_markdown,
+    safe_url,
+)
+from bot.slack_rules import (
+    GREETING,
+    WORKING,
+    history_from,
+    message_kind,
+    reindex_action,
+    reply_thread,
+    thread_title,
+)
+from index.store import open_db
+from router.answer import Answer, Source
+from router.state import SqliteState
+from tests.stubs import SERVER_ERROR, SlackMock, slack_error
+
+BOT = "UBOT"
+
+
+def msg(**kw):
+    return {"type": "message", "user": "U1", "text": "hi", "ts": "1.1", "channel": "C1", **kw}
+
+
+@pytest.mark.parametrize(
+    "event, answered, kind",
+    [
+        (msg(channel_type="im"), False, "dm"),
+        (msg(channel_type="im", subtype="file_share"), False, "dm"),
+        (
+            msg(channel_type="channel", thread_ts="1.0", subtype="thread_broadcast"),
+            True,
+            "follow_up",
+        ),
+        (msg(channel_type="channel", thread_ts="1.0"), True, "follow_up"),
+        (msg(channel_type="channel", thread_ts="1.0"), False, None),  # not our thread
+        (msg(channel_type="channel"), False, None),  # plain channel chatter
+        (msg(channel_type="channel", text=f"<@{BOT}> hi", thread_ts="1.0"), True, None),
+        (msg(channel_type="im", subtype="message_changed"), False, None),
+        (msg(channel_type="im", bot_id="B2"), False, None),
+        (msg(channel_type="im", user=BOT), False, None),
+    ],
+)
+def test_which_messages_are_answered(event, answered, kind):
+    assert message_kind(event, BOT, answered) == kind
+
+
+def test_reply_thread():
+    assert reply_thread({"ts": "2.0", "thread_ts": "1.0"}, True) == "1.0"
+    assert reply_thread({"ts": "2.0"}, True) == "2.0"
+    assert reply_thread({"ts": "2.0"}, False) is None
+
+
+def test_history_keeps_the_newest_turns_and_skips_the_bots_chatter():
+    messages = [{"user": "U1", "text": f"q{i}", "ts": f"1.{i:03d}"} for i in range(30)]
+    messages += [
+        {"user": BOT, "bot_id": "B", "text": GREETING, "ts": "2.0"},
+        {"user": BOT, "bot_id": "B", "text": WORKING, "ts": "2.1"},
+        {"user": BOT, "bot_id": "B", "text": "Five times &amp; more", "ts": "2.2"},
+        {"user": "U1", "text": "the current one", "ts": "3.0"},
+    ]
+    history = history_from(messages, "3.0", BOT)
+    assert len(history) == 10
+    assert history[-1] == {"role": "assistant", "text": "Five times & more"}
+    assert history[-2]["text"] == "q29" and GREETING not in json.dumps(history)
+
+
+def test_reindex_arguments_and_titles():
+    assert [reindex_action(t) for t in ("", " status ", "help", "now")] == [
+        "run",
+        "status",
+        "help",
+        "help",
+    ]
+    assert thread_title(f"<@{BOT}> " + "word " * 40).endswith("…")
+
+
+# -- escaping -----------------------------------------------------------------------------------
+
+INJECTIONS = [
+    "<!channel> read this",
+    "<!here|here>",
+    "ping <@U123ABC> now",
+    "<https://evil.example|click me>",
+    "`<!channel>` in code",
+    "```\n<!everyone>\n```",
+    "[docs](https://evil.example) and ![img](https://evil.example/x.png)",
+    "[1]: https://evil.example",
+]
+
+
+def answer(text, url="https://docs.example/a", title="Doc"):
+    return Answer(
+        "q",
+        "q",
+        "ANSWER",
+        text,
+        sources=[Source(1, "c1", "a.md", title, [title, "Section"], url)],
+    )
+
+
+def everything(ans) -> str:
+    return json.dumps(answer_messages(ans, 7)) + fallback_text(ans) + "".join(plain_pieces(ans))
+
+
+@pytest.mark.parametrize("text", INJECTIONS)
+def test_injected_mentions_and_links_are_neutralised(text):
+    out = everything(answer(text))
+    for bad in ("<!", "<@", "<https", "](https://evil", "\n[1]: https"):
+        assert bad not in out
+
+
+def test_front_matter_url_injection_is_shown_as_text_not_linked():
+    url = "https://x> <!channel> <https://evil"
+    ans = answer("Answer [1]", url=url, title="Title <!here>")
+    out = everything(ans)
+    assert "<!" not in out and "<https" not in out and "(https://x" not in out
+    assert safe_url(url) is None
+    assert safe_url("https://docs.example/a#b") == "https://docs.example/a#b"
+    for bad in ("javascript:alert(1)", "ftp://x", "https://", "https://a b", "https://a|b"):
+        assert safe_url(bad) is None
+
+
+def test_safe_markdown_keeps_blockquotes_and_escapes_code():
+    assert safe_markdown("> quote <x>") == "> quote &lt;x&gt;"
+    assert safe_markdown("`a<b`") == "`a&lt;b`"
+
+
+def test_long_answer_is_split_within_block_kit_limits():
+    text = "\n\n".join(f"Paragraph {i}: " + "word " * 300 for i in range(40))
+    ans = answer(text)
+    messages = answer_messages(ans, 7)
+    assert len(messages) > 1
+    for blocks in messages:
+        assert len(blocks) <= 50
+        assert sum(len(b["text"]) for b in blocks if b["type"] == "markdown") <= MARKDOWN_LIMIT
+    assert messages[-1][-1]["type"] == "context_actions"
+    assert (
+        "".join(b["text"] for m in messages for b in m if b["type"] == "markdown").count("word")
+        == 40 * 300
+    )
+
+
+def test_short_answer_is_one_markdown_block_with_sources():
+    [blocks] = answer_messages(answer("Rotate keys [1]."), 7)
+    assert [b["type"] for b in blocks] == ["markdown", "context", "context_actions"]
+    assert "1. [Doc › Section](https://docs.example/a)" in blocks[0]["text"]
+
+
+def test_feedback_values():
+    assert parse_feedback({"action_id": "answer_feedback", "value": "helpful:12"}) == (
+        12,
+        "helpful",
+    )
+    assert parse_feedback({"action_id": "feedback_not_helpful", "value": "3"}) == (3, "not_helpful")
+    assert parse_feedback({"action_id": "answer_feedback", "value": "junk"}) is None
+
+
+# -- state: de-duplication that survives a restart ------------------------------------------------
+
+
+def test_claimed_events_survive_a_restart_and_expire_after_an_hour(tmp_path):
+    path = tmp_path / "state.db"
+    assert SqliteState(open_db(path)).claim_event("Ev1", "C1:1.0")
+    restarted = SqliteState(open_db(path))
+    assert not restarted.claim_event("Ev1", "")
+    assert not restarted.claim_event("Ev2", "C1:1.0")  # same message, other event id
+    restarted.db.execute("UPDATE slack_events SET claimed = ?", [time.time() - 3601])
+    restarted.db.conn.commit()
+    assert restarted.claim_event("Ev1", "C1:1.0")
+
+
+def test_concurrent_claims_of_one_event_have_one_winner(tmp_path):
+    state = SqliteState(open_db(tmp_path / "state.db"))
+    wins = []
+    threads = [
+        threading.Thread(target=lambda: wins.append(state.claim_event("Ev", "C:1")))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wins.count(True) == 1
+
+
+# -- reindex reports within the response_url's 5 posts -------------------------------------------
+
+
+def recorder(into: list[str], ok: bool):
+    """A report channel that keeps what it is given and answers `ok`."""
+
+    def send(text: str) -> bool:
+        into.append(text)
+        return ok
+
+    return send
+
+
+def test_a_long_reindex_reports_within_five_posts_and_the_summary_gets_through():
+    now = [0.0]
+    sent: list[str] = []
+    ephemeral: list[str] = []
+    report = Reporter(recorder(sent, True), recorder(ephemeral, True), clock=lambda: now[0])
+    report.start("start")
+    for i in range(600):  # ten minutes of progress callbacks, one a second
+        now[0] += 1
+        report.progress(f"{i}")
+    assert report.summary("summary")
+    assert len(sent) <= RESPONSE_URL_POSTS and sent[-1] == "summary" and ephemeral == []
+
+
+def test_a_refused_response_url_falls_back_to_ephemeral():
+    sent: list[str] = []
+    ephemeral: list[str] = []
+    report = Reporter(recorder(sent, False), recorder(ephemeral, True))
+    report.start("start")
+    report.summary("summary")
+    assert sent == ["start"] and ephemeral == ["start", "summary"]
+
+
+def test_reporter_against_the_mock_response_url_limit():
+    from slack_sdk.webhook import WebhookClient
+
+    mock = SlackMock()
+    try:
+        hook = WebhookClient(mock.url + "/respond")
+        for _ in range(RESPONSE_URL_POSTS):
+            assert hook.send(text="x").status_code == 200
+        refused = hook.send(text="x")
+        assert refused.status_code == 404 and refused.body == "used_url"
+    finally:
+        mock.close()
+
+
+# -- start-up -----------------------------------------------------------------------------------
+
+
+def test_startup_gives_a_clear_error_when_slack_is_unreachable():
+    client = WebClient(token="x", base_url="http://127.0.0.1:9/api/", retry_handlers=[])
+    t = time.monotonic()
+    with pytest.raises(SlackStartupError, match="Could not reach Slack"):
+        connect(client, within=0.5)
+    assert time.monotonic() - t < 3
+
+
+def test_startup_retries_then_connects_and_fails_fast_on_a_bad_token():
+    mock = SlackMock()
+    try:
+        client = WebClient(token="x", base_url=mock.url + "/api/", retry_handlers=retry_handlers())
+        mock.fail("auth.test", slack_error("fatal_error"))
+        assert connect(client, within=5)["user_id"] == "UBOT"
+        mock.fail("auth.test", slack_error("invalid_auth"))
+        with pytest.raises(SlackStartupError, match="invalid_auth"):
+            connect(client, within=30)
+        assert SERVER_ERROR[0] == 500
+    finally:
+        mock.close()

@@ -1,0 +1,65 @@
+"""The streaming contract: Pipeline.answer(..., on_text=) against the stub's server-sent events."""
+
+import time
+
+import pytest
+
+from router.compose import Holdback
+from router.pipeline import ABSTAIN, ANSWER
+from tests.stubs import FakeClaude
+from tests.test_pipeline import SIGNATURE_Q, make_pipeline
+
+
+def final(ans) -> dict:
+    out = ans.to_json()
+    for key in ("timings_ms", "usage"):
+        out.pop(key)
+    return out
+
+
+def test_text_streams_as_it_arrives_and_the_answer_is_the_same(examples_db, local_embedder, stub):
+    reply: list = [
+        ("Send the header [docs](https://x.example) with each request.", [(0, 0, 1)]),
+        " Done.",
+    ]
+    stub.route("/v1/messages", FakeClaude(answer=reply, words_per_second=40))
+    pipeline = make_pipeline(examples_db, local_embedder, stub)
+    plain = pipeline.answer(SIGNATURE_Q)
+    pieces: list[tuple[float, str]] = []
+    streamed = pipeline.answer(SIGNATURE_Q, on_text=lambda d: pieces.append((time.monotonic(), d)))
+    done = time.monotonic()
+    assert final(streamed) == final(plain) and streamed.decision == ANSWER
+    # the model's words, as written, in order; the checked text adds [n] and drops the link
+    assert "".join(d for _, d in pieces) == "".join(
+        t if isinstance(t, str) else t[0] for t in reply
+    )
+    assert len(pieces) == 8 and pieces[0][0] < done - 0.1  # the first words came well before
+    assert streamed.text == "Send the header docs with each request.[1] Done."
+
+
+@pytest.mark.parametrize("reply", [["NOT_IN_DOCS"], [" NOT_IN_DOCS\n"], []])
+def test_nothing_is_streamed_for_an_abstention(examples_db, local_embedder, stub, reply):
+    stub.route("/v1/messages", FakeClaude(answer=reply))
+    pieces: list[str] = []
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(
+        SIGNATURE_Q, on_text=pieces.append
+    )
+    assert ans.decision == ABSTAIN and pieces == []
+
+
+def test_nothing_is_streamed_offline(examples_db, local_embedder):
+    pieces: list[str] = []
+    ans = make_pipeline(examples_db, local_embedder).answer(SIGNATURE_Q, on_text=pieces.append)
+    assert ans.offline and ans.text and pieces == []
+
+
+def test_first_words_are_held_until_they_cannot_be_not_in_docs():
+    out: list[str] = []
+    hold = Holdback(out.append)
+    for piece in ["NOT", "_IN", "_DOCS"]:
+        hold(piece)
+    assert out == []
+    hold = Holdback(out.append)
+    for piece in [" ", "NOT", " all", " of", " it"]:
+        hold(piece)
+    assert out == ["NOT all", " of", " it"]
