@@ -19,6 +19,7 @@ from bot.wiring import make_engine
 from index.embedders import make_embedder
 from index.indexer import index_folder
 from index.search import Hit, one_per_section
+from index.store import load_chunks
 from router.classify import FEEDBACK, FEEDBACK_WEIGHT
 from router.evaluate import load_questions, paired_difference, score_question
 from router.policy import prefer_intents
@@ -69,7 +70,7 @@ class Features:
     def __init__(self, engine):
         self.searcher = engine.loaded().searcher
         docs: dict[str, tuple[str, str]] = {}
-        for r in self.searcher.records:
+        for r in load_chunks(engine.db, None)[0]:
             docs.setdefault(r["doc"], (r["title"], r["intent"]))
         self.doc = np.array(list(docs))
         self.intent = np.array([docs[d][1] for d in docs])
@@ -167,9 +168,8 @@ def mean_of(rows: list[dict], metric: str) -> str:
 
 def pseudo_questions(engine, embedder) -> tuple[Features, list[np.ndarray], list[int]]:
     """Section headings of the set's own docs as questions whose intent is their doc's."""
-    s = engine.loaded().searcher
     feats = Features(engine)
-    pool = [r for r in s.records if len(r["heading_path"]) >= 2]
+    pool = [r for r in load_chunks(engine.db, None)[0] if len(r["heading_path"]) >= 2]
     sample = random.Random(0).sample(pool, min(PSEUDO, len(pool)))
     X, y = [], []
     texts = [r["heading_path"][-1] for r in sample]

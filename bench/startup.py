@@ -5,15 +5,17 @@ e.g. the main branch before the memory-mapped replica).
 
     python bench/startup.py [--db OPENSHIFT.db] [--before /work/main] [--sizes 26k 200k 1m]
 
-Each (code, index) pair runs twice: the first run builds what that code caches per index
-generation (the search arrays file; the old code's BM25 postings in SQLite), the second is a
-restarted replica, the figure that matters. The old code's first run at 1M would hold every chunk's
-tokens in memory to build its postings, so its cache is seeded with the same postings instead.
+Each (code, index) pair runs twice, caches removed first: the first run builds what that code
+caches per index generation (the search arrays file; the old code's BM25 postings in SQLite), the
+second is a restarted replica, the figure that matters. The old code's first run at 1M would hold
+every chunk's tokens in memory to build its postings, so its cache is seeded with the same postings
+instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -56,7 +58,19 @@ print(json.dumps({"anon_mb": mb("RssAnon"), "file_mb": mb("RssFile"),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 SIZES = {"26k": 0, "200k": 200_000, "1m": 1_000_000}
+SEED_FROM = 1_000_000  # the old code would build its postings from every chunk's tokens in memory
 MEMORY_LIMIT = 16 << 30  # address space for a "before" run: fail rather than push others out
+
+
+def clear_caches(db: Path) -> None:
+    """Remove what either code caches per generation, so that a first run builds it."""
+    for path in db.parent.glob(f"{db.name}.gen-*.arrays"):
+        path.unlink()
+    con = sqlite3.connect(db)
+    with contextlib.suppress(sqlite3.OperationalError):  # no such table
+        con.execute("DELETE FROM bm25_cache")
+        con.commit()
+    con.close()
 
 
 def seed_old_bm25_cache(db: Path) -> None:
@@ -67,8 +81,6 @@ def seed_old_bm25_cache(db: Path) -> None:
         con.execute("CREATE TABLE IF NOT EXISTS bm25_cache (key TEXT PRIMARY KEY, data BLOB)")
         (gen,) = con.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         key = f"{gen}/2"  # the old code's TOKENIZER_VERSION
-        if con.execute("SELECT 1 FROM bm25_cache WHERE key = ?", [key]).fetchone():
-            return
         _, a = prepare(db)
         buf = io.BytesIO()
         words = b"\n".join(
@@ -116,67 +128,93 @@ def main() -> None:
     p.add_argument("--db", type=Path, help="the openshift-4.15 index (default: built in bench/)")
     p.add_argument("--before", type=Path, help="a source tree with the code to compare against")
     p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    p.add_argument("--repeat", type=int, default=3, help="restarted runs of each (median shown)")
     args = p.parse_args()
 
     embedder = make_embedder()
     db26 = (args.db or eval_db("openshift-4.15", embedder)).resolve()
     codes = [("after", ROOT)] + ([("before", args.before.resolve())] if args.before else [])
     rows = []
+    arrays: dict[str, int] = {}
     load = [os.getloadavg()[0]]
     for size in args.sizes:
         db = db26 if not SIZES[size] else WORK / f"openshift-x{size}.db"
         make_synthetic(db26, db, SIZES[size]) if SIZES[size] else None
+        clear_caches(db)
+        first: dict[str, dict] = {}
+        again: dict[str, list[dict]] = {}
         for label, code in codes:
-            if label == "before":
+            if label == "before" and SIZES[size] >= SEED_FROM:
                 seed_old_bm25_cache(db)
-            limit = MEMORY_LIMIT if label == "before" else None
-            first = run(code, db, limit)
-            r = run(code, db, limit)
-            load.append(os.getloadavg()[0])
-            print(size, label, "first:", first, "again:", r, flush=True)
-            if "error" in r:
-                rows.append([size, label, r["error"], "", "", "", "", ""])
+            first[label] = run(code, db, MEMORY_LIMIT if label == "before" else None)
+            if label == "after":
+                arrays[size] = sum(f.stat().st_size for f in db.parent.glob(f"{db.name}.gen-*"))
+        for _ in range(args.repeat):  # alternated, so that both see the same load
+            for label, code in codes:
+                r = run(code, db, MEMORY_LIMIT if label == "before" else None)
+                again.setdefault(label, []).append(r)
+                load.append(os.getloadavg()[0])
+        for label, _ in codes:
+            print(size, label, "first:", first[label], "again:", again[label], flush=True)
+            runs = [r for r in again[label] if "error" not in r]
+            if not runs:
+                rows.append([size, label, again[label][0]["error"], "", "", "", "", ""])
                 continue
+            med = {
+                k: float(np.median([r[k] for r in runs]))
+                for k in runs[0]
+                if k.endswith(("_s", "_mb"))
+            }
+            seeded = label == "before" and SIZES[size] >= SEED_FROM
+            built = first[label]
             rows.append(
                 [
                     size,
                     label,
-                    first.get("open_index_s", first.get("error")),
-                    r["open_index_s"],
-                    r["first_answer_s"],
-                    r["open_index_s"] + r["first_answer_s"],
-                    f"{r['peak_rss_mb']:.0f}",
-                    f"{r['anon_mb']:.0f} / {r['file_mb']:.0f}",
+                    f"{built['open_index_s']:.2f}" + (" (postings seeded)" if seeded else "")
+                    if "open_index_s" in built
+                    else built["error"],
+                    med["open_index_s"],
+                    med["first_answer_s"],
+                    f"{med['peak_rss_mb']:.0f}",
+                    "-".join(f"{agg(r['peak_rss_mb'] for r in runs):.0f}" for agg in (min, max)),
+                    f"{med['anon_mb']:.0f} / {med['file_mb']:.0f}",
                 ]
             )
     headers = [
         "chunks",
         "code",
-        "first open s (builds caches)",
+        "first open s (builds its cache)",
         "open index s",
         "first answer s",
-        "index + first answer s",
         "peak RSS MB",
+        "peak RSS range MB",
         "RSS at exit: private / file-backed MB",
     ]
     files = ", ".join(
-        f"{size} {os.path.getsize(db) / 1e9:.1f} GB"
+        f"{size} {os.path.getsize(db) / 1e9:.2f} GB"
         for size in args.sizes
         if (db := db26 if not SIZES[size] else WORK / f"openshift-x{size}.db").exists()
     )
+    files += "; arrays files: " + ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in arrays.items())
     body = f"""## Startup
 
 `python bench/startup.py --before DIR` — a fresh process opens the index and answers one question
-offline ({embedder.name}); seconds, and the process's peak resident memory (model included).
-"before": every chunk record and the embedding matrix read into memory, BM25 postings
-unpickled from SQLite; "after": the generation's arrays memory-mapped, chunk records read from
-SQLite for the hits used. Second run of each (a restarted replica); the first run builds the
-per-generation cache. RSS counts the pages of a memory-mapped file that the process has touched
-(file-backed: shared page cache, which the kernel may reclaim); the last column splits the RSS at
-exit into private memory and those pages. 200k and 1M repeat the openshift corpus with varied
-text and random unit vectors (bench/synthetic.py). SQLite files: {files}. Load average during
-the runs: {min(load):.1f} to {max(load):.1f} on {os.cpu_count()} cores (times stretch with it;
-memory does not).
+offline ({embedder.name}): seconds, and the process's peak resident memory (model included).
+"before" (the code before the memory-mapped replica): every chunk record and the embedding matrix
+read into memory, BM25 postings unpickled from SQLite. "after": the generation's arrays
+memory-mapped, chunk records read from SQLite for the hits used.
+
+The first open builds the per-generation cache (the arrays file; the old code's postings in SQLite,
+except at 1M where they are seeded: building them the old way holds every chunk's tokens in
+memory). The other columns are restarted replicas, the figure that matters: the median of
+{args.repeat} runs, before and after alternated. RSS counts the pages of a memory-mapped file that
+the process has touched (file-backed: shared page cache, which the kernel may reclaim); the last
+column splits the RSS at exit into private memory and those pages.
+
+200k and 1M repeat the openshift corpus with varied text and random unit vectors
+(bench/synthetic.py). SQLite files: {files}. Load average during the runs: {min(load):.1f} to
+{max(load):.1f} on {os.cpu_count()} cores (times stretch with it; memory does not).
 
 {table(headers, rows)}
 """

@@ -147,9 +147,10 @@ def cmd_intents(args: argparse.Namespace, settings: Settings) -> int:
 def describe_intents(db: sqlite_utils.Database, intents: list[dict], settings: Settings) -> int:
     """Print an intents.yaml draft: intents that have a description keep theirs; the others get
     one drafted from their headings, by Claude when a key is set (FIELDGUIDE_ANSWER_MODEL)."""
-    from router.describe import draft_offline, draft_with_claude, headings_in, to_yaml
+    from index.store import chunk_headings
+    from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
 
-    headings = headings_in(db)
+    headings = intent_headings(chunk_headings(db))
     client = make_anthropic(settings)
     drafts = {}
     for i in intents:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
-from .store import IndexMissing, check_model, record
+from .store import IndexMissing, check_model, open_db, record
 
 MAGIC = b"FGARRAY1"
 FORMAT = 1
@@ -49,7 +49,8 @@ def write_arrays(path: Path, header: dict, arrays: dict[str, np.ndarray]) -> Non
     start = -(-(16 + len(head)) // ALIGN) * ALIGN
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        # private like the index (0600): the vocabulary and vectors come from the docs
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             f.write(MAGIC + len(head).to_bytes(8, "little") + head)
             for name, a in arrays.items():
                 f.seek(start + layout[name]["offset"])
@@ -91,8 +92,8 @@ class Records:
         self.ids = ids
         self._lock = threading.Lock()
         # opened now: a file replaced by another (a fleet replica loading a published index) is
-        # still read through the file this generation was opened from
-        self._conn = sqlite3.connect(db_path, check_same_thread=False, timeout=30)
+        # still read through the file this generation was opened from; read-only as open_db allows
+        self._conn = open_db(db_path, create=False).conn
 
     def __call__(self, rows: list[int]) -> list[dict]:
         ids = [self.ids[r].decode() for r in rows]
@@ -189,11 +190,7 @@ def prepare(db_path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
     written beside it (older generations' files are removed). Where the file cannot be written
     (a read-only folder), the built arrays are used from memory."""
     db_path = Path(db_path)
-    if not db_path.is_file():
-        raise IndexMissing(
-            f"No index at {db_path}. Build one with: fieldguide index DOCS_DIR --db {db_path}"
-        )
-    conn = sqlite3.connect(db_path, timeout=30, isolation_level=None)
+    conn = open_db(db_path, create=False).conn
     try:
         conn.execute("BEGIN")  # one snapshot: the generation read is the one built
         meta = _meta(conn)

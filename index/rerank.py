@@ -68,6 +68,4 @@ class VoyageReranker:
             log.warning("reranking failed (%s); fused order kept", e)
             return hits, f"reranking unavailable ({e}); results in fused order"
         order = sorted(range(len(head)), key=lambda i: -relevance[i])  # stable: ties keep fusion
-        for i, h in enumerate(head):  # fresh hits of this question's search: safe to update
-            h.score = relevance[i]
-        return [head[i] for i in order] + tail, ""
+        return [head[i].with_score(relevance[i]) for i in order] + tail, ""

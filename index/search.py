@@ -9,6 +9,7 @@ not depend on which buckets are searched: a bucket is only a mask over the same 
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 import re
 from array import array
@@ -247,6 +248,12 @@ class Hit:
         assert self._chunk is not None
         return self._chunk
 
+    def with_score(self, score: float) -> Hit:
+        """The same hit ranked by another score (a reranker's); its record comes along."""
+        hit = copy.copy(self)
+        hit.score = score
+        return hit
+
     def __repr__(self) -> str:
         return f"Hit(row={self.row}, intent={self.intent!r}, score={self.score:.4f})"
 
@@ -268,6 +275,8 @@ class Searcher:
     `Searcher.from_arrays` is how an index is opened (index/mapped.py)."""
 
     def __init__(self, records: list[dict], vectors: np.ndarray | None, bm25: BM25 | None = None):
+        # each chunk's intent as a small integer id: a numpy array of the names themselves would
+        # be chunks x the longest name wide (1.4 GB for one 100,000-character intent)
         names = sorted({r["intent"] for r in records})
         ids = {n: i for i, n in enumerate(names)}
         sections: dict[tuple, int] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -167,6 +168,15 @@ def load_chunks(
                 vectors = np.zeros((n, len(blob) // 4), dtype=np.float32)
             vectors[i] = np.frombuffer(blob, dtype=np.float32)
     return records, vectors
+
+
+def chunk_headings(db: sqlite_utils.Database) -> Iterator[dict]:
+    """Each chunk's intent, doc title and heading path (what router.describe.intent_headings
+    reads), streamed rather than loaded."""
+    for intent, title, path in db.execute(
+        "SELECT d.intent, d.title, c.heading_path FROM chunks c JOIN docs d ON d.path = c.doc"
+    ):
+        yield {"intent": intent, "title": title, "heading_path": json.loads(path)}
 
 
 def load_intents(db: sqlite_utils.Database) -> list[dict]:

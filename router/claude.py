@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-import anthropic
-
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -47,17 +45,16 @@ class Unusable(ValueError):
 # ValueError) for a JSON content type with a body that is not JSON, returns the body as a str for
 # another content type (AttributeError on `.content`), and builds a message without validating it
 # (missing fields: AttributeError / TypeError / KeyError when read).
-FAILURES: tuple[type[BaseException], ...] = (
-    anthropic.APIError,
-    ValueError,
-    AttributeError,
-    TypeError,
-    KeyError,
-    IndexError,
-)
+# The SDK is imported only when a step fails: an offline bot never loads it (~85 MB, ~2 s).
+def failures() -> tuple[type[BaseException], ...]:
+    import anthropic
+
+    return (anthropic.APIError, ValueError, AttributeError, TypeError, KeyError, IndexError)
 
 
 def describe(error: BaseException) -> str:
+    import anthropic
+
     if isinstance(error, anthropic.APIError):
         return type(error).__name__
     return f"unusable reply ({type(error).__name__}: {str(error)[:120]})"
@@ -110,7 +107,7 @@ class Claude:
         assert self.client is not None  # available
         try:
             return call(self.client.with_options(timeout=timeout, max_retries=retries))
-        except FAILURES as e:
+        except failures() as e:
             self._fail(step, describe(e))
             return offline()
 

@@ -4,12 +4,10 @@ prompt), and drafts of the `intents.yaml` descriptions a team without one can st
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterable
 
-import sqlite_utils
 import yaml
 
 from prompts import render
@@ -113,14 +111,3 @@ def to_yaml(drafts: dict[str, dict], source: str) -> str:
     )
     body = yaml.safe_dump(drafts, sort_keys=False, allow_unicode=True, width=100)
     return header + body
-
-
-def headings_in(db: sqlite_utils.Database) -> dict[str, list[str]]:
-    """`intent_headings` of an index, read from its tables (no chunk text is loaded)."""
-    rows = db.execute(
-        "SELECT d.intent, d.title, c.heading_path FROM chunks c JOIN docs d ON d.path = c.doc"
-    )
-    return intent_headings(
-        {"intent": intent, "title": title, "heading_path": json.loads(path)}
-        for intent, title, path in rows
-    )

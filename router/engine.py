@@ -12,11 +12,11 @@ from index.embedders import Embedder, EmbeddingError
 from index.mapped import open_searcher
 from index.rerank import VoyageReranker
 from index.search import Searcher
-from index.store import generation, load_intents, load_related, open_db
+from index.store import chunk_headings, generation, load_intents, load_related, open_db
 
 from .classify import ClaudeClassifier, OfflineClassifier
 from .claude import MessagesClient
-from .describe import headings_in
+from .describe import intent_headings
 from .policy import RouteDecision, Router
 
 
@@ -87,7 +87,7 @@ class Engine:
                 self.classify_model,
                 intents,
                 classifier,
-                headings_in(self.db),
+                intent_headings(chunk_headings(self.db)),
             )
         router = Router(
             searcher,

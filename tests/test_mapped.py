@@ -3,6 +3,8 @@ memory; the arrays file follows the index's generations; chunk texts are read fo
 
 import json
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -109,3 +111,9 @@ def test_a_chunk_removed_after_the_search_is_a_clear_error(tmp_path, local_embed
     index_folder(db, docs, local_embedder)
     with pytest.raises(IndexChanged, match="ask again"):
         [h.chunk for h in hits]
+
+
+def test_an_offline_bot_does_not_load_the_anthropic_sdk():
+    code = "import sys, bot.wiring, router.pipeline; print('anthropic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "False", out.stderr
