@@ -149,9 +149,9 @@ SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "ers")
 
 def everyday(word: str, english: frozenset[str]) -> bool:
     """Whether `word` is an everyday English word or an inflection of one (the vocabulary lists
-    "pad" but not "padding", "rotate" but not "rotated")."""
+    "pad" but not "padding", "rotate" but not "rotated", "block" but not "unblock")."""
     w = word.lower()
-    if w in english:
+    if w in english or (w.startswith("un") and everyday(w[2:], english)):  # unblock
         return True
     for suffix in SUFFIXES:
         base = w[: -len(suffix)]

@@ -51,6 +51,7 @@ def test_a_word_neither_in_the_docs_nor_everyday_english_is_an_unknown_name(
     assert "banana" in english and "ztunnel" not in english
     # inflections of everyday words are everyday ("padding" is not in the vocabulary, "pad" is)
     assert decide.everyday("padding", english) and decide.everyday("rotated", english)
+    assert decide.everyday("unblock", english)
     assert not decide.everyday("doctl", english)
     q = "How do I forward Tidewater webhooks through ztunnel?"
     assert decide.unknown_terms(q, searcher, english) == ["ztunnel"]
