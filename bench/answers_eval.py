@@ -107,8 +107,8 @@ def leave_one_set_out(results: dict[str, dict]) -> list[list]:
                 score = float(np.mean([o for _, o in rates])) - 0.001 * (s + c + w)
                 if best is None or score > best[0]:
                     best = (score, s, c, w)
-        assert best is not None
-        _, s, c, w = best
+        # no thresholds meet the bound on both (the names check alone exceeds it): the shipped ones
+        _, s, c, w = best or (0.0, 0.36, 0.2, 0.45)
         for n in [held] if held else list(results):
             rows.append(
                 [
@@ -148,7 +148,11 @@ quiet run). Full answers: bench/answers-SET.json.
 {table(["set", "code", *COLUMNS], rows)}
 
 The closeness thresholds (cosine < S abstains; idf coverage < C with cosine < W abstains) were
-kept as calibrated before (0.36 / 0.2 / 0.45); the names check is what moved off-topic abstention.
+kept as calibrated before (0.36 / 0.2 / 0.45); the names check is what moved off-topic abstention
+(its second round: a word neither in the docs nor everyday English, such as "ztunnel", "doctl",
+"rerank", and a version beside its name, "Claude Opus 4", took claude-docs from 0.633 to 0.767 and
+openshift from 0.800 to 0.867; it costs one openshift question, "'buckethost'", whose reference
+answer quotes `bucketHost`, a word the indexed docs do not contain).
 Leave one set out: the thresholds tuned on the two other sets (answerable abstain <= 0.035 on each,
 off-topic abstain as high as possible), reported on the held-out set, from the evidence recorded in
 the JSONs above (the language check left out). Tuning them buys little and does not carry over:

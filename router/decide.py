@@ -11,9 +11,11 @@ nearest section sounds. A section that is merely near cannot fake a name it does
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from functools import cache, lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -37,6 +39,7 @@ PARTIAL_COVERAGE, PARTIAL_SIMILARITY = 0.3, 0.45
 CLAUDE_ABSTAIN_SIMILARITY = 0.25
 
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
+PLAIN_WORD = re.compile(r"\b(?=[A-Za-z0-9_]*[A-Za-z]{3})[A-Za-z0-9_]+\b")
 VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")  # 4, 3.5, 4.15: joins a name (Opus 4), starts none
 # a word in more than this share of the chunks is the docs' own vocabulary (Claude, API, cluster),
 # not a name that singles out a topic: it is left out of a phrase
@@ -95,7 +98,10 @@ def known_phrase(phrase: str, searcher: Searcher) -> bool:
     """Whether the docs contain the phrase somewhere in the whole index: its words side by side
     (stopwords skipped, plurals folded, the docs' everyday words left out), and a code-like word
     (budget_tokens, claude.ai) letter for letter."""
-    terms = [t for t in tokenize(phrase) if not _common(t, searcher.bm25)]
+    # a version number is kept even when common ("4" of "Opus 4"): the name and its version must
+    # stand together in the docs
+    versions = {t for w in phrase.split() if VERSION.fullmatch(w) for t in tokenize(w)}
+    terms = [t for t in tokenize(phrase) if t in versions or not _common(t, searcher.bm25)]
     if not terms:
         return True
     rows = _rows_with(terms, searcher.bm25)
@@ -109,15 +115,65 @@ def known_phrase(phrase: str, searcher: Searcher) -> bool:
         if literals and not all(w in rec["search_text"].lower() for w in literals):
             continue
         # the phrase's words in this order, the docs' everyday words allowed in between
-        toks = [t for t in tokenize(rec["search_text"]) if not _common(t, searcher.bm25)]
+        toks = [
+            t
+            for t in tokenize(rec["search_text"])
+            if t in versions or not _common(t, searcher.bm25)
+        ]
         if any(toks[i : i + n] == terms for i in range(len(toks) - n + 1)):
             return True
     return False
 
 
-def unknown_terms(question: str, searcher: Searcher) -> list[str]:
-    """The question's specific terms that the docs never mention."""
-    return [p for p in specific_phrases(question) if not known_phrase(p, searcher)]
+def unknown_terms(
+    question: str, searcher: Searcher, english: frozenset[str] = frozenset()
+) -> list[str]:
+    """The question's specific terms that the docs never mention: its names (specific_phrases),
+    and its words that are neither in the docs nor everyday English (`english`), such as
+    "ztunnel", "doctl", "rerank": a lowercase name is a name too."""
+    out = [p for p in specific_phrases(question) if not known_phrase(p, searcher)]
+    if not english:
+        return out
+    named = {t for p in out for t in tokenize(p)}
+    for w in dict.fromkeys(PLAIN_WORD.findall(question)):
+        terms = tokenize(w)
+        if everyday(w, english) or not terms or named.intersection(terms):
+            continue
+        if all(searcher.bm25.vocab.get(t) is None for t in terms):
+            out.append(w)
+    return out
+
+
+SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "ers")
+
+
+def everyday(word: str, english: frozenset[str]) -> bool:
+    """Whether `word` is an everyday English word or an inflection of one (the vocabulary lists
+    "pad" but not "padding", "rotate" but not "rotated", "block" but not "unblock")."""
+    w = word.lower()
+    if w in english or (w.startswith("un") and everyday(w[2:], english)):  # unblock
+        return True
+    for suffix in SUFFIXES:
+        base = w[: -len(suffix)]
+        # rotat(ed) + e, padd(ing) undoubled
+        undoubled = base[:-1] if len(base) > 1 and base[-1] == base[-2] else base
+        if w.endswith(suffix) and len(base) >= 3 and {base, base + "e", undoubled} & english:
+            return True
+    return False
+
+
+@lru_cache(maxsize=2)
+def english_words(model_dir: str | Path | None) -> frozenset[str]:
+    """Everyday English: the whole words of the local model's WordPiece vocabulary (30k entries
+    chosen by frequency in English text), read from its tokenizer.json. Empty (the check is off)
+    when the local model is not prepared, e.g. with Voyage embeddings."""
+    if not model_dir:
+        return frozenset()
+    try:
+        vocab = json.loads((Path(model_dir) / "tokenizer.json").read_text())["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    return frozenset(w for w in vocab if w.isalpha() and w.isascii())
 
 
 # Languages. The local embedder reads English only, so offline a question in another language
@@ -200,6 +256,7 @@ def evidence(
     ans: Answer,
     searcher: Searcher | None = None,
     claude: bool = False,
+    english: frozenset[str] = frozenset(),
 ) -> str:
     """ABSTAIN / PARTIAL / ANSWER from retrieval alone, before any model is asked. With `claude`
     (a Claude client will extract and answer), only a question with nothing near at all stops
@@ -210,7 +267,7 @@ def evidence(
     q = tokenize(question)
     cover = bm25.coverage(q, [t for h in hits[:3] for t in tokenize(h.chunk["search_text"])])
     sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
-    unknown = unknown_terms(question, searcher) if searcher is not None else []
+    unknown = unknown_terms(question, searcher, english) if searcher is not None else []
     ans.evidence = {
         "coverage": round(cover, 3),
         "similarity": None if sim is None else round(sim, 3),

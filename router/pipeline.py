@@ -109,6 +109,8 @@ class Pipeline:
             ans,
             searcher=loaded.searcher,
             claude=claude.available,
+            # everyday English from the local model's vocabulary (none: that check is off)
+            english=decide.english_words(getattr(self.engine.embedder, "model_dir", None)),
         )
         if strength == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return self.abstain(ans, [])
@@ -136,7 +138,11 @@ class Pipeline:
         question = (question or "").strip()
         if not question:
             raise QuestionError("The question is empty: ask me something about the docs.")
-        return question[:MAX_QUESTION_CHARS]
+        if len(question) <= MAX_QUESTION_CHARS:
+            return question
+        # cut at a word boundary: half a word ("padd") would read as a name the docs never mention
+        cut = question[: MAX_QUESTION_CHARS + 1]
+        return cut.rsplit(None, 1)[0] if " " in cut else cut[:MAX_QUESTION_CHARS]
 
     def start(self, question: str) -> Answer:
         ans = Answer(question, question, ABSTAIN, "", offline=self.client is None)

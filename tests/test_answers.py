@@ -43,6 +43,43 @@ def test_a_name_the_docs_never_mention_abstains_and_says_which(examples_db, loca
     assert ok.decision != ABSTAIN and ok.evidence["unknown_terms"] == []
 
 
+def test_a_word_neither_in_the_docs_nor_everyday_english_is_an_unknown_name(
+    examples_db, local_embedder
+):
+    searcher = Engine(examples_db, local_embedder).loaded().searcher
+    english = decide.english_words(local_embedder.model_dir)
+    assert "banana" in english and "ztunnel" not in english
+    # inflections of everyday words are everyday ("padding" is not in the vocabulary, "pad" is)
+    assert decide.everyday("padding", english) and decide.everyday("rotated", english)
+    assert decide.everyday("unblock", english)
+    assert not decide.everyday("doctl", english)
+    q = "How do I forward Tidewater webhooks through ztunnel?"
+    assert decide.unknown_terms(q, searcher, english) == ["ztunnel"]
+    # an everyday word the docs don't use is no name; without the vocabulary the check is off
+    assert decide.unknown_terms("How do I forward webhooks to a banana?", searcher, english) == []
+    assert decide.unknown_terms(q, searcher) == []
+    assert decide.english_words(None) == frozenset()
+    ans = offline_pipeline(examples_db, local_embedder).answer(q)
+    assert ans.decision == ABSTAIN and '"ztunnel"' in ans.text
+
+
+def test_a_name_and_its_version_must_stand_together_in_the_docs(tmp_path, local_embedder):
+    steps = "\n".join(f"{i}. Step {i}: check part 4 of page {i}." for i in range(1, 6))
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "models.md": "# Models\n\nClaude 3 Opus is the largest model; it reads 4 images.\n",
+            **{f"guide{i}.md": f"# Guide {i}\n\n{steps}\n" for i in range(12)},
+        },
+    )
+    db = tmp_path / "v.db"
+    index_folder(db, docs, local_embedder)
+    searcher = Engine(str(db), local_embedder).loaded().searcher
+    assert decide._common("4", searcher.bm25)  # "4" is everywhere, yet kept beside "Opus"
+    assert decide.known_phrase("Claude 3 Opus", searcher)
+    assert not decide.known_phrase("Claude Opus 4", searcher)
+
+
 def test_with_claude_the_gate_stops_only_questions_with_nothing_near(examples_db, local_embedder):
     engine = Engine(examples_db, local_embedder)
     loaded = engine.loaded()
