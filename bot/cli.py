@@ -287,12 +287,12 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
 
     from router.answer_eval import (
         format_summary,
-        load_items,
         load_stopwords,
         run_answers,
         sample,
         split_offtopic,
     )
+    from router.evaluate import load_items
 
     answerable, offtopic = split_offtopic(load_items(qfile))
     questions = sample(answerable, args.limit, args.seed)

@@ -6,7 +6,6 @@ bootstrap 95% interval."""
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Callable
@@ -48,28 +47,6 @@ def token_scores(text: str, reference: str, stopwords: frozenset[str]) -> tuple[
     recall = sum(t in in_ans for t in ref) / len(ref) if ref else 0.0
     precision = sum(t in in_ref for t in ans) / len(ans) if ans else 0.0
     return recall, precision
-
-
-def load_items(path: str | Path) -> list[dict]:
-    """The question objects of a .jsonl file, as dicts (the reference `answer` kept)."""
-    out = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            q = json.loads(line)
-            out.append(
-                {
-                    "id": str(q["id"]),
-                    "question": str(q["question"]),
-                    "intents": list(q.get("intents") or []),
-                    "gold": list(q.get("gold") or []),
-                    "answer": str(q.get("answer") or ""),
-                }
-            )
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{n}: not a question object ({e})") from None
-    return out
 
 
 def split_offtopic(items: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -28,7 +28,9 @@ class Question:
     gold: list[dict]
 
 
-def load_questions(path: str | Path) -> list[Question]:
+def load_items(path: str | Path) -> list[dict]:
+    """The question objects of a shared/eval .jsonl file, as dicts (the reference `answer` kept);
+    a line that is not one is a ValueError naming the file and line."""
     out = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -36,16 +38,21 @@ def load_questions(path: str | Path) -> list[Question]:
         try:
             q = json.loads(line)
             out.append(
-                Question(
-                    str(q["id"]),
-                    q["question"],
-                    list(q.get("intents") or []),
-                    list(q.get("gold") or []),
-                )
+                {
+                    "id": str(q["id"]),
+                    "question": str(q["question"]),
+                    "intents": list(q.get("intents") or []),
+                    "gold": list(q.get("gold") or []),
+                    "answer": str(q.get("answer") or ""),
+                }
             )
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{n}: not a question object ({e})") from None
     return out
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    return [Question(q["id"], q["question"], q["intents"], q["gold"]) for q in load_items(path)]
 
 
 def matches(chunk: dict, gold: dict) -> bool:
