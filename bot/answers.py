@@ -21,6 +21,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackClientError
 
+from router.answer import Answer
 from router.pipeline import Pipeline, QuestionError
 
 from .slack_format import (
@@ -211,7 +212,7 @@ class Answerer:
 
     # -- delivery --------------------------------------------------------------------------------
 
-    def deliver(self, q: Question, placeholder: str | None, ans) -> None:
+    def deliver(self, q: Question, placeholder: str | None, ans: Answer) -> None:
         """The answer, however Slack lets it through: the placeholder updated, else new messages
         with blocks, else plain text pieces, else an apology."""
         messages = answer_messages(ans, ans.audit_id)
@@ -351,7 +352,7 @@ class Stream:
             self.answerer._drop(self.q, self.placeholder)
             self.placeholder = None
 
-    def finish(self, ans) -> bool:
+    def finish(self, ans: Answer) -> bool:
         """Stop the stream with the sources, decision and feedback; True when what was streamed
         is the answer (else the caller delivers it whole over the streamed message)."""
         if self.broken or not self.clean.raw:

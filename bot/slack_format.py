@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from router.answer import Answer, Source
+
 MARKDOWN_LIMIT = 12_000  # characters of markdown blocks in one message
 TEXT_LIMIT = 3_000  # of a message's fallback `text`, and of each plain-text piece
 FEEDBACK_ACTION = "answer_feedback"
@@ -67,7 +69,7 @@ def _label(text: str) -> str:
     return escape(text).replace("[", "\\[").replace("]", "\\]")
 
 
-def sources_markdown(sources) -> str:
+def sources_markdown(sources: list[Source]) -> str:
     lines = []
     for s in sources:
         label = _label(s.label)
@@ -102,7 +104,7 @@ def markdown_block(text: str) -> dict:
     return {"type": "markdown", "text": text}
 
 
-def context_line(ans) -> str:
+def context_line(ans: Answer) -> str:
     parts = [DECISIONS.get(ans.decision, ans.decision.lower())]
     parts.append(f"intent: {ans.intents[0] if ans.intents else 'none'}")
     if ans.offline:
@@ -149,13 +151,13 @@ def parse_feedback(action: dict) -> tuple[int, str] | None:
     return None
 
 
-def caveat_markdown(ans) -> str:
+def caveat_markdown(ans: Answer) -> str:
     """The one line that says why an answer is partial, if it is."""
     return f"_⚠ {escape(ans.caveat)}_" if getattr(ans, "caveat", "") else ""
 
 
 def footer_blocks(
-    ans, answer_id: int | None, with_sources: bool = True, with_caveat: bool = False
+    ans: Answer, answer_id: int | None, with_sources: bool = True, with_caveat: bool = False
 ) -> list[dict]:
     """What closes an answer: its sources (when not already in the text), the decision line and
     the feedback buttons; the caveat first when asked (a streamed answer's text is already out)."""
@@ -171,7 +173,7 @@ def footer_blocks(
     return blocks
 
 
-def answer_messages(ans, answer_id: int | None) -> list[list[dict]]:
+def answer_messages(ans: Answer, answer_id: int | None) -> list[list[dict]]:
     """The answer as one message's blocks when its text and sources fit one markdown block, else
     as several messages, the last one closed by the sources, decision and feedback."""
     text = safe_markdown(ans.text)
@@ -230,14 +232,14 @@ def same_words(streamed: str, final: str) -> bool:
     return words(streamed) == words(final)
 
 
-def fallback_text(ans, limit: int = TEXT_LIMIT) -> str:
+def fallback_text(ans: Answer, limit: int = TEXT_LIMIT) -> str:
     """The message's `text`, for notifications and clients without blocks: escaped too."""
     text = " ".join(ans.text.split())
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return safe_markdown(text)
 
 
-def plain_pieces(ans, limit: int = TEXT_LIMIT) -> list[str]:
+def plain_pieces(ans: Answer, limit: int = TEXT_LIMIT) -> list[str]:
     """The answer and its sources as plain escaped text in pieces of at most `limit` characters:
     the last way to deliver it when a message with blocks is refused."""
     lines = [safe_markdown(ans.text), ""] if ans.text else []

@@ -4,8 +4,9 @@ stored last-write-wins per user and answer."""
 from __future__ import annotations
 
 import re
+from logging import Logger
 
-from slack_bolt import App
+from slack_bolt import Ack, App
 
 from ..slack_format import FEEDBACK_ACTION, LEGACY_FEEDBACK_ACTIONS, parse_feedback
 from .common import Bot
@@ -15,7 +16,7 @@ FEEDBACK_IDS = re.compile("^(" + "|".join((FEEDBACK_ACTION, *LEGACY_FEEDBACK_ACT
 
 def register(app: App, bot: Bot) -> None:
     @app.action(FEEDBACK_IDS)
-    def on_feedback(ack, body, action, logger):
+    def on_feedback(ack: Ack, body: dict, action: dict, logger: Logger) -> None:
         ack()
         parsed = parse_feedback(action)
         if parsed is None:

@@ -3,7 +3,11 @@ it answered with the panel's status (no placeholder message) and the thread titl
 
 from __future__ import annotations
 
-from slack_bolt import App, Assistant
+from logging import Logger
+
+from slack_bolt import App, Assistant, Say
+from slack_bolt.context.set_suggested_prompts import SetSuggestedPrompts
+from slack_sdk import WebClient
 
 from ..slack_rules import GREETING
 from .common import Bot
@@ -13,7 +17,9 @@ def register(app: App, bot: Bot) -> None:
     assistant = Assistant()
 
     @assistant.thread_started
-    def on_thread_started(say, set_suggested_prompts, logger):
+    def on_thread_started(
+        say: Say, set_suggested_prompts: SetSuggestedPrompts, logger: Logger
+    ) -> None:
         say(GREETING)
         intents = bot.pipeline.engine.loaded().intents
         examples = [i["examples"][0] for i in intents if i["examples"]][:4]
@@ -21,7 +27,7 @@ def register(app: App, bot: Bot) -> None:
             set_suggested_prompts(prompts=examples, title="For example:")
 
     @assistant.user_message
-    def on_user_message(payload, body, client, logger):
+    def on_user_message(payload: dict, body: dict, client: WebClient, logger: Logger) -> None:
         bot.ask(client, logger, payload, body, in_thread=True, assistant=True)
 
     app.use(assistant)

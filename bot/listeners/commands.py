@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from slack_bolt import App
+from logging import Logger
+
+from slack_bolt import Ack, App, Respond
+from slack_sdk import WebClient
 
 from ..answers import SLACK_FAILURES
 from ..reindex import Reporter
@@ -10,7 +13,7 @@ from ..slack_rules import REINDEX_USAGE, reindex_action
 from .common import Bot
 
 
-def reporter(command: dict, respond, client, logger) -> Reporter:
+def reporter(command: dict, respond: Respond, client: WebClient, logger: Logger) -> Reporter:
     """Reports by the command's response_url, every post's status checked, falling back to
     chat.postEphemeral."""
 
@@ -41,7 +44,7 @@ def register(app: App, bot: Bot) -> None:
     settings = bot.settings
     usage = REINDEX_USAGE.format(cmd=settings.reindex_command)
 
-    def reindex_ack(ack, command):
+    def reindex_ack(ack: Ack, command: dict) -> None:
         action = reindex_action(command.get("text", ""))
         if action == "help":
             ack(response_type="ephemeral", text=usage)
@@ -57,7 +60,7 @@ def register(app: App, bot: Bot) -> None:
             # that very run: Reindexer.run takes the lock and says when another reindex holds it
             ack(response_type="ephemeral", text="Reindexing the docs; I'll post progress here.")
 
-    def reindex_run(command, respond, client, logger):
+    def reindex_run(command: dict, respond: Respond, client: WebClient, logger: Logger) -> None:
         if (
             command["user_id"] in settings.admin_ids
             and reindex_action(command.get("text", "")) == "run"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from logging import Logger
+
 from slack_bolt import App
+from slack_sdk import WebClient
 
 from ..slack_rules import message_kind
 from .common import Bot
@@ -10,16 +13,16 @@ from .common import Bot
 
 def register(app: App, bot: Bot) -> None:
     @app.event("app_mention")
-    def on_mention(event, body, client, logger):
+    def on_mention(event: dict, body: dict, client: WebClient, logger: Logger) -> None:
         bot.ask(client, logger, event, body, in_thread=True)
 
     @app.event("message")
-    def on_message(event, body, client, logger):
-        thread = event.get("thread_ts")
+    def on_message(event: dict, body: dict, client: WebClient, logger: Logger) -> None:
+        thread = event.get("thread_ts") or ""
         answered = (
             bool(thread)
             and event.get("channel_type") != "im"
-            and (bot.state.thread_answered(event.get("channel", ""), thread))
+            and bot.state.thread_answered(event.get("channel", ""), thread)
         )
         kind = message_kind(event, bot.bot_user, answered)
         if kind == "dm":
