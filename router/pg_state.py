@@ -94,13 +94,17 @@ WHERE c.claimed < now() - interval '1 hour'
        OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                       WHERE a.pid = c.owner_pid AND a.backend_start = c.owner_start)))
 RETURNING key"""
-# Unanswered events whose claimer's session is gone (the candidates; CLAIM decides who takes each)
+# Unanswered events whose claimer's session is gone (the candidates; CLAIM decides who takes each).
+# A claim made before the server (re)started lost its session to the restart, not necessarily its
+# replica: that one is left to its lease, so a live replica finishes it without a second answer.
 ORPHANS = """SELECT DISTINCT event FROM (
     SELECT c.event FROM event_claims c
     WHERE NOT c.done AND c.event IS NOT NULL AND c.claimed > now() - interval '1 hour'
+      AND (c.claimed > pg_postmaster_start_time()
+           OR c.claimed < now() - make_interval(secs => %(lease)s))
       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                       WHERE a.pid = c.owner_pid AND a.backend_start = c.owner_start)
-    ORDER BY c.claimed LIMIT %s) o"""
+    ORDER BY c.claimed LIMIT %(limit)s) o"""
 ALLOW = """INSERT INTO rate_windows AS r (user_id, times) VALUES (%(user)s, ARRAY[now()])
 ON CONFLICT (user_id) DO UPDATE
 SET times = array(SELECT t FROM unnest(r.times) t WHERE t > now() - interval '1 minute')
@@ -331,7 +335,7 @@ class PostgresState:
             return []
         taken = []
         try:
-            for (event,) in self._run(ORPHANS, [limit]):
+            for (event,) in self._run(ORPHANS, {"limit": limit, "lease": LEASE_SECONDS}):
                 if event.get("keys") and self._claim(sorted(event["keys"]), event):
                     taken.append(event)
         except POOL_ERRORS as e:
