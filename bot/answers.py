@@ -69,6 +69,7 @@ class Question:
     history_thread: str | None  # the thread to read earlier turns from
     team: str = ""
     assistant: bool = False  # an assistant-panel thread: status instead of a placeholder
+    keys: tuple[str, ...] = ()  # its claim (State.claim_event), closed with the answer
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -99,6 +100,7 @@ class Answerer:
         except queue.Full:
             log.warning("answer queue full, question %s/%s refused", q.channel, q.ts)
             self._post(q, FULL)
+            self._done(q)
             return
         if waits:
             self._post(q, BUSY)
@@ -144,6 +146,7 @@ class Answerer:
             "user": q.user,
             "thread_ts": q.reply_thread or q.ts,
             "message_ts": placeholder,
+            "keys": list(q.keys),
         }
         stream = Stream(self, q, placeholder) if self.streams(q) else None
         try:
@@ -152,14 +155,21 @@ class Answerer:
             )
         except QuestionError as e:
             self.deliver_text(q, stream.close() if stream else placeholder, escape(str(e)))
+            self._done(q)
             return
         except Exception:  # the user gets a short message, the log gets the traceback
             log.exception("answer failed")
             self.deliver_text(q, stream.close() if stream else placeholder, SORRY)
+            self._done(q)
             return
         if stream is not None and stream.finish(ans):
             return
         self.deliver(q, stream.close() if stream else placeholder, ans)
+
+    def _done(self, q: Question) -> None:
+        """No answer will be recorded for `q`: close its claim, so no replica answers it again."""
+        if self.pipeline.state is not None and q.keys:
+            self.pipeline.state.done_event(*q.keys)
 
     def streams(self, q: Question) -> bool:
         """Claude's answers are streamed into a thread; offline answers (written at once) and

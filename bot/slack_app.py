@@ -108,6 +108,10 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         app=app,
     )
     register(app, bot)
+    if hasattr(state, "take_orphans"):  # a fleet: answer what dead replicas acknowledged
+        from .orphans import Sweeper
+
+        bot.sweeper = Sweeper(bot)
 
     @app.error
     def on_error(error, body, logger):

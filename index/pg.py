@@ -49,6 +49,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX event_claims_claimed ON event_claims(claimed);
     CREATE TABLE rate_windows (user_id TEXT PRIMARY KEY, times TIMESTAMPTZ[] NOT NULL);
     """,
+    # 2: the event with its claim (what Slack sent, enough to answer it), so another replica
+    # answers an event whose claimer died after acknowledging it (Slack does not send it again)
+    """
+    ALTER TABLE event_claims ADD COLUMN event JSONB;
+    """,
 ]
 
 

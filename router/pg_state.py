@@ -7,6 +7,9 @@
   kept open for the reindex lock) until the answer is recorded: a retry of an event whose claimer
   died before answering (its session is gone), or has not answered within `LEASE_SECONDS`, is
   answered by the replica that gets it. An answered claim holds for an hour, then expires.
+  The claim keeps the event (what Slack sent): an event whose claimer died unanswered is taken
+  over by another replica's sweeper (`take_orphans`, bot/orphans.py), as Slack does not resend
+  an event it saw acknowledged.
 - Rate limits: one row per user with the times of their questions in the last minute, updated in
   one statement (the row lock makes concurrent replicas count together).
 - The reindex lock: a session advisory lock, released by PostgreSQL if the holder dies.
@@ -27,6 +30,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from index.pg import (
     POOL_ERRORS,
@@ -80,16 +84,27 @@ INSERT_ANSWER = (
 UPSERT_FEEDBACK = """INSERT INTO feedback (answer_id, "user", value, created)
 VALUES (%s, %s, %s, %s)
 ON CONFLICT (answer_id, "user") DO UPDATE SET value = excluded.value, created = excluded.created"""
-CLAIM = """INSERT INTO event_claims AS c (key, owner_pid, owner_start)
-SELECT k, %(pid)s, %(start)s FROM unnest(%(keys)s::text[]) AS k ORDER BY k
+CLAIM = """INSERT INTO event_claims AS c (key, owner_pid, owner_start, event)
+SELECT k, %(pid)s, %(start)s, %(event)s FROM unnest(%(keys)s::text[]) AS k ORDER BY k
 ON CONFLICT (key) DO UPDATE
 SET owner_pid = excluded.owner_pid, owner_start = excluded.owner_start, claimed = now(),
-    done = false
+    done = false, event = coalesce(excluded.event, c.event)
 WHERE c.claimed < now() - interval '1 hour'
    OR (NOT c.done AND (c.claimed < now() - make_interval(secs => %(lease)s)
        OR NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                       WHERE a.pid = c.owner_pid AND a.backend_start = c.owner_start)))
 RETURNING key"""
+# Unanswered events whose claimer's session is gone (the candidates; CLAIM decides who takes each).
+# A claim made before the server (re)started lost its session to the restart, not necessarily its
+# replica: that one is left to its lease, so a live replica finishes it without a second answer.
+ORPHANS = """SELECT DISTINCT event FROM (
+    SELECT c.event FROM event_claims c
+    WHERE NOT c.done AND c.event IS NOT NULL AND c.claimed > now() - interval '1 hour'
+      AND (c.claimed > pg_postmaster_start_time()
+           OR c.claimed < now() - make_interval(secs => %(lease)s))
+      AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                      WHERE a.pid = c.owner_pid AND a.backend_start = c.owner_start)
+    ORDER BY c.claimed LIMIT %(limit)s) o"""
 ALLOW = """INSERT INTO rate_windows AS r (user_id, times) VALUES (%(user)s, ARRAY[now()])
 ON CONFLICT (user_id) DO UPDATE
 SET times = array(SELECT t FROM unnest(r.times) t WHERE t > now() - interval '1 minute')
@@ -219,7 +234,8 @@ class PostgresState:
 
     def record_answer(self, ans: Any, context: dict) -> int | None:
         row = answer_row(ans, context)
-        row["keys"] = getattr(self._mine, "keys", [])
+        # the claim's keys come with the question (answered on another thread than it was claimed)
+        row["keys"] = list(context.get("keys") or getattr(self._mine, "keys", []))
         self._mine.keys = []
         if not self._down and not self._queue:
             try:
@@ -274,32 +290,57 @@ class PostgresState:
                 self._failed("reading a thread", e)
         return False
 
-    def claim_event(self, *keys: str) -> bool:
+    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         wanted = sorted({k for k in keys if k})
         got = self._local.claim_event(*wanted)  # also remembered here, for an outage
         if not self._down:
             try:
-                rows = self._run(
-                    CLAIM,
-                    {
-                        "keys": wanted,
-                        "pid": self._identity[0],
-                        "start": self._identity[1],
-                        "lease": LEASE_SECONDS,
-                    },
-                )
-                # Ours only if every key was. A key taken here while another was not (a second
-                # delivery of a message already claimed) names that same message, so it is never
-                # answered twice through it; it expires with the rest.
-                mine = len(rows) == len(wanted)
-                if mine:
-                    self._mine.keys = wanted
-                return mine
+                return self._claim(wanted, event)
             except POOL_ERRORS as e:
                 self._failed("claiming an event", e)
         if got:
             self._mine.keys = wanted
         return got
+
+    def _claim(self, wanted: list[str], event: dict | None) -> bool:
+        rows = self._run(
+            CLAIM,
+            {
+                "keys": wanted,
+                "pid": self._identity[0],
+                "start": self._identity[1],
+                "lease": LEASE_SECONDS,
+                "event": Jsonb(event) if event is not None else None,
+            },
+        )
+        # Ours only if every key was. A key taken here while another was not (a second
+        # delivery of a message already claimed) names that same message, so it is never
+        # answered twice through it; it expires with the rest.
+        mine = len(rows) == len(wanted)
+        if mine:
+            self._mine.keys = wanted
+        return mine
+
+    def done_event(self, *keys: str) -> None:
+        if keys and not self._down:
+            try:
+                self._run("UPDATE event_claims SET done = true WHERE key = ANY(%s)", [list(keys)])
+            except POOL_ERRORS as e:
+                self._failed("closing an event", e)
+
+    def take_orphans(self, limit: int) -> list[dict]:
+        """Up to `limit` unanswered events whose claimer died, now claimed by this replica (each
+        through CLAIM, so two replicas never take the same one): the `event` stored with each."""
+        if self._down or limit <= 0:
+            return []
+        taken = []
+        try:
+            for (event,) in self._run(ORPHANS, {"limit": limit, "lease": LEASE_SECONDS}):
+                if event.get("keys") and self._claim(sorted(event["keys"]), event):
+                    taken.append(event)
+        except POOL_ERRORS as e:
+            self._failed("taking over orphaned events", e)
+        return taken
 
     def allow_question(self, user: str, per_minute: int) -> bool:
         if not self._down:

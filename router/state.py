@@ -67,9 +67,15 @@ class State(Protocol):
         """Has an answer been posted in this thread (so a reply there is a follow-up)?"""
         ...
 
-    def claim_event(self, *keys: str) -> bool:
+    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         """True for the first claim of any of `keys` (Slack event id, channel:ts); a retry or a
-        second delivery of the same event gets False."""
+        second delivery of the same event gets False. `event` (what is needed to answer it) is
+        kept with the claim where another replica could answer it if this one dies."""
+        ...
+
+    def done_event(self, *keys: str) -> None:
+        """The claimed event was handled without an answer being recorded (refused, failed):
+        nobody is to answer it again."""
         ...
 
     def allow_question(self, user: str, per_minute: int) -> bool:
@@ -211,7 +217,7 @@ class InProcess:
         self._lock = threading.Lock()
         self._reindex = threading.Lock()
 
-    def claim_event(self, *keys: str) -> bool:
+    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         with self._lock:
             if any(k in self._seen for k in keys if k):
                 return False
@@ -221,6 +227,9 @@ class InProcess:
             while len(self._seen) > self._seen_size:
                 del self._seen[next(iter(self._seen))]
             return True
+
+    def done_event(self, *keys: str) -> None:
+        """Nothing to do: one process, nobody else would answer it."""
 
     def allow_question(self, user: str, per_minute: int) -> bool:
         now = time.monotonic()
@@ -310,7 +319,7 @@ class SqliteState(InProcess):
             return False  # no audit table (a read-only index): no thread was answered
         return row is not None
 
-    def claim_event(self, *keys: str) -> bool:
+    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         keys = tuple(k for k in keys if k)
         now = time.time()
         try:

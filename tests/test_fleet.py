@@ -194,6 +194,53 @@ def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
         claude.close()
 
 
+def test_a_replica_killed_after_acking_its_event_is_answered_by_another_without_retry(fleet):
+    """Slack does not resend an event it saw acknowledged: the claim keeps the event, and a live
+    replica's sweeper takes it over once the claimer's session is gone, and answers it once."""
+    claude = StubServer()  # the dying replica's Claude: hangs, so it dies before answering
+    release = threading.Event()
+
+    def hang(req):
+        release.wait(30)
+        return 500, {"type": "error", "error": {"type": "api_error", "message": "gone"}}
+
+    claude.route("/v1/messages", hang)
+    slow = Replica(
+        "slow2",
+        fleet.url,
+        fleet.mock.url,
+        Path(fleet.replicas[0].db).parent,
+        ANTHROPIC_API_KEY="sk-ant-test",
+        ANTHROPIC_BASE_URL=claude.url,
+        FIELDGUIDE_MAX_RETRIES="0",
+    )
+    try:
+        slow.wait_ready()
+        ts = "1700000310.000001"
+        ev = mention("How many times is a failed webhook retried?", ts)
+        assert slow.event(ev, "EvOrphan") == 200  # acknowledged: Slack will not send it again
+        claude.wait_for("/v1/messages")
+        assert fleet.placeholders_in(ts) == 1 and not fleet.answers_in(ts)
+        slow.proc.send_signal(signal.SIGKILL)
+        slow.proc.wait(10)
+        # no retry is sent: a live replica's sweeper answers it
+        [answer] = wait(lambda: fleet.answers_in(ts), timeout=15)
+        assert "attempts" in json.dumps(answer.get("blocks", ""))
+        fleet.settle()  # every replica has handled what it was sent
+        assert len(fleet.answers_in(ts)) == 1
+        assert fleet.audit_threads().count(ts) == 1
+        with psycopg.connect(fleet.url) as conn:
+            done = conn.execute(
+                "SELECT bool_and(done) FROM event_claims WHERE key IN ('EvOrphan', %s)",
+                [f"C1:{ts}"],
+            ).fetchone()
+        assert done == (True,)
+    finally:
+        release.set()
+        slow.stop()
+        claude.close()
+
+
 def _sessions_of(url: str, pid: int) -> list:
     with psycopg.connect(url) as conn:
         return conn.execute(

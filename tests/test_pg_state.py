@@ -29,12 +29,22 @@ def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
     url = pg_server.create_database("upgrade_check")
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", url)
     assert main(["db", "upgrade"]) == 0
-    assert "upgraded from version 0 to 1" in capsys.readouterr().out
+    assert "upgraded from version 0 to 2" in capsys.readouterr().out
     assert main(["db", "upgrade"]) == 0
-    assert "already at version 1" in capsys.readouterr().out
+    assert "already at version 2" in capsys.readouterr().out
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
-    assert upgrade(url) == (1, 1)
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,), (2,)]
+    assert upgrade(url) == (2, 2)
+    # a database deployed at version 1 (no event kept with its claim) gets the column
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE event_claims DROP COLUMN event")
+        conn.execute("DELETE FROM schema_version WHERE version = 2")
+    assert upgrade(url) == (1, 2)
+    with psycopg.connect(url) as conn:
+        assert conn.execute(
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_name = 'event_claims' AND column_name = 'event'"
+        ).fetchall() == [(1,)]
 
 
 def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypatch, capsys):
@@ -47,7 +57,7 @@ def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypa
     assert "Traceback" not in err
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_server.create_database("not_upgraded"))
     assert main(["audit"]) == 2
-    assert "schema is at version 0, this fieldguide needs 1: run fieldguide db upgrade" in (
+    assert "schema is at version 0, this fieldguide needs 2: run fieldguide db upgrade" in (
         capsys.readouterr().err
     )
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")

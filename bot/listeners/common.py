@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from slack_bolt import App
 from slack_sdk import WebClient
@@ -30,6 +31,7 @@ class Bot:
     answerer: Answerer
     reindexer: Reindexer
     app: App
+    sweeper: Any = None  # bot/orphans.py's Sweeper, in a fleet
 
     def ask(
         self,
@@ -41,30 +43,55 @@ class Bot:
         assistant: bool = False,
     ) -> None:
         """Queue the question in `event` once (Slack's retries and double deliveries dropped),
-        within the user's rate limit."""
-        if not self.state.claim_event(*dedupe_keys(body, event)):
+        within the user's rate limit. In a fleet the claim keeps what is needed to answer it, for
+        another replica to answer if this one dies first (bot/orphans.py)."""
+        keys = dedupe_keys(body, event)
+        stored = {
+            "keys": list(keys),
+            "event": event,
+            "body": body,
+            "in_thread": in_thread,
+            "assistant": assistant,
+        }
+        if not self.state.claim_event(*keys, event=stored):
             logger.info("event %s already claimed", body.get("event_id"))
             return
         user, thread = event.get("user", ""), reply_thread(event, in_thread)
         if not self.state.allow_question(user, QUESTIONS_PER_MINUTE):
+            self.state.done_event(*keys)
             try:
                 client.chat_postMessage(channel=event["channel"], thread_ts=thread, text=TOO_FAST)
             except SLACK_FAILURES as e:  # nothing more to say to a user who asks too fast
                 logger.warning("could not post the rate-limit note: %s", e)
             return
+        self.queue(client, event, body, in_thread, assistant, keys)
+
+    def queue(
+        self,
+        client: WebClient,
+        event: dict,
+        body: dict,
+        in_thread: bool,
+        assistant: bool,
+        keys: tuple[str, ...],
+    ) -> None:
+        """Hand a claimed question to the answer workers."""
         self.answerer.submit(
             Question(
                 client=client,
                 channel=event["channel"],
                 ts=event["ts"],
-                user=user,
+                user=event.get("user", ""),
                 text=strip_mentions(event.get("text", "")),
-                reply_thread=thread,
+                reply_thread=reply_thread(event, in_thread),
                 history_thread=event.get("thread_ts"),
                 team=body.get("team_id") or event.get("team", ""),
                 assistant=assistant,
+                keys=tuple(keys),
             )
         )
 
     def close(self) -> None:
+        if self.sweeper is not None:
+            self.sweeper.close()
         self.answerer.close()
