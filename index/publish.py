@@ -72,6 +72,17 @@ class VectorCache:
             )
 
 
+def _copy(conn: sqlite3.Connection, table: str, tail: str = "", args: list | None = None) -> None:
+    """Copy `table` from the attached source by the columns both have: an index written by an
+    older fieldguide may lack a column added since (runs.warnings), or hold one dropped since."""
+    cols = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+    have = {r[1] for r in conn.execute(f"PRAGMA src.table_info({table})")}
+    names = ", ".join(f'"{c}"' for c in cols if c in have)
+    conn.execute(
+        f"INSERT INTO main.{table} ({names}) SELECT {names} FROM src.{table} {tail}", args or []
+    )
+
+
 def snapshot(db_path: str | Path, dest: Path) -> tuple[str, int]:
     """A compact, consistent copy of the index at `db_path` (one read transaction), in rollback
     journal mode so the file is complete on its own; returns (model, chunk count)."""
@@ -80,12 +91,13 @@ def snapshot(db_path: str | Path, dest: Path) -> tuple[str, int]:
     conn.execute("ATTACH DATABASE ? AS src", [str(db_path)])
     with conn:  # one transaction: every table read from the same snapshot of the source
         for table in ("meta", "docs", "chunks", "intents"):
-            conn.execute(f"INSERT INTO main.{table} SELECT * FROM src.{table}")
-        conn.execute("INSERT INTO main.runs SELECT * FROM src.runs ORDER BY id DESC LIMIT 20")
+            _copy(conn, table)
+        _copy(conn, "runs", "ORDER BY id DESC LIMIT 20")
         model = conn.execute("SELECT value FROM main.meta WHERE key = 'embed_model'").fetchone()
-        conn.execute(
-            """INSERT INTO main.embeddings SELECT e.* FROM src.embeddings e
-               WHERE e.model = ? AND e.text_hash IN (SELECT text_hash FROM main.chunks)""",
+        _copy(
+            conn,
+            "embeddings",
+            "WHERE model = ? AND text_hash IN (SELECT text_hash FROM main.chunks)",
             [model[0] if model else ""],
         )
     conn.execute("DETACH DATABASE src")

@@ -172,6 +172,18 @@ def test_index_publishes_and_shares_embeddings(pg_url, tmp_path, monkeypatch, ca
     assert out["embedded"] == 1 and out["chunks"] == 2 and out["published"]["generation"] == 2
 
 
+def test_an_index_written_by_an_older_fieldguide_is_published(pg_url, examples_db):
+    """Its tables may lack a column added since (runs.warnings): the snapshot copies the columns
+    both have instead of failing."""
+    import sqlite3
+
+    from index.publish import publish
+
+    with sqlite3.connect(examples_db) as conn:
+        conn.execute("ALTER TABLE runs DROP COLUMN warnings")
+    assert publish(pg_url, examples_db)["generation"] == 1
+
+
 def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedder, examples_db):
     from bot.settings import Settings
     from bot.wiring import start_follower, sync_published
