@@ -9,6 +9,8 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -155,8 +157,11 @@ def test_docs_reindex_on_one_replica_reaches_the_other(fleet):
     assert status == 200 and "Last run" in body
 
 
-def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
-    claude = StubServer()  # the dying replica's Claude: never answers, so it dies mid-answer
+@contextmanager
+def dying_replica(fleet, name: str) -> Iterator[tuple[Replica, StubServer]]:
+    """A fourth replica whose Claude never answers, so that it can be killed mid-answer; its
+    Claude stub, to wait on the question reaching it."""
+    claude = StubServer()
     release = threading.Event()
 
     def hang(req):
@@ -165,7 +170,7 @@ def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
 
     claude.route("/v1/messages", hang)
     slow = Replica(
-        "slow",
+        name,
         fleet.url,
         fleet.mock.url,
         Path(fleet.replicas[0].db).parent,
@@ -175,6 +180,15 @@ def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
     )
     try:
         slow.wait_ready()
+        yield slow, claude
+    finally:
+        release.set()
+        slow.stop()
+        claude.close()
+
+
+def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
+    with dying_replica(fleet, "slow") as (slow, claude):
         ts = "1700000300.000001"
         ev = mention("How many times is a failed webhook retried?", ts)
         assert slow.event(ev, "EvKilled") == 200
@@ -188,34 +202,12 @@ def test_a_replica_killed_mid_answer_its_retry_is_answered_by_another(fleet):
         [answer] = wait(lambda: fleet.answers_in(ts))
         assert "attempts" in json.dumps(answer.get("blocks", ""))
         assert fleet.audit_threads().count(ts) == 1
-    finally:
-        release.set()
-        slow.stop()
-        claude.close()
 
 
 def test_a_replica_killed_after_acking_its_event_is_answered_by_another_without_retry(fleet):
     """Slack does not resend an event it saw acknowledged: the claim keeps the event, and a live
     replica's sweeper takes it over once the claimer's session is gone, and answers it once."""
-    claude = StubServer()  # the dying replica's Claude: hangs, so it dies before answering
-    release = threading.Event()
-
-    def hang(req):
-        release.wait(30)
-        return 500, {"type": "error", "error": {"type": "api_error", "message": "gone"}}
-
-    claude.route("/v1/messages", hang)
-    slow = Replica(
-        "slow2",
-        fleet.url,
-        fleet.mock.url,
-        Path(fleet.replicas[0].db).parent,
-        ANTHROPIC_API_KEY="sk-ant-test",
-        ANTHROPIC_BASE_URL=claude.url,
-        FIELDGUIDE_MAX_RETRIES="0",
-    )
-    try:
-        slow.wait_ready()
+    with dying_replica(fleet, "slow2") as (slow, claude):
         ts = "1700000310.000001"
         ev = mention("How many times is a failed webhook retried?", ts)
         assert slow.event(ev, "EvOrphan") == 200  # acknowledged: Slack will not send it again
@@ -235,10 +227,6 @@ def test_a_replica_killed_after_acking_its_event_is_answered_by_another_without_
                 [f"C1:{ts}"],
             ).fetchone()
         assert done == (True,)
-    finally:
-        release.set()
-        slow.stop()
-        claude.close()
 
 
 def _sessions_of(url: str, pid: int) -> list:
