@@ -134,14 +134,12 @@ def check_claude(settings: Settings) -> Check:
         return Check("claude", "skip", "no ANTHROPIC_API_KEY: every step runs offline")
     import anthropic
 
-    client = anthropic.Anthropic(
-        api_key=settings.anthropic_api_key,
-        base_url=settings.anthropic_base_url or None,
-        timeout=TIMEOUT,
-        max_retries=0,
-    )
+    from .wiring import make_anthropic
+
+    client = make_anthropic(settings)  # the bot's own client (key, base URL)
+    assert client is not None  # a key is set
     try:
-        client.models.list(limit=1)
+        client.with_options(timeout=TIMEOUT, max_retries=0).models.list(limit=1)
     except anthropic.AuthenticationError:
         return Check("claude", "FAIL", "ANTHROPIC_API_KEY was rejected (401)")
     except anthropic.APIError as e:

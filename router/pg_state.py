@@ -43,7 +43,7 @@ from index.pg import (
 )
 from index.store import utc_now
 
-from .state import InProcess, answer_row, decode_row
+from .state import InProcess, answer_filter, answer_row, decode_row
 
 log = logging.getLogger(__name__)
 
@@ -259,14 +259,7 @@ class PostgresState:
     def list_answers(
         self, since: str | None = None, decision: str | None = None, limit: int = 50
     ) -> list[dict]:
-        where, args = [], []
-        if since:
-            where.append("a.created >= %s")
-            args.append(since)
-        if decision:
-            where.append("a.decision = %s")
-            args.append(decision.upper())
-        where_sql = "WHERE " + " AND ".join(where) if where else ""
+        where_sql, args = answer_filter(since, decision, "%s")
         sql = f"""SELECT a.*, (SELECT json_object_agg(f."user", f.value)::text FROM feedback f
                                WHERE f.answer_id = a.id) AS feedback
                   FROM answers a {where_sql} ORDER BY a.id DESC LIMIT %s"""

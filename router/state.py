@@ -186,20 +186,26 @@ def prune_answers(db: sqlite_utils.Database, retention_days: int) -> int:
         return db.execute("DELETE FROM answers WHERE created < ?", [cutoff]).rowcount
 
 
+def answer_filter(since: str | None, decision: str | None, mark: str) -> tuple[str, list]:
+    """The WHERE clause (and its arguments) of an audit listing; `mark`: the driver's placeholder
+    (`?` for SQLite, `%s` for psycopg)."""
+    where, args = [], []
+    if since:
+        where.append(f"a.created >= {mark}")
+        args.append(since)
+    if decision:
+        where.append(f"a.decision = {mark}")
+        args.append(decision.upper())
+    return ("WHERE " + " AND ".join(where) if where else ""), args
+
+
 def list_answers(
     db: sqlite_utils.Database,
     since: str | None = None,
     decision: str | None = None,
     limit: int = 50,
 ) -> list[dict]:
-    where, args = [], []
-    if since:
-        where.append("a.created >= ?")
-        args.append(since)
-    if decision:
-        where.append("a.decision = ?")
-        args.append(decision.upper())
-    where_sql = "WHERE " + " AND ".join(where) if where else ""
+    where_sql, args = answer_filter(since, decision, "?")
     sql = f"""SELECT a.*, (SELECT json_group_object(f.user, f.value) FROM feedback f
                            WHERE f.answer_id = a.id) AS feedback
               FROM answers a {where_sql} ORDER BY a.id DESC LIMIT ?"""
