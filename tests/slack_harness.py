@@ -9,6 +9,7 @@ import time
 from urllib.parse import urlencode
 
 import waitress
+from waitress import wasyncore
 
 from bot.slack_app import build_bot, make_wsgi
 from tests.stubs import BOT, TEAM, SlackMock, SocketModeServer, signed_request
@@ -48,7 +49,14 @@ class Harness:
     def close(self) -> None:
         self.bot.close()
         if self.server is not None:
-            self.server.close()
+            # closed on the server's own loop thread: a socket closed under that thread's select()
+            # raises EBADF there
+            server = self.server
+            try:
+                server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+            except OSError:  # the loop already ended
+                server.close()
+            server.task_dispatcher.shutdown()
         if self.handler is not None:
             # the client's own shutdown takes 1-3 s of polling timeouts: let it run on its own
             self.handler.client.auto_reconnect_enabled = False
