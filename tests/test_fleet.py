@@ -18,19 +18,14 @@ import pytest
 
 from bot.cli import main
 from index.publish import local_generation, publish
+from tests import slack_harness
 from tests.conftest import EXAMPLES, write_docs
 from tests.fleet import FleetSlack, Replica, mention
 from tests.stubs import StubServer
 
 
 def wait(condition, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError("timed out")
+    return slack_harness.wait(condition, timeout, "the fleet")
 
 
 class Fleet:
