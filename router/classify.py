@@ -71,6 +71,38 @@ class OfflineClassifier:
         self.examples = examples or {}
         self.bm25_weight = bm25_weight
 
+    def voters(
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        global_hits: list[Hit] | None = None,
+        k: int = VOTERS,
+    ) -> list[Hit]:
+        """The top k chunks of an unrouted search with the question's vector moved toward its
+        FEEDBACK best chunks (`global_hits`: that search without feedback, if already run)."""
+        hits = global_hits or self.searcher.search(
+            question, query_vec, k=k, bm25_weight=self.bm25_weight
+        )
+        if query_vec is not None and self.searcher.vectors is not None and hits:
+            moved = query_vec + FEEDBACK_WEIGHT * self.searcher.vectors[
+                [h.row for h in hits[:FEEDBACK]]
+            ].mean(axis=0)
+            hits = self.searcher.search(
+                question, moved / np.linalg.norm(moved), k=k, bm25_weight=self.bm25_weight
+            )
+        return hits
+
+    def with_examples(self, votes: dict[str, float], query_vec: np.ndarray | None) -> None:
+        """Adds to `votes` (in place) for intents whose example question the question closely
+        paraphrases."""
+        if query_vec is None or not self.examples:
+            return
+        total = sum(votes.values()) or 1.0
+        for intent, rows in self.examples.items():
+            sim = float(np.max(rows @ query_vec))
+            if sim > 0.6:  # only a close paraphrase of an example question counts
+                votes[intent] = votes.get(intent, 0.0) + total * (sim - 0.6)
+
     def classify(
         self,
         question: str,
@@ -78,16 +110,7 @@ class OfflineClassifier:
         global_hits: list[Hit] | None = None,
         claude: Claude | None = None,  # not asked: the vote is offline
     ) -> Classification:
-        hits = global_hits or self.searcher.search(
-            question, query_vec, k=VOTERS, bm25_weight=self.bm25_weight
-        )
-        if query_vec is not None and self.searcher.vectors is not None and hits:
-            moved = query_vec + FEEDBACK_WEIGHT * self.searcher.vectors[
-                [h.row for h in hits[:FEEDBACK]]
-            ].mean(axis=0)
-            hits = self.searcher.search(
-                question, moved / np.linalg.norm(moved), k=VOTERS, bm25_weight=self.bm25_weight
-            )
+        hits = self.voters(question, query_vec, global_hits)
         votes: dict[str, float] = {}
         rank = 0
         for n, h in enumerate(hits[:VOTERS]):
@@ -99,12 +122,7 @@ class OfflineClassifier:
             if h.score != hits[rank].score:
                 rank = n
             votes[h.intent] = votes.get(h.intent, 0.0) + max(h.score, 0.0) / (rank + 1) ** 2
-        if query_vec is not None and self.examples:
-            total = sum(votes.values()) or 1.0
-            for intent, rows in self.examples.items():
-                sim = float(np.max(rows @ query_vec))
-                if sim > 0.6:  # only a close paraphrase of an example question counts
-                    votes[intent] = votes.get(intent, 0.0) + total * (sim - 0.6)
+        self.with_examples(votes, query_vec)
         total = sum(votes.values())
         if not total:
             return Classification([], "offline")
