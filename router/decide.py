@@ -399,15 +399,15 @@ def word_family(word: str, bm25: BM25) -> list[int]:
 def topic_gaps(
     question: str, hits: list[Hit], bm25: BM25, english: frozenset[str]
 ) -> tuple[list[str], float]:
-    """The question's words that the docs seldom use (a word family in fewer than TOPIC_RARE of
-    the chunks) and that none of the top chunks contains, with the share of the question's idf
-    weight they carry. A close section of the same product that lacks the subject the question
+    """The question's words that the docs seldom use (a word family in at most TOPIC_RARE of the
+    chunks, or in one) and that none of the top chunks contains, with the share of the question's
+    idf weight they carry. A close section of the same product that lacks the subject the question
     asks about ("the memory tool", "a spend limit") cannot fake that word. A participle of an
     everyday verb ("covered", "going") and a contraction ("doesn't") frame a question rather than
     name its subject, so they never count as missing."""
     top = {t for h in hits[:3] for t in tokenize(h.chunk["search_text"])}
     text = question.lower()
-    framing = set(re.findall(r"([a-z]+)'", text))
+    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text))  # doesn't, we’re
     total, missing, gaps = 0.0, 0.0, []
     for w in dict.fromkeys(QUESTION_WORD.findall(text)):
         if w in STOPWORDS or len(w) < 3:
