@@ -56,12 +56,27 @@ def reflow(text: str) -> str:
 
 def furniture(text: str) -> bool:
     """Page furniture and navigation, never worth quoting: page numbers ("- 37 -"), a word or two
-    ("xlinkedin"), a run of title-case link labels without a sentence."""
+    ("xlinkedin"), a run of title-case link labels without a sentence, a scraped menu or tab bar
+    that says itself twice ("Rate limitsSupported regions xlinkedin Rate limitsSupported
+    regions xlinkedin Python Typescript PythonTypescript")."""
     words = WORDS.findall(text)
     if len(words) < 3:
         return True
+    if re.search(r"[.!?:]\s*$", text):
+        return False
     caps = sum(w[0].isupper() for w in words)
-    return len(words) >= 5 and caps >= 0.6 * len(words) and not re.search(r"[.!?:]\s*$", text)
+    return (len(words) >= 5 and caps >= 0.6 * len(words)) or repeats_itself(text)
+
+
+def repeats_itself(text: str) -> bool:
+    """A sixth or more of its four-word runs said twice, words glued by a lost space
+    ("SDKsAbout") split: how a scraped navigation list or a row of code-tab labels reads. A
+    sentence that names a thing twice ("Claude for Sheets ... Claude for Sheets work") repeats
+    one or two runs of many."""
+    words = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().split()
+    runs = [tuple(words[i : i + 4]) for i in range(len(words) - 3)]
+    repeated = len(runs) - len(set(runs))
+    return repeated >= 2 and repeated >= len(runs) / 6
 
 
 def units_of(hit: Hit) -> list[Unit]:

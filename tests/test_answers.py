@@ -11,6 +11,7 @@ from router import decide
 from router.answer import ABSTAIN, ANSWER, PARTIAL, Answer, occurs_in
 from router.answer_eval import content_words, load_stopwords, token_scores
 from router.engine import Engine
+from router.offline import furniture, repeats_itself
 from router.pipeline import Pipeline
 from tests.conftest import ROOT, write_docs
 
@@ -134,6 +135,8 @@ and move the sliders.
 
 - 37 -
 
+SoundPicturexlinkedin Equalizer Sound modes SoundPicture xlinkedin Equalizer Sound modes
+
 ### Troubleshooting
 
 | Problem | Solution |
@@ -159,6 +162,7 @@ def test_offline_answers_quote_the_few_lines_that_answer_cleanly(tmp_path, local
     # the menu path written one word per line comes out on one line
     assert "open Settings > Sound > Equalizer and move the sliders." in ans.text
     assert "- 37 -" not in ans.text  # page furniture is never quoted
+    assert "xlinkedin" not in ans.text  # nor a scraped menu that says itself twice
     # the paragraph repeated in a sibling section is quoted once
     assert ans.text.count("balance of bass and treble") <= 1
     # the attribution names the section once
@@ -173,6 +177,21 @@ def test_offline_answers_quote_the_few_lines_that_answer_cleanly(tmp_path, local
     assert "| Sound is distorted | Lower the volume" in ans.text
     assert "Remote does not work" not in ans.text
     assert all(c.verified for c in ans.citations)
+
+
+def test_a_scraped_menu_is_furniture_a_sentence_naming_a_thing_twice_is_not():
+    assert furniture("ErrorsClient SDKsxlinkedin ErrorsClient SDKs xlinkedin About our limits")
+    # code tabs flattened into prose: the same command once per tab
+    assert furniture('pip install -U "anthropic[bedrock]" ' * 3 + "Python Python")
+    assert not furniture(
+        "Make a copy of our Claude for Sheets workbook template to get started with your own"
+        " Claude for Sheets work!"
+    )
+    # a product name said in every clause is no menu
+    assert not repeats_itself(
+        "Red Hat OpenShift Container Platform supports Fibre Channel, so Red Hat OpenShift"
+        " Container Platform clusters can use Fibre Channel volumes on Red Hat hardware"
+    )
 
 
 def test_token_scores_follow_the_eval_readme():
