@@ -1,5 +1,6 @@
-"""Replicas as real processes: `fieldguide serve --http` on a shared PostgreSQL, and the Slack mock
-they answer through (tests/test_fleet.py and bench/fleet.py)."""
+"""Replicas as real processes: `fieldguide serve --http` (or `fieldguide serve`, Socket Mode) on
+a shared PostgreSQL, and the Slack mock they answer through (tests/test_fleet.py,
+bench/fleet.py)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ FIELDGUIDE = str(Path(sys.executable).with_name("fieldguide"))
 
 
 class Replica:
-    """One `fieldguide serve --http` process with its own local index file."""
+    """One `fieldguide serve --http` process with its own local index file; with `socket=True`,
+    `fieldguide serve` in Socket Mode instead, connecting to the mock's SocketModeServer (which
+    delivers its events: `event` and `command` are for HTTP mode)."""
 
-    def __init__(self, name: str, url: str, mock_url: str, workdir: Path, **env: str):
-        self.name, self.port = name, free_port()
+    def __init__(
+        self, name: str, url: str, mock_url: str, workdir: Path, socket: bool = False, **env: str
+    ):
+        self.name, self.port, self.socket = name, free_port(), socket
         self.db = str(workdir / f"{name}.db")
         clean = {
             k: v
@@ -38,9 +43,12 @@ class Replica:
             SLACK_API_BASE_URL=mock_url + "/api/",
             **env,
         )
+        if socket:
+            clean["SLACK_APP_TOKEN"] = "xapp-test"  # the same app token on every replica
+        transport = [] if socket else ["--http", str(self.port), "--host", "127.0.0.1"]
         self.log = open(workdir / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [FIELDGUIDE, "serve", "--http", str(self.port), "--host", "127.0.0.1"],
+            [FIELDGUIDE, "serve", *transport],
             cwd=workdir,
             env=clean,
             stdout=self.log,
@@ -52,6 +60,12 @@ class Replica:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited:\n{Path(self.log.name).read_text()}")
+            if self.socket:
+                # Bolt logs it once its WebSocket is open
+                if "Bolt app is running" in self.log_text():
+                    return
+                time.sleep(0.05)
+                continue
             try:
                 with urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
                     if r.status == 200:
@@ -61,15 +75,7 @@ class Replica:
         raise AssertionError(f"{self.name} did not start:\n{Path(self.log.name).read_text()}")
 
     def event(self, event: dict, event_id: str, retry: int = 0) -> int:
-        body = {
-            "token": "t",
-            "team_id": "T1",
-            "api_app_id": "A1",
-            "type": "event_callback",
-            "event_id": event_id,
-            "event_time": int(time.time()),
-            "event": event,
-        }
+        body = event_payload(event, event_id)
         headers = {"x-slack-retry-num": str(retry), "x-slack-retry-reason": "http_timeout"}
         status, _ = signed_request(
             f"http://127.0.0.1:{self.port}/slack/events",
@@ -99,11 +105,17 @@ class Replica:
             SECRET,
         )
 
+    def connection(self, connections: list):
+        """Which of the Socket Mode server's connections is this replica's (by its TCP port)."""
+        ports = tcp_ports(self.proc.pid)
+        [mine] = [ws for ws in connections if ws.remote_address[1] in ports]
+        return mine
+
+    def log_text(self) -> str:
+        return Path(self.log.name).read_text()
+
     def serving(self, generation: int) -> bool:
-        self.log.flush()
-        return (
-            f"serving published index generation {generation}\n" in Path(self.log.name).read_text()
-        )
+        return f"serving published index generation {generation}\n" in self.log_text()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -113,6 +125,26 @@ class Replica:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+
+def tcp_ports(pid: int) -> set[int]:
+    """The local ports of a process's TCP sockets (Linux /proc)."""
+    fds = Path(f"/proc/{pid}/fd")
+    inodes = set()
+    for fd in fds.iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 class FleetSlack(SlackMock):
@@ -137,6 +169,19 @@ class FleetSlack(SlackMock):
 
         self.route("/api/chat.postMessage", post)
         self.route("/api/chat.update", update)
+
+
+def event_payload(event: dict, event_id: str) -> dict:
+    """The Events API body Slack posts (HTTP mode) or wraps in an envelope (Socket Mode)."""
+    return {
+        "token": "t",
+        "team_id": "T1",
+        "api_app_id": "A1",
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "event": event,
+    }
 
 
 def mention(text: str, ts: str) -> dict:

@@ -20,8 +20,8 @@ from bot.cli import main
 from index.publish import local_generation, publish
 from tests import slack_harness
 from tests.conftest import EXAMPLES, write_docs
-from tests.fleet import FleetSlack, Replica, mention
-from tests.stubs import StubServer
+from tests.fleet import FleetSlack, Replica, event_payload, mention
+from tests.stubs import SocketModeServer, StubServer
 
 
 def wait(condition, timeout: float = 30.0):
@@ -57,16 +57,21 @@ class Fleet:
         wait(lambda: all(self.answers_in(ts) for ts in stamps))
 
 
-@pytest.fixture(scope="module")
-def fleet(pg_server, examples_template, tmp_path_factory):
+def _new_database(pg_server, builder: str) -> str:
     from index.pg import upgrade
 
-    work = tmp_path_factory.mktemp("fleet")
     url = pg_server.create_database("fleet_" + uuid.uuid4().hex[:8])
     upgrade(url)
+    publish(url, builder)
+    return url
+
+
+@pytest.fixture(scope="module")
+def fleet(pg_server, examples_template, tmp_path_factory):
+    work = tmp_path_factory.mktemp("fleet")
     builder = str(work / "builder.db")
     shutil.copyfile(examples_template, builder)
-    publish(url, builder)
+    url = _new_database(pg_server, builder)
     mock = FleetSlack()
     docs = shutil.copytree(EXAMPLES, work / "docs")  # what /docs-reindex indexes
     replicas = [
@@ -253,3 +258,126 @@ def test_postgres_stopped_and_restarted_while_serving(fleet, pg_server):
     wait(lambda: fleet.answers_in("1700000500.000001"))
     fleet.settle()
     assert len(fleet.answers_in("1700000500.000001")) == 1
+
+
+# -- Socket Mode: each replica holds its own WebSocket; Slack hands each event to one of them ------
+
+
+class SocketFleet(Fleet):
+    def __init__(self, url: str, mock: FleetSlack, socket: SocketModeServer, replicas, builder):
+        super().__init__(url, mock, replicas, builder, Path())
+        self.socket = socket
+
+    def deliver(self, stamps: list[str], event_prefix: str, resend_after: float = 3.0) -> None:
+        """A mention per stamp, each delivered as Slack does (one connection, retried on another
+        when not acknowledged in time); returns once every one was acknowledged."""
+        threads = [
+            self.socket.deliver(
+                event_payload(
+                    mention("How many times is a failed webhook retried?", ts),
+                    f"{event_prefix}{i}",
+                ),
+                resend_after=resend_after,
+            )
+            for i, ts in enumerate(stamps)
+        ]
+        for t in threads:
+            t.join(30)
+
+    def envelopes_to(self, replica: Replica, event_prefix: str) -> list[dict]:
+        """The envelopes of these events that went to the replica's connection."""
+        index = self.socket.connections.index(replica.connection(self.socket.live))
+        return [
+            d
+            for d in self.socket.deliveries
+            if d["connection"] == index and str(d["event_id"]).startswith(event_prefix)
+        ]
+
+    def answered_once(self, stamps: list[str]) -> None:
+        assert all(len(self.answers_in(ts)) == 1 for ts in stamps)
+        assert all(self.placeholders_in(ts) == 1 for ts in stamps)
+        audit = self.audit_threads()
+        assert all(audit.count(ts) == 1 for ts in stamps)
+
+
+@pytest.fixture(scope="module")
+def socket_fleet(pg_server, examples_template, tmp_path_factory):
+    work = tmp_path_factory.mktemp("socket-fleet")
+    builder = str(work / "builder.db")
+    shutil.copyfile(examples_template, builder)
+    url = _new_database(pg_server, builder)
+    mock = FleetSlack()
+    socket = SocketModeServer(mock)  # apps.connections.open hands out its URL
+    replicas = [Replica(name, url, mock.url, work, socket=True) for name in ("s1", "s2")]
+    try:
+        for r in replicas:
+            r.wait_ready()
+        socket.wait_live(2)
+        yield SocketFleet(url, mock, socket, replicas, builder)
+    finally:
+        for r in replicas:
+            r.stop()
+        socket.close()
+        mock.close()
+
+
+def test_socket_mode_replicas_share_events_and_slack_retries_are_answered_once(socket_fleet):
+    f = socket_fleet
+    s1, s2 = f.replicas
+    stamps = [f"1700000600.00000{i}" for i in range(6)]
+    f.deliver(stamps, "EvSock")
+    wait(lambda: all(f.answers_in(ts) for ts in stamps))
+    # spread over both connections, answered by the replica that received each
+    assert f.envelopes_to(s1, "EvSock") and f.envelopes_to(s2, "EvSock")
+    f.answered_once(stamps)
+
+    # s1 stops reading its socket (a GC pause, an overloaded host): what Slack sent it is not
+    # acknowledged, so Slack sends it again on s2's connection, which answers it
+    retried = [f"1700000700.00000{i}" for i in range(4)]
+    s1.proc.send_signal(signal.SIGSTOP)
+    try:
+        f.deliver(retried, "EvRetry", resend_after=1.0)
+        wait(lambda: all(f.answers_in(ts) for ts in retried))
+    finally:
+        s1.proc.send_signal(signal.SIGCONT)
+    late = {d["event_id"] for d in f.envelopes_to(s1, "EvRetry")}
+    assert late, "no envelope went to the stopped replica"
+    assert any(
+        d["retry_attempt"] >= 1 and d["event_id"] in late for d in f.envelopes_to(s2, "EvRetry")
+    )
+    # s1 wakes up and reads the first deliveries: it drops them (s2 has them), not answers them
+    ts_of = {f"EvRetry{i}": ts for i, ts in enumerate(retried)}
+    wait(
+        lambda: all(
+            f"event {e} already claimed" in s1.log_text() or f.placeholders_in(ts_of[e]) > 1
+            for e in late
+        )
+    )
+    f.answered_once(stamps + retried)
+
+
+def test_socket_mode_replica_killed_the_other_answers_its_unacknowledged_events(socket_fleet):
+    f = socket_fleet
+    s1, s2 = f.replicas
+    stamps = [f"1700000800.00000{i}" for i in range(4)]
+    s2.proc.send_signal(signal.SIGSTOP)  # it receives its share but acknowledges none
+    threads = [
+        f.socket.deliver(
+            event_payload(mention("How many times is a failed webhook retried?", ts), f"EvDie{i}"),
+            resend_after=30,  # no timeout: the closed connection is what makes Slack re-send
+        )
+        for i, ts in enumerate(stamps)
+    ]
+    wait(lambda: len(f.envelopes_to(s2, "EvDie")) >= 1)
+    s2.proc.send_signal(signal.SIGKILL)
+    s2.proc.wait(10)
+    f.socket.wait_live(1)
+    for t in threads:
+        t.join(30)
+    wait(lambda: all(f.answers_in(ts) for ts in stamps))
+    f.answered_once(stamps)
+    # and s1 alone keeps answering
+    more = ["1700000900.000001"]
+    f.deliver(more, "EvAlone")
+    wait(lambda: f.answers_in(more[0]))
+    f.answered_once(more)
