@@ -825,6 +825,7 @@ class SocketModeServer:
                         "retry_attempt": attempt,
                     }
                 )
+                self.cond.notify_all()
             reason = "timeout" if attempt else ""
             try:
                 ws.send(self._envelope(envelope_id, "events_api", payload, False, attempt, reason))

@@ -1,10 +1,13 @@
-"""The Messages API stub read by the real anthropic client, plain and streamed."""
+"""The Messages API stub read by the real anthropic client, plain and streamed; the Socket Mode
+server with several connections."""
 
+import json
+from contextlib import ExitStack
 from typing import Any
 
 import anthropic
 
-from tests.stubs import FakeClaude
+from tests.stubs import FakeClaude, SlackMock, SocketModeServer
 
 RESULTS = [
     {
@@ -63,3 +66,56 @@ def test_streamed_tool_call_is_parsed_from_json_deltas(stub):
         "nothing_relevant": False,
     }
     assert msg.stop_reason == "tool_use"
+
+
+def test_socket_mode_server_re_sends_an_unacknowledged_envelope_on_another_connection():
+    """What the fleet tests rely on: Slack hands an event to one connection, and re-sends it
+    (retry_attempt + 1) on another when it is not acknowledged in time or its connection closes."""
+    from websockets.sync.client import connect
+
+    mock = SlackMock()
+    socket = SocketModeServer(mock)
+    clients: list = []
+    stack = ExitStack()
+    try:
+        for n in (1, 2):
+            clients.append(stack.enter_context(connect(mock.socket_url)))
+            assert json.loads(clients[-1].recv(5))["type"] == "hello"
+            socket.wait_live(n)
+
+        def received(d: dict) -> dict:
+            return json.loads(clients[socket.connections.index(d["ws"])].recv(5))
+
+        payload = {"type": "event_callback", "event_id": "Ev1", "event": {"type": "app_mention"}}
+        t = socket.deliver(payload, resend_after=1.0)  # nobody acks the first one
+        first = wait_delivery(socket, 1)
+        second = wait_delivery(socket, 2)
+        assert first["connection"] != second["connection"]
+        one, two = received(first), received(second)
+        assert (one["retry_attempt"], two["retry_attempt"]) == (0, 1)
+        assert two["retry_reason"] == "timeout" and two["payload"] == payload
+        assert one["envelope_id"] != two["envelope_id"]
+        clients[socket.connections.index(second["ws"])].send(
+            json.dumps({"envelope_id": two["envelope_id"]})
+        )
+        t.join(5)
+        assert not t.is_alive() and len(socket.deliveries) == 2
+
+        # a connection that closes with the envelope unacknowledged: re-sent on the other at once
+        t = socket.deliver({**payload, "event_id": "Ev2"}, resend_after=30)
+        gone = wait_delivery(socket, 3)
+        received(gone)
+        clients[socket.connections.index(gone["ws"])].close()
+        again = wait_delivery(socket, 4)
+        assert again["connection"] != gone["connection"] and received(again)["retry_attempt"] == 1
+    finally:
+        stack.close()
+        socket.close()
+        mock.close()
+
+
+def wait_delivery(socket: SocketModeServer, count: int) -> dict:
+    """The `count`th envelope the server delivered, with its connection as `ws`."""
+    socket._wait(lambda: len(socket.deliveries) >= count, 5, f"delivery {count}")
+    d = socket.deliveries[count - 1]
+    return {**d, "ws": socket.connections[d["connection"]]}
