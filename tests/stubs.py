@@ -826,7 +826,7 @@ class SocketModeServer:
                     }
                 )
                 self.cond.notify_all()
-            reason = "timeout" if attempt else ""
+            reason = "http_timeout" if attempt else ""  # as in Events API retries
             try:
                 ws.send(self._envelope(envelope_id, "events_api", payload, False, attempt, reason))
             except Exception:  # noqa: BLE001 - closed meanwhile: the next attempt goes elsewhere

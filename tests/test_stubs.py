@@ -93,7 +93,7 @@ def test_socket_mode_server_re_sends_an_unacknowledged_envelope_on_another_conne
         assert first["connection"] != second["connection"]
         one, two = received(first), received(second)
         assert (one["retry_attempt"], two["retry_attempt"]) == (0, 1)
-        assert two["retry_reason"] == "timeout" and two["payload"] == payload
+        assert two["retry_reason"] == "http_timeout" and two["payload"] == payload
         assert one["envelope_id"] != two["envelope_id"]
         clients[socket.connections.index(second["ws"])].send(
             json.dumps({"envelope_id": two["envelope_id"]})
