@@ -57,21 +57,22 @@ class Fleet:
         wait(lambda: all(self.answers_in(ts) for ts in stamps))
 
 
-def _new_database(pg_server, builder: str) -> str:
+def _new_database(pg_server, template: str, work: Path) -> tuple[str, str]:
+    """A new fleet database with the example docs' index published to it, and that index."""
     from index.pg import upgrade
 
+    builder = str(work / "builder.db")
+    shutil.copyfile(template, builder)
     url = pg_server.create_database("fleet_" + uuid.uuid4().hex[:8])
     upgrade(url)
     publish(url, builder)
-    return url
+    return url, builder
 
 
 @pytest.fixture(scope="module")
 def fleet(pg_server, examples_template, tmp_path_factory):
     work = tmp_path_factory.mktemp("fleet")
-    builder = str(work / "builder.db")
-    shutil.copyfile(examples_template, builder)
-    url = _new_database(pg_server, builder)
+    url, builder = _new_database(pg_server, examples_template, work)
     mock = FleetSlack()
     docs = shutil.copytree(EXAMPLES, work / "docs")  # what /docs-reindex indexes
     replicas = [
@@ -303,9 +304,7 @@ class SocketFleet(Fleet):
 @pytest.fixture(scope="module")
 def socket_fleet(pg_server, examples_template, tmp_path_factory):
     work = tmp_path_factory.mktemp("socket-fleet")
-    builder = str(work / "builder.db")
-    shutil.copyfile(examples_template, builder)
-    url = _new_database(pg_server, builder)
+    url, builder = _new_database(pg_server, examples_template, work)
     mock = FleetSlack()
     socket = SocketModeServer(mock)  # apps.connections.open hands out its URL
     replicas = [Replica(name, url, mock.url, work, socket=True) for name in ("s1", "s2")]
