@@ -90,15 +90,18 @@ class Reindexer:
     def run(self, report: Reporter) -> None:
         """Reindex FIELDGUIDE_DOCS, telling the requester through `report`."""
         with self.state.reindex_lock() as mine:
-            if not mine:
-                report.summary(
+            if mine:
+                summary = self._run(report)
+            else:
+                summary = (
                     "A reindex is already running;"
                     " I'll keep answering from the current index meanwhile."
                 )
-                return
-            self._run(report)
+        # said once the run is over and its lock free: `status` right after it tells the last run
+        report.summary(summary)
 
-    def _run(self, report: Reporter) -> None:
+    def _run(self, report: Reporter) -> str:
+        """The run, reporting its start and progress; the summary to tell."""
         self.started = time.monotonic()
         done, total = 0, 0
 
@@ -140,16 +143,12 @@ class Reindexer:
             ]
             if published:  # a fleet: every replica switches to it within seconds
                 lines.append(f"Published to every replica as generation {published['generation']}.")
-            report.summary("\n".join(lines))
+            return "\n".join(lines)
         except IndexError_ as e:
-            report.summary(
-                f":x: Reindex failed: {escape(str(e))}. The previous index is still in use."
-            )
+            return f":x: Reindex failed: {escape(str(e))}. The previous index is still in use."
         except Exception as e:  # the requester must hear about any failure
             log.exception("reindex failed")
-            report.summary(
-                f":x: Reindex failed ({type(e).__name__}). The previous index is still in use."
-            )
+            return f":x: Reindex failed ({type(e).__name__}). The previous index is still in use."
         finally:
             self.started = None
 
