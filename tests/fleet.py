@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -110,6 +111,24 @@ class Replica:
         ports = tcp_ports(self.proc.pid)
         [mine] = [ws for ws in connections if ws.remote_address[1] in ports]
         return mine
+
+    def freeze(self, timeout: float = 10.0) -> None:
+        """SIGSTOP, returning once every thread of the process has stopped: the signal takes
+        effect a moment after it is sent, and a thread still running meanwhile could acknowledge
+        an event the test means it never to see."""
+        self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = []
+            for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+                try:
+                    states.append(task.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):  # a thread that ended meanwhile
+                    continue
+            if states and all(state in "Tt" for state in states):
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"{self.name} did not stop")
 
     def log_text(self) -> str:
         return Path(self.log.name).read_text()

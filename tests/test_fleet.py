@@ -336,7 +336,7 @@ def test_socket_mode_replicas_share_events_and_slack_retries_are_answered_once(s
     # s1 stops reading its socket (a GC pause, an overloaded host): what Slack sent it is not
     # acknowledged, so Slack sends it again on s2's connection, which answers it
     retried = [f"1700000700.00000{i}" for i in range(4)]
-    s1.proc.send_signal(signal.SIGSTOP)
+    s1.freeze()
     try:
         # Slack's retries are minutes apart; here 1 s, so a loaded machine gets a few more of them
         f.deliver(retried, "EvRetry", resend_after=1.0, retries=6)
@@ -345,7 +345,8 @@ def test_socket_mode_replicas_share_events_and_slack_retries_are_answered_once(s
         except AssertionError:
             deliveries = [d for d in f.socket.deliveries if "EvRetry" in str(d["event_id"])]
             logs = "\n".join(r.log_text()[-3000:] for r in f.replicas)
-            raise AssertionError(f"not all answered: {deliveries}\n{logs}") from None
+            acked = sorted(f.socket.acks)
+            raise AssertionError(f"not all answered: {deliveries}, acked {acked}\n{logs}") from None
     finally:
         s1.proc.send_signal(signal.SIGCONT)
     late = {d["event_id"] for d in f.envelopes_to(s1, "EvRetry")}
@@ -368,7 +369,7 @@ def test_socket_mode_replica_killed_the_other_answers_its_unacknowledged_events(
     f = socket_fleet
     s1, s2 = f.replicas
     stamps = [f"1700000800.00000{i}" for i in range(4)]
-    s2.proc.send_signal(signal.SIGSTOP)  # it receives its share but acknowledges none
+    s2.freeze()  # it receives its share but acknowledges none
     threads = [
         f.socket.deliver(
             event_payload(mention("How many times is a failed webhook retried?", ts), f"EvDie{i}"),
