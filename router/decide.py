@@ -286,7 +286,8 @@ def evidence(
         ans.evidence = {"coverage": 0.0, "similarity": 0.0}
         return ABSTAIN
     q = tokenize(question)
-    cover = bm25.coverage(q, [t for h in hits[:3] for t in tokenize(h.chunk["search_text"])])
+    top = top_terms(hits)
+    cover = bm25.coverage(q, list(top))
     sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
     unknown = unknown_terms(question, searcher, english) if searcher is not None else []
     ans.evidence = {
@@ -298,7 +299,7 @@ def evidence(
     if strength != ABSTAIN and english and sim is not None:
         # is the question's subject missing from the sections found? (its share is recorded for
         # every question, so that bench/answers_eval.py can re-tune the thresholds)
-        gaps, share = topic_gaps(question, hits, bm25, english)
+        gaps, share = topic_gaps(question, top, bm25, english)
         ans.evidence["topic_share"] = round(share, 3)
         if share >= TOPIC_SHARE and sim < TOPIC_SIMILARITY:
             ans.evidence["topic_gaps"] = gaps
@@ -314,7 +315,7 @@ def evidence(
         if lang:
             ans.evidence |= {"language": lang, "docs_language": docs_language(searcher)}
             return ABSTAIN
-    if strength == ANSWER and searcher is not None and absent_names(question, hits, searcher):
+    if strength == ANSWER and searcher is not None and absent_names(question, top, searcher):
         return PARTIAL
     return strength
 
@@ -341,11 +342,16 @@ def _offline_strength(sim: float | None, cover: float, unknown: list[str]) -> st
     return ANSWER
 
 
-def absent_names(question: str, hits: list[Hit], searcher: Searcher) -> list[str]:
+def top_terms(hits: list[Hit]) -> set[str]:
+    """The index terms of the top 3 chunks: what the passages found can speak of."""
+    return {t for h in hits[:3] for t in tokenize(h.chunk["search_text"])}
+
+
+def absent_names(question: str, top: set[str], searcher: Searcher) -> list[str]:
     """The question's specific words (not the docs' everyday ones) that the docs know but the top
     chunks don't contain: the passages found are about something else, so at best PARTIAL. A
-    short acronym (DR, CLI) is left out: a passage often spells it out instead."""
-    top = {t for h in hits[:3] for t in tokenize(h.chunk["search_text"])}
+    short acronym (DR, CLI) is left out: a passage often spells it out instead. `top`: the top
+    chunks' terms (top_terms)."""
     bm25 = searcher.bm25
     return [
         t
@@ -397,7 +403,7 @@ def word_family(word: str, bm25: BM25) -> list[int]:
 
 
 def topic_gaps(
-    question: str, hits: list[Hit], bm25: BM25, english: frozenset[str]
+    question: str, top: set[str], bm25: BM25, english: frozenset[str]
 ) -> tuple[list[str], float]:
     """The question's words that the docs seldom use (a word family in at most TOPIC_RARE of the
     chunks, or in one) and that none of the top chunks contains, with the share of the question's
@@ -405,7 +411,6 @@ def topic_gaps(
     asks about ("the memory tool", "a spend limit") cannot fake that word. A participle of an
     everyday verb ("covered", "going") and a contraction ("doesn't") frame a question rather than
     name its subject, so they never count as missing."""
-    top = {t for h in hits[:3] for t in tokenize(h.chunk["search_text"])}
     text = question.lower()
     framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text))  # doesn't, we’re
     total, missing, gaps = 0.0, 0.0, []

@@ -111,15 +111,16 @@ def test_framing_words_and_acronyms_are_not_a_missing_subject(engine, local_embe
     vec, _ = engine.embed_query(near)
     hits = loaded.router.route(near, vec, k=10).hits
     assert all(h.chunk["doc"] != "server.md" for h in hits[:3])
+    top = decide.top_terms(hits)
     # "covered" and "doesn't" are in one page only, but they frame a question, not its subject
     for q in (
         "Which tool call is covered when Claude doesn't force a tool?",
         "Which tool call is covered when Claude doesn’t force a tool?",  # as typed in Slack
     ):
-        assert decide.topic_gaps(q, hits, loaded.searcher.bm25, english)[0] == []
-    gaps, share = decide.topic_gaps("Which tool gets memory?", hits, loaded.searcher.bm25, english)
+        assert decide.topic_gaps(q, top, loaded.searcher.bm25, english)[0] == []
+    gaps, share = decide.topic_gaps("Which tool gets memory?", top, loaded.searcher.bm25, english)
     assert gaps == ["memory"] and share > 0
     # a name the docs know but the top chunks lack (Docker); a short acronym (CPU) may be spelled
     # out in a passage, so it is left out
     q = "How do I force Claude to use a tool in Docker with one CPU?"
-    assert decide.absent_names(q, hits, loaded.searcher) == ["docker"]
+    assert decide.absent_names(q, top, loaded.searcher) == ["docker"]
