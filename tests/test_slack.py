@@ -453,13 +453,22 @@ def test_bodies_over_a_megabyte_get_413(http):
 # -- streamed answers with Claude --------------------------------------------------------------
 
 
-def claude_stub(**kwargs):
+@pytest.fixture
+def claude_stub():
+    """A real anthropic client on a Messages API stub answering as FakeClaude(**kwargs)."""
     from tests.stubs import FakeClaude
 
-    server = StubServer()
-    server.route("/v1/messages", FakeClaude(**kwargs))
-    client = anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=0, timeout=10)
-    return server, client
+    servers = []
+
+    def make(**kwargs) -> anthropic.Anthropic:
+        server = StubServer()
+        servers.append(server)
+        server.route("/v1/messages", FakeClaude(**kwargs))
+        return anthropic.Anthropic(api_key="test", base_url=server.url, max_retries=0, timeout=10)
+
+    yield make
+    for server in servers:
+        server.close()
 
 
 LONG_REPLY = [
@@ -469,48 +478,41 @@ LONG_REPLY = [
 
 
 @pytest.mark.parametrize("transport", ["http", "socket"])
-def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(make_harness, transport):
-    server, client = claude_stub(answer=LONG_REPLY, words_per_second=400)
-    try:
-        h = make_harness(transport, client)
-        h.event(mention("How do I verify the signature of a webhook?"), "EvS1")
-        [answer] = answer_in(h.mock, "C1")
-        assert answer["state"] == "stopped" and answer["thread_ts"] == "1700000000.000100"
-        starts = h.mock.calls("/api/chat.startStream")
-        assert len(starts) == 1 and len(h.mock.calls("/api/chat.appendStream")) >= 2
-        assert starts[0].json["recipient_team_id"] == "T1"
-        assert starts[0].json["recipient_user_id"] == "U1"
-        assert answer["text"].startswith("Check the header see docs &lt;!channel&gt;.")
-        assert "word59." in answer["text"] and "evil" not in json.dumps(answer)
-        types = [b["type"] for b in answer["blocks"]]
-        assert types == ["markdown", "context", "context_actions"]
-        assert "**Sources**" in answer["blocks"][0]["text"]
-        # the placeholder went when the stream began; nothing else was posted
-        assert all(m["text"] != WORKING for m in h.mock.messages.values())
-        assert h.mock.updates() == []
-    finally:
-        server.close()
+def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(
+    make_harness, claude_stub, transport
+):
+    client = claude_stub(answer=LONG_REPLY, words_per_second=400)
+    h = make_harness(transport, client)
+    h.event(mention("How do I verify the signature of a webhook?"), "EvS1")
+    [answer] = answer_in(h.mock, "C1")
+    assert answer["state"] == "stopped" and answer["thread_ts"] == "1700000000.000100"
+    starts = h.mock.calls("/api/chat.startStream")
+    assert len(starts) == 1 and len(h.mock.calls("/api/chat.appendStream")) >= 2
+    assert starts[0].json["recipient_team_id"] == "T1"
+    assert starts[0].json["recipient_user_id"] == "U1"
+    assert answer["text"].startswith("Check the header see docs &lt;!channel&gt;.")
+    assert "word59." in answer["text"] and "evil" not in json.dumps(answer)
+    types = [b["type"] for b in answer["blocks"]]
+    assert types == ["markdown", "context", "context_actions"]
+    assert "**Sources**" in answer["blocks"][0]["text"]
+    # the placeholder went when the stream began; nothing else was posted
+    assert all(m["text"] != WORKING for m in h.mock.messages.values())
+    assert h.mock.updates() == []
 
 
-def test_a_refused_stream_still_delivers_the_whole_answer(make_harness):
-    server, client = claude_stub(answer=LONG_REPLY)
-    try:
-        h = make_harness("http", client)
-        h.mock.fail("chat.startStream", slack_error("not_allowed"))
-        h.event(mention("How do I verify the signature of a webhook?"), "EvS2")
-        [answer] = answer_in(h.mock, "C1")
-        assert "state" not in answer and "Check the header see docs" in markdown_of(answer)
-        assert "[1]" in markdown_of(answer)
-    finally:
-        server.close()
+def test_a_refused_stream_still_delivers_the_whole_answer(make_harness, claude_stub):
+    client = claude_stub(answer=LONG_REPLY)
+    h = make_harness("http", client)
+    h.mock.fail("chat.startStream", slack_error("not_allowed"))
+    h.event(mention("How do I verify the signature of a webhook?"), "EvS2")
+    [answer] = answer_in(h.mock, "C1")
+    assert "state" not in answer and "Check the header see docs" in markdown_of(answer)
+    assert "[1]" in markdown_of(answer)
 
 
-def test_claude_answers_in_a_plain_dm_are_posted_whole(make_harness):
-    server, client = claude_stub(answer=LONG_REPLY)
-    try:
-        h = make_harness("http", client)
-        h.event(dm("How do I verify the signature of a webhook?"), "EvS3")
-        [answer] = answer_in(h.mock, "D1")
-        assert "state" not in answer and h.mock.calls("/api/chat.startStream") == []
-    finally:
-        server.close()
+def test_claude_answers_in_a_plain_dm_are_posted_whole(make_harness, claude_stub):
+    client = claude_stub(answer=LONG_REPLY)
+    h = make_harness("http", client)
+    h.event(dm("How do I verify the signature of a webhook?"), "EvS3")
+    [answer] = answer_in(h.mock, "D1")
+    assert "state" not in answer and h.mock.calls("/api/chat.startStream") == []
