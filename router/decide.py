@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from index.chunker import context_header
 from index.search import BM25, STOPWORDS, Hit, Searcher, stem, tokenize
 
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer
@@ -49,6 +50,12 @@ PARTIAL_COVERAGE, PARTIAL_SIMILARITY = 0.3, 0.45
 # everyday words the docs seldom use), a cosine of 0.65 costs claude-docs one more, a share of 0.30
 # gains one off-topic question fewer on each.
 TOPIC_RARE, TOPIC_SHARE, TOPIC_SIMILARITY = 0.01, 0.25, 0.6
+# A top section whose title and headings carry at least HEADING_COVERAGE of the question's idf
+# weight ("List available models" for "What models are available?") is about the question,
+# however low the cosine of a short question (0.31 there, below ABSTAIN_SIMILARITY): the closeness
+# thresholds don't stop it. On the dev sets the off-topic questions reach at most 0.49 of their
+# weight in the top heading (answerable ones up to 1.0), so it changes none of their decisions.
+HEADING_COVERAGE = 0.8
 # With Claude, the gate before it only stops questions with nothing near at all: Claude's
 # extraction (nothing_relevant) and answer (NOT_IN_DOCS) decide the rest.
 CLAUDE_ABSTAIN_SIMILARITY = 0.25
@@ -290,12 +297,16 @@ def evidence(
     cover = bm25.coverage(q, list(top))
     sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
     unknown = unknown_terms(question, searcher, english) if searcher is not None else []
+    titled = bm25.coverage(
+        q, tokenize(context_header(hits[0].chunk["title"], hits[0].chunk["heading_path"]))
+    )
     ans.evidence = {
         "coverage": round(cover, 3),
         "similarity": None if sim is None else round(sim, 3),
+        "heading_coverage": round(titled, 3),
         "unknown_terms": unknown,
     }
-    strength = _offline_strength(sim, cover, unknown)
+    strength = _offline_strength(sim, cover, unknown, titled >= HEADING_COVERAGE)
     if strength != ABSTAIN and english and sim is not None:
         # is the question's subject missing from the sections found? (its share is recorded for
         # every question, so that bench/answers_eval.py can re-tune the thresholds)
@@ -308,7 +319,7 @@ def evidence(
         # kept for after_fallback: if Claude's extraction fails, the offline decision holds
         ans.evidence["offline_decision"] = strength
         near = cover >= ABSTAIN_COVERAGE if sim is None else sim >= CLAUDE_ABSTAIN_SIMILARITY
-        return ANSWER if near else ABSTAIN
+        return ANSWER if near or titled >= HEADING_COVERAGE else ABSTAIN
     if strength != ANSWER and searcher is not None:
         # not found: because the question is in another language than the docs?
         lang = foreign_language(question, searcher)
@@ -328,9 +339,12 @@ def after_fallback(strength: str, ans: Answer, claude_failed: bool) -> str:
     return str(offline) if claude_failed and offline else strength
 
 
-def _offline_strength(sim: float | None, cover: float, unknown: list[str]) -> str:
+def _offline_strength(sim: float | None, cover: float, unknown: list[str], titled: bool) -> str:
+    """`titled`: the top section's headings name the question (HEADING_COVERAGE)."""
     if unknown:
         return ABSTAIN
+    if titled:
+        return ANSWER
     if sim is None:  # keyword search only: coverage decides alone
         return (
             ABSTAIN if cover < ABSTAIN_COVERAGE else PARTIAL if cover < PARTIAL_COVERAGE else ANSWER

@@ -99,6 +99,40 @@ def test_with_claude_the_gate_stops_only_questions_with_nothing_near(examples_db
     assert gate("How many calories are in a banana?", claude=True) == ABSTAIN
 
 
+def test_a_short_question_whose_words_head_the_top_section_is_answered(tmp_path, local_embedder):
+    # a short question has a low cosine even to the section that answers it; the section's
+    # headings naming all of its words say the section is about it
+    filler = {
+        f"{t}.md": f"# {t.title()}\n\nHow {t} works for every request and response.\n"
+        for t in ("streaming", "pagination", "errors", "billing", "regions", "batches")
+    }
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "bedrock.md": (
+                "# Claude on Amazon Bedrock\n\n## List available models\n\nThe following examples"
+                " show how to print a list of all the Claude models available through Bedrock:\n\n"
+                "```python\nbedrock.list_foundation_models(byProvider='anthropic')\n```\n"
+            ),
+            **filler,
+        },
+    )
+    index_folder(tmp_path / "m.db", docs, local_embedder)
+    ans = offline_pipeline(str(tmp_path / "m.db"), local_embedder).answer(
+        "What models are available?"
+    )
+    # closeness alone would say "loosely" at best (claude-docs' own page: 0.31, an abstention)
+    assert ans.evidence["similarity"] < decide.PARTIAL_SIMILARITY
+    assert ans.evidence["heading_coverage"] == 1.0
+    assert ans.decision == ANSWER and "list of all the Claude models" in ans.text
+    # a question the headings only half name is still judged on closeness
+    other = offline_pipeline(str(tmp_path / "m.db"), local_embedder).answer(
+        "What colours are available?"
+    )
+    assert other.evidence["heading_coverage"] < decide.HEADING_COVERAGE
+    assert other.decision == ABSTAIN
+
+
 @pytest.mark.parametrize(
     "question, lang",
     [
