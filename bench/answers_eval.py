@@ -19,7 +19,13 @@ import sys
 import numpy as np
 from _util import ROOT, SHARED, table, write_section
 
-from router.decide import TOPIC_SHARE, TOPIC_SIMILARITY
+from router.decide import (
+    FULL_COVERAGE,
+    FULL_SIMILARITY,
+    HEADING_COVERAGE,
+    TOPIC_SHARE,
+    TOPIC_SIMILARITY,
+)
 
 # a worktree under wt/ finds shared/eval two levels up
 EVAL = SHARED if SHARED.is_dir() else ROOT.parents[1] / "shared" / "eval"
@@ -76,14 +82,18 @@ def row(name: str, when: str, s: dict) -> list:
 
 
 def _abstains(items: list[dict], s: float, c: float, w: float) -> float:
-    """The share of items the closeness rule (+ unknown names, + the subject check as shipped)
-    abstains on, from their evidence."""
+    """The share of items the closeness rule (+ unknown names, + the subject check, the heading
+    and full-coverage exceptions as shipped) abstains on, from their evidence."""
     out = []
     for a in items:
         e = a["evidence"]
         sim, cov = e.get("similarity") or 0.0, e.get("coverage") or 0.0
         subject = e.get("topic_share", 0.0) >= TOPIC_SHARE and sim < TOPIC_SIMILARITY
-        out.append(bool(e.get("unknown_terms")) or subject or sim < s or (cov < c and sim < w))
+        spared = e.get("heading_coverage", 0.0) >= HEADING_COVERAGE or (
+            cov >= FULL_COVERAGE and sim >= FULL_SIMILARITY
+        )
+        close = not spared and (sim < s or (cov < c and sim < w))
+        out.append(bool(e.get("unknown_terms")) or subject or close)
     return float(np.mean(out)) if out else 0.0
 
 

@@ -39,6 +39,12 @@ ABSTAIN_SIMILARITY = 0.36
 # few of its words and only a loose match: abstain too
 ABSTAIN_COVERAGE, WEAK_SIMILARITY = 0.2, 0.45
 PARTIAL_COVERAGE, PARTIAL_SIMILARITY = 0.3, 0.45
+# Every word of the question in the top chunks (coverage >= FULL_COVERAGE): a cosine down to
+# FULL_SIMILARITY is a short or plainly worded question ("what is idempotency key": 0.34, its
+# section ranked first), not a distant one: PARTIAL instead of an abstention. On the dev sets every
+# off-topic question that reaches this coverage names something the docs never mention (an
+# abstention before closeness is read) or has a cosine >= 0.55.
+FULL_COVERAGE, FULL_SIMILARITY = 0.95, 0.30
 # The subject check (topic_gaps): a loose match (cosine < TOPIC_SIMILARITY) whose top 3 chunks lack
 # words the docs seldom use (a word family in at most TOPIC_RARE of the chunks, or in one), when
 # those words carry at least TOPIC_SHARE of the question's idf weight, abstains: the sections found
@@ -350,7 +356,7 @@ def _offline_strength(sim: float | None, cover: float, unknown: list[str], title
             ABSTAIN if cover < ABSTAIN_COVERAGE else PARTIAL if cover < PARTIAL_COVERAGE else ANSWER
         )
     if sim < ABSTAIN_SIMILARITY or (cover < ABSTAIN_COVERAGE and sim < WEAK_SIMILARITY):
-        return ABSTAIN
+        return PARTIAL if cover >= FULL_COVERAGE and sim >= FULL_SIMILARITY else ABSTAIN
     if cover < PARTIAL_COVERAGE or sim < PARTIAL_SIMILARITY:
         return PARTIAL
     return ANSWER

@@ -133,6 +133,15 @@ def test_a_short_question_whose_words_head_the_top_section_is_answered(tmp_path,
     assert other.decision == ABSTAIN
 
 
+def test_a_short_question_with_every_word_in_the_top_chunks_is_partial_not_abstained(
+    examples_db, local_embedder
+):
+    ans = offline_pipeline(examples_db, local_embedder).answer("what is idempotency key")
+    assert ans.evidence["similarity"] < decide.ABSTAIN_SIMILARITY  # a short question's cosine
+    assert ans.evidence["coverage"] >= decide.FULL_COVERAGE
+    assert ans.decision == PARTIAL and "Idempotency-Key" in ans.text
+
+
 @pytest.mark.parametrize(
     "question, lang",
     [
