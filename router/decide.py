@@ -56,11 +56,12 @@ FULL_COVERAGE, FULL_SIMILARITY = 0.95, 0.30
 # everyday words the docs seldom use), a cosine of 0.65 costs claude-docs one more, a share of 0.30
 # gains one off-topic question fewer on each.
 TOPIC_RARE, TOPIC_SHARE, TOPIC_SIMILARITY = 0.01, 0.25, 0.6
-# A top section whose title and headings carry at least HEADING_COVERAGE of the question's idf
-# weight ("List available models" for "What models are available?") is about the question,
-# however low the cosine of a short question (0.31 there, below ABSTAIN_SIMILARITY): the closeness
-# thresholds don't stop it. On the dev sets the off-topic questions reach at most 0.49 of their
-# weight in the top heading (answerable ones up to 1.0), so it changes none of their decisions.
+# A top section whose title and headings carry at least HEADING_COVERAGE of the idf weight of a
+# question of two words or more ("List available models" for "What models are available?") is
+# about the question, however low the cosine of a short question (0.31 there, below
+# ABSTAIN_SIMILARITY): the closeness thresholds don't stop it. On the dev sets the off-topic
+# questions reach at most 0.49 of their weight in the top heading (answerable ones up to 1.0), so
+# it changes none of their decisions.
 HEADING_COVERAGE = 0.8
 # With Claude, the gate before it only stops questions with nothing near at all: Claude's
 # extraction (nothing_relevant) and answer (NOT_IN_DOCS) decide the rest.
@@ -246,8 +247,32 @@ def docs_language_name(searcher: Searcher) -> str:
     return language_name(docs_language(searcher))
 
 
-def foreign_language(question: str, searcher: Searcher) -> str | None:
-    """The question's language when it is confidently not the docs' language, else None."""
+# langid guesses wildly on a word or two of English ("pricing": Latin, "rate limits": Sotho,
+# "auto standby": Italian), and names and loanwords pass for other languages: a question is taken
+# as foreign only from FOREIGN_MIN_WORDS words, and only when at most FOREIGN_KNOWN_SHARE of its
+# words of 4 letters or more are everyday English or words of the docs (shorter ones are left out:
+# the model's vocabulary holds "ich", "der", "la").
+FOREIGN_MIN_WORDS, FOREIGN_KNOWN_SHARE = 3, 0.5
+LETTERS = re.compile(r"[^\W\d_]{2,}")
+
+
+def _known_word(word: str, bm25: BM25, english: frozenset[str]) -> bool:
+    if everyday(word, english):
+        return True
+    terms = tokenize(word) if word.isascii() else []  # "neúspěšné" would split into fragments
+    return len(terms) == 1 and bm25.vocab.get(terms[0]) is not None
+
+
+def foreign_language(
+    question: str, searcher: Searcher, english: frozenset[str] = frozenset()
+) -> str | None:
+    """The question's language when it is confidently not the docs' language, else None.
+    `english`: everyday English words (english_words), known as well as the docs' own."""
+    words = LETTERS.findall(question)
+    long = [w for w in words if len(w) >= 4]
+    known = sum(_known_word(w, searcher.bm25, english) for w in long)
+    if len(words) < FOREIGN_MIN_WORDS or known > FOREIGN_KNOWN_SHARE * len(long):
+        return None
     docs = docs_language(searcher)
     ranked = dict(_identifier().rank(question))
     if ranked.get(docs, 0.0) >= LANGUAGE_MARGIN:
@@ -303,9 +328,9 @@ def evidence(
     cover = bm25.coverage(q, list(top))
     sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
     unknown = unknown_terms(question, searcher, english) if searcher is not None else []
-    titled = bm25.coverage(
-        q, tokenize(context_header(hits[0].chunk["title"], hits[0].chunk["heading_path"]))
-    )
+    # one word under its heading ("pricing" under Voyage's "Pricing") says little: closeness decides
+    header = context_header(hits[0].chunk["title"], hits[0].chunk["heading_path"])
+    titled = bm25.coverage(q, tokenize(header)) if len(set(q)) >= 2 else 0.0
     ans.evidence = {
         "coverage": round(cover, 3),
         "similarity": None if sim is None else round(sim, 3),
@@ -328,7 +353,7 @@ def evidence(
         return ANSWER if near or titled >= HEADING_COVERAGE else ABSTAIN
     if strength != ANSWER and searcher is not None:
         # not found: because the question is in another language than the docs?
-        lang = foreign_language(question, searcher)
+        lang = foreign_language(question, searcher, english)
         if lang:
             ans.evidence |= {"language": lang, "docs_language": docs_language(searcher)}
             return ABSTAIN

@@ -156,7 +156,8 @@ class Pipeline:
         self, question: str, history: list[dict], claude: Claude, ans: Answer, searcher: Searcher
     ) -> str:
         # with Claude, a question in another language than the docs is rewritten into theirs
-        foreign = claude.available and decide.foreign_language(question, searcher)
+        english = decide.english_words(getattr(self.engine.embedder, "model_dir", None))
+        foreign = claude.available and decide.foreign_language(question, searcher, english)
         if not condense.prior(history) and not foreign:
             return question
         language = decide.docs_language_name(searcher)

@@ -157,6 +157,18 @@ def test_offline_a_question_in_another_language_is_told_to_ask_in_the_docs_langu
     assert "English" in ans.text and lang in ans.text and "couldn't find" not in ans.text
 
 
+@pytest.mark.parametrize("question", ["auto standby", "sandbox mode", "rate limits", "json mode"])
+def test_a_few_english_words_are_never_taken_for_another_language(
+    examples_db, local_embedder, question
+):
+    # langid alone calls these Italian, Latin, Sotho and Albanian
+    searcher = Engine(examples_db, local_embedder).loaded().searcher
+    english = decide.english_words(local_embedder.model_dir)
+    assert decide.foreign_language(question, searcher, english) is None
+    ans = offline_pipeline(examples_db, local_embedder).answer(question)
+    assert "language" not in ans.evidence and "Offline search works only" not in ans.text
+
+
 CLEAN_DOC = """---
 title: TV manual
 intent: tv
