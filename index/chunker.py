@@ -174,16 +174,18 @@ def split_blocks(text: str) -> list[str]:
 # A line that is markup, not text: it ends the paragraph or list it stands in and is never quoted
 # (what it marks, an admonition's text, is): AsciiDoc block attributes and admonition labels
 # ("[NOTE]", "[source,yaml]"), delimiters and rules ("----", "====", "***", "|==="), GitHub
-# alerts ("> [!NOTE]"), MkDocs and Docusaurus admonitions ("!!! note", ":::tip"), an image or an
-# HTML tag or comment alone on its line.
+# alerts ("> [!NOTE]"), MkDocs and Docusaurus admonitions ("!!! note", ":::tip"), images and
+# badges, an HTML tag or comment, a Hugo / Jinja shortcode ("{{< note >}}"), a reStructuredText
+# directive (".. note::") or a table-of-contents tag alone on its line.
 MARKUP_LINE = re.compile(
     r"""^\s*(?:
         \[[A-Za-z][^\[\]]{0,60}\]
         |([-=*_.+~])\1{2,} | (?:[-*_][ \t]*){3,} | \|===
         |\[![A-Za-z]+\][-+]?
         |(?:!!!|\?\?\?\+?)[ \t]*[A-Za-z]+.* | :::+.*
-        |!\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])?
+        |(?:\[?!\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])?\]?(?:\([^)]*\))?[ \t]*)+
         |<!--.*--> | </?[A-Za-z][^>]*>
+        |\{\{[<%].*[%>]\}\} | \{%.*%\} | \.\.[ \t]+[\w-]+::.* | \[\[_?TOC_?\]\]
     )\s*$""",
     re.X,
 )

@@ -65,6 +65,8 @@ Type:: array
 
 MKDOCS = """# Caching
 
+[![Build](https://ci.example.com/badge.svg)](https://ci.example.com)
+
 !!! warning "Cache size"
     The cache keeps at most 512 MB on disk and evicts the oldest entries first.
 
@@ -74,6 +76,10 @@ MKDOCS = """# Caching
 :::note
 Docusaurus admonitions clear the cache of a site when it is rebuilt.
 :::
+
+{{< note >}}
+Hugo notes keep the cache between two builds of a site.
+{{< /note >}}
 
 <!-- generated, do not edit -->
 <img src="cache.png" alt="How the cache fills up">
@@ -110,7 +116,7 @@ Was this page helpful?
 DOCS = {"pruning.md": ASCIIDOC, "caching.md": MKDOCS, "tokens.md": GITHUB}
 MARKUP = re.compile(
     r"\[(NOTE|IMPORTANT|TIP|WARNING|CAUTION)\]|\[!\w+\]|-{4}|={4}|\*{3}|!\[|!!!|\?\?\?|:::"
-    r"|<!--|<img|^>|::"
+    r"|<!--|<img|^>|::|\{\{|\[!\["
 )
 NAVIGATION = [
     "Rebooting a node gracefully",
@@ -159,6 +165,7 @@ def test_no_unit_quotes_markup_or_navigation_and_each_is_verbatim():
         "The cache keeps at most 512 MB on disk and evicts the oldest entries first.",
         "Set CACHE_DIR to move the cache to a bigger disk.",
         "Docusaurus admonitions clear the cache of a site when it is rebuilt.",
+        "Hugo notes keep the cache between two builds of a site.",
         "The cache is shared by every worker on the machine.",
         "Access tokens expire after 90 days unless you renew them.",
         "Never paste an access token into a public issue.",
