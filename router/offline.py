@@ -93,14 +93,14 @@ def furniture(text: str) -> bool:
 
 
 def repeats_itself(text: str) -> bool:
-    """A short label said twice or more ("Python Python", "AWS CLI AWS CLI"), or a sixth or more
-    of its four-word runs said twice, words glued by a lost space ("SDKsAbout") split: how a
-    scraped navigation list or a row of code-tab labels reads. A sentence that names a thing
-    twice ("Claude for Sheets ... Claude for Sheets work") repeats one or two runs of many."""
+    """Short labels each said twice or more ("Python Python Go Go", "AWS CLI AWS CLI"), or a
+    sixth or more of its four-word runs said twice, words glued by a lost space ("SDKsAbout")
+    split: how a scraped navigation list or a row of code-tab labels reads. A sentence that names
+    a thing twice ("Claude for Sheets ... Claude for Sheets work") repeats one or two runs of
+    many."""
     words = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().split()
-    for n in range(1, len(words) // 2 + 1):  # one label said again and again: "AWS CLI AWS CLI"
-        if len(words) <= 12 and len(words) % n == 0 and words == words[:n] * (len(words) // n):
-            return True
+    if len(words) <= 12 and all(words.count(w) >= 2 for w in words):  # "Python Python Go Go"
+        return True
     runs = [tuple(words[i : i + 4]) for i in range(len(words) - 3)]
     repeated = len(runs) - len(set(runs))
     return repeated >= 2 and repeated >= len(runs) / 6
@@ -138,7 +138,7 @@ def link_list(text: str, items: list[tuple[int, int]]) -> bool:
 
 def _items(text: str, lines: list[tuple[int, int]], last: bool) -> list[tuple[int, int]]:
     """A list's items (an item with its continuation lines); none when the list ends its chunk
-    with no lead-in and is a list of bare link titles."""
+    after other content (`last`), with no lead-in, and is a list of bare link titles."""
     items: list[list[int]] = []
     for s, e in lines:
         if LIST_ITEM.match(text[s:e]) or not items:
@@ -175,7 +175,7 @@ def units_of(hit: Hit) -> list[Unit]:
                 if WORDS.search(text[s:e]) or re.search(r"\d", text[s:e]):
                     out.append(Unit(hit, s, e, "row", text[s:e].strip(), b, header))
         elif kind == "list":
-            last = b == len(blocks) - 1
+            last = 0 < b == len(blocks) - 1  # the last block, after some content
             out += [
                 Unit(hit, s, e, "item", reflow(text[s:e]), b) for s, e in _items(text, lines, last)
             ]
