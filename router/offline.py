@@ -154,14 +154,13 @@ def _items(text: str, lines: list[tuple[int, int]], last: bool) -> list[tuple[in
 
 def units_of(hit: Hit) -> list[Unit]:
     """The quotable units of a chunk: sentences of paragraphs and blockquote lines, list items,
-    table rows and short code blocks; markup lines (chunker.MARKUP_LINE), furniture, and the
-    lists of a navigation section ("Additional resources", "See also") or ending a chunk as bare
-    link titles are left out."""
+    table rows and short code blocks; markup lines (chunker.MARKUP_LINE), furniture, the link
+    titles listed in a navigation section ("Additional resources", "See also": items that are no
+    sentence) and a list of bare link titles ending a chunk are left out."""
     text = hit.chunk["text"]
     path = hit.chunk.get("heading_path") or []
+    navigation = bool(path) and bool(NAVIGATION.match(path[-1]))
     blocks = block_spans(text)
-    if path and NAVIGATION.match(path[-1]):  # a navigation section's lists are links
-        blocks = [(k, ls) for k, ls in blocks if k != "list"]
     out: list[Unit] = []
     for b, (kind, lines) in enumerate(blocks):
         start, end = lines[0][0], lines[-1][1]
@@ -183,6 +182,8 @@ def units_of(hit: Hit) -> list[Unit]:
             for s0, e0 in lines if kind == "quote" else [(start, end)]:
                 for s, e in sentences(text, s0, e0):
                     out.append(Unit(hit, s, e, "sentence", reflow(text[s:e]), b))
+    if navigation:  # a navigation section's list items are link titles, unless sentences
+        out = [u for u in out if u.kind != "item" or re.search(r"[.!?]$", u.text)]
     return [u for u in out if u.kind in ("row", "code") or not furniture(u.text)]
 
 

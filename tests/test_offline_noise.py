@@ -55,6 +55,7 @@ $ oc create token build-robot
 
 * Adding a replication repository to the web console
 * Configuring the image pruner
+* If you prune often, see Image pruning for the schedule that suits a busy registry.
 
 ## Network for the guest machines
 
@@ -184,6 +185,11 @@ def test_no_unit_quotes_markup_or_navigation_and_each_is_verbatim():
         "To change the menu, open Settings > Tokens and press Renew.",
     ]:
         assert content in texts, content
+    # in a navigation section, a sentence is still content
+    assert (
+        "* If you prune often, see Image pruning for the schedule that suits a busy registry."
+        in texts
+    )
     # a list that is all its section says is content, even when it reads like link titles
     assert "* Dedicated physical adapter or virtual function" in texts
     # a procedure's steps, without their lead-in lost, are still items
