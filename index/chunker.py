@@ -176,7 +176,9 @@ def split_blocks(text: str) -> list[str]:
 # ("[NOTE]", "[source,yaml]"), delimiters and rules ("----", "====", "***", "|==="), GitHub
 # alerts ("> [!NOTE]"), MkDocs and Docusaurus admonitions ("!!! note", ":::tip"), images and
 # badges, an HTML tag or comment, a Hugo / Jinja shortcode ("{{< note >}}"), a reStructuredText
-# directive (".. note::") or a table-of-contents tag alone on its line.
+# directive (".. note::"), a table-of-contents tag, or what an AsciiDoc converter left unprocessed
+# (a preprocessor directive "ifdef::openshift[]", an attribute entry ":toc:", an anchor
+# "[[install]]") alone on its line.
 MARKUP_LINE = re.compile(
     r"""^\s*(?:
         \[[A-Za-z][^\[\]]{0,60}\]
@@ -186,6 +188,8 @@ MARKUP_LINE = re.compile(
         |(?:\[?!\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])?\]?(?:\([^)]*\))?[ \t]*)+
         |<!--.*--> | </?[A-Za-z][^>]*>
         |\{\{[<%].*[%>]\}\} | \{%.*%\} | \.\.[ \t]+[\w-]+::.* | \[\[_?TOC_?\]\]
+        |(?:ifn?def|ifeval|endif|include|toc)::\S*\[.*\]
+        |:!?[\w-]+!?: | :\w+(?:-\w+)+:[ \t].* | \[\[[\w:.-]+\]\]
     )\s*$""",
     re.X,
 )

@@ -22,7 +22,11 @@ title: Pruning deployments
 ---
 # Pruning deployment resources
 
+:product-title: OpenShift
+[[pruning-deployments]]
+ifdef::openshift-enterprise[]
 You can prune resources associated with deployments that are no longer required.
+endif::[]
 
 [NOTE]
 ----
@@ -103,6 +107,8 @@ GITHUB = """Home > Guides > Access tokens
 > [!WARNING]
 > Never paste an access token into a public issue.
 
+:warning: Renewing an access token keeps all of its scopes.
+
 To change the menu, open
 Settings
 >
@@ -122,7 +128,7 @@ Was this page helpful?
 DOCS: dict[str, str | bytes] = {"pruning.md": ASCIIDOC, "caching.md": MKDOCS, "tokens.md": GITHUB}
 MARKUP = re.compile(
     r"\[(NOTE|IMPORTANT|TIP|WARNING|CAUTION)\]|\[!\w+\]|-{4}|={4}|\*{3}|!\[|!!!|\?\?\?|:::"
-    r"|<!--|<img|^>|::|\{\{|\[!\["
+    r"|<!--|<img|^>|::|\{\{|\[!\[|\[\[|:product"
 )
 NAVIGATION = [
     "Rebooting a node gracefully",
@@ -169,6 +175,7 @@ def test_no_unit_quotes_markup_or_navigation_and_each_is_verbatim():
         assert not u.text.startswith("https://"), u.text
     # what the markers mark is content, and quotable on its own
     for content in [
+        "You can prune resources associated with deployments that are no longer required.",
         "To also prune replica sets associated with Deployment objects, use the --replica-sets"
         " flag.",
         "Pruning deployments cannot be undone once it has run.",
@@ -180,6 +187,9 @@ def test_no_unit_quotes_markup_or_navigation_and_each_is_verbatim():
         "The cache is shared by every worker on the machine.",
         "Access tokens expire after 90 days unless you renew them.",
         "Never paste an access token into a public issue.",
+        # an emoji shortcode is no AsciiDoc attribute entry: its line is kept (the emoji alone
+        # is furniture)
+        "Renewing an access token keeps all of its scopes.",
         "ImagePullSecrets lists the secrets used to pull images.",
         # a menu path inside a paragraph is no blockquote, it is reflowed onto one line
         "To change the menu, open Settings > Tokens and press Renew.",
