@@ -31,6 +31,9 @@ EMBED_CANDIDATES = 8
 RATIO, MAX_UNITS, BUDGET = 0.8, 4, 600
 MAX_CODE_CHARS = 500
 MAX_SENTENCE = 400  # a sentence held together by an unclosed bracket or quote, at most
+# where sentences() may cut: the chunker's sentence ends, and after a closing brace before a
+# capital ('{"type": "error"} Example error', '} ] } If a tool request is invalid')
+CUTS = re.compile(rf"{SENTENCE_END.pattern}|(?<=}})\s+(?=[A-Z])")
 TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
 WORDS = re.compile(r"[A-Za-z]{2,}")
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+|\]\([^)\s]*\)")
@@ -107,12 +110,13 @@ def repeats_itself(text: str) -> bool:
 
 
 def sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """The sentences of text[start:end], cut where the chunker cuts them (SENTENCE_END) except
-    inside brackets or double quotes and after a lone dot: code flattened into prose
-    ('messages=[{"role": "user"}]', "client . messages") stays one piece instead of fragments
-    such as '"overloaded_error", "message":'. A piece grown past MAX_SENTENCE is cut anyway."""
+    """The sentences of text[start:end], cut where the chunker cuts them (SENTENCE_END) and
+    after code closed by a brace, except inside brackets or double quotes and after a lone
+    dot: code flattened into prose ('messages=[{"role": "user"}]', "client . messages") stays one
+    piece instead of fragments such as '"overloaded_error", "message":', and the prose after it
+    is a piece of its own. A piece grown past MAX_SENTENCE is cut anyway."""
     out, pos = [], start
-    for m in SENTENCE_END.finditer(text, start, end):
+    for m in CUTS.finditer(text, start, end):
         piece = text[pos : m.start()]
         opened = sum(piece.count(c) for c in "([{") - sum(piece.count(c) for c in ")]}")
         lone_dot = text[m.start() - 1] == "." and text[max(m.start() - 2, 0)].isspace()

@@ -236,8 +236,8 @@ def test_code_flattened_into_prose_is_not_cut_into_fragments():
     assert pieces == [
         "During high load you may receive an error:",
         "data:",
-        '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}} Retry'
-        " later.",
+        '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
+        "Retry later.",  # prose after the code is a sentence of its own
         "Then call client . messages . create ( model = 1 ) again.",
     ]
     # an unclosed bracket holds a sentence together only so far
