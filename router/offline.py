@@ -142,7 +142,8 @@ def link_list(text: str, items: list[tuple[int, int]]) -> bool:
 
 def _items(text: str, lines: list[tuple[int, int]], last: bool) -> list[tuple[int, int]]:
     """A list's items (an item with its continuation lines); none when the list ends its chunk
-    after other content (`last`), with no lead-in, and is a list of bare link titles."""
+    after other content (`last`), with no lead-in, and is a list of bare link titles; only the
+    sentences when a navigation label ("See also") introduces it."""
     items: list[list[int]] = []
     for s, e in lines:
         if LIST_ITEM.match(text[s:e]) or not items:
@@ -153,6 +154,9 @@ def _items(text: str, lines: list[tuple[int, int]], last: bool) -> list[tuple[in
     before = text[: lines[0][0]].rstrip()
     if last and before and not before.endswith(":") and link_list(text, spans):
         return []
+    # under a label of its own ("**See also**", "##### Related topics"), only sentences are content
+    if NAVIGATION.match(before.rsplit("\n", 1)[-1].strip("#*_: \t")):
+        return [(s, e) for s, e in spans if re.search(r"[.!?]$", text[s:e].rstrip())]
     return spans
 
 

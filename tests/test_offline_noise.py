@@ -95,6 +95,15 @@ Hugo notes keep the cache between two builds of a site.
 <img src="cache.png" alt="How the cache fills up">
 ***
 The cache is shared by every worker on the machine.
+
+**See also**
+
+* Cache eviction policies
+* Sizing the cache disk
+
+##### Related topics
+
+- Worker pools and their limits
 """
 
 GITHUB = """Home > Guides > Access tokens
@@ -131,6 +140,9 @@ MARKUP = re.compile(
     r"|<!--|<img|^>|::|\{\{|\[!\[|\[\[|:product"
 )
 NAVIGATION = [
+    "Cache eviction policies",
+    "Sizing the cache disk",
+    "Worker pools and their limits",
     "Rebooting a node gracefully",
     "Creating service accounts",
     "Adding a replication repository",
