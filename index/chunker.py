@@ -171,12 +171,72 @@ def split_blocks(text: str) -> list[str]:
     ]
 
 
+# A line that is markup, not text: it ends the paragraph or list it stands in and is never quoted
+# (what it marks, an admonition's text, is): AsciiDoc block attributes and admonition labels
+# ("[NOTE]", "[source,yaml]"), delimiters and rules ("----", "====", "***", "|==="), GitHub
+# alerts ("> [!NOTE]"), MkDocs and Docusaurus admonitions ("!!! note", ":::tip"), images and
+# badges, an HTML tag or comment, a Hugo / Jinja shortcode ("{{< note >}}"), a reStructuredText
+# directive (".. note::"), a table-of-contents tag, or what an AsciiDoc converter left unprocessed
+# (a preprocessor directive "ifdef::openshift[]", an attribute entry ":toc:", an anchor
+# "[[install]]") alone on its line.
+MARKUP_LINE = re.compile(
+    r"""^\s*(?:
+        \[[A-Za-z][^\[\]]{0,60}\]
+        |([-=*_.+~])\1{2,} | (?:[-*_][ \t]*){3,} | \|===
+        |\[![A-Za-z]+\][-+]?
+        |(?:!!!|\?\?\?\+?)[ \t]*[A-Za-z]+.* | :::+.*
+        |(?:\[?!\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])?\]?(?:\([^)]*\))?[ \t]*)+
+        |<!--.*--> | </?[A-Za-z][^>]*>
+        |\{\{[<%].*[%>]\}\} | \{%.*%\} | \.\.[ \t]+[\w-]+::.* | \[\[_?TOC_?\]\]
+        |(?:ifn?def|ifeval|endif|include|toc)::\S*\[.*\]
+        |:!?[\w-]+!?: | :\w+(?:-\w+)+:[ \t].* | \[\[[\w:.-]+\]\]
+    )\s*$""",
+    re.X,
+)
+# an AsciiDoc description-list term ("Type:: array", "Description::") starts a block of its own
+DESCRIPTION_TERM = re.compile(r"^[^\s:][^:]*::(?:\s|$)")
+# the ">" of a blockquote (and of a quote inside it) before a line's text
+QUOTE_PREFIX = re.compile(r"^[ \t]*>(?:[ \t]*>)*[ \t]?")
+
+
+def _text_blocks(
+    text: str, kind: str, lines: list[tuple[int, int]]
+) -> list[tuple[str, list[tuple[int, int]]]]:
+    """A paragraph or list cut at its markup lines (left out) and description-list terms; the
+    lines of a blockquote become kind "quote", each line's span starting after its ">"."""
+    out: list[tuple[str, list[tuple[int, int]]]] = []
+    # a blockquote starts its block (a ">" inside a paragraph is a menu path's, "Sound > EQ")
+    quote = bool(QUOTE_PREFIX.match(text[lines[0][0] : lines[0][1]]))
+    for s, e in lines:
+        if quote and (prefix := QUOTE_PREFIX.match(text[s:e])):
+            s += prefix.end()
+        body = text[s:e]
+        if MARKUP_LINE.match(body) or not body.strip():
+            out.append(("", []))  # a boundary
+            continue
+        term = DESCRIPTION_TERM.match(body)
+        if not out or not out[-1][1] or term:
+            new = "quote" if quote else "list" if LIST_ITEM.match(body) else "para"
+            out.append((new, [(s, e)]))
+        else:
+            out[-1][1].append((s, e))
+        if term and not body[term.end() :].strip():
+            out.append(("", []))  # a term alone on its line: what follows is its description
+    return [(k, ls) for k, ls in out if ls]
+
+
 def block_spans(text: str) -> list[tuple[str, list[tuple[int, int]]]]:
-    """(kind, line spans) of each paragraph, list, table and code block of a markdown text, its
-    H1-H4 headings left out: offsets into `text`, for quoting parts of a block verbatim."""
+    """(kind, line spans) of each paragraph, list, blockquote, table and code block of a markdown
+    text, its H1-H4 headings left out: offsets into `text`, for quoting parts of a block verbatim.
+    Markup lines (MARKUP_LINE) are left out and end the block they stand in."""
     doc = Doc(path="", title="", intent="", text=text, body_start=0, hash="")
-    blocks = [b for _, section in _sections(doc) for b in section]
-    return [(b.kind, b.lines) for b in blocks if b.kind != "heading"]
+    out: list[tuple[str, list[tuple[int, int]]]] = []
+    for b in (b for _, section in _sections(doc) for b in section):
+        if b.kind in ("para", "list"):
+            out += _text_blocks(text, b.kind, b.lines)
+        elif b.kind != "heading":
+            out.append((b.kind, b.lines))
+    return out
 
 
 def context_header(title: str, heading_path: list[str]) -> str:

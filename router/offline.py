@@ -30,8 +30,32 @@ EMBED_CANDIDATES = 8
 # introduces)
 RATIO, MAX_UNITS, BUDGET = 0.8, 4, 600
 MAX_CODE_CHARS = 500
+MAX_SENTENCE = 400  # a sentence held together by an unclosed bracket or quote, at most
+# where sentences() may cut: the chunker's sentence ends, and after a closing brace before a
+# capital ('{"type": "error"} Example error', '} ] } If a tool request is invalid')
+CUTS = re.compile(rf"{SENTENCE_END.pattern}|(?<=}})\s+(?=[A-Z])")
 TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")
 WORDS = re.compile(r"[A-Za-z]{2,}")
+URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+|\]\([^)\s]*\)")
+# a list item or line that is nothing but links: "* [Install](install.md)", "[Docs](a) | [API](b)"
+LINKS_ONLY = re.compile(
+    r"^\s*(?:[-*+]|\d+[.)])?\s*(?:\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])[\s|,;·•/-]*)+$"
+)
+# a breadcrumb: the site's root, then one or more pages ("Home > Guides > Install")
+BREADCRUMB = re.compile(r"^\s*(?:home|docs|documentation)\s*(?:[>›»/|]|->|→)\s*[^.!?]*$", re.I)
+# a page's chrome
+CHROME = re.compile(
+    r"^\s*(?:[←«‹]\s*)?(?:edit (?:this|on)\b|was this (?:page|article|section) helpful"
+    r"|on this page\b|table of contents\b|skip to\b|back to top\b|(?:previous|next)\s*(?:page)?"
+    r"\s*[:→»›]|last (?:updated|modified)\b)",
+    re.I,
+)
+# sections whose lists are links to elsewhere, not an answer
+NAVIGATION = re.compile(
+    r"^\s*(?:additional resources|see also|related(?: \w+)?|further reading|learn more"
+    r"|next steps?|what'?s next|more information|references)\s*$",
+    re.I,
+)
 ELLIPSIS = "…"
 
 
@@ -56,11 +80,14 @@ def reflow(text: str) -> str:
 
 def furniture(text: str) -> bool:
     """Page furniture and navigation, never worth quoting: page numbers ("- 37 -"), a word or two
-    ("xlinkedin"), a run of title-case link labels without a sentence, a scraped menu or tab bar
+    ("xlinkedin"), a bare link or URL, a breadcrumb ("Home > Docs > Install"), page chrome ("Edit
+    this page"), a run of title-case link labels without a sentence, a scraped menu or tab bar
     that says itself twice ("Rate limitsSupported regions xlinkedin Rate limitsSupported
     regions xlinkedin Python Typescript PythonTypescript")."""
-    words = WORDS.findall(text)
-    if len(words) < 3:
+    words = WORDS.findall(URL.sub(" ", text))
+    if len(words) < 3 or LINKS_ONLY.match(text) or BREADCRUMB.match(text):
+        return True
+    if CHROME.match(text) and len(words) <= 6 and not re.search(r"[.!]\s*$", text):
         return True
     if re.search(r"[.!?:]\s*$", text):
         return False
@@ -69,20 +96,81 @@ def furniture(text: str) -> bool:
 
 
 def repeats_itself(text: str) -> bool:
-    """A sixth or more of its four-word runs said twice, words glued by a lost space
-    ("SDKsAbout") split: how a scraped navigation list or a row of code-tab labels reads. A
-    sentence that names a thing twice ("Claude for Sheets ... Claude for Sheets work") repeats
-    one or two runs of many."""
+    """Short labels each said twice or more ("Python Python Go Go", "AWS CLI AWS CLI"), or a
+    sixth or more of its four-word runs said twice, words glued by a lost space ("SDKsAbout")
+    split: how a scraped navigation list or a row of code-tab labels reads. A sentence that names
+    a thing twice ("Claude for Sheets ... Claude for Sheets work") repeats one or two runs of
+    many."""
     words = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().split()
+    if len(words) <= 12 and all(words.count(w) >= 2 for w in words):  # "Python Python Go Go"
+        return True
     runs = [tuple(words[i : i + 4]) for i in range(len(words) - 3)]
     repeated = len(runs) - len(set(runs))
     return repeated >= 2 and repeated >= len(runs) / 6
 
 
+def sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The sentences of text[start:end], cut where the chunker cuts them (SENTENCE_END) and
+    after code closed by a brace, except inside brackets or double quotes and after a lone
+    dot: code flattened into prose ('messages=[{"role": "user"}]', "client . messages") stays one
+    piece instead of fragments such as '"overloaded_error", "message":', and the prose after it
+    is a piece of its own. A piece grown past MAX_SENTENCE is cut anyway."""
+    out, pos = [], start
+    for m in CUTS.finditer(text, start, end):
+        piece = text[pos : m.start()]
+        opened = sum(piece.count(c) for c in "([{") - sum(piece.count(c) for c in ")]}")
+        lone_dot = text[m.start() - 1] == "." and text[max(m.start() - 2, 0)].isspace()
+        inside = opened > 0 or piece.count('"') % 2 == 1 or lone_dot
+        if inside and m.start() - pos < MAX_SENTENCE:
+            continue
+        out.append((pos, m.start()))
+        pos = m.end()
+    out.append((pos, end))
+    return [(s, e) for s, e in out if text[s:e].strip()]
+
+
+def link_list(text: str, items: list[tuple[int, int]]) -> bool:
+    """A list of link titles whose own heading was lost ("* Rebooting a node gracefully" after a
+    procedure, from AsciiDoc's ".Additional resources"): every item a short capitalised phrase of
+    two or more words, none a sentence."""
+    bodies = [LIST_ITEM.sub("", text[s:e], count=1).strip() for s, e in items]
+    return all(
+        b[:1].isupper() and 2 <= len(b.split()) <= 12 and not re.search(r"[.!?:;,)]$", b)
+        for b in bodies
+    )
+
+
+def _items(text: str, lines: list[tuple[int, int]], last: bool) -> list[tuple[int, int]]:
+    """A list's items (an item with its continuation lines); none when the list ends its chunk
+    after other content (`last`), with no lead-in, and is a list of bare link titles; only the
+    sentences when a navigation label ("See also") introduces it."""
+    items: list[list[int]] = []
+    for s, e in lines:
+        if LIST_ITEM.match(text[s:e]) or not items:
+            items.append([s, e])
+        else:
+            items[-1][1] = e
+    spans = [(s, e) for s, e in items]
+    before = text[: lines[0][0]].rstrip()
+    if last and before and not before.endswith(":") and link_list(text, spans):
+        return []
+    # under a label of its own ("**See also**", "##### Related topics"), only sentences are content
+    if NAVIGATION.match(before.rsplit("\n", 1)[-1].strip("#*_: \t")):
+        return [(s, e) for s, e in spans if re.search(r"[.!?]$", text[s:e].rstrip())]
+    return spans
+
+
 def units_of(hit: Hit) -> list[Unit]:
+    """The quotable units of a chunk: sentences of paragraphs and blockquote lines, list items,
+    table rows and short code blocks; markup lines (chunker.MARKUP_LINE), furniture, the link
+    titles listed in a navigation section ("Additional resources", "See also": items that are no
+    sentence) and a list of bare link titles ending a chunk are left out."""
     text = hit.chunk["text"]
+    path = hit.chunk.get("heading_path") or []
+    navigation = bool(path) and bool(NAVIGATION.match(path[-1]))
+    blocks = block_spans(text)
     out: list[Unit] = []
-    for b, (kind, lines) in enumerate(block_spans(text)):
+    for b, (kind, lines) in enumerate(blocks):
         start, end = lines[0][0], lines[-1][1]
         if kind == "code":
             if end - start <= MAX_CODE_CHARS:
@@ -94,20 +182,16 @@ def units_of(hit: Hit) -> list[Unit]:
                 if WORDS.search(text[s:e]) or re.search(r"\d", text[s:e]):
                     out.append(Unit(hit, s, e, "row", text[s:e].strip(), b, header))
         elif kind == "list":
-            items: list[list[int]] = []
-            for s, e in lines:
-                if LIST_ITEM.match(text[s:e]) or not items:
-                    items.append([s, e])
-                else:
-                    items[-1][1] = e
-            out += [Unit(hit, s, e, "item", reflow(text[s:e]), b) for s, e in items]
-        else:
-            pos = start
-            for m in [*SENTENCE_END.finditer(text, start, end), None]:
-                s, e = pos, (m.start() if m else end)
-                if text[s:e].strip():
+            last = 0 < b == len(blocks) - 1  # the last block, after some content
+            out += [
+                Unit(hit, s, e, "item", reflow(text[s:e]), b) for s, e in _items(text, lines, last)
+            ]
+        else:  # a paragraph, or a blockquote whose lines are quoted without their ">"
+            for s0, e0 in lines if kind == "quote" else [(start, end)]:
+                for s, e in sentences(text, s0, e0):
                     out.append(Unit(hit, s, e, "sentence", reflow(text[s:e]), b))
-                pos = m.end() if m else end
+    if navigation:  # a navigation section's list items are link titles, unless sentences
+        out = [u for u in out if u.kind != "item" or re.search(r"[.!?]$", u.text)]
     return [u for u in out if u.kind in ("row", "code") or not furniture(u.text)]
 
 
@@ -202,6 +286,7 @@ def _passages(chosen: list[Unit]) -> list[Passage]:
         text = group[0].hit.chunk["text"]
         pieces: list[tuple[int, int, str, float]] = []
         headers: set[tuple[int, int]] = set()
+        prev: Unit | None = None
         for u in group:
             if u.header and u.header not in headers:
                 headers.add(u.header)
@@ -209,12 +294,15 @@ def _passages(chosen: list[Unit]) -> list[Passage]:
                 head = "\n".join(line.strip() for line in text[h0:h1].split("\n"))
                 if not (pieces and pieces[-1][1] >= h0):
                     pieces.append((h0, h1, head, u.score))
-            joiner = " " if u.kind == "sentence" else "\n"
+            # sentences of one paragraph run on; anything else (a sentence after a code block,
+            # a list item, another paragraph) starts a line of its own
+            joiner = " " if u.kind == "sentence" and prev and prev.block == u.block else "\n"
             if pieces and not text[pieces[-1][1] : u.start].strip():
                 s, _, t, sc = pieces[-1]
                 pieces[-1] = (s, u.end, f"{t}{joiner}{u.text}", max(sc, u.score))
             else:
                 pieces.append((u.start, u.end, u.text, u.score))
+            prev = u
         out += [Passage(cid, t, sc) for _, _, t, sc in pieces]
     return out
 

@@ -1,0 +1,302 @@
+"""Offline answers quote text, never markup or navigation: admonition markers and block delimiters
+of docs converted from AsciiDoc, MkDocs / Docusaurus / GitHub admonitions, images, link lists,
+breadcrumbs and page chrome stay out of every quote, the text they mark stays in, and every quote
+is still a verbatim piece of its chunk."""
+
+import re
+
+from index.chunker import block_spans, chunk_doc
+from index.indexer import index_folder
+from index.loader import parse_doc
+from index.search import Hit
+from router import offline
+from router.answer import ABSTAIN, occurs_in
+from router.engine import Engine
+from router.offline import furniture, sentences, units_of
+from router.pipeline import Pipeline
+from tests.conftest import write_docs
+
+# what a converter from AsciiDoc leaves in markdown (as in the OpenShift docs)
+ASCIIDOC = """---
+title: Pruning deployments
+---
+# Pruning deployment resources
+
+:product-title: OpenShift
+[[pruning-deployments]]
+ifdef::openshift-enterprise[]
+You can prune resources associated with deployments that are no longer required.
+endif::[]
+
+[NOTE]
+----
+To also prune replica sets associated with Deployment objects, use the --replica-sets flag.
+----
+
+1. To actually perform the prune operation, add the --confirm flag:
+
+```terminal
+$ oc adm prune deployments --orphans --keep-complete=5 --confirm
+```
+
+You must run the prune command as a cluster administrator.
+
+[IMPORTANT]
+====
+Pruning deployments cannot be undone once it has run.
+====
+![Pruning workflow diagram]
+The pruner keeps the five most recent complete deployments by default.
+
+```terminal
+$ oc create token build-robot
+```
+
+* Rebooting a node gracefully
+* Creating service accounts
+
+# Additional resources
+
+* Adding a replication repository to the web console
+* Configuring the image pruner
+* If you prune often, see Image pruning for the schedule that suits a busy registry.
+
+## Network for the guest machines
+
+* Dedicated physical adapter or virtual function
+* Shared Ethernet Adapter of the I/O server
+
+## .spec.imagePullSecrets
+
+Description::
+ImagePullSecrets lists the secrets used to pull images. More info: https://kubernetes.io/docs/concepts/containers/images#specifying-imagepullsecrets
+Type:: array
+"""
+
+MKDOCS = """# Caching
+
+[![Build](https://ci.example.com/badge.svg)](https://ci.example.com)
+
+!!! warning "Cache size"
+    The cache keeps at most 512 MB on disk and evicts the oldest entries first.
+
+???+ tip
+    Set CACHE_DIR to move the cache to a bigger disk.
+
+:::note
+Docusaurus admonitions clear the cache of a site when it is rebuilt.
+:::
+
+{{< note >}}
+Hugo notes keep the cache between two builds of a site.
+{{< /note >}}
+
+<!-- generated, do not edit -->
+<img src="cache.png" alt="How the cache fills up">
+***
+The cache is shared by every worker on the machine.
+
+**See also**
+
+* Cache eviction policies
+* Sizing the cache disk
+
+##### Related topics
+
+- Worker pools and their limits
+"""
+
+GITHUB = """Home > Guides > Access tokens
+
+# Access tokens
+
+> [!NOTE]
+> Access tokens expire after 90 days unless you renew them.
+
+> [!WARNING]
+> Never paste an access token into a public issue.
+
+:warning: Renewing an access token keeps all of its scopes.
+
+To change the menu, open
+Settings
+>
+Tokens
+and press Renew.
+
+## See also
+
+- [Creating an access token](create.md)
+- [Revoking an access token](revoke.md)
+
+[Edit this page](https://example.com/edit) | [Report a problem](https://example.com/issue)
+
+Was this page helpful?
+"""
+
+DOCS: dict[str, str | bytes] = {"pruning.md": ASCIIDOC, "caching.md": MKDOCS, "tokens.md": GITHUB}
+MARKUP = re.compile(
+    r"\[(NOTE|IMPORTANT|TIP|WARNING|CAUTION)\]|\[!\w+\]|-{4}|={4}|\*{3}|!\[|!!!|\?\?\?|:::"
+    r"|<!--|<img|^>|::|\{\{|\[!\[|\[\[|:product"
+)
+NAVIGATION = [
+    "Cache eviction policies",
+    "Sizing the cache disk",
+    "Worker pools and their limits",
+    "Rebooting a node gracefully",
+    "Creating service accounts",
+    "Adding a replication repository",
+    "Configuring the image pruner",
+    "Home > Guides",
+    "Creating an access token",
+    "Edit this page",
+    "Was this page helpful",
+]
+
+
+def hits_of() -> list[Hit]:
+    """Each chunk of the docs as a search hit, its record as the index stores it."""
+    hits = []
+    for name in sorted(DOCS):
+        text = DOCS[name]
+        doc = parse_doc(name, text.encode() if isinstance(text, str) else text)
+        for i, c in enumerate(chunk_doc(doc)):
+            record: dict = {
+                "id": c.id,
+                "doc": c.doc,
+                "title": doc.title,
+                "heading_path": c.heading_path,
+                "text": c.text,
+            }
+
+            def fetch(rows: list[int], r: dict = record) -> list[dict]:
+                return [r]
+
+            hits.append(Hit(i, 1.0, 1.0, 1.0, "general", i, fetch))
+    return hits
+
+
+def test_no_unit_quotes_markup_or_navigation_and_each_is_verbatim():
+    units = [u for h in hits_of() for u in units_of(h)]
+    texts = [u.text for u in units]
+    for u in units:
+        assert occurs_in(u.text, u.hit.chunk["text"]), u.text
+        if u.kind != "code":
+            assert not MARKUP.search(u.text), u.text
+        assert not any(n in u.text for n in NAVIGATION), u.text
+        assert not u.text.startswith("https://"), u.text
+    # what the markers mark is content, and quotable on its own
+    for content in [
+        "You can prune resources associated with deployments that are no longer required.",
+        "To also prune replica sets associated with Deployment objects, use the --replica-sets"
+        " flag.",
+        "Pruning deployments cannot be undone once it has run.",
+        "The pruner keeps the five most recent complete deployments by default.",
+        "The cache keeps at most 512 MB on disk and evicts the oldest entries first.",
+        "Set CACHE_DIR to move the cache to a bigger disk.",
+        "Docusaurus admonitions clear the cache of a site when it is rebuilt.",
+        "Hugo notes keep the cache between two builds of a site.",
+        "The cache is shared by every worker on the machine.",
+        "Access tokens expire after 90 days unless you renew them.",
+        "Never paste an access token into a public issue.",
+        # an emoji shortcode is no AsciiDoc attribute entry: its line is kept (the emoji alone
+        # is furniture)
+        "Renewing an access token keeps all of its scopes.",
+        "ImagePullSecrets lists the secrets used to pull images.",
+        # a menu path inside a paragraph is no blockquote, it is reflowed onto one line
+        "To change the menu, open Settings > Tokens and press Renew.",
+    ]:
+        assert content in texts, content
+    # in a navigation section, a sentence is still content
+    assert (
+        "* If you prune often, see Image pruning for the schedule that suits a busy registry."
+        in texts
+    )
+    # a list that is all its section says is content, even when it reads like link titles
+    assert "* Dedicated physical adapter or virtual function" in texts
+    # a procedure's steps, without their lead-in lost, are still items
+    assert any(t.startswith("1. To actually perform the prune operation") for t in texts)
+
+
+def test_markup_lines_end_the_block_they_stand_in():
+    text = "Some text here.\n[NOTE]\n----\nA note.\n----\nMore text.\n"
+    blocks = [[text[s:e] for s, e in lines] for _, lines in block_spans(text)]
+    assert blocks == [["Some text here."], ["A note."], ["More text."]]
+    quote = "> [!TIP]\n> First line\n> second line.\n"
+    assert [(k, [quote[s:e] for s, e in ls]) for k, ls in block_spans(quote)] == [
+        ("quote", ["First line", "second line."])
+    ]
+
+
+def test_a_sentence_after_a_code_block_starts_its_own_line():
+    hit = next(h for h in hits_of() if h.chunk["heading_path"] == ["Pruning deployment resources"])
+    units = units_of(hit)
+    code = next(u for u in units if u.kind == "code" and "--confirm" in u.text)
+    after = next(u for u in units if u.text.startswith("You must run the prune command"))
+    (passage,) = offline._passages([code, after])
+    assert passage.text.endswith("```\nYou must run the prune command as a cluster administrator.")
+    assert occurs_in(passage.text, hit.chunk["text"])
+
+
+def test_code_flattened_into_prose_is_not_cut_into_fragments():
+    text = (
+        'During high load you may receive an error: data: {"type": "error", "error": '
+        '{"type": "overloaded_error", "message": "Overloaded"}} Retry later. Then call '
+        "client . messages . create ( model = 1 ) again."
+    )
+    pieces = [text[s:e] for s, e in sentences(text, 0, len(text))]
+    assert pieces == [
+        "During high load you may receive an error:",
+        "data:",
+        '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
+        "Retry later.",  # prose after the code is a sentence of its own
+        "Then call client . messages . create ( model = 1 ) again.",
+    ]
+    # an unclosed bracket holds a sentence together only so far
+    long = "Call f( " + "word " * 120 + "end. Next sentence."
+    assert len(sentences(long, 0, len(long))) == 2
+
+
+def test_navigation_and_chrome_are_furniture_menu_paths_are_not():
+    for nav in [
+        "https://kubernetes.io/docs/concepts/containers/images#specifying-imagepullsecrets",
+        "* [Creating an access token](create.md)",
+        "[Edit this page](https://x.test/edit) | [Report a problem](https://x.test/issue)",
+        "Home > Guides > Access tokens",
+        "Docs › Getting started › Install",
+        "Edit this page",
+        "Was this page helpful?",
+        "← Previous: Installing",
+        "AWS CLI AWS CLI",
+        "Boto3 (Python) Boto3 (Python)",
+        "Python Python TypeScript TypeScript",
+    ]:
+        assert furniture(nav), nav
+    for text in [
+        "Settings > Picture > Picture Mode",
+        "Open Settings > Sound > Equalizer to change it.",
+        "See [Rate limits](rate-limits.md) for the limits of each plan.",
+        "Next, run the installer and reboot.",
+    ]:
+        assert not furniture(text), text
+
+
+def test_offline_answers_over_noisy_docs_are_clean_and_checked(tmp_path, local_embedder):
+    db = tmp_path / "noisy.db"
+    index_folder(db, write_docs(tmp_path / "docs", DOCS), local_embedder)
+    p = Pipeline(Engine(str(db), local_embedder))
+    for question, expected in [
+        ("How do I also prune replica sets of Deployment objects?", "--replica-sets flag"),
+        ("How much disk does the cache keep?", "512 MB"),
+        ("When do access tokens expire?", "90 days"),
+    ]:
+        ans = p.answer(question)
+        assert ans.decision != ABSTAIN, question
+        assert expected in ans.text
+        quoted = [line[2:] for line in ans.text.split("\n") if line.startswith("> ")]
+        for line in quoted:
+            assert not re.search(r"\[(NOTE|IMPORTANT)\]|\[!\w+\]|^-{4}|^={4}|!!!|!\[", line), line
+            assert not re.match(r"```[ \t]+\S", line), line  # no text glued to a fence
+        assert ans.citations and all(c.verified for c in ans.citations)
+        chunks = {h["id"]: h["text"] for h in ans.hits}
+        assert all(any(occurs_in(c.cited_text, t) for t in chunks.values()) for c in ans.citations)
