@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import asdict, dataclass, field
 
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
@@ -95,10 +96,12 @@ class Answer:
 
 
 def squash(text: str) -> str:
-    return " ".join(text.split()).lower()
+    return " ".join(html.unescape(text).split()).lower()
 
 
 def occurs_in(passage: str, source: str) -> bool:
-    """Whitespace- and case-insensitive containment: the check every quote must pass."""
+    """Whitespace- and case-insensitive containment, HTML entities decoded on both sides (docs
+    converted from HTML keep "&#8217;" where a quote may say "’"): the check every quote must
+    pass."""
     p = squash(passage)
     return bool(p) and p in squash(source)

@@ -9,6 +9,7 @@ is a citation that `occurs_in` its chunk.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 
@@ -75,7 +76,9 @@ class Unit:
 
 
 def reflow(text: str) -> str:
-    return " ".join(text.split())
+    """As shown: whitespace reflowed, HTML entities of converted docs decoded ("Toolkit&#8217;s",
+    "&lt;name&gt;"); `occurs_in` decodes them too."""
+    return " ".join(html.unescape(text).split())
 
 
 def furniture(text: str) -> bool:
@@ -109,6 +112,9 @@ def repeats_itself(text: str) -> bool:
     return repeated >= 2 and repeated >= len(runs) / 6
 
 
+ENTITY_END = re.compile(r"&(?:#\d+|#x[0-9a-fA-F]+|[A-Za-z]+\d*);$")
+
+
 def sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """The sentences of text[start:end], cut where the chunker cuts them (SENTENCE_END) and
     after code closed by a brace, except inside brackets or double quotes and after a lone
@@ -120,7 +126,8 @@ def sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
         piece = text[pos : m.start()]
         opened = sum(piece.count(c) for c in "([{") - sum(piece.count(c) for c in ")]}")
         lone_dot = text[m.start() - 1] == "." and text[max(m.start() - 2, 0)].isspace()
-        inside = opened > 0 or piece.count('"') % 2 == 1 or lone_dot
+        entity = ENTITY_END.search(text, max(m.start() - 12, pos), m.start())  # "&gt;" is no ";"
+        inside = opened > 0 or piece.count('"') % 2 == 1 or lone_dot or bool(entity)
         if inside and m.start() - pos < MAX_SENTENCE:
             continue
         out.append((pos, m.start()))
@@ -180,7 +187,7 @@ def units_of(hit: Hit) -> list[Unit]:
             header = (lines[0][0], lines[1][1]) if rule else None
             for s, e in lines[2:] if rule else lines:
                 if WORDS.search(text[s:e]) or re.search(r"\d", text[s:e]):
-                    out.append(Unit(hit, s, e, "row", text[s:e].strip(), b, header))
+                    out.append(Unit(hit, s, e, "row", html.unescape(text[s:e].strip()), b, header))
         elif kind == "list":
             last = 0 < b == len(blocks) - 1  # the last block, after some content
             out += [
@@ -291,7 +298,7 @@ def _passages(chosen: list[Unit]) -> list[Passage]:
             if u.header and u.header not in headers:
                 headers.add(u.header)
                 h0, h1 = u.header
-                head = "\n".join(line.strip() for line in text[h0:h1].split("\n"))
+                head = "\n".join(html.unescape(line.strip()) for line in text[h0:h1].split("\n"))
                 if not (pieces and pieces[-1][1] >= h0):
                     pieces.append((h0, h1, head, u.score))
             # sentences of one paragraph run on; anything else (a sentence after a code block,

@@ -300,3 +300,22 @@ def test_offline_answers_over_noisy_docs_are_clean_and_checked(tmp_path, local_e
         assert ans.citations and all(c.verified for c in ans.citations)
         chunks = {h["id"]: h["text"] for h in ans.hits}
         assert all(any(occurs_in(c.cited_text, t) for t in chunks.values()) for c in ans.citations)
+
+
+def test_html_entities_of_converted_docs_are_decoded_in_quotes_and_still_verified():
+    chunk: dict = {
+        "id": "c1",
+        "title": "Driver Toolkit",
+        "heading_path": ["Driver Toolkit"],
+        "text": "The Driver Toolkit&#8217;s image holds the kernel packages. Run it as"
+        " &lt;name&gt; in the &quot;drivers&quot; namespace.",
+    }
+    units = units_of(Hit(0, 1.0, 1.0, 1.0, "general", 0, lambda rows: [chunk]))
+    assert [u.text for u in units] == [
+        "The Driver Toolkit’s image holds the kernel packages.",
+        'Run it as <name> in the "drivers" namespace.',
+    ]
+    assert all(occurs_in(u.text, chunk["text"]) for u in units)
+    # a quote as Claude may give it (entities decoded) is found in the source as well
+    assert occurs_in("Driver Toolkit’s image", chunk["text"])
+    assert not occurs_in("Driver Toolkit's kernel", chunk["text"])
