@@ -167,6 +167,46 @@ def _items(text: str, lines: list[tuple[int, int]], last: bool) -> list[tuple[in
     return spans
 
 
+def _label(line: str) -> bool:
+    return bool(line[:1].isupper()) and len(line.split()) <= 8 and not re.search(r"[.!?:;,]$", line)
+
+
+def label_runs(text: str, lines: list[tuple[int, int]]) -> list[tuple[bool, list[tuple[int, int]]]]:
+    """A paragraph's lines in runs: (True, run) for three or more lines in a row that are each a
+    short capitalised label without punctuation at its end ("Be clear and direct", "Use XML
+    tags", "Long context tips"), a list whose markers the converter lost (a scraped menu or
+    contents), to be quoted a line each rather than run together into one "sentence"; (False,
+    run) for the rest. A menu path ("Settings", ">", "Sound") or a wrapped sentence is no run."""
+    flags = [_label(text[s:e].strip()) for s, e in lines]
+    out: list[tuple[bool, list[tuple[int, int]]]] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and flags[j] == flags[i]:
+            j += 1
+        label = flags[i] and j - i >= 3
+        if out and out[-1][0] == label:
+            out[-1][1].extend(lines[i:j])
+        else:
+            out.append((label, list(lines[i:j])))
+        i = j
+    return out
+
+
+def _prose_units(hit: Hit, kind: str, lines: list[tuple[int, int]], b: int) -> list[Unit]:
+    """The sentences of a paragraph (a run of labels: a line each) or of a blockquote's lines,
+    which are quoted without their ">"."""
+    text = hit.chunk["text"]
+    runs = [(False, [line]) for line in lines] if kind == "quote" else label_runs(text, lines)
+    out = []
+    for label, run in runs:
+        spans = run if label else sentences(text, run[0][0], run[-1][1])
+        out += [
+            Unit(hit, s, e, "item" if label else "sentence", reflow(text[s:e]), b) for s, e in spans
+        ]
+    return out
+
+
 def units_of(hit: Hit) -> list[Unit]:
     """The quotable units of a chunk: sentences of paragraphs and blockquote lines, list items,
     table rows and short code blocks; markup lines (chunker.MARKUP_LINE), furniture, the link
@@ -193,10 +233,8 @@ def units_of(hit: Hit) -> list[Unit]:
             out += [
                 Unit(hit, s, e, "item", reflow(text[s:e]), b) for s, e in _items(text, lines, last)
             ]
-        else:  # a paragraph, or a blockquote whose lines are quoted without their ">"
-            for s0, e0 in lines if kind == "quote" else [(start, end)]:
-                for s, e in sentences(text, s0, e0):
-                    out.append(Unit(hit, s, e, "sentence", reflow(text[s:e]), b))
+        else:
+            out += _prose_units(hit, kind, lines, b)
     if navigation:  # a navigation section's list items are link titles, unless sentences
         out = [u for u in out if u.kind != "item" or re.search(r"[.!?]$", u.text)]
     return [u for u in out if u.kind in ("row", "code") or not furniture(u.text)]

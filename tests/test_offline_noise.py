@@ -319,3 +319,29 @@ def test_html_entities_of_converted_docs_are_decoded_in_quotes_and_still_verifie
     # a quote as Claude may give it (entities decoded) is found in the source as well
     assert occurs_in("Driver Toolkit’s image", chunk["text"])
     assert not occurs_in("Driver Toolkit's kernel", chunk["text"])
+
+
+def test_a_run_of_label_lines_is_quoted_a_line_each():
+    text = (
+        "The pages below go from the broadest techniques to the most specialised ones.\n"
+        "Be clear and direct\nUse examples (multishot)\nUse XML tags\nLong context tips\n\n"
+        "To change it, open\nSettings\n>\nSound\n>\nEqualizer\nand move the sliders.\n\n"
+        "Wrapped lines of one sentence\nstay one sentence when they\ndo not each start a label."
+    )
+    chunk: dict = {"id": "c", "title": "Guide", "heading_path": ["Guide"], "text": text}
+    units = units_of(Hit(0, 1.0, 1.0, 1.0, "general", 0, lambda rows: [chunk]))
+    assert [(u.kind, u.text) for u in units] == [
+        (
+            "sentence",
+            "The pages below go from the broadest techniques to the most specialised ones.",
+        ),
+        ("item", "Be clear and direct"),
+        ("item", "Use examples (multishot)"),
+        ("item", "Use XML tags"),
+        ("item", "Long context tips"),
+        ("sentence", "To change it, open Settings > Sound > Equalizer and move the sliders."),
+        (
+            "sentence",
+            "Wrapped lines of one sentence stay one sentence when they do not each start a label.",
+        ),
+    ]
