@@ -10,6 +10,7 @@ import copy
 import random
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -247,7 +248,7 @@ class Counted(OfflineClassifier):
         super().__init__(searcher, base.examples, base.bm25_weight)
         self.counter, self.own = counter, searcher is base.searcher
 
-    def classify(self, question, query_vec, global_hits=None, claude=None):  # type: ignore[override]
+    def classify(self, question, query_vec, global_hits=None, claude=None):
         # the router's unrouted hits are the vote's first search only when they are its searcher's
         hits = self.voters(question, query_vec, global_hits if self.own else None)
         votes = self.counter(hits)
@@ -285,7 +286,7 @@ def pair_variants(engine, embedder, questions=None, vecs=None) -> dict[str, dict
     size = {i: len(rows) for i, rows in s.intent_rows.items()}
     counters: dict[str, Callable[[list[Hit]], dict[str, float]]] = {"vote": count}
     for c in SIZE_PRIORS:
-        counters[f"best − {c} ln size"] = lambda hits, c=c: best_minus_size(hits, size, c)
+        counters[f"best − {c} ln size"] = partial(best_minus_size, size=size, c=c)
     pool = [r for r in records if len(r["heading_path"]) >= 2]
     sample = random.Random(0).sample(pool, min(HEADINGS, len(pool)))
     texts = [r["heading_path"][-1] for r in sample]
@@ -299,7 +300,7 @@ def pair_variants(engine, embedder, questions=None, vecs=None) -> dict[str, dict
             for r, text, vec in zip(sample, texts, heading_vecs, strict=True):
                 masked = copy.copy(s)  # the heading's own doc left out, or it gives itself away
                 keep = np.flatnonzero(doc_of != r["doc"])
-                masked.rows_for = lambda intents, keep=keep: keep  # type: ignore[method-assign]
+                masked.rows_for = lambda intents, keep=keep: keep
                 first = masked.search(text, vec, k=VOTERS)
                 if not first:
                     continue
