@@ -123,8 +123,10 @@ add the most reference words, composed like a real answer: a rule that does not 
 reference should not expect to beat it at the same length (greedy, so not a strict bound). The
 offline answer quotes units of the top {OFFLINE_CHUNKS} chunks. Rules tried on these sets that
 rank units by the retrieval's own signals (question-term density, idf coverage, the chunk's score,
-cosine of every unit instead of the best 8, contiguous windows, fewer or more chunks) all moved
-recall and precision about 1:1 along the answer row, within its bootstrap interval (±0.04).
+cosine of every unit instead of the best 8, contiguous windows, fewer or more chunks; and, in the
+answer-selection section, position priors, centrality, focus on the best chunk, a coverage stop)
+all moved recall and precision about 1:1 along the answer row, within its bootstrap interval
+(±0.04).
 
 {table(["set", "text scored", "token recall", "token precision", "median chars"], out)}
 """

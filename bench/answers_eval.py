@@ -217,11 +217,17 @@ openshift from 0.800 to 0.867; it costs one openshift question, "'buckethost'", 
 answer quotes `bucketHost`, a word the indexed docs do not contain). The subject check
 (decide.topic_gaps, below) took claude-docs from 0.767 to 0.900 and openshift from 0.867 to 0.933,
 at one claude-docs answerable question ("... to influence Claude's response?").
+Two exceptions to the closeness abstention are for short questions, which these sets hardly have:
+a top section whose headings carry >= 80% of the question's idf weight goes ahead ("What models
+are available?" under "List available models", cosine 0.31, abstained before), and a question all
+of whose words are in the top 3 chunks is PARTIAL down to a cosine of 0.30 ("what is idempotency
+key", 0.34). On these sets they move one answerable openshift question ("... Domain mapping
+option ...", cosine 0.35) out of abstention and no off-topic question.
 Leave one set out: the thresholds tuned on the two other sets (answerable abstain <= 0.035 on each,
 off-topic abstain as high as possible), reported on the held-out set, from the evidence recorded in
-the JSONs above (the language check left out; the names and subject checks as shipped, the subject
-check unknown, so not counted, where the shipped closeness thresholds abstained first). Tuning them
-buys little and does not carry over:
+the JSONs above (the language check left out; the names and subject checks and the two exceptions
+as shipped, the subject check unknown, so not counted, where the shipped closeness thresholds
+abstained first). Tuning them buys little and does not carry over:
 
 {
         table(
