@@ -164,6 +164,8 @@ def extract(cfg: Cfg, question, query_vec, hits, bm25, embedder, vectors) -> lis
 
 
 def choose(cfg: Cfg, units: list, q: list[str], bm25) -> list:
+    """router/offline.py `_choose` with the variant's knobs (ratio, units, budget, a coverage
+    stop), copied rather than parameterised so that the shipped function stays plain."""
     best = units[0].score
     chosen: list = []
     seen: list[str] = []
