@@ -174,6 +174,13 @@ def unknown_terms(
 
 
 SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "ers")
+# contractions typed without their apostrophe ("cant find my api key"), which the vocabulary lacks
+CONTRACTIONS = frozenset(
+    ("cant", "wont", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "hasnt",
+     "havent", "hadnt", "shouldnt", "couldnt", "wouldnt", "mustnt", "neednt", "aint", "ive",
+     "youve", "weve", "theyve", "youre", "theyre", "hes", "shes", "itll", "youll", "theyll",
+     "whats", "thats", "theres", "heres", "hows", "wheres", "whos", "im")
+)  # fmt: skip
 
 
 def everyday(word: str, english: frozenset[str]) -> bool:
@@ -181,6 +188,8 @@ def everyday(word: str, english: frozenset[str]) -> bool:
     "pad" but not "padding", "rotate" but not "rotated", "block" but not "unblock")."""
     w = word.lower()
     if w in english or (w.startswith("un") and everyday(w[2:], english)):  # unblock
+        return True
+    if english and w in CONTRACTIONS:
         return True
     for suffix in SUFFIXES:
         base = w[: -len(suffix)]
