@@ -52,7 +52,7 @@ class CachedEmbedder:
 class Cfg:
     name: str = "shipped"
     pos: float = 0.0  # position prior: + pos / (1 + unit ordinal in its chunk), on the lex part
-    pos_kind: str = "ordinal"  # ordinal | first_block | first
+    pos_kind: str = "ordinal"  # ordinal | first_block | first | first_prose
     cent: float = 0.0  # lexical centrality weight (on the lex part)
     ecent: float = 0.0  # embedding centrality (unit vec . chunk vec) in the vector part
     focus: float = 0.0  # score penalty for units not of the best chunk, times chunk rank
@@ -105,6 +105,12 @@ def lexical(cfg: Cfg, units: list, hits, q: list[str], bm25) -> dict[int, float]
     cvecs = {h.chunk["id"]: chunk_terms(h, bm25) for h in hits} if cfg.cent else {}
     ordinal: Counter = Counter()
     first_block: dict[str, int] = {}
+    # the chunk opens with prose: its first unit a sentence that is no lead-in
+    prose: dict[str, bool] = {}
+    for u in units:
+        prose.setdefault(
+            u.hit.chunk["id"], u.kind == "sentence" and not u.text.rstrip().endswith(":")
+        )
     out = {}
     for u in units:
         cid = u.hit.chunk["id"]
@@ -117,6 +123,7 @@ def lexical(cfg: Cfg, units: list, hits, q: list[str], bm25) -> dict[int, float]
             "ordinal": 1 / (1 + n),
             "first_block": float(u.block == first_block[cid]),
             "first": float(n == 0),
+            "first_prose": float(u.block == first_block[cid] and prose[cid]),
         }
         lex += cfg.pos * prior[cfg.pos_kind]
         if cfg.cent:
@@ -278,6 +285,11 @@ VARIANTS = [
     *[Cfg(f"pos-ord {w}", pos=w) for w in (0.05, 0.1, 0.2, 0.3)],
     *[Cfg(f"pos-first {w}", pos=w, pos_kind="first") for w in (0.05, 0.1, 0.2)],
     *[Cfg(f"pos-fblock {w}", pos=w, pos_kind="first_block") for w in (0.05, 0.1, 0.2)],
+    *[Cfg(f"pos-fprose {w}", pos=w, pos_kind="first_prose") for w in (0.1, 0.2)],
+    *[
+        Cfg(f"pos-fprose {w} + cent 0.2", pos=w, pos_kind="first_prose", cent=0.2)
+        for w in (0.1, 0.2)
+    ],
     *[Cfg(f"cent {w}", cent=w) for w in (0.1, 0.2, 0.4)],
     *[Cfg(f"ecent {w}", ecent=w) for w in (0.2, 0.4, 0.8)],
     *[Cfg(f"focus {w}", focus=w) for w in (0.02, 0.05, 0.1, 0.2)],
@@ -317,7 +329,8 @@ centrality (the unit's idf-weighted overlap with its own chunk), embedding centr
 cosine to its chunk's vector), focus (−w per rank of the unit's chunk), stopping once the chosen
 units cover a share of the question's idf weight, a penalty for navigation sections. None raises
 recall and precision on claude-docs and recall on openshift together; the position prior that
-lifts the examples (written with the answer first) costs openshift, so the scoring is unchanged.
+lifts the examples (written with the answer first) costs openshift, also when it applies only to
+a chunk that opens with prose and is combined with centrality, so the scoring is unchanged.
 
 {table(["variant", *data], rows)}
 """
