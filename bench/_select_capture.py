@@ -2,7 +2,7 @@
 (question, query vector, top-3 hits' chunks and scores, the decision and text `ask` gave), so
 bench/_select.py can replay extraction + compose for each scoring variant in seconds.
 
-    python bench/_select_capture.py   # writes .fieldguide/scratch/select-cache.pkl
+    python bench/_select_capture.py   # writes .fieldguide/scratch/select-cache*.pkl
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ SETS = {
     ),
 }
 CACHE = ROOT / ".fieldguide" / "scratch" / "select-cache.pkl"
+# every openshift-4.15 question: bench/_learn.py trains on those outside the 100 sampled
+ALL_OS = CACHE.with_name("select-cache-os-all.pkl")
 
 
 def capture(set_dir, db: str, limit, extra_off) -> dict:
@@ -80,7 +82,9 @@ def main() -> None:
     data = {name: capture(*args) for name, args in SETS.items()}
     CACHE.parent.mkdir(parents=True, exist_ok=True)
     CACHE.write_bytes(pickle.dumps(data))
-    print(f"wrote {CACHE}")
+    set_dir, db, _, extra = SETS["openshift-4.15"]
+    ALL_OS.write_bytes(pickle.dumps(capture(set_dir, db, None, extra)))
+    print(f"wrote {CACHE} and {ALL_OS}")
 
 
 if __name__ == "__main__":
