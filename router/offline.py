@@ -127,7 +127,10 @@ def sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
         opened = sum(piece.count(c) for c in "([{") - sum(piece.count(c) for c in ")]}")
         lone_dot = text[m.start() - 1] == "." and text[max(m.start() - 2, 0)].isspace()
         entity = ENTITY_END.search(text, max(m.start() - 12, pos), m.start())  # "&gt;" is no ";"
-        inside = opened > 0 or piece.count('"') % 2 == 1 or lone_dot or bool(entity)
+        # "Define requirements: features, performance, and cost.": a colon or semicolon that
+        # runs on in lowercase is inside the sentence (quoted alone, its tail is a fragment)
+        runs_on = text[m.start() - 1] in ":;" and text[m.end()].islower()
+        inside = opened > 0 or piece.count('"') % 2 == 1 or lone_dot or bool(entity) or runs_on
         if inside and m.start() - pos < MAX_SENTENCE:
             continue
         out.append((pos, m.start()))

@@ -246,8 +246,7 @@ def test_code_flattened_into_prose_is_not_cut_into_fragments():
     )
     pieces = [text[s:e] for s, e in sentences(text, 0, len(text))]
     assert pieces == [
-        "During high load you may receive an error:",
-        "data:",
+        "During high load you may receive an error: data:",
         '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
         "Retry later.",  # prose after the code is a sentence of its own
         "Then call client . messages . create ( model = 1 ) again.",
@@ -255,6 +254,21 @@ def test_code_flattened_into_prose_is_not_cut_into_fragments():
     # an unclosed bracket holds a sentence together only so far
     long = "Call f( " + "word " * 120 + "end. Next sentence."
     assert len(sentences(long, 0, len(long))) == 2
+
+
+def test_a_colon_or_semicolon_running_on_in_lowercase_does_not_end_a_sentence():
+    # cut there, "features, performance, and cost." was quoted alone, a fragment
+    text = (
+        "Define requirements: features, performance, and cost. Retries stop; the event is"
+        " dropped. To add a case: Click Add."
+    )
+    pieces = [text[s:e] for s, e in sentences(text, 0, len(text))]
+    assert pieces == [
+        "Define requirements: features, performance, and cost.",
+        "Retries stop; the event is dropped.",
+        "To add a case:",  # a lead-in, which brings what it introduces
+        "Click Add.",
+    ]
 
 
 def test_navigation_and_chrome_are_furniture_menu_paths_are_not():
