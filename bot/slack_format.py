@@ -111,6 +111,7 @@ def context_line(ans: Answer) -> str:
         parts.append("answered without Claude")
     if any("keyword search only" in n for n in ans.notes):
         parts.append("keyword search only (embeddings unavailable)")
+    parts += [n for n in ans.notes if n.startswith("read ")]  # decide.typo_note
     return escape(" · ".join(parts))[:2000]
 
 

@@ -200,6 +200,98 @@ def everyday(word: str, english: frozenset[str]) -> bool:
     return False
 
 
+# Typos. A misspelt word ("recieve", "webhok", "shedule") is in neither the docs nor everyday
+# English, so it read as a name the docs never mention and the question was refused. A lowercase
+# word of TYPO_MIN_LETTERS or more (alone or part of a hyphenated word, not of a path, file name or
+# code) that one edit inside it (two neighbouring letters swapped, a letter dropped, changed or
+# added; its first and last letters kept in place) turns into a word of the docs is read as that
+# word; so is one that a swap of two neighbouring letters turns into an everyday English word
+# ("hpapens"). Not the other edits into everyday English at large: "crispy", "yolk" and "resize"
+# are missing from that vocabulary too, and their neighbours ("crisp", "york", "reside") would
+# change the question. A capitalised or code-like word (specific_phrases) is a name and is never
+# corrected, nor is one whose only near words change its ends ("ztunnel" is not "tunnel",
+# "browse" not "browser").
+TYPO_MIN_LETTERS = 4
+LOWER_WORD = re.compile(r"(?<![\w./])[a-z]+(?![\w/]|\.\w)")
+
+
+def _edits(word: str) -> tuple[list[str], list[str]]:
+    """The words one edit inside `word` away, its first and last letters in place (or the last
+    two swapped: "schedlue"): (swaps, other edits)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    head, body, tail = word[0], word[1:-1], word[-1]
+    splits = [(body[:i], body[i:]) for i in range(len(body) + 1)]
+    swaps = [head + a + b[1] + b[0] + b[2:] + tail for a, b in splits if len(b) > 1]
+    swaps.append(word[:-2] + tail + word[-2])
+    drops = [a + b[1:] for a, b in splits if b]
+    changes = [a + c + b[1:] for a, b in splits if b for c in letters if c != b[0]]
+    adds = [a + c + b for a, b in splits for c in letters]
+    others = [head + x + tail for x in dict.fromkeys(drops + changes + adds)]
+    return swaps, others
+
+
+def _known(word: str, bm25: BM25, english: frozenset[str]) -> bool:
+    terms = tokenize(word)
+    return everyday(word, english) or (len(terms) == 1 and bm25.vocab.get(terms[0]) is not None)
+
+
+def _correction(word: str, bm25: BM25, english: frozenset[str]) -> str | None:
+    """The docs' most frequent word one edit away from `word`, else an everyday English word one
+    swap away, if any."""
+    swaps, others = _edits(word)
+    best, best_df = None, 0
+    for cand in swaps + others:
+        terms = tokenize(cand)
+        v = bm25.vocab.get(terms[0]) if len(terms) == 1 else None
+        df = int(bm25.offsets[v + 1] - bm25.offsets[v]) if v is not None else 0
+        if df > best_df:
+            best, best_df = cand, df
+    return best or next((c for c in swaps if _english_form(c, english)), None)
+
+
+def _english_form(word: str, english: frozenset[str]) -> bool:
+    """An everyday word or a regular inflection of one, stricter than everyday() ("browes" is
+    no plural of "brow"): a correction must be a real word."""
+    if word in english:
+        return True
+    for suffix, bases in (
+        ("ies", (word[:-3] + "y",)),
+        ("es", (word[:-2],) if word[:-2].endswith(("s", "x", "z", "ch", "sh")) else ()),
+        ("s", (word[:-1],)),
+        ("ed", (word[:-2], word[:-1], word[:-3])),  # streamed, used, stopped
+        ("ing", (word[:-3], word[:-3] + "e", word[:-4])),  # getting: get
+    ):
+        if word.endswith(suffix) and any(len(b) >= 3 and b in english for b in bases):
+            return True
+    return False
+
+
+def correct_typos(
+    question: str, searcher: Searcher, english: frozenset[str]
+) -> tuple[str, dict[str, str]]:
+    """The question with its typos corrected, and what was read as what."""
+    if not english:  # without the everyday vocabulary every plain word would look like a typo
+        return question, {}
+    bm25 = searcher.bm25
+    names = {w.lower() for p in specific_phrases(question) for w in p.split()}
+    fixed: dict[str, str] = {}
+
+    def fix(m: re.Match) -> str:
+        w = m.group()
+        if len(w) < TYPO_MIN_LETTERS or w in names or _known(w, bm25, english):
+            return w
+        right = _correction(w, bm25, english)
+        if right:
+            fixed[w] = right
+        return right or w
+
+    return LOWER_WORD.sub(fix, question), fixed
+
+
+def typo_note(typos: dict[str, str]) -> str:
+    return "read " + ", ".join(f'"{typo}" as "{word}"' for typo, word in typos.items())
+
+
 @lru_cache(maxsize=2)
 def english_words(model_dir: str | Path | None) -> frozenset[str]:
     """Everyday English: the whole words of the local model's WordPiece vocabulary (30k entries

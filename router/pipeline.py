@@ -94,6 +94,7 @@ class Pipeline:
 
         loaded = self.engine.loaded()  # one index generation for the whole answer
         ans.condensed = self.condense(ans.question, history, claude, ans, loaded.searcher)
+        ans.condensed = self.correct_typos(ans, loaded.searcher)
         clock.lap("condense")
         query_vec, note = self.engine.embed_query(ans.condensed)
         ans.notes += [note] if note else []
@@ -151,6 +152,14 @@ class Pipeline:
             ans.models |= {k: self.models.get(k) for k in ("condense", "extract", "answer")}
         ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
         return ans
+
+    def correct_typos(self, ans: Answer, searcher: Searcher) -> str:
+        """The question with its typos read as the docs' words (decide.correct_typos), in a note."""
+        english = decide.english_words(getattr(self.engine.embedder, "model_dir", None))
+        text, typos = decide.correct_typos(ans.condensed, searcher, english)
+        if typos:
+            ans.notes.append(decide.typo_note(typos))
+        return text
 
     def condense(
         self, question: str, history: list[dict], claude: Claude, ans: Answer, searcher: Searcher

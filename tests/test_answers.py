@@ -6,6 +6,7 @@ import json
 import pytest
 
 from bot.cli import main
+from bot.slack_format import context_line
 from index.indexer import index_folder
 from router import decide
 from router.answer import ABSTAIN, ANSWER, PARTIAL, Answer, occurs_in
@@ -142,6 +143,30 @@ def test_a_short_question_with_every_word_in_the_top_chunks_is_partial_not_absta
     assert ans.evidence["similarity"] < decide.ABSTAIN_SIMILARITY  # a short question's cosine
     assert ans.evidence["coverage"] >= decide.FULL_COVERAGE
     assert ans.decision == PARTIAL and "Idempotency-Key" in ans.text
+
+
+def test_a_typo_is_read_as_the_docs_word_a_name_is_not(examples_db, local_embedder):
+    searcher = Engine(examples_db, local_embedder).loaded().searcher
+    english = decide.english_words(local_embedder.model_dir)
+    fixed, typos = decide.correct_typos(
+        "how do i recieve a webhok on the retry shedule", searcher, english
+    )
+    assert fixed == "how do i receive a webhook on the retry schedule"
+    assert typos == {"recieve": "receive", "webhok": "webhook", "shedule": "schedule"}
+    # names, words whose near words change their first or last letter, far words: left alone
+    for question in (
+        "Does Webhok support SAML?",  # capitalised inside the question: a name
+        "does ztunnel work",  # "tunnel" only by a new first letter
+        "how long do i boil an egg for a runny yolk",
+    ):
+        assert decide.correct_typos(question, searcher, english) == (question, {})
+    # before, the typo was a name the docs never mention: refused
+    ans = offline_pipeline(examples_db, local_embedder).answer(
+        "How many times is a failed webhok retried?"
+    )
+    assert ans.decision == ANSWER and "8 attempts" in ans.text
+    assert 'read "webhok" as "webhook"' in ans.notes
+    assert 'read "webhok" as "webhook"' in context_line(ans)
 
 
 @pytest.mark.parametrize(
