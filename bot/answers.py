@@ -33,7 +33,16 @@ from .slack_format import (
     plain_pieces,
     same_words,
 )
-from .slack_rules import BUSY, WORKING, history_from, thread_title
+from .slack_rules import (
+    BUSY,
+    THANKS_REPLY,
+    WORKING,
+    example_questions,
+    greeting,
+    history_from,
+    small_talk,
+    thread_title,
+)
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +139,15 @@ class Answerer:
     # -- one question ----------------------------------------------------------------------------
 
     def answer(self, q: Question) -> None:
+        talk = small_talk(q.text)
+        if talk:  # "hi", "thanks", "ok": no question for the docs
+            if talk == "greeting":
+                examples = example_questions(self.pipeline.engine.loaded().intents)
+                self.deliver_text(q, None, greeting(examples))
+            elif talk == "thanks":
+                self.deliver_text(q, None, THANKS_REPLY)
+            self._done(q)
+            return
         placeholder = self._show_work(q)
         history = self.history(q)
         if q.assistant and not history:

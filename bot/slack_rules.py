@@ -16,8 +16,24 @@ WORKING = ":mag: Looking through the docs…"
 BUSY = (
     ":hourglass_flowing_sand: I'm answering a lot of questions right now; I'll answer in a moment."
 )
+THANKS_REPLY = "You're welcome!"
 # the bot's own messages that are not answers: never history
-NOT_ANSWERS = (GREETING, WORKING, BUSY)
+NOT_ANSWERS = (GREETING, WORKING, BUSY, THANKS_REPLY)
+
+# Small talk is no question for the docs: a greeting or "help" gets the greeting (with example
+# questions), thanks get THANKS_REPLY, and a bare acknowledgement ("ok", "got it", an emoji) no
+# reply, where the docs would have been searched and "not in the docs" said.
+GREETING_WORDS = frozenset(
+    ("hi", "hello", "hey", "hiya", "howdy", "yo", "morning", "afternoon", "evening", "good",
+     "there", "all", "everyone", "folks", "team", "bot", "help")
+)  # fmt: skip
+THANKS_WORDS = frozenset(("thanks", "thank", "thx", "ty", "cheers"))
+ACK_WORDS = frozenset(
+    ("ok", "okay", "k", "cool", "good", "great", "perfect", "nice", "awesome", "excellent", "got",
+     "it", "that", "works", "helps", "helped", "helpful", "you", "so", "much", "very", "many",
+     "again", "a", "lot", "lots", "makes", "sense")
+)  # fmt: skip
+SMALL_TALK_WORDS = 6  # more words than this are a question, whatever they are
 
 HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
 HISTORY_CHARS = 1500  # of each
@@ -25,6 +41,37 @@ HISTORY_CHARS = 1500  # of each
 
 def strip_mentions(text: str) -> str:
     return re.sub(r"<@[A-Z0-9]+>", "", text or "").strip()
+
+
+def small_talk(text: str) -> str | None:
+    """ "greeting", "thanks", "ack" (no reply) or None (a question: ask the docs)."""
+    text = strip_mentions(text)
+    bare = re.sub(r":[a-z0-9_+'-]+:", " ", text.lower())  # Slack's emoji codes, ":thumbsup:"
+    words = re.findall(r"[a-z]+", bare.replace("'", "").replace("’", ""))
+    if not text or len(words) > SMALL_TALK_WORDS:
+        return None
+    if not words:  # an emoji, a "?" alone
+        return "ack"
+    vocabulary = set(words)
+    if vocabulary & THANKS_WORDS and vocabulary <= THANKS_WORDS | ACK_WORDS:
+        return "thanks"
+    if vocabulary <= ACK_WORDS:
+        return "ack"
+    if vocabulary <= GREETING_WORDS:
+        return "greeting"
+    return None
+
+
+def example_questions(intents: list[dict]) -> list[str]:
+    """The first example question of each intent that has some (intents.yaml), at most 4."""
+    return [i["examples"][0] for i in intents if i["examples"]][:4]
+
+
+def greeting(examples: list[str]) -> str:
+    """GREETING, with up to two example questions."""
+    if not examples:
+        return GREETING
+    return f"{GREETING} For example: " + " or ".join(f"“{e}”" for e in examples[:2])
 
 
 def is_user_message(event: dict, bot_user: str) -> bool:
@@ -66,7 +113,8 @@ def is_chatter(message: dict, bot_user: str) -> bool:
     """One of the bot's own messages that is not an answer (the greeting, the placeholder, the
     busy note)."""
     from_bot = message.get("user") == bot_user or bool(message.get("bot_id"))
-    return from_bot and unescape(message.get("text", "")).strip() in NOT_ANSWERS
+    text = unescape(message.get("text", "")).strip()
+    return from_bot and (text in NOT_ANSWERS or text.startswith(GREETING))
 
 
 def history_from(messages: list[dict], current_ts: str, bot_user: str) -> list[dict]:

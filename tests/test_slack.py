@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from bot.settings import Settings
-from bot.slack_rules import BUSY, GREETING, WORKING
+from bot.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
 from index.store import open_db
 from router.engine import Engine
 from router.pipeline import Pipeline
@@ -102,6 +102,23 @@ def test_dm_is_answered(slack):
     slack.event(dm("What does error TW-1429 mean?"), "Ev2")
     [answer] = answer_in(slack.mock, "D1")
     assert answer["thread_ts"] is None and "TW-1429" in markdown_of(answer)
+
+
+def test_small_talk_gets_a_greeting_thanks_or_nothing_never_not_in_the_docs(slack):
+    slack.event(dm("hi", ts="1700000051.000100", channel="DHI"), "EvHi")
+    slack.event(dm("thanks!", ts="1700000052.000100", channel="DTY"), "EvTy")
+    slack.event(dm("ok :thumbsup:", ts="1700000053.000100", channel="DOK"), "EvOk")
+    sentinel(slack)
+    by_channel = {p["channel"]: p["text"] for p in slack.mock.posts()}
+    assert by_channel["DHI"].startswith(GREETING)
+    assert by_channel["DTY"] == THANKS_REPLY
+    assert "DOK" not in by_channel  # an acknowledgement needs no reply
+    assert not [
+        p for p in slack.mock.posts() if p["channel"] in ("DHI", "DTY") and p["text"] == WORKING
+    ]
+    # none of them was searched for, nor recorded as a question
+    asked = [r[0] for r in slack.pipeline.state.db.execute("SELECT question FROM answers")]
+    assert not {"hi", "thanks!", "ok :thumbsup:"} & set(asked)
 
 
 def test_assistant_thread_status_title_and_no_placeholder(slack):

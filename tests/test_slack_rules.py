@@ -25,6 +25,7 @@ from bot.slack_rules import (
     message_kind,
     reindex_action,
     reply_thread,
+    small_talk,
     thread_title,
 )
 from index.store import open_db
@@ -273,3 +274,29 @@ def test_startup_retries_then_connects_and_fails_fast_on_a_bad_token():
         assert SERVER_ERROR[0] == 500
     finally:
         mock.close()
+
+
+@pytest.mark.parametrize(
+    "text, talk",
+    [
+        ("hi", "greeting"),
+        (f"<@{BOT}> hello there", "greeting"),
+        ("Good morning!", "greeting"),
+        ("help", "greeting"),
+        ("thanks!", "thanks"),
+        ("Thank you so much", "thanks"),
+        ("ok thx", "thanks"),
+        ("ok", "ack"),
+        ("got it, makes sense", "ack"),
+        (":thumbsup:", "ack"),
+        (":pray: thanks", "thanks"),
+        ("👍", "ack"),
+        ("", None),  # an empty mention: "the question is empty"
+        ("help with webhooks", None),
+        ("hi, how do I rotate an API key?", None),
+        ("thanks, and how long is the grace period?", None),
+        ("what is it", None),
+    ],
+)
+def test_small_talk_is_told_from_questions(text, talk):
+    assert small_talk(text) == talk

@@ -9,7 +9,7 @@ from slack_bolt import App, Assistant, Say
 from slack_bolt.context.set_suggested_prompts import SetSuggestedPrompts
 from slack_sdk import WebClient
 
-from ..slack_rules import GREETING
+from ..slack_rules import GREETING, example_questions
 from .common import Bot
 
 
@@ -21,8 +21,7 @@ def register(app: App, bot: Bot) -> None:
         say: Say, set_suggested_prompts: SetSuggestedPrompts, logger: Logger
     ) -> None:
         say(GREETING)
-        intents = bot.pipeline.engine.loaded().intents
-        examples = [i["examples"][0] for i in intents if i["examples"]][:4]
+        examples = example_questions(bot.pipeline.engine.loaded().intents)
         if examples:
             set_suggested_prompts(prompts=examples, title="For example:")
 
