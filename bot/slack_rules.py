@@ -44,7 +44,7 @@ def strip_mentions(text: str) -> str:
 
 
 def small_talk(text: str) -> str | None:
-    """ "greeting", "thanks", "ack" (no reply) or None (a question: ask the docs)."""
+    """What small talk `text` is: "greeting", "thanks", "ack" (no reply), or None: a question."""
     text = strip_mentions(text)
     bare = re.sub(r":[a-z0-9_+'-]+:", " ", text.lower())  # Slack's emoji codes, ":thumbsup:"
     words = re.findall(r"[a-z]+", bare.replace("'", "").replace("’", ""))

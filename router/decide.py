@@ -230,11 +230,6 @@ def _edits(word: str) -> tuple[list[str], list[str]]:
     return swaps, others
 
 
-def _known(word: str, bm25: BM25, english: frozenset[str]) -> bool:
-    terms = tokenize(word)
-    return everyday(word, english) or (len(terms) == 1 and bm25.vocab.get(terms[0]) is not None)
-
-
 def _correction(word: str, bm25: BM25, english: frozenset[str]) -> str | None:
     """The docs' most frequent word one edit away from `word`, else an everyday English word one
     swap away, if any."""
@@ -278,7 +273,7 @@ def correct_typos(
 
     def fix(m: re.Match) -> str:
         w = m.group()
-        if len(w) < TYPO_MIN_LETTERS or w in names or _known(w, bm25, english):
+        if len(w) < TYPO_MIN_LETTERS or w in names or _known_word(w, bm25, english):
             return w
         right = _correction(w, bm25, english)
         if right:
