@@ -543,6 +543,15 @@ def word_family(word: str, bm25: BM25) -> list[int]:
     return out
 
 
+# when something happened or how often: words that frame a question ("stopped arriving since
+# yesterday"), never its subject
+WHEN_WORDS = frozenset(
+    ("yesterday", "today", "tomorrow", "tonight", "weekend", "recently", "lately", "suddenly",
+     "anymore", "sometimes", "often", "always", "never", "currently", "still", "already", "soon",
+     "ago", "earlier", "later", "randomly", "intermittently", "occasionally", "constantly")
+)  # fmt: skip
+
+
 def topic_gaps(
     question: str, top: set[str], bm25: BM25, english: frozenset[str]
 ) -> tuple[list[str], float]:
@@ -550,10 +559,10 @@ def topic_gaps(
     chunks, or in one) and that none of the top chunks contains, with the share of the question's
     idf weight they carry. A close section of the same product that lacks the subject the question
     asks about ("the memory tool", "a spend limit") cannot fake that word. A participle of an
-    everyday verb ("covered", "going") and a contraction ("doesn't") frame a question rather than
-    name its subject, so they never count as missing."""
+    everyday verb ("covered", "going"), a contraction ("doesn't") and a word of when or how often
+    (WHEN_WORDS) frame a question rather than name its subject, so they never count as missing."""
     text = question.lower()
-    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text))  # doesn't, we’re
+    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text)) | WHEN_WORDS
     total, missing, gaps = 0.0, 0.0, []
     for w in dict.fromkeys(QUESTION_WORD.findall(text)):
         if w in STOPWORDS or len(w) < 3:
