@@ -191,6 +191,8 @@ def everyday(word: str, english: frozenset[str]) -> bool:
         return True
     if english and w in CONTRACTIONS:
         return True
+    if w.endswith(("ably", "ibly")) and w[:-1] + "e" in english:  # reliably: reliable
+        return True
     for suffix in SUFFIXES:
         base = w[: -len(suffix)]
         # rotat(ed) + e, padd(ing) undoubled
