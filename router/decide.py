@@ -214,6 +214,7 @@ def everyday(word: str, english: frozenset[str]) -> bool:
 # corrected, nor is one whose only near words change its ends ("ztunnel" is not "tunnel",
 # "browse" not "browser").
 TYPO_MIN_LETTERS = 4
+NO_PLAIN_PLURAL = ("xs", "zs", "chs", "shs")  # no plural: those take "es"
 LOWER_WORD = re.compile(r"(?<![\w./])[a-z]+(?![\w/]|\.\w)")
 
 
@@ -239,6 +240,8 @@ def _correction(word: str, bm25: BM25, english: frozenset[str]) -> str | None:
     best, best_df = None, 0
     for cand in swaps + others:
         terms = tokenize(cand)
+        if terms != [cand] and cand.endswith(NO_PLAIN_PLURAL):  # "meshs", folded into "mesh"
+            continue
         v = bm25.vocab.get(terms[0]) if len(terms) == 1 else None
         df = int(bm25.offsets[v + 1] - bm25.offsets[v]) if v is not None else 0
         if df > best_df:
