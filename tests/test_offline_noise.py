@@ -238,14 +238,17 @@ def test_a_sentence_after_a_code_block_starts_its_own_line():
     assert occurs_in(passage.text, hit.chunk["text"])
 
 
+def cut(text: str) -> list[str]:
+    return [text[s:e] for s, e in sentences(text, 0, len(text))]
+
+
 def test_code_flattened_into_prose_is_not_cut_into_fragments():
     text = (
         'During high load you may receive an error: data: {"type": "error", "error": '
         '{"type": "overloaded_error", "message": "Overloaded"}} Retry later. Then call '
         "client . messages . create ( model = 1 ) again."
     )
-    pieces = [text[s:e] for s, e in sentences(text, 0, len(text))]
-    assert pieces == [
+    assert cut(text) == [
         "During high load you may receive an error: data:",
         '{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
         "Retry later.",  # prose after the code is a sentence of its own
@@ -253,7 +256,7 @@ def test_code_flattened_into_prose_is_not_cut_into_fragments():
     ]
     # an unclosed bracket holds a sentence together only so far
     long = "Call f( " + "word " * 120 + "end. Next sentence."
-    assert len(sentences(long, 0, len(long))) == 2
+    assert len(cut(long)) == 2
 
 
 def test_a_colon_or_semicolon_running_on_in_lowercase_does_not_end_a_sentence():
@@ -262,8 +265,7 @@ def test_a_colon_or_semicolon_running_on_in_lowercase_does_not_end_a_sentence():
         "Define requirements: features, performance, and cost. Retries stop; the event is"
         " dropped. To add a case: Click Add."
     )
-    pieces = [text[s:e] for s, e in sentences(text, 0, len(text))]
-    assert pieces == [
+    assert cut(text) == [
         "Define requirements: features, performance, and cost.",
         "Retries stop; the event is dropped.",
         "To add a case:",  # a lead-in, which brings what it introduces
