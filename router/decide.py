@@ -215,7 +215,8 @@ def everyday(word: str, english: frozenset[str]) -> bool:
 # "browse" not "browser").
 TYPO_MIN_LETTERS = 4
 NO_PLAIN_PLURAL = ("xs", "zs", "chs", "shs")  # no plural: those take "es"
-LOWER_WORD = re.compile(r"(?<![\w./])[a-z]+(?![\w/]|\.\w)")
+# a lowercase word, or the question's first word capitalised ("Recieve webhooks?")
+LOWER_WORD = re.compile(r"(?<![\w./])(?:^[A-Z])?[a-z]+(?![\w/]|\.\w)")
 
 
 def _edits(word: str) -> tuple[list[str], list[str]]:
@@ -278,12 +279,14 @@ def correct_typos(
 
     def fix(m: re.Match) -> str:
         w = m.group()
-        if len(w) < TYPO_MIN_LETTERS or w in names or _known_word(w, bm25, english):
+        low = w.lower()
+        if len(w) < TYPO_MIN_LETTERS or low in names or _known_word(low, bm25, english):
             return w
-        right = _correction(w, bm25, english)
-        if right:
-            fixed[w] = right
-        return right or w
+        right = _correction(low, bm25, english)
+        if not right:
+            return w
+        fixed[w] = right.capitalize() if w[0].isupper() else right
+        return fixed[w]
 
     return LOWER_WORD.sub(fix, question), fixed
 

@@ -155,6 +155,11 @@ def test_a_typo_is_read_as_the_docs_word_a_name_is_not(examples_db, local_embedd
     )
     assert fixed == "how do i receive a webhook on the retry schedule"
     assert typos == {"recieve": "receive", "webhok": "webhook", "shedule": "schedule"}
+    # the question's first word, capitalised as typed
+    assert decide.correct_typos("Recieve webhooks twice?", searcher, english) == (
+        "Receive webhooks twice?",
+        {"Recieve": "Receive"},
+    )
     # names, words whose near words change their first or last letter, far words: left alone
     for question in (
         "Does Webhok support SAML?",  # capitalised inside the question: a name
