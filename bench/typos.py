@@ -17,6 +17,7 @@ from bot.settings import Settings
 from bot.wiring import make_pipeline
 from router.answer import ABSTAIN
 from router.answer_eval import load_stopwords, sample, split_offtopic, token_scores
+from router.decide import TYPO_NOTE
 from router.evaluate import load_items
 from router.pipeline import Pipeline
 
@@ -24,7 +25,7 @@ from router.pipeline import Pipeline
 class NoCorrection(Pipeline):
     """The pipeline as it was before typos were corrected."""
 
-    def correct_typos(self, ans, searcher) -> str:
+    def correct_typos(self, ans, searcher, english) -> str:
         return ans.condensed
 
 
@@ -55,7 +56,7 @@ def run(pipeline: Pipeline, items: list[dict], stop) -> tuple[float, float, int]
         recall.append(
             0.0 if ans.decision == ABSTAIN else token_scores(ans.text, q["answer"], stop)[0]
         )
-        fixed += any(n.startswith("read ") for n in ans.notes)
+        fixed += any(n.startswith(TYPO_NOTE) for n in ans.notes)
     return float(np.mean(abstained)), float(np.mean(recall)), fixed
 
 

@@ -13,6 +13,7 @@ import re
 from urllib.parse import urlsplit
 
 from router.answer import Answer, Source
+from router.decide import TYPO_NOTE
 
 MARKDOWN_LIMIT = 12_000  # characters of markdown blocks in one message
 TEXT_LIMIT = 3_000  # of a message's fallback `text`, and of each plain-text piece
@@ -111,7 +112,7 @@ def context_line(ans: Answer) -> str:
         parts.append("answered without Claude")
     if any("keyword search only" in n for n in ans.notes):
         parts.append("keyword search only (embeddings unavailable)")
-    parts += [n for n in ans.notes if n.startswith("read ")]  # decide.typo_note
+    parts += [n for n in ans.notes if n.startswith(TYPO_NOTE)]
     return escape(" · ".join(parts))[:2000]
 
 

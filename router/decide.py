@@ -174,6 +174,7 @@ def unknown_terms(
 
 
 SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "ers")
+ES_BASES = ("s", "x", "z", "ch", "sh", "o")  # the words whose plural adds "es"
 # contractions typed without their apostrophe ("cant find my api key"), which the vocabulary lacks
 CONTRACTIONS = frozenset(
     ("cant", "wont", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "hasnt",
@@ -195,6 +196,8 @@ def everyday(word: str, english: frozenset[str]) -> bool:
         return True
     for suffix in SUFFIXES:
         base = w[: -len(suffix)]
+        if suffix == "es" and not base.endswith(ES_BASES):  # "browes" is no plural of "brow"
+            continue
         # rotat(ed) + e, padd(ing) undoubled
         undoubled = base[:-1] if len(base) > 1 and base[-1] == base[-2] else base
         if w.endswith(suffix) and len(base) >= 3 and {base, base + "e", undoubled} & english:
@@ -214,7 +217,6 @@ def everyday(word: str, english: frozenset[str]) -> bool:
 # corrected, nor is one whose only near words change its ends ("ztunnel" is not "tunnel",
 # "browse" not "browser").
 TYPO_MIN_LETTERS = 4
-NO_PLAIN_PLURAL = ("xs", "zs", "chs", "shs")  # no plural: those take "es"
 # a lowercase word, or the question's first word capitalised ("Recieve webhooks?")
 LOWER_WORD = re.compile(r"(?<![\w./])(?:^[A-Z])?[a-z]+(?![\w/]|\.\w)")
 
@@ -241,30 +243,13 @@ def _correction(word: str, bm25: BM25, english: frozenset[str]) -> str | None:
     best, best_df = None, 0
     for cand in swaps + others:
         terms = tokenize(cand)
-        if terms != [cand] and cand.endswith(NO_PLAIN_PLURAL):  # "meshs", folded into "mesh"
+        if terms != [cand] and cand.endswith(tuple(b + "s" for b in ES_BASES)):  # "meshs"
             continue
         v = bm25.vocab.get(terms[0]) if len(terms) == 1 else None
         df = int(bm25.offsets[v + 1] - bm25.offsets[v]) if v is not None else 0
         if df > best_df:
             best, best_df = cand, df
-    return best or next((c for c in swaps if _english_form(c, english)), None)
-
-
-def _english_form(word: str, english: frozenset[str]) -> bool:
-    """An everyday word or a regular inflection of one, stricter than everyday() ("browes" is
-    no plural of "brow"): a correction must be a real word."""
-    if word in english:
-        return True
-    for suffix, bases in (
-        ("ies", (word[:-3] + "y",)),
-        ("es", (word[:-2],) if word[:-2].endswith(("s", "x", "z", "ch", "sh")) else ()),
-        ("s", (word[:-1],)),
-        ("ed", (word[:-2], word[:-1], word[:-3])),  # streamed, used, stopped
-        ("ing", (word[:-3], word[:-3] + "e", word[:-4])),  # getting: get
-    ):
-        if word.endswith(suffix) and any(len(b) >= 3 and b in english for b in bases):
-            return True
-    return False
+    return best or next((c for c in swaps if everyday(c, english)), None)
 
 
 def correct_typos(
@@ -291,8 +276,11 @@ def correct_typos(
     return LOWER_WORD.sub(fix, question), fixed
 
 
+TYPO_NOTE = "read "  # how a typo note starts: the Slack context line shows those notes
+
+
 def typo_note(typos: dict[str, str]) -> str:
-    return "read " + ", ".join(f'"{typo}" as "{word}"' for typo, word in typos.items())
+    return TYPO_NOTE + ", ".join(f'"{typo}" as "{word}"' for typo, word in typos.items())
 
 
 @lru_cache(maxsize=2)

@@ -93,8 +93,10 @@ class Pipeline:
         clock = Laps(ans)
 
         loaded = self.engine.loaded()  # one index generation for the whole answer
-        ans.condensed = self.condense(ans.question, history, claude, ans, loaded.searcher)
-        ans.condensed = self.correct_typos(ans, loaded.searcher)
+        # everyday English from the local model's vocabulary (none: the checks reading it are off)
+        english = decide.english_words(getattr(self.engine.embedder, "model_dir", None))
+        ans.condensed = self.condense(ans.question, history, claude, ans, loaded.searcher, english)
+        ans.condensed = self.correct_typos(ans, loaded.searcher, english)
         clock.lap("condense")
         query_vec, note = self.engine.embed_query(ans.condensed)
         ans.notes += [note] if note else []
@@ -110,8 +112,7 @@ class Pipeline:
             ans,
             searcher=loaded.searcher,
             claude=claude.available,
-            # everyday English from the local model's vocabulary (none: that check is off)
-            english=decide.english_words(getattr(self.engine.embedder, "model_dir", None)),
+            english=english,
         )
         if strength == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return self.abstain(ans, [])
@@ -153,19 +154,23 @@ class Pipeline:
         ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
         return ans
 
-    def correct_typos(self, ans: Answer, searcher: Searcher) -> str:
+    def correct_typos(self, ans: Answer, searcher: Searcher, english: frozenset[str]) -> str:
         """The question with its typos read as the docs' words (decide.correct_typos), in a note."""
-        english = decide.english_words(getattr(self.engine.embedder, "model_dir", None))
         text, typos = decide.correct_typos(ans.condensed, searcher, english)
         if typos:
             ans.notes.append(decide.typo_note(typos))
         return text
 
     def condense(
-        self, question: str, history: list[dict], claude: Claude, ans: Answer, searcher: Searcher
+        self,
+        question: str,
+        history: list[dict],
+        claude: Claude,
+        ans: Answer,
+        searcher: Searcher,
+        english: frozenset[str],
     ) -> str:
         # with Claude, a question in another language than the docs is rewritten into theirs
-        english = decide.english_words(getattr(self.engine.embedder, "model_dir", None))
         foreign = claude.available and decide.foreign_language(question, searcher, english)
         if not condense.prior(history) and not foreign:
             return question
