@@ -104,7 +104,9 @@ a name the docs never mention, and the question was refused. "corrected": how ma
 "read … as …". The off-topic questions' decisions as written are unchanged by it (section
 answers-eval): their names are capitalised, and a capitalised word is never corrected. Typed in
 lowercase, a name can be one edit from a word of the docs ("linkerd" is read as "linked"), which
-is what the lowercased off-topic rows measure ("abstain" there is the right response). A typo in a
+is what the lowercased off-topic rows measure ("abstain" there is the right response); without
+the capital, a name that is an everyday word ("swarm", "flux") is told only by being uncommon
+English that the docs never use (decide.COMMON_ENGLISH). A typo in a
 path or code word (".dcokercfg", "spec.ipnuts") is left as it is, so those questions still
 abstain.
 

@@ -94,7 +94,8 @@ class Pipeline:
 
         loaded = self.engine.loaded()  # one index generation for the whole answer
         # everyday English from the local model's vocabulary (none: the checks reading it are off)
-        english = decide.english_words(getattr(self.engine.embedder, "model_dir", None))
+        model_dir = getattr(self.engine.embedder, "model_dir", None)
+        english = decide.english_words(model_dir)
         ans.condensed = self.condense(ans.question, history, claude, ans, loaded.searcher, english)
         ans.condensed = self.correct_typos(ans, loaded.searcher, english)
         clock.lap("condense")
@@ -113,6 +114,7 @@ class Pipeline:
             searcher=loaded.searcher,
             claude=claude.available,
             english=english,
+            common=decide.english_words(model_dir, decide.COMMON_ENGLISH),
         )
         if strength == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return self.abstain(ans, [])

@@ -126,3 +126,20 @@ def test_framing_words_and_acronyms_are_not_a_missing_subject(engine, local_embe
     # out in a passage, so it is left out
     q = "How do I force Claude to use a tool in Docker with one CPU?"
     assert decide.absent_names(q, top, loaded.searcher) == ["docker"]
+
+
+def test_an_uncommon_word_the_docs_never_use_is_a_missing_subject(engine, local_embedder):
+    # typed in lowercase, "swarm" is a product's name no capital marks: an everyday word, but an
+    # uncommon one that no page uses; "differ" frames a question and is common English
+    p = Pipeline(engine)
+    ans = p.answer("how do i run the proxy container on docker swarm?")
+    assert ans.decision == ABSTAIN and ans.evidence["topic_gaps"] == ["swarm"]
+    assert p.answer("how does the proxy differ when run in docker?").decision != ABSTAIN
+    loaded = engine.loaded()
+    english = decide.english_words(local_embedder.model_dir)
+    common = decide.english_words(local_embedder.model_dir, decide.COMMON_ENGLISH)
+    assert "differ" in common and "swarm" in english - common
+    # without the common words (a caller that has none) the check is as before
+    q, bm25 = "how do i run the proxy container on docker swarm?", loaded.searcher.bm25
+    assert "swarm" in decide.topic_gaps(q, set(), bm25, english, common)[0]
+    assert "swarm" not in decide.topic_gaps(q, set(), bm25, english)[0]
