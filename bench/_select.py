@@ -170,6 +170,15 @@ def extract(cfg: Cfg, question, query_vec, hits, bm25, embedder, vectors) -> lis
     return offline._passages(choose(cfg, units, q, bm25))
 
 
+def lead_in(u, chunk_units: list, steps: int):
+    """The lead-in ending in ":" that brings what it introduces: `u` itself, or with `steps` (the
+    variant "steps n") one of the n units before it, whose step `u` is; None."""
+    if u.text.rstrip().endswith(":"):
+        return u
+    before = sorted((v for v in chunk_units if v.start < u.start), key=lambda v: -v.start)
+    return next((v for v in before[:steps] if v.text.rstrip().endswith(":")), None)
+
+
 def choose(cfg: Cfg, units: list, q: list[str], bm25) -> list:
     """router/offline.py `_choose` with the variant's knobs (ratio, units, budget, a coverage
     stop), copied rather than parameterised so that the shipped function stays plain."""
@@ -204,10 +213,13 @@ def choose(cfg: Cfg, units: list, q: list[str], bm25) -> list:
             break
         if chosen and chars + len(u.text) > budget * 1.3:
             continue
-        if not take(u) or not u.text.rstrip().endswith(":"):
+        lead = lead_in(u, by_chunk[u.hit.chunk["id"]], cfg.extra.get("steps", 0))
+        if not take(u) or lead is None:
             continue
+        take(lead)
         after = sorted(
-            (v for v in by_chunk[u.hit.chunk["id"]] if v.start > u.start), key=lambda v: v.start
+            (v for v in by_chunk[lead.hit.chunk["id"]] if v.start > lead.start),
+            key=lambda v: v.start,
         )
         for v in after[:4]:
             if chars + len(v.text) > budget * 1.5:
@@ -295,6 +307,7 @@ VARIANTS = [
     *[Cfg(f"focus {w}", focus=w) for w in (0.02, 0.05, 0.1, 0.2)],
     *[Cfg(f"cover {w}", cover_stop=w) for w in (0.8, 0.9, 1.0)],
     *[Cfg(f"stub {w}", stub_pen=w) for w in (0.1, 0.3)],
+    *[Cfg(f"steps {n}", extra={"steps": n}) for n in (1, 2, 3)],
 ]
 
 
@@ -327,7 +340,9 @@ characters, and how many questions' recall rose / fell against the shipped scori
 (+w / (1 + the unit's place in its chunk), + w for the chunk's first unit or first block), lexical
 centrality (the unit's idf-weighted overlap with its own chunk), embedding centrality (the unit's
 cosine to its chunk's vector), focus (−w per rank of the unit's chunk), stopping once the chosen
-units cover a share of the question's idf weight, a penalty for navigation sections. None raises
+units cover a share of the question's idf weight, a penalty for navigation sections, and "steps
+n": a chosen unit with a lead-in ending in ":" among the n units before it brings that lead-in and
+what it introduces, as a chosen lead-in does (the steps of "To add more test cases:"). None raises
 recall and precision on claude-docs and recall on openshift together; the position prior that
 lifts the examples (written with the answer first) costs openshift, also when it applies only to
 a chunk that opens with prose and is combined with centrality, so the scoring is unchanged.

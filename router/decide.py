@@ -182,6 +182,14 @@ CONTRACTIONS = frozenset(
      "youve", "weve", "theyve", "youre", "theyre", "hes", "shes", "itll", "youll", "theyll",
      "whats", "thats", "theres", "heres", "hows", "wheres", "whos", "im")
 )  # fmt: skip
+# the shorthand of a team's chat ("what's the diff between", "which config", "pls"), which the
+# vocabulary lacks too: everyday words, not names the docs never mention
+CHAT_WORDS = frozenset(
+    ("diff", "diffs", "config", "configs", "repo", "repos", "env", "envs", "lib", "libs", "param",
+     "params", "arg", "args", "msg", "msgs", "req", "reqs", "resp", "admin", "admins", "auth",
+     "prod", "infra", "pls", "plz", "btw", "fyi", "asap", "idk", "iirc", "afaik", "tbh", "imo",
+     "tldr", "lemme", "dunno", "cuz", "coz", "thx")
+)  # fmt: skip
 
 
 def everyday(word: str, english: frozenset[str]) -> bool:
@@ -190,7 +198,7 @@ def everyday(word: str, english: frozenset[str]) -> bool:
     w = word.lower()
     if w in english or (w.startswith("un") and everyday(w[2:], english)):  # unblock
         return True
-    if english and w in CONTRACTIONS:
+    if english and (w in CONTRACTIONS or w in CHAT_WORDS):
         return True
     if w.endswith(("ably", "ibly")) and w[:-1] + "e" in english:  # reliably: reliable
         return True

@@ -172,6 +172,7 @@ class Pipeline:
         searcher: Searcher,
         english: frozenset[str],
     ) -> str:
+        question = condense.plain(question)  # without "Hi team," and "Thanks!"
         # with Claude, a question in another language than the docs is rewritten into theirs
         foreign = claude.available and decide.foreign_language(question, searcher, english)
         if not condense.prior(history) and not foreign:

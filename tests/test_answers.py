@@ -59,6 +59,9 @@ def test_a_word_neither_in_the_docs_nor_everyday_english_is_an_unknown_name(
     assert decide.unknown_terms("cant find my api key, why dont i see it", searcher, english) == []
     # an adverb of an -able adjective too ("reliable" is in the vocabulary, "reliably" not)
     assert decide.unknown_terms("how do i get json back reliably", searcher, english) == []
+    # and a team chat's shorthand ("diff", "config", "pls")
+    q = "whats the diff between the two webhook configs, pls?"
+    assert decide.unknown_terms(q, searcher, english) == []
     q = "How do I forward Tidewater webhooks through ztunnel?"
     assert decide.unknown_terms(q, searcher, english) == ["ztunnel"]
     # an everyday word the docs don't use is no name; without the vocabulary the check is off

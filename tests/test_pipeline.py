@@ -8,6 +8,7 @@ import pytest
 
 from index.indexer import index_folder
 from index.store import open_db
+from router import condense
 from router.answer import occurs_in
 from router.citations import link_for
 from router.engine import Engine
@@ -267,6 +268,22 @@ def test_offline_end_to_end(examples_db, local_embedder):
         [{"role": "user", "text": "How many times is a failed webhook delivery retried?"}],
     )
     assert "retried" in follow.condensed and follow.decision != ABSTAIN
+
+
+def test_the_chat_around_a_question_is_not_searched(examples_db, local_embedder):
+    # Slack users greet and thank: "thx" is no word of the docs, and was refused as a name
+    p = make_pipeline(examples_db, local_embedder)
+    plain = p.answer("How many times is a failed webhook delivery retried?")
+    for chatty in (
+        "hey all, how many times is a failed webhook delivery retried? thx",
+        "Hi team, quick question - how many times is a failed webhook delivery retried? Thanks!",
+        "@fieldguide how many times is a failed webhook delivery retried?",  # typed, not a mention
+    ):
+        ans = p.answer(chatty)
+        assert ans.question == chatty and ans.condensed == plain.condensed
+        assert (ans.decision, ans.text) == (plain.decision, plain.text)
+    for kept in ("Hello world example?", "Hi-res images?", "How do I say thanks?", "hi"):
+        assert condense.plain(kept) == kept
 
 
 @pytest.mark.parametrize(
