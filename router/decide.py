@@ -571,6 +571,11 @@ WHEN_WORDS = frozenset(
      "anymore", "sometimes", "often", "always", "never", "currently", "still", "already", "soon",
      "ago", "earlier", "later", "randomly", "intermittently", "occasionally", "constantly")
 )  # fmt: skip
+# what a tool did with the error a user reports ("oc login says x509 ..."): never the subject
+REPORT_WORDS = frozenset(
+    ("says", "said", "shows", "shown", "throws", "threw", "thrown", "complains", "prints",
+     "displays", "tells", "told", "gives", "gave", "keeps", "kept", "seems", "looks")
+)  # fmt: skip
 
 
 def topic_gaps(
@@ -586,10 +591,11 @@ def topic_gaps(
     asks about ("the memory tool", "a spend limit") cannot fake that word. So is an everyday word
     that the docs never use and that is not `common` English: typed in lowercase, a product's name
     ("swarm", "flux") is such a word. A participle of an
-    everyday verb ("covered", "going"), a contraction ("doesn't") and a word of when or how often
-    (WHEN_WORDS) frame a question rather than name its subject, so they never count as missing."""
+    everyday verb ("covered", "going"), a contraction ("doesn't"), a word of when or how often
+    (WHEN_WORDS) and a verb reporting an error ("says": REPORT_WORDS) frame a question rather
+    than name its subject, so they never count as missing."""
     text = question.lower()
-    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text)) | WHEN_WORDS
+    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text)) | WHEN_WORDS | REPORT_WORDS
     total, missing, gaps = 0.0, 0.0, []
     for w in dict.fromkeys(QUESTION_WORD.findall(text)):
         if w in STOPWORDS or len(w) < 3:

@@ -45,7 +45,10 @@ DOCS: dict[str, str | bytes] = {
         "# Errors\n\nA 429 error means the rate limit was reached: wait and retry with exponential"
         " backoff.\n"
     ),
-    "status.md": "# Status\n\nYesterday's outage of the proxy is over; see the incident report.\n",
+    "status.md": (
+        "# Status\n\nYesterday's outage of the proxy is over, the status page says; see the"
+        " incident report.\n"
+    ),
     # other pages, so that a word in one page is rare, as in real docs
     **{
         f"{topic}.md": f"# {topic.title()}\n\nHow {topic} works for every request and response.\n"
@@ -118,6 +121,7 @@ def test_framing_words_and_acronyms_are_not_a_missing_subject(engine, local_embe
         "Which tool call is covered when Claude doesn't force a tool?",
         "Which tool call is covered when Claude doesn’t force a tool?",  # as typed in Slack
         "Why does Claude force a tool since yesterday?",  # when, not what
+        "Claude says it must force a tool, why?",  # what reported the error, not what it is about
     ):
         assert decide.topic_gaps(q, top, loaded.searcher.bm25, english)[0] == []
     gaps, share = decide.topic_gaps("Which tool gets memory?", top, loaded.searcher.bm25, english)
