@@ -158,8 +158,9 @@ def unknown_terms(
     question: str, searcher: Searcher, english: frozenset[str] = frozenset()
 ) -> list[str]:
     """The question's specific terms that the docs never mention: its names (specific_phrases),
-    and its words that are neither in the docs nor everyday English (`english`), such as
-    "ztunnel", "doctl", "rerank": a lowercase name is a name too."""
+    and its words that are neither in the docs (in any form: "hallucinating" is known when the
+    docs say "hallucinations", word_family) nor everyday English (`english`), such as "ztunnel",
+    "doctl", "rerank": a lowercase name is a name too."""
     out = [p for p in specific_phrases(question) if not known_phrase(p, searcher)]
     if not english:
         return out
@@ -168,7 +169,9 @@ def unknown_terms(
         terms = tokenize(w)
         if everyday(w, english) or not terms or named.intersection(terms):
             continue
-        if all(searcher.bm25.vocab.get(t) is None for t in terms):
+        if all(searcher.bm25.vocab.get(t) is None for t in terms) and not word_family(
+            w.lower(), searcher.bm25
+        ):
             out.append(w)
     return out
 

@@ -196,11 +196,55 @@ def label_runs(text: str, lines: list[tuple[int, int]]) -> list[tuple[bool, list
     return out
 
 
+PROSE = re.compile(r"[a-z]{2}[.!](?:\s|$)")  # a sentence ends in it (not "1." of a numbered list)
+
+
+def said_twice(text: str, lines: list[tuple[int, int]]) -> set[int]:
+    """The lines of a paragraph that a scraped page renders twice in a row, once with its spaces
+    lost ("OverviewTicket Routingxlinkedin" then "OverviewTicket Routing", "xlinkedin"; a page's
+    contents as "Why use examples? Crafting effective examples" then "Why use examples?Crafting
+    effective examples"): a menu or a table of contents, both copies left out; prose said
+    twice keeps its better-spaced copy."""
+    shown = [text[s:e] for s, e in lines]
+    out: set[int] = set()
+    for i in range(len(shown)):
+        for j in range(i + 1, min(len(shown), i + 3) + 1):
+            first = " ".join(shown[i:j])
+            key = re.sub(r"\s+", "", first).lower()
+            if len(key) < 8:
+                continue
+            for k in range(j + 1, min(len(shown), j + 3) + 1):
+                second = " ".join(shown[j:k])
+                if re.sub(r"\s+", "", second).lower() != key:
+                    continue
+                if first.lower().split() == second.lower().split():
+                    continue  # the same line twice (a code tab, an example): no scraping artefact
+                if not PROSE.search(first + " " + second):
+                    out.update(range(i, k))
+                elif len(first.split()) < len(second.split()):
+                    out.update(range(i, j))
+                else:
+                    out.update(range(j, k))
+    return out
+
+
 def _prose_units(hit: Hit, kind: str, lines: list[tuple[int, int]], b: int) -> list[Unit]:
     """The sentences of a paragraph (a run of labels: a line each) or of a blockquote's lines,
-    which are quoted without their ">"."""
+    which are quoted without their ">"; lines a scraped page says twice (said_twice) are left
+    out."""
     text = hit.chunk["text"]
-    runs = [(False, [line]) for line in lines] if kind == "quote" else label_runs(text, lines)
+    if kind == "quote":
+        runs = [(False, [line]) for line in lines]
+    else:
+        twice = said_twice(text, lines)
+        runs = []
+        part: list[tuple[int, int]] = []  # the lines since the last one left out
+        for i, line in enumerate(lines):
+            if i not in twice:
+                part.append(line)
+            if part and (i in twice or i == len(lines) - 1):
+                runs += label_runs(text, part)
+                part = []
     out = []
     for label, run in runs:
         spans = run if label else sentences(text, run[0][0], run[-1][1])

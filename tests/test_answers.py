@@ -62,6 +62,9 @@ def test_a_word_neither_in_the_docs_nor_everyday_english_is_an_unknown_name(
     # and a team chat's shorthand ("diff", "config", "pls")
     q = "whats the diff between the two webhook configs, pls?"
     assert decide.unknown_terms(q, searcher, english) == []
+    # another form of a word the docs use is no name ("pagination", "paginated" in the docs)
+    q = "Is the events list paginating by default?"
+    assert decide.unknown_terms(q, searcher, english) == []
     q = "How do I forward Tidewater webhooks through ztunnel?"
     assert decide.unknown_terms(q, searcher, english) == ["ztunnel"]
     # an everyday word the docs don't use is no name; without the vocabulary the check is off

@@ -297,6 +297,31 @@ def test_navigation_and_chrome_are_furniture_menu_paths_are_not():
         assert not furniture(text), text
 
 
+# the end of a scraped page: its last sentence, the previous / next links rendered twice (once
+# with the spaces lost), its contents rendered twice, and a tip rendered twice
+SCRAPED_END = """To see code examples, check out the Classification Guide in the Cookbooks.
+OverviewTicket Routingxlinkedin
+OverviewTicket Routing
+xlinkedin
+When to use Claude for classification Establish your use case 1. Build a strong prompt
+When to use Claude for classificationEstablish your use case1. Build a strong prompt
+Power user tip : Combine XML tags with chain of thought. This creates structured prompts.
+Power user tip: Combine XML tags with chain of thought.This creates structured prompts.
+"""
+
+
+def test_what_a_scraped_page_says_twice_is_left_out_or_quoted_once():
+    chunk = {"id": "c", "doc": "d.md", "title": "Deploy", "heading_path": [], "text": SCRAPED_END}
+    units = units_of(Hit(0, 1.0, 1.0, 1.0, "general", 0, lambda rows: [chunk]))
+    quoted = " ".join(u.text for u in units)
+    assert units[0].text.endswith("the Classification Guide in the Cookbooks.")
+    assert "xlinkedin" not in quoted and "When to use" not in quoted  # menu and contents: out
+    assert " ".join(u.text for u in units[1:]) == (  # the tip: its better-spaced copy, once
+        "Power user tip : Combine XML tags with chain of thought. This creates structured prompts."
+    )
+    assert all(occurs_in(u.text, SCRAPED_END) for u in units)
+
+
 def test_offline_answers_over_noisy_docs_are_clean_and_checked(tmp_path, local_embedder):
     db = tmp_path / "noisy.db"
     index_folder(db, write_docs(tmp_path / "docs", DOCS), local_embedder)
