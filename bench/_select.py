@@ -207,21 +207,19 @@ def choose(cfg: Cfg, units: list, q: list[str], bm25) -> list:
         by_chunk.setdefault(u.hit.chunk["id"], []).append(u)
     for u in units:
         full = len(chosen) >= cfg.max_units or chars >= budget
-        if chosen and (u.score < cfg.ratio * best or full):
-            break
-        if chosen and cfg.cover_stop and covered() >= cfg.cover_stop:
+        enough = bool(cfg.cover_stop) and covered() >= cfg.cover_stop
+        if chosen and (u.score < cfg.ratio * best or full or enough):
             break
         if chosen and chars + len(u.text) > budget * 1.3:
             continue
-        lead = lead_in(u, by_chunk[u.hit.chunk["id"]], cfg.extra.get("steps", 0))
-        if not take(u) or lead is None:
+        siblings = by_chunk[u.hit.chunk["id"]]
+        lead = lead_in(u, siblings, cfg.extra.get("steps", 0))
+        if not take(u):
             continue
-        take(lead)
-        after = sorted(
-            (v for v in by_chunk[lead.hit.chunk["id"]] if v.start > lead.start),
-            key=lambda v: v.start,
-        )
-        for v in after[:4]:
+        if lead:
+            take(lead)
+        # what a lead-in ending in ":" introduces, or the other rows of a small table
+        for v in offline._companions(lead or u, siblings):
             if chars + len(v.text) > budget * 1.5:
                 break
             take(v)

@@ -443,7 +443,9 @@ def evidence(
     if not hits:
         ans.evidence = {"coverage": 0.0, "similarity": 0.0}
         return ABSTAIN
-    q = tokenize(question)
+    # "whats" is "what" once stemmed, a stopword no chunk is indexed under: an unseen term, it
+    # weighed as much as the rarest name and sank the coverage of "whats the difference between …"
+    q = [t for t in tokenize(question) if t not in STOPWORDS and t not in CONTRACTIONS]
     top = top_terms(hits)
     cover = bm25.coverage(q, list(top))
     sim = max(h.vector for h in hits[:3]) if query_vec is not None else None
@@ -581,6 +583,14 @@ REPORT_WORDS = frozenset(
 )  # fmt: skip
 
 
+# how a question compares two things ("what's the difference between Free and Team"): the things
+# are its subject, not the comparison
+COMPARE_WORDS = frozenset(
+    ("difference", "differences", "differ", "differs", "compare", "compared", "comparison",
+     "versus", "vs")
+)  # fmt: skip
+
+
 def topic_gaps(
     question: str,
     top: set[str],
@@ -595,10 +605,12 @@ def topic_gaps(
     that the docs never use and that is not `common` English: typed in lowercase, a product's name
     ("swarm", "flux") is such a word. A participle of an
     everyday verb ("covered", "going"), a contraction ("doesn't"), a word of when or how often
-    (WHEN_WORDS) and a verb reporting an error ("says": REPORT_WORDS) frame a question rather
-    than name its subject, so they never count as missing."""
+    (WHEN_WORDS), a verb reporting an error ("says": REPORT_WORDS) and a comparison
+    ("difference": COMPARE_WORDS) frame a question rather than name its subject, so they never
+    count as missing."""
     text = question.lower()
-    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text)) | WHEN_WORDS | REPORT_WORDS
+    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text))
+    framing |= WHEN_WORDS | REPORT_WORDS | COMPARE_WORDS
     total, missing, gaps = 0.0, 0.0, []
     for w in dict.fromkeys(QUESTION_WORD.findall(text)):
         if w in STOPWORDS or len(w) < 3:

@@ -30,6 +30,7 @@ EMBED_CANDIDATES = 8
 # about BUDGET characters (the first unit always; a lead-in ending in ":" brings what it
 # introduces)
 RATIO, MAX_UNITS, BUDGET = 0.8, 4, 600
+SMALL_TABLE, SIBLING_ROW = 3, 0.95
 MAX_CODE_CHARS = 500
 MAX_SENTENCE = 400  # a sentence held together by an unclosed bracket or quote, at most
 # where sentences() may cut: the chunker's sentence ends, and after a closing brace before a
@@ -328,7 +329,7 @@ def extract(
 
 def _choose(units: list[Unit]) -> list[Unit]:
     """The best units within the budget, no text twice (split sections and sibling pages repeat
-    paragraphs), each lead-in with what it introduces."""
+    paragraphs), each with the units that come with it (_companions)."""
     best = units[0].score
     chosen: list[Unit] = []
     seen: list[str] = []
@@ -353,17 +354,25 @@ def _choose(units: list[Unit]) -> list[Unit]:
             break
         if chosen and chars + len(u.text) > BUDGET * 1.3:
             continue
-        if not take(u) or not u.text.rstrip().endswith(":"):
+        if not take(u):
             continue
-        # a lead-in ("To add more test cases:") brings the units that follow it
-        after = sorted(
-            (v for v in by_chunk[u.hit.chunk["id"]] if v.start > u.start), key=lambda v: v.start
-        )
-        for v in after[:4]:
+        for v in _companions(u, by_chunk[u.hit.chunk["id"]]):
             if chars + len(v.text) > BUDGET * 1.5:
                 break
             take(v)
     return chosen
+
+
+def _companions(u: Unit, siblings: list[Unit]) -> list[Unit]:
+    """What a chosen unit brings: a lead-in ("To add more test cases:") the units that follow it;
+    a row, the other rows of a small table whose rows answer alike ("US" and "EU" of the egress
+    IPs). `siblings`: the units of its chunk."""
+    if u.text.rstrip().endswith(":"):
+        return sorted((v for v in siblings if v.start > u.start), key=lambda v: v.start)[:4]
+    rows = [v for v in siblings if u.kind == "row" and v.header == u.header]
+    if len(rows) <= SMALL_TABLE and all(v.score >= SIBLING_ROW * u.score for v in rows):
+        return sorted(rows, key=lambda v: v.start)
+    return []
 
 
 def _passages(chosen: list[Unit]) -> list[Passage]:

@@ -274,6 +274,15 @@ def test_offline_answers_quote_the_few_lines_that_answer_cleanly(tmp_path, local
     assert all(c.verified for c in ans.citations)
 
 
+def test_a_small_table_whose_rows_answer_alike_is_quoted_whole(examples_db, local_embedder):
+    ans = offline_pipeline(examples_db, local_embedder).answer(
+        "what ip addresses do webhooks come from"
+    )
+    # both regions' addresses, under the table's header, not just the one that scored first
+    assert "| Region | Egress IP addresses |" in ans.text
+    assert "| US (default) | `203.0.113.10`" in ans.text and "| EU | `198.51.100.20`" in ans.text
+
+
 def test_a_scraped_menu_is_furniture_a_sentence_naming_a_thing_twice_is_not():
     assert furniture("ErrorsClient SDKsxlinkedin ErrorsClient SDKs xlinkedin About our limits")
     # code tabs flattened into prose: the same command once per tab

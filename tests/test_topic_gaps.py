@@ -47,7 +47,7 @@ DOCS: dict[str, str | bytes] = {
     ),
     "status.md": (
         "# Status\n\nYesterday's outage of the proxy is over, the status page says; see the"
-        " incident report.\n"
+        " incident report for the difference it made.\n"
     ),
     # other pages, so that a word in one page is rare, as in real docs
     **{
@@ -122,6 +122,7 @@ def test_framing_words_and_acronyms_are_not_a_missing_subject(engine, local_embe
         "Which tool call is covered when Claude doesn’t force a tool?",  # as typed in Slack
         "Why does Claude force a tool since yesterday?",  # when, not what
         "Claude says it must force a tool, why?",  # what reported the error, not what it is about
+        "What's the difference between forcing a tool and any tool?",  # the tools are the subject
     ):
         assert decide.topic_gaps(q, top, loaded.searcher.bm25, english)[0] == []
     gaps, share = decide.topic_gaps("Which tool gets memory?", top, loaded.searcher.bm25, english)
@@ -130,6 +131,14 @@ def test_framing_words_and_acronyms_are_not_a_missing_subject(engine, local_embe
     # out in a passage, so it is left out
     q = "How do I force Claude to use a tool in Docker with one CPU?"
     assert decide.absent_names(q, top, loaded.searcher) == ["docker"]
+
+
+def test_a_contraction_typed_without_its_apostrophe_is_no_unseen_term(engine):
+    # "whats" is "what" once stemmed, a stopword no chunk is indexed under: it weighed as much as
+    # the rarest name and sank the question's coverage
+    p = Pipeline(engine)
+    typed = p.answer("whats the tool_choice that forces a tool").evidence["coverage"]
+    assert typed == p.answer("what is the tool_choice that forces a tool").evidence["coverage"]
 
 
 def test_an_uncommon_word_the_docs_never_use_is_a_missing_subject(engine, local_embedder):
