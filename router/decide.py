@@ -102,6 +102,34 @@ def specific_phrases(question: str) -> list[str]:
     return [" ".join(r) for r in runs]
 
 
+# The asker's own values pasted into a question ("pod my-app-7d9fb-x2x is stuck",
+# "https://hooks.acme.io/tw never gets events", "event evt_8f3k2"): no docs name them, so they are
+# no name the docs lack, no missing subject and no unseen term of the question's coverage.
+URL_OR_EMAIL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^@\s]+@[^@\s]+\.[a-z]{2,}", re.I)
+IP_ADDRESS = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?:/\d+)?")
+HOST = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)+\.[a-z]+(?::\d+)?(?:/\S*)?", re.I)  # 3+ labels
+TOKEN_EDGES = "\"'`()[]{}<>,;:!?."
+
+
+def own_value(word: str) -> bool:
+    """Whether a whitespace-separated word is the asker's own value rather than a name: a URL, an
+    email or IP address, a host name of three or more labels (worker-2.acme.local), or an ID with
+    a random-looking part (a piece of 4+ characters that switches between letters and digits 3+
+    times: 7d9fb, 2Zt8KxR4; not x509, sha256, rhel8, 20241022)."""
+    w = word.strip(TOKEN_EDGES)
+    if URL_OR_EMAIL.fullmatch(w) or IP_ADDRESS.fullmatch(w) or HOST.fullmatch(w):
+        return True
+    return any(
+        len(piece) >= 4 and len(re.findall(r"[A-Za-z]+|\d+", piece)) >= 4
+        for piece in re.split(r"[-_./:=]", w)
+    )
+
+
+def without_own_values(question: str) -> str:
+    """The question with the asker's own values (own_value) left out."""
+    return " ".join(w for w in question.split() if not own_value(w))
+
+
 def _rows_with(terms: list[str], bm25: BM25) -> np.ndarray | None:
     """Rows that contain every term (None when a term is unknown to the index)."""
     rows = None
@@ -443,6 +471,7 @@ def evidence(
     if not hits:
         ans.evidence = {"coverage": 0.0, "similarity": 0.0}
         return ABSTAIN
+    question = without_own_values(question)  # what the checks below read
     # "whats" is "what" once stemmed, a stopword no chunk is indexed under: an unseen term, it
     # weighed as much as the rarest name and sank the coverage of "whats the difference between …"
     q = [t for t in tokenize(question) if t not in STOPWORDS and t not in CONTRACTIONS]

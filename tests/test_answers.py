@@ -75,6 +75,21 @@ def test_a_word_neither_in_the_docs_nor_everyday_english_is_an_unknown_name(
     assert ans.decision == ABSTAIN and '"ztunnel"' in ans.text
 
 
+def test_the_askers_own_values_are_no_names_the_docs_lack(examples_db, local_embedder):
+    values = "my-app-7d9fb-x2x evt_8f3k2 https://hooks.acme.io/tw 10.0.0.0/16 worker-2.acme.local"
+    for value in values.split() + ["bob@acme.io", "tw_test_9xQ2mVb71LkPq0ZsR8tYw3Ne"]:
+        assert decide.own_value(value), value
+    names = "x509 sha256 rhel8 claude-3-5-sonnet-20241022 TW-1002 claude.ai install-config.yaml"
+    for name in names.split() + ["budget_tokens", "v1/messages", "k8s", "OAuth2"]:
+        assert not decide.own_value(name), name
+    # a pasted error with the asker's own IDs is answered, not refused for "evt_8f3k2"
+    ans = offline_pipeline(examples_db, local_embedder).answer(
+        "I get TW-1002 when posting event evt_8f3k2 to endpoint ep_9Qw7PzL3"
+    )
+    assert ans.decision == ANSWER and ans.evidence["unknown_terms"] == []
+    assert "`TW-1002` means credentials were sent but not recognised." in ans.text
+
+
 def test_a_name_and_its_version_must_stand_together_in_the_docs(tmp_path, local_embedder):
     steps = "\n".join(f"{i}. Step {i}: check part 4 of page {i}." for i in range(1, 6))
     docs = write_docs(
