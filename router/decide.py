@@ -107,7 +107,12 @@ def specific_phrases(question: str) -> list[str]:
 # no name the docs lack, no missing subject and no unseen term of the question's coverage.
 URL_OR_EMAIL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^@\s]+@[^@\s]+\.[a-z]{2,}", re.I)
 IP_ADDRESS = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?:/\d+)?")
-HOST = re.compile(r"[a-z0-9-]+(?:\.[a-z0-9-]+)+\.[a-z]+(?::\d+)?(?:/\S*)?", re.I)  # 3+ labels
+# a host name of 3+ labels ending in a usual top-level label (not a module path, "tidewater.errors")
+HOST = re.compile(
+    r"[a-z0-9-]+(?:\.[a-z0-9-]+)+\.(?:com|net|org|io|dev|app|cloud|ai|co|us|eu|uk|de|local"
+    r"|internal|lan|corp|home|example|test|svc)(?::\d+)?(?:/\S*)?",
+    re.I,
+)
 TOKEN_EDGES = "\"'`()[]{}<>,;:!?."
 
 
@@ -125,9 +130,19 @@ def own_value(word: str) -> bool:
     )
 
 
+# what the asker pasted from a terminal or a log: a fenced block, an indented line, a stack
+# trace's header and frames (Python's 'File "...", line 42', JavaScript's "at f (file.js:88:11)")
+PASTED = re.compile(
+    r"```[^`]*```|^(?:\t| {2,})[^\n]*|^Traceback \(most recent call last\):"
+    r"|^\s*File \"[^\"]*\", line \d+[^\n]*|\bat [\w.$<>]+ \([^()\s]*:\d+:\d+\)",
+    re.M,
+)
+
+
 def without_own_values(question: str) -> str:
-    """The question with the asker's own values (own_value) left out."""
-    return " ".join(w for w in question.split() if not own_value(w))
+    """The question without what the asker pasted (PASTED) and their own values (own_value): the
+    names in a stack trace are theirs ("srv/app/handlers.py", "sig"), not the docs'."""
+    return " ".join(w for w in PASTED.sub(" ", question).split() if not own_value(w))
 
 
 def _rows_with(terms: list[str], bm25: BM25) -> np.ndarray | None:

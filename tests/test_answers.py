@@ -90,6 +90,30 @@ def test_the_askers_own_values_are_no_names_the_docs_lack(examples_db, local_emb
     assert "`TW-1002` means credentials were sent but not recognised." in ans.text
 
 
+PASTED_TRACE = """webhook verification fails in prod:
+Traceback (most recent call last):
+  File "/srv/app/handlers.py", line 42, in handle
+    event = tidewater.webhooks.verify(body, sig, secret)
+tidewater.errors.WebhookVerificationError: timestamp outside tolerance
+any idea?"""
+
+
+def test_what_the_asker_pasted_from_a_log_names_nothing_the_docs_lack(examples_db, local_embedder):
+    # the frames of a stack trace, an indented line, a fenced block are the asker's code
+    asked = decide.without_own_values(PASTED_TRACE)
+    assert asked == (
+        "webhook verification fails in prod: tidewater.errors.WebhookVerificationError: timestamp"
+        " outside tolerance any idea?"
+    )
+    node = "Error: 429 at TidewaterClient.request (/app/node_modules/x/client.js:88:11) why?"
+    assert decide.without_own_values(node) == "Error: 429 why?"
+    assert decide.without_own_values("why does ```tide replay --since 2h``` fail?") == (
+        "why does fail?"
+    )
+    ans = offline_pipeline(examples_db, local_embedder).answer(PASTED_TRACE)
+    assert ans.decision != ABSTAIN and ans.evidence["unknown_terms"] == []
+
+
 def test_a_name_and_its_version_must_stand_together_in_the_docs(tmp_path, local_embedder):
     steps = "\n".join(f"{i}. Step {i}: check part 4 of page {i}." for i in range(1, 6))
     docs = write_docs(
