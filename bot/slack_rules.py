@@ -39,13 +39,30 @@ HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
 HISTORY_CHARS = 1500  # of each
 
 
-def strip_mentions(text: str) -> str:
-    return re.sub(r"<@[A-Z0-9]+>", "", text or "").strip()
+SLACK_MARKUP = re.compile(r"<([^<>|]*)(?:\|([^<>]*))?>")
+
+
+def plain_text(text: str) -> str:
+    """A message's text as its author typed it: Slack sends links as <https://x|label>, channels
+    as <#C123|name>, mentions as <@U123> (left out: the bot's is how it was asked) and
+    <!here>, and escapes &, < and > (Slack's "Formatting message text": retrieved messages)."""
+
+    def typed(m: re.Match) -> str:
+        target, label = m.group(1), m.group(2)
+        if target.startswith("@"):  # a user
+            return ""
+        if target.startswith("#"):  # a channel
+            return f"#{label}" if label else target
+        if target.startswith("!"):  # <!here>, <!subteam^S1|@team>
+            return label or f"@{target[1:].split('^')[0]}"
+        return label or target.removeprefix("mailto:")
+
+    return unescape(SLACK_MARKUP.sub(typed, text or "")).strip()
 
 
 def small_talk(text: str) -> str | None:
     """What small talk `text` is: "greeting", "thanks", "ack" (no reply), or None: a question."""
-    text = strip_mentions(text)
+    text = plain_text(text)
     bare = re.sub(r":[a-z0-9_+'-]+:", " ", text.lower())  # Slack's emoji codes, ":thumbsup:"
     words = re.findall(r"[a-z]+", bare.replace("'", "").replace("’", ""))
     if not text or len(words) > SMALL_TALK_WORDS:
@@ -127,7 +144,7 @@ def history_from(messages: list[dict], current_ts: str, bot_user: str) -> list[d
         if is_chatter(m, bot_user):
             continue
         role = "assistant" if m.get("user") == bot_user or m.get("bot_id") else "user"
-        text = unescape(strip_mentions(m["text"]))[:HISTORY_CHARS]
+        text = plain_text(m["text"])[:HISTORY_CHARS]
         history.append({"role": role, "text": text})
     return history[-HISTORY_MESSAGES:]
 
@@ -150,7 +167,7 @@ def reindex_action(text: str) -> str:
 
 def thread_title(question: str, limit: int = 60) -> str:
     """An assistant thread's title: the first question, on one line, cut at a word."""
-    one_line = " ".join(strip_mentions(question).split())
+    one_line = " ".join(plain_text(question).split())
     if len(one_line) <= limit:
         return one_line
     return one_line[:limit].rsplit(" ", 1)[0] + "…"

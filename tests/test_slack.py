@@ -104,6 +104,17 @@ def test_dm_is_answered(slack):
     assert answer["thread_ts"] is None and "TW-1429" in markdown_of(answer)
 
 
+def test_a_question_is_read_as_typed_not_as_slack_escapes_it(http):
+    # Slack sends a typed link as <url|label> and escapes &, < and >
+    typed = "what ip addresses do webhooks come from, to allow them for hooks.acme.io/tw & staging?"
+    sent = typed.replace("hooks.acme.io/tw", "<https://hooks.acme.io/tw|hooks.acme.io/tw>")
+    http.event(dm(sent.replace("&", "&amp;")), "EvTyped")
+    [answer] = answer_in(http.mock, "D1")
+    assert "203.0.113.10" in markdown_of(answer)
+    asked = [r[0] for r in http.pipeline.state.db.execute("SELECT question FROM answers")]
+    assert asked == [typed]
+
+
 def test_small_talk_gets_a_greeting_thanks_or_nothing_never_not_in_the_docs(slack):
     slack.event(dm("hi", ts="1700000051.000100", channel="DHI"), "EvHi")
     slack.event(dm("thanks!", ts="1700000052.000100", channel="DTY"), "EvTy")

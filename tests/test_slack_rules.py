@@ -23,6 +23,7 @@ from bot.slack_rules import (
     WORKING,
     history_from,
     message_kind,
+    plain_text,
     reindex_action,
     reply_thread,
     small_talk,
@@ -300,3 +301,17 @@ def test_startup_retries_then_connects_and_fails_fast_on_a_bad_token():
 )
 def test_small_talk_is_told_from_questions(text, talk):
     assert small_talk(text) == talk
+
+
+def test_a_message_is_read_as_typed_not_as_slack_sends_it():
+    sent = (
+        f"<@{BOT}> why does <https://hooks.acme.io/tw|hooks.acme.io/tw> get 4xx &amp; no retries"
+        " when x &lt; 5? see <https://status.acme.io>, <#C42|ops>, <mailto:bob@acme.io|bob@acme.io>"
+        " <!here> <!subteam^S1|@platform>"
+    )
+    assert " ".join(plain_text(sent).split()) == (
+        "why does hooks.acme.io/tw get 4xx & no retries when x < 5? see https://status.acme.io,"
+        " #ops, bob@acme.io @here @platform"
+    )
+    # a pasted trace keeps its lines and their indentation
+    assert plain_text('boom:\n  File "a.py", line 1') == 'boom:\n  File "a.py", line 1'

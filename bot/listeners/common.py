@@ -16,7 +16,7 @@ from router.state import State
 from ..answers import SLACK_FAILURES, Answerer, Question
 from ..reindex import Reindexer
 from ..settings import Settings
-from ..slack_rules import dedupe_keys, reply_thread, strip_mentions
+from ..slack_rules import dedupe_keys, plain_text, reply_thread
 
 QUESTIONS_PER_MINUTE = 6  # per user
 TOO_FAST = "You're asking faster than I can read: give me a minute and ask again."
@@ -82,7 +82,7 @@ class Bot:
                 channel=event["channel"],
                 ts=event["ts"],
                 user=event.get("user", ""),
-                text=strip_mentions(event.get("text", "")),
+                text=plain_text(event.get("text", "")),
                 reply_thread=reply_thread(event, in_thread),
                 history_thread=event.get("thread_ts"),
                 team=body.get("team_id") or event.get("team", ""),
