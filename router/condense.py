@@ -11,11 +11,13 @@ from .claude import MessagesClient, usage_of
 
 MAX_QUESTION_CHARS = 4000
 
-# The chat around a question in Slack: a greeting before it ("Hi team, quick question -") and
-# thanks after it ("Thanks!", "thx"). Searched for, those words only blur the question ("they don't
-# mention thx"). A greeting goes when punctuation or a question word follows it ("Hello world
-# example?" keeps its "Hello"; a hyphen counts with a space before it: "Hi-res images?" keeps its
-# "Hi"); thanks go when they end the message after a question's end.
+# The chat around a question in Slack: a greeting before it ("Hi team, quick question -"), the
+# acknowledgement a follow-up starts with ("thanks, how do I …") and thanks after it ("Thanks!",
+# "thx"). Searched for, those words only blur the question ("they don't mention thx"). A greeting
+# goes when punctuation or a question word follows it ("Hello world example?" keeps its "Hello"; a
+# hyphen counts with a space before it: "Hi-res images?" keeps its "Hi"); an acknowledgement when
+# punctuation follows it ("Thanks to retries, …" stays); thanks when they end the message after a
+# question's end.
 _PUNCT = r"(?:\s*[,!.:;\u2013\u2014]|\s+-)[\s,!.:;\u2013\u2014-]*"
 GREETING = re.compile(
     r"^\s*(?:(?:hi|hello|hey|hiya|howdy|yo|greetings|good (?:morning|afternoon|evening))"
@@ -24,6 +26,11 @@ GREETING = re.compile(
     r"|when\b|which\b|who\b|can\b|could\b|is\b|are\b|does\b|do\b|should\b|would\b"
     r"|will\b|any)))?"
     rf"\s*(?:(?:a |one )?(?:quick |small |short )question{_PUNCT})?",
+    re.I,
+)
+# the acknowledgement a follow-up starts with ("thanks, how do I replay them?", "ok - and the EU?")
+ACK = re.compile(
+    rf"^\s*(?:ok(?:ay)?|great|cool|perfect|nice|got it|thanks|thank you|thx|ty|cheers){_PUNCT}",
     re.I,
 )
 MENTION = re.compile(r"^\s*@[\w.-]+[,:]?\s+")  # "@fieldguide how do I …" typed, not a mention
@@ -61,7 +68,8 @@ def with_claude(
 def plain(question: str) -> str:
     """The question without the greeting before it and the thanks after it; as it is when nothing
     else is left ("hi")."""
-    text = THANKS.sub("", GREETING.sub("", MENTION.sub("", question, count=1), count=1)).strip()
+    text = GREETING.sub("", MENTION.sub("", question, count=1), count=1)
+    text = THANKS.sub("", ACK.sub("", text, count=1)).strip()
     if not text or text == question.strip():
         return question
     return text[:1].upper() + text[1:]

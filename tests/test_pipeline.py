@@ -282,8 +282,12 @@ def test_the_chat_around_a_question_is_not_searched(examples_db, local_embedder)
         ans = p.answer(chatty)
         assert ans.question == chatty and ans.condensed == plain.condensed
         assert (ans.decision, ans.text) == (plain.decision, plain.text)
-    for kept in ("Hello world example?", "Hi-res images?", "How do I say thanks?", "hi"):
+    # a follow-up's acknowledgement goes too
+    assert condense.plain("thanks, how do I replay them later?") == "How do I replay them later?"
+    assert condense.plain("ok - and for the EU?") == "And for the EU?"
+    for kept in ("Hello world example?", "Hi-res images?", "How do I say thanks?", "hi", "OK"):
         assert condense.plain(kept) == kept
+    assert condense.plain("Thanks to retries, do I get duplicates?").startswith("Thanks to")
 
 
 @pytest.mark.parametrize(
