@@ -204,7 +204,11 @@ def unknown_terms(
     and its words that are neither in the docs (in any form: "hallucinating" is known when the
     docs say "hallucinations", word_family) nor everyday English (`english`), such as "ztunnel",
     "doctl", "rerank": a lowercase name is a name too."""
-    out = [p for p in specific_phrases(question) if not known_phrase(p, searcher)]
+    out = [
+        p
+        for p in specific_phrases(question)
+        if not known_phrase(p, searcher) and not (" " not in p and spelt_apart(p.lower(), searcher))
+    ]
     if not english:
         return out
     named = {t for p in out for t in tokenize(p)}
@@ -212,11 +216,24 @@ def unknown_terms(
         terms = tokenize(w)
         if everyday(w, english) or not terms or named.intersection(terms):
             continue
-        if all(searcher.bm25.vocab.get(t) is None for t in terms) and not word_family(
-            w.lower(), searcher.bm25
+        if all(searcher.bm25.vocab.get(t) is None for t in terms) and not (
+            word_family(w.lower(), searcher.bm25) or spelt_apart(w.lower(), searcher)
         ):
             out.append(w)
     return out
+
+
+def spelt_apart(word: str, searcher: Searcher) -> str | None:
+    """How the docs write `word` when they write it as two words or with a hyphen ("wifi": "wi
+    fi" of Wi-Fi, "addon": "add on"): two pieces of it side by side somewhere in the index."""
+    vocab = searcher.bm25.vocab
+    for i in range(2, len(word) - 1):
+        head, rest = word[:i], word[i:]
+        if vocab.get(head) is None or vocab.get(stem(rest)) is None:
+            continue
+        if known_phrase(f"{head} {rest}", searcher):
+            return f"{head} {rest}"
+    return None
 
 
 SUFFIXES = ("ing", "ed", "es", "s", "ly", "er", "ers")
@@ -240,9 +257,13 @@ CHAT_WORDS = frozenset(
 
 def everyday(word: str, english: frozenset[str]) -> bool:
     """Whether `word` is an everyday English word or an inflection of one (the vocabulary lists
-    "pad" but not "padding", "rotate" but not "rotated", "block" but not "unblock")."""
+    "pad" but not "padding", "rotate" but not "rotated", "block" but not "unblock" or
+    "disconnect")."""
     w = word.lower()
     if w in english or (w.startswith("un") and everyday(w[2:], english)):  # unblock
+        return True
+    # disconnecting; not discord: "cord" is too short to tell a prefix from a name
+    if w.startswith("dis") and len(w) >= 8 and everyday(w[3:], english):
         return True
     if english and (w in CONTRACTIONS or w in CHAT_WORDS):
         return True
@@ -321,7 +342,7 @@ def correct_typos(
         low = w.lower()
         if len(w) < TYPO_MIN_LETTERS or low in names or _known_word(low, bm25, english):
             return w
-        right = _correction(low, bm25, english)
+        right = spelt_apart(low, searcher) or _correction(low, bm25, english)
         if not right:
             return w
         fixed[w] = right.capitalize() if w[0].isupper() else right
@@ -432,7 +453,8 @@ def foreign_language(
     words = LETTERS.findall(question)
     long = [w for w in words if len(w) >= 4]
     known = sum(_known_word(w, searcher.bm25, english) for w in long)
-    if len(words) < FOREIGN_MIN_WORDS or known > FOREIGN_KNOWN_SHARE * len(long):
+    few = len(words) < FOREIGN_MIN_WORDS or known > FOREIGN_KNOWN_SHARE * len(long)
+    if few or len(long) - known < 2:  # one unknown word is a name: "my WiFi drops" is not Czech
         return None
     docs = docs_language(searcher)
     ranked = dict(_identifier().rank(question))

@@ -114,6 +114,38 @@ def test_what_the_asker_pasted_from_a_log_names_nothing_the_docs_lack(examples_d
     assert ans.decision != ABSTAIN and ans.evidence["unknown_terms"] == []
 
 
+TV_NETWORK = """---
+title: Troubleshooting
+---
+# Troubleshooting
+
+## Wi-Fi connection fails
+
+Restart your router and the TV, then open **Settings** > **Network** and select your network again.
+
+## Remote control does not work
+
+Replace the batteries and point the remote at the sensor on the front of the TV.
+"""
+
+
+def test_a_word_the_docs_write_apart_and_everyday_prefixes_are_no_names(tmp_path, local_embedder):
+    pages = {  # other pages, so that a word in one page is rare, as in real docs
+        f"{topic}.md": f"# {topic.title()}\n\nHow to set up the {topic} of the TV.\n"
+        for topic in ("picture", "sound", "channels", "apps", "updates", "accessibility")
+    }
+    docs = write_docs(tmp_path / "docs", {"tv.md": TV_NETWORK, **pages})
+    index_folder(tmp_path / "tv.db", docs, local_embedder)
+    p = offline_pipeline(str(tmp_path / "tv.db"), local_embedder)
+    # "wifi" is "Wi-Fi" in the docs, "disconnecting" is everyday English ("connect")
+    ans = p.answer("wifi keeps disconnecting")
+    assert ans.decision != ABSTAIN and 'read "wifi" as "wi fi"' in ans.notes
+    assert "Restart your router" in ans.text
+    # one word the offline checks don't know is no sign of another language
+    ans = p.answer("my WiFi drops")
+    assert "language" not in ans.evidence and ans.evidence["unknown_terms"] == []
+
+
 def test_a_name_and_its_version_must_stand_together_in_the_docs(tmp_path, local_embedder):
     steps = "\n".join(f"{i}. Step {i}: check part 4 of page {i}." for i in range(1, 6))
     docs = write_docs(
