@@ -255,6 +255,15 @@ CHAT_WORDS = frozenset(
 )  # fmt: skip
 
 
+# what kind of help a question asks for ("hdmi arc setup", "webhook tutorial"): everyday words,
+# and never the question's subject (topic_gaps)
+TASK_WORDS = frozenset(
+    ("setup", "setups", "install", "installation", "configure", "configuration", "usage",
+     "tutorial", "tutorials", "guide", "guides", "howto", "instructions", "steps", "example",
+     "examples", "walkthrough", "overview", "explanation")
+)  # fmt: skip
+
+
 def everyday(word: str, english: frozenset[str]) -> bool:
     """Whether `word` is an everyday English word or an inflection of one (the vocabulary lists
     "pad" but not "padding", "rotate" but not "rotated", "block" but not "unblock" or
@@ -265,7 +274,7 @@ def everyday(word: str, english: frozenset[str]) -> bool:
     # disconnecting; not discord: "cord" is too short to tell a prefix from a name
     if w.startswith("dis") and len(w) >= 8 and everyday(w[3:], english):
         return True
-    if english and (w in CONTRACTIONS or w in CHAT_WORDS):
+    if english and (w in CONTRACTIONS or w in CHAT_WORDS or w in TASK_WORDS):
         return True
     if w.endswith(("ably", "ibly")) and w[:-1] + "e" in english:  # reliably: reliable
         return True
@@ -671,12 +680,12 @@ def topic_gaps(
     that the docs never use and that is not `common` English: typed in lowercase, a product's name
     ("swarm", "flux") is such a word. A participle of an
     everyday verb ("covered", "going"), a contraction ("doesn't"), a word of when or how often
-    (WHEN_WORDS), a verb reporting an error ("says": REPORT_WORDS) and a comparison
-    ("difference": COMPARE_WORDS) frame a question rather than name its subject, so they never
-    count as missing."""
+    (WHEN_WORDS), a verb reporting an error ("says": REPORT_WORDS), a comparison
+    ("difference": COMPARE_WORDS) and the kind of help asked for ("setup": TASK_WORDS) frame a
+    question rather than name its subject, so they never count as missing."""
     text = question.lower()
     framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text))
-    framing |= WHEN_WORDS | REPORT_WORDS | COMPARE_WORDS
+    framing |= WHEN_WORDS | REPORT_WORDS | COMPARE_WORDS | TASK_WORDS
     total, missing, gaps = 0.0, 0.0, []
     for w in dict.fromkeys(QUESTION_WORD.findall(text)):
         if w in STOPWORDS or len(w) < 3:

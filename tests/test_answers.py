@@ -62,6 +62,8 @@ def test_a_word_neither_in_the_docs_nor_everyday_english_is_an_unknown_name(
     # and a team chat's shorthand ("diff", "config", "pls")
     q = "whats the diff between the two webhook configs, pls?"
     assert decide.unknown_terms(q, searcher, english) == []
+    # and the kind of help asked for ("tutorial" is missing from the vocabulary)
+    assert decide.unknown_terms("webhook tutorial", searcher, english) == []
     # another form of a word the docs use is no name ("pagination", "paginated" in the docs)
     q = "Is the events list paginating by default?"
     assert decide.unknown_terms(q, searcher, english) == []

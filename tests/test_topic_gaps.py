@@ -125,6 +125,12 @@ def test_framing_words_and_acronyms_are_not_a_missing_subject(engine, local_embe
         "What's the difference between forcing a tool and any tool?",  # the tools are the subject
     ):
         assert decide.topic_gaps(q, top, loaded.searcher.bm25, english)[0] == []
+    # nor is the kind of help asked for, a word these docs never use ("setup")
+    common = decide.english_words(local_embedder.model_dir, decide.COMMON_ENGLISH)
+    assert "setup" not in common and not loaded.searcher.bm25.vocab.get("setup")
+    assert (
+        decide.topic_gaps("tool choice setup", top, loaded.searcher.bm25, english, common)[0] == []
+    )
     gaps, share = decide.topic_gaps("Which tool gets memory?", top, loaded.searcher.bm25, english)
     assert gaps == ["memory"] and share > 0
     # a name the docs know but the top chunks lack (Docker); a short acronym (CPU) may be spelled
