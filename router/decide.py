@@ -130,10 +130,11 @@ def own_value(word: str) -> bool:
     )
 
 
-# what the asker pasted from a terminal or a log: a fenced block, an indented line, a stack
-# trace's header and frames (Python's 'File "...", line 42', JavaScript's "at f (file.js:88:11)")
+# what the asker pasted from a terminal or a log: a fenced block, an indented line after the
+# first, a stack trace's header and frames (Python's 'File "...", line 42', JavaScript's
+# "at f (file.js:88:11)")
 PASTED = re.compile(
-    r"```[^`]*```|^(?:\t| {2,})[^\n]*|^Traceback \(most recent call last\):"
+    r"```[^`]*```|\n(?:\t| {2,})[^\n]*|^Traceback \(most recent call last\):"
     r"|^\s*File \"[^\"]*\", line \d+[^\n]*|\bat [\w.$<>]+ \([^()\s]*:\d+:\d+\)",
     re.M,
 )
@@ -141,8 +142,10 @@ PASTED = re.compile(
 
 def without_own_values(question: str) -> str:
     """The question without what the asker pasted (PASTED) and their own values (own_value): the
-    names in a stack trace are theirs ("srv/app/handlers.py", "sig"), not the docs'."""
-    return " ".join(w for w in PASTED.sub(" ", question).split() if not own_value(w))
+    names in a stack trace are theirs ("srv/app/handlers.py", "sig"), not the docs'. A question
+    that is nothing else is read whole."""
+    asked = " ".join(w for w in PASTED.sub(" ", question).split() if not own_value(w))
+    return asked or question
 
 
 def _rows_with(terms: list[str], bm25: BM25) -> np.ndarray | None:

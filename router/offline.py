@@ -369,7 +369,7 @@ def _companions(u: Unit, siblings: list[Unit]) -> list[Unit]:
     IPs). `siblings`: the units of its chunk."""
     if u.text.rstrip().endswith(":"):
         return sorted((v for v in siblings if v.start > u.start), key=lambda v: v.start)[:4]
-    rows = [v for v in siblings if u.kind == "row" and v.header == u.header]
+    rows = [v for v in siblings if u.kind == "row" and v.block == u.block]
     if len(rows) <= SMALL_TABLE and all(v.score >= SIBLING_ROW * u.score for v in rows):
         return sorted(rows, key=lambda v: v.start)
     return []

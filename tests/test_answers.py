@@ -112,6 +112,9 @@ def test_what_the_asker_pasted_from_a_log_names_nothing_the_docs_lack(examples_d
     assert decide.without_own_values("why does ```tide replay --since 2h``` fail?") == (
         "why does fail?"
     )
+    # a question typed indented is no paste; one that is nothing but a paste is read whole
+    assert decide.without_own_values("   how do I rotate a key?") == "how do I rotate a key?"
+    assert decide.without_own_values("```TW-1002```") == "```TW-1002```"
     ans = offline_pipeline(examples_db, local_embedder).answer(PASTED_TRACE)
     assert ans.decision != ABSTAIN and ans.evidence["unknown_terms"] == []
 
