@@ -177,8 +177,8 @@ of the best, at most 4 units, about 600 characters). Token recall / precision ·
 characters, as in the answer-selection section. None is better than the shipped hand-set
 scoring: on claude-docs every row loses 0.03-0.16 recall for at most 0.04 precision, also when
 trained on claude-docs itself; on openshift-4.15 the rows trade recall for precision along the
-same line as the answer-selection variants (F1 label: 0.431 / 0.501 at 557 characters against
-0.468 / 0.467 at 659). A unit's own precision favours short sentences that echo the question;
+same line as the answer-selection variants (F1 label: 0.436 / 0.498 at 553 characters against
+0.472 / 0.464 at 661). A unit's own precision favours short sentences that echo the question;
 its recall favours long units. So the scoring is unchanged.
 
 {table(["label", "trained on", "choice", *data], rows)}

@@ -213,10 +213,11 @@ The closeness thresholds (cosine < S abstains; idf coverage < C with cosine < W 
 kept as calibrated before (0.36 / 0.2 / 0.45); the names check is what moved off-topic abstention
 (its second round: a word neither in the docs nor everyday English, such as "ztunnel", "doctl",
 "rerank", and a version beside its name, "Claude Opus 4", took claude-docs from 0.633 to 0.767 and
-openshift from 0.800 to 0.867; it costs one openshift question, "'buckethost'", whose reference
-answer quotes `bucketHost`, a word the indexed docs do not contain). The subject check
-(decide.topic_gaps, below) took claude-docs from 0.767 to 0.900 and openshift from 0.867 to 0.933,
-at one claude-docs answerable question ("... to influence Claude's response?").
+openshift from 0.800 to 0.867; it cost one openshift question, "'buckethost'", a word the docs
+write apart, "bucket host", until decide.spelt_apart read such a word as the docs write it).
+The subject check (decide.topic_gaps, below) took claude-docs from 0.767 to 0.900 and openshift
+from 0.867 to 0.933, at one claude-docs answerable question ("... to influence Claude's
+response?").
 Two exceptions to the closeness abstention are for short questions, which these sets hardly have:
 a top section whose headings carry >= 80% of the question's idf weight goes ahead ("What models
 are available?" under "List available models", cosine 0.31, abstained before), and a question all
