@@ -127,7 +127,7 @@ def test_framing_words_and_acronyms_are_not_a_missing_subject(engine, local_embe
         assert decide.topic_gaps(q, top, loaded.searcher.bm25, english)[0] == []
     # nor is the kind of help asked for, a word these docs never use ("setup")
     common = decide.english_words(local_embedder.model_dir, decide.COMMON_ENGLISH)
-    assert "setup" not in common and not loaded.searcher.bm25.vocab.get("setup")
+    assert "setup" not in common and loaded.searcher.bm25.vocab.get("setup") is None
     assert (
         decide.topic_gaps("tool choice setup", top, loaded.searcher.bm25, english, common)[0] == []
     )
