@@ -66,8 +66,8 @@ def with_claude(
 
 
 def plain(question: str) -> str:
-    """The question without the greeting before it and the thanks after it; as it is when nothing
-    else is left ("hi")."""
+    """The question without the greeting or acknowledgement before it and the thanks after it;
+    as it is when nothing else is left ("hi")."""
     text = GREETING.sub("", MENTION.sub("", question, count=1), count=1)
     text = THANKS.sub("", ACK.sub("", text, count=1)).strip()
     if not text or text == question.strip():

@@ -210,7 +210,7 @@ def unknown_terms(
     out = [
         p
         for p in specific_phrases(question)
-        if not known_phrase(p, searcher) and not (" " not in p and spelt_apart(p.lower(), searcher))
+        if not known_phrase(p, searcher) and (" " in p or not spelt_apart(p.lower(), searcher))
     ]
     if not english:
         return out
@@ -669,6 +669,9 @@ COMPARE_WORDS = frozenset(
 )  # fmt: skip
 
 
+FRAMING_WORDS = WHEN_WORDS | REPORT_WORDS | COMPARE_WORDS | TASK_WORDS
+
+
 def topic_gaps(
     question: str,
     top: set[str],
@@ -687,8 +690,7 @@ def topic_gaps(
     ("difference": COMPARE_WORDS) and the kind of help asked for ("setup": TASK_WORDS) frame a
     question rather than name its subject, so they never count as missing."""
     text = question.lower()
-    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text))
-    framing |= WHEN_WORDS | REPORT_WORDS | COMPARE_WORDS | TASK_WORDS
+    framing = set(re.findall(r"([a-z]+)['’](?:t|re|ve|ll|d|m)\b", text)) | FRAMING_WORDS
     total, missing, gaps = 0.0, 0.0, []
     for w in dict.fromkeys(QUESTION_WORD.findall(text)):
         if w in STOPWORDS or len(w) < 3:
