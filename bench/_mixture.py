@@ -9,15 +9,14 @@ is a uniform prior and alpha 0 one proportional to the intent's size. f is the v
 (BM25 weight 0.4, the question's vector moved toward its 3 best chunks).
 
 Pseudo-questions: the uniformly sampled headings of bench/routing.py favour big books as much as
-the vote does (a section of 'installing' is 100 times likelier to be drawn than one of
-'welcome'); here K headings are drawn per intent (own doc left out of the search), so a question
-is as likely to be about any intent. The grid was first run with openshift's question figures
-in view; T and alpha are then read off the stratified headings and the dev questions
-(claude-docs, examples). Also measured: the shipped vote handed each question's reference answer
-too, how much of the gold intent the content tells at all. Writes RESULTS.md section
-routing-mixture.
+the vote does ('installing' has 176 files, 'welcome' 4); here K headings are drawn per intent
+(own doc left out of the search), so a question is as likely to be about any intent. The grid
+was first run with openshift's question figures in view; T and alpha are then read off the
+stratified headings and the dev questions (claude-docs, examples). Also measured: the shipped
+vote handed each question's reference answer too, how much of the gold intent the content tells
+at all. Writes RESULTS.md section routing-mixture.
 
-    python bench/_mixture.py     # ~3 min
+    python bench/_mixture.py     # ~1 min
 """
 
 from __future__ import annotations
