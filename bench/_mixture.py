@@ -158,7 +158,7 @@ vote's own search). Headings: {PER_INTENT} section headings drawn per intent (no
 favours big books as the vote does), own doc left out. With alpha 1 the mixture gains on
 openshift's stratified headings (0.313 → 0.328-0.361), in the same direction as on its questions
 (unlike the uniform headings of the earlier protocols), but not on the examples' headings
-(0.267 → 0.240-0.280) nor on the dev questions (claude-docs 0.990 → 0.950-0.980). The best on
+(0.267 → 0.240-0.280) nor on the dev questions (claude-docs 0.990 → 0.900-0.980). The best on
 openshift's questions (T 0.03, alpha 1: 0.786, read with them in view) is short of the 0.80 bar,
 and its paired counts against the vote (+14 / −8) are within chance (sign test p ≈ 0.29).
 So the vote is unchanged.
