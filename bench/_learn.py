@@ -16,11 +16,11 @@ from _select import Cfg, FakeHit, choose, compose_text, load, run
 from _select_capture import ALL_OS
 from _util import table, write_section
 
+from bot.evaluation.answers import content_words, token_scores
 from index.chunker import context_header
 from index.search import tokenize
 from router import offline
 from router.answer import ABSTAIN
-from router.answer_eval import content_words, token_scores
 
 KINDS = ("sentence", "item", "row")
 LABELS = ("precision", "recall", "f1")

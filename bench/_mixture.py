@@ -28,11 +28,11 @@ from _util import ROOT, table, write_section
 from _votes import count
 from routing import SETS_DIR, open_set
 
+from bot.evaluation.retrieval import load_items
 from index.embedders import make_embedder
 from index.search import Hit, minmax, tokenize
 from index.store import load_chunks
 from router.classify import FEEDBACK, FEEDBACK_WEIGHT, VOTERS
-from router.evaluate import load_items
 
 SETS = ("claude-docs", "examples", "openshift-4.15")
 GRID = [(t, a) for t in (0.02, 0.03, 0.05, 0.08) for a in (0.0, 0.5, 1.0)]

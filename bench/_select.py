@@ -20,6 +20,7 @@ import numpy as np
 from _select_capture import CACHE, SETS
 from _util import table, write_section
 
+from bot.evaluation.answers import bootstrap, load_stopwords, token_scores
 from bot.settings import Settings
 from bot.wiring import make_engine
 from index.chunker import context_header
@@ -27,7 +28,6 @@ from index.embedders import EmbeddingError
 from index.search import tokenize
 from router import citations, offline
 from router.answer import ABSTAIN, Answer
-from router.answer_eval import bootstrap, load_stopwords, token_scores
 
 
 class FakeHit:

@@ -12,11 +12,11 @@ import pickle
 from _util import ROOT
 from answers_eval import EVAL
 
+from bot.evaluation.answers import sample, split_offtopic
+from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
 from bot.wiring import make_pipeline
 from router import offline
-from router.answer_eval import sample, split_offtopic
-from router.evaluate import load_items
 
 SETS = {
     "claude-docs": (EVAL / "claude-docs", ".fieldguide/eval/claude-docs.db", None, None),

@@ -274,7 +274,7 @@ def pair_variants(engine, embedder, questions=None, vecs=None) -> dict[str, dict
     protocol has chosen) and on HEADINGS section headings of its own docs as pseudo-questions
     whose intent is their doc's, their own doc left out of the search (the vote is the same for
     both wheres there)."""
-    from router.evaluate import score_question
+    from bot.evaluation.retrieval import score_question
 
     loaded = engine.loaded()
     s, router = loaded.searcher, loaded.router

@@ -22,13 +22,19 @@ from __future__ import annotations
 import numpy as np
 from _util import ROOT, SHARED, table, write_section
 
+from bot.evaluation.answers import (
+    content_words,
+    load_stopwords,
+    sample,
+    split_offtopic,
+    token_scores,
+)
+from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
 from bot.wiring import make_pipeline
 from index.search import Hit
 from router import citations, offline
 from router.answer import ABSTAIN, Answer, Passage
-from router.answer_eval import content_words, load_stopwords, sample, split_offtopic, token_scores
-from router.evaluate import load_items
 
 SETS = {
     "claude-docs": (".fieldguide/eval/claude-docs.db", None),

@@ -11,10 +11,10 @@ from collections import Counter
 import numpy as np
 from _util import ROOT, SHARED, eval_db, table, write_section
 
+from bot.evaluation.retrieval import load_questions
 from bot.settings import Settings
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
-from router.evaluate import load_questions
 
 
 def main() -> None:

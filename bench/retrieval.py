@@ -18,11 +18,11 @@ import time
 import numpy as np
 from _util import SHARED, WORK, eval_db, ms, table, write_section
 
+from bot.evaluation.retrieval import load_questions
 from index.embedders import make_embedder
 from index.search import Searcher, bm25_tokens, tokenize
 from index.store import load_chunks, open_db
 from router.classify import OfflineClassifier
-from router.evaluate import load_questions
 from router.policy import Router
 
 

@@ -21,6 +21,7 @@ from _util import ROOT, SHARED, WORK, eval_db, table, write_section
 from _votes import choose, pair_label, pair_variants
 from _votes import variants as vote_variants
 
+from bot.evaluation.retrieval import load_questions, paired_difference, score_question
 from bot.settings import Settings
 from bot.wiring import make_engine
 from index.embedders import make_embedder
@@ -28,7 +29,6 @@ from index.indexer import index_folder
 from index.search import Hit, one_per_section
 from index.store import load_chunks
 from router.classify import FEEDBACK, FEEDBACK_WEIGHT
-from router.evaluate import load_questions, paired_difference, score_question
 from router.policy import prefer_intents
 
 SETS = ("claude-docs", "openshift-4.15", "examples")

@@ -13,12 +13,12 @@ import numpy as np
 from _select_capture import SETS
 from _util import ROOT, table, write_section
 
+from bot.evaluation.answers import load_stopwords, sample, split_offtopic, token_scores
+from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
 from bot.wiring import make_pipeline
 from router.answer import ABSTAIN
-from router.answer_eval import load_stopwords, sample, split_offtopic, token_scores
 from router.decide import TYPO_NOTE
-from router.evaluate import load_items
 from router.pipeline import Pipeline
 
 

@@ -222,7 +222,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
 
     from tqdm import tqdm
 
-    from router.evaluate import ALL_MODES, format_table, load_questions, run_eval
+    from bot.evaluation.retrieval import ALL_MODES, format_table, load_questions, run_eval
 
     set_dir = Path(args.set_dir)
     qfile = Path(args.questions or set_dir / "questions.jsonl")
@@ -285,14 +285,14 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
 
     from tqdm import tqdm
 
-    from router.answer_eval import (
+    from bot.evaluation.answers import (
         format_summary,
         load_stopwords,
         run_answers,
         sample,
         split_offtopic,
     )
-    from router.evaluate import load_items
+    from bot.evaluation.retrieval import load_items
 
     answerable, offtopic = split_offtopic(load_items(qfile))
     questions = sample(answerable, args.limit, args.seed)
@@ -419,7 +419,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    # the pool would log each failed reconnection; router/pg_state.py says it once per outage
+    # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     missing = [
         name
@@ -482,7 +482,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from router.evaluate import ALL_MODES
+    from bot.evaluation.retrieval import ALL_MODES
 
     p = argparse.ArgumentParser(
         prog="fieldguide",

@@ -1,7 +1,7 @@
 """A fleet replica's sweeper: answers the events whose replica died after acknowledging them.
 
 Bolt acknowledges an event at once, so Slack does not send it again if the replica that got it
-dies before answering. Its claim in PostgreSQL keeps the event (router/pg_state.py); every few
+dies before answering. Its claim in PostgreSQL keeps the event (bot/state/postgres.py); every few
 seconds each replica takes over a few unanswered claims whose owner's session is gone (the same
 CLAIM statement as a live event, so two replicas never take the same one) and answers them the way
 a live event is answered: the answer posted, the claim closed with the audit row.

@@ -12,9 +12,9 @@ import logging
 import time
 from collections.abc import Callable
 
+from bot.state.sqlite import State
 from index.embedders import Embedder
 from index.indexer import IndexError_, last_runs
-from router.state import State
 
 from .settings import Settings
 from .slack_format import escape

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .settings import Settings
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
+    from bot.state.sqlite import State
     from index.embedders import Embedder
     from index.indexer import RunSummary
     from index.publish import Follower
@@ -15,7 +16,6 @@ if TYPE_CHECKING:  # imported for annotations only: the commands import what the
     from router.claude import MessagesClient
     from router.engine import Engine
     from router.pipeline import Pipeline
-    from router.state import State
 
 
 def embedder_for(settings: Settings) -> Embedder:
@@ -79,11 +79,11 @@ def make_state(settings: Settings, db: str | None = None) -> State:
     when FIELDGUIDE_DATABASE_URL is set (shared by the fleet), else the index file and this
     process."""
     if settings.database_url:
-        from router.pg_state import PostgresState
+        from bot.state.postgres import PostgresState
 
         return PostgresState(settings.database_url)
+    from bot.state.sqlite import SqliteState
     from index.store import open_db
-    from router.state import SqliteState
 
     # its own connection: answers are written from Slack's worker threads
     return SqliteState(

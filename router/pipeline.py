@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,7 +25,9 @@ from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Loaded
-from .state import State
+
+if TYPE_CHECKING:  # the caller's store (bot/state); the question's path does not depend on it
+    from bot.state.sqlite import State
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bot.testing.stubs import StubServer
 from index.embedders import make_embedder
 from index.search import Searcher
-from tests.stubs import StubServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "docs"
@@ -101,10 +101,10 @@ def small_searcher():
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """One real PostgreSQL server for the session (tests/pgserver.py). Without the server binaries
-    the PostgreSQL tests are skipped with the reason, except where FIELDGUIDE_REQUIRE_POSTGRES=1
-    (CI): there they fail."""
-    from tests.pgserver import PgServer, PgUnavailable
+    """One real PostgreSQL server for the session (bot/testing/pgserver.py). Without the
+    server binaries the PostgreSQL tests are skipped with the reason, except where
+    FIELDGUIDE_REQUIRE_POSTGRES=1 (CI): there they fail."""
+    from bot.testing.pgserver import PgServer, PgUnavailable
 
     try:
         server = PgServer()

@@ -6,11 +6,11 @@ import json
 import pytest
 
 from bot.cli import main
+from bot.evaluation.answers import content_words, load_stopwords, token_scores
 from bot.slack_format import context_line
 from index.indexer import index_folder
 from router import decide
 from router.answer import ABSTAIN, ANSWER, PARTIAL, Answer, occurs_in
-from router.answer_eval import content_words, load_stopwords, token_scores
 from router.engine import Engine
 from router.offline import furniture, repeats_itself
 from router.pipeline import Pipeline
@@ -459,7 +459,7 @@ def test_with_claude_a_question_in_another_language_is_rewritten_for_retrieval(
 def test_when_claude_fails_the_offline_decision_holds(examples_db, local_embedder, stub):
     import anthropic
 
-    from tests.stubs import OVERLOADED
+    from bot.testing.stubs import OVERLOADED
 
     stub.route("/v1/messages", lambda req: OVERLOADED)
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5.0)

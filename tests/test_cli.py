@@ -156,7 +156,7 @@ def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
 def test_ask_with_claude_honours_base_url_and_model_settings(
     examples_db, stub, monkeypatch, capsys
 ):
-    from tests.stubs import FakeClaude
+    from bot.testing.stubs import FakeClaude
 
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
@@ -179,7 +179,7 @@ def test_ask_with_claude_honours_base_url_and_model_settings(
 
 
 def test_a_partial_answer_is_marked_in_the_cli(examples_db, stub, monkeypatch, capsys):
-    from tests.stubs import FakeClaude
+    from bot.testing.stubs import FakeClaude
 
     stub.route("/v1/messages", FakeClaude(answer=["Check the header."]))  # cites nothing
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")

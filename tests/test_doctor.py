@@ -1,6 +1,6 @@
 from bot.cli import main
+from bot.testing.stubs import SlackMock, voyage_embeddings
 from tests.conftest import EXAMPLES
-from tests.stubs import SlackMock, voyage_embeddings
 
 MODELS = {
     "data": [

@@ -1,4 +1,4 @@
-from router.evaluate import paired_difference
+from bot.evaluation.retrieval import paired_difference
 
 
 def rows(values: list[float | None], key: str = "mrr@10") -> list[dict]:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.testing.stubs import voyage_embeddings
 from index.embedders import VoyageEmbedder
 from index.indexer import index_folder
 from tests.conftest import ROOT, write_docs
-from tests.stubs import voyage_embeddings
 
 LONG_INTENT = "i" * 64  # the longest valid name
 
@@ -200,10 +200,10 @@ def test_a_read_only_index_answers_and_is_not_changed(tmp_path, stub):
 
 
 def test_old_answers_are_pruned_on_write_at_most_once_an_hour(tmp_path, monkeypatch):
+    from bot.state import sqlite as state_module
+    from bot.state.sqlite import SqliteState
     from index.store import open_db
-    from router import state as state_module
     from router.answer import Answer
-    from router.state import SqliteState
 
     db = open_db(tmp_path / "i.db")
     st = SqliteState(db, retention_days=90)
@@ -239,8 +239,8 @@ def test_old_answers_are_pruned_on_write_at_most_once_an_hour(tmp_path, monkeypa
 
 def test_the_retention_setting_reaches_the_state(monkeypatch, examples_db):
     from bot.settings import Settings
+    from bot.state.sqlite import SqliteState
     from bot.wiring import make_state
-    from router.state import SqliteState
 
     monkeypatch.setenv("FIELDGUIDE_AUDIT_RETENTION_DAYS", "7")
     state = make_state(Settings.load(), examples_db)

@@ -17,11 +17,11 @@ import psycopg
 import pytest
 
 from bot.cli import main
+from bot.testing import slack_harness
+from bot.testing.fleet import FleetSlack, Replica, event_payload, mention
+from bot.testing.stubs import SocketModeServer, StubServer
 from index.publish import local_generation, publish
-from tests import slack_harness
 from tests.conftest import EXAMPLES, write_docs
-from tests.fleet import FleetSlack, Replica, event_payload, mention
-from tests.stubs import SocketModeServer, StubServer
 
 
 def wait(condition, timeout: float = 30.0):

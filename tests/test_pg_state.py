@@ -1,5 +1,5 @@
 """PostgresState, the schema and index publishing against a real PostgreSQL server (started by the
-suite: tests/pgserver.py)."""
+suite: bot/testing/pgserver.py)."""
 
 import json
 import threading
@@ -9,10 +9,10 @@ import psycopg
 import pytest
 
 from bot.cli import main
+from bot.state.postgres import PostgresState
 from index.pg import FleetError, open_pool, upgrade
 from index.publish import local_generation
 from index.store import get_meta, open_db
-from router.pg_state import PostgresState
 from tests.conftest import write_docs
 
 
@@ -48,7 +48,7 @@ def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
 
 
 def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypatch, capsys):
-    from tests.pgserver import free_port
+    from bot.testing.pgserver import free_port
 
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")
     assert main(["audit"]) == 2

@@ -6,6 +6,8 @@ import time
 import anthropic
 import pytest
 
+from bot.state.sqlite import SqliteState
+from bot.testing.stubs import OVERLOADED, FakeClaude
 from index.indexer import index_folder
 from index.store import open_db
 from router import condense
@@ -21,9 +23,7 @@ from router.pipeline import (
     Pipeline,
     QuestionError,
 )
-from router.state import SqliteState
 from tests.conftest import EXAMPLES
-from tests.stubs import OVERLOADED, FakeClaude
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -309,8 +309,8 @@ def test_empty_and_huge_questions(examples_db, local_embedder):
 
 
 def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
+    from bot.testing.stubs import voyage_embeddings
     from index.embedders import VoyageEmbedder
-    from tests.stubs import voyage_embeddings
 
     stub.route("/v1/embeddings", voyage_embeddings())
     voyage = VoyageEmbedder("k", base_url=stub.url + "/v1", max_retries=0)

@@ -1,9 +1,9 @@
 import json
 
 from bot.cli import main
+from bot.testing.stubs import voyage_embeddings, voyage_rerank
 from index.rerank import VoyageReranker
 from router.engine import Engine
-from tests.stubs import voyage_embeddings, voyage_rerank
 
 QUESTION = "How do I rotate an API key?"
 
@@ -90,9 +90,9 @@ def test_eval_reranked_mode(stub, tmp_path, capsys, monkeypatch):
 
 
 def test_the_answer_reads_the_reranked_order(stub, examples_db, local_embedder):
+    from bot.state.sqlite import SqliteState
     from index.store import open_db
     from router.pipeline import Pipeline
-    from router.state import SqliteState
 
     question = "How many times is a failed webhook delivery retried?"
     engine = Engine(examples_db, local_embedder, reranker=reranker(stub))

@@ -11,12 +11,8 @@ import pytest
 
 from bot.settings import Settings
 from bot.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
-from index.store import open_db
-from router.engine import Engine
-from router.pipeline import Pipeline
-from router.state import SqliteState
-from tests.conftest import EXAMPLES
-from tests.slack_harness import (
+from bot.state.sqlite import SqliteState
+from bot.testing.slack_harness import (
     Harness,
     answer_in,
     dm,
@@ -24,7 +20,7 @@ from tests.slack_harness import (
     sentinel,
     wait,
 )
-from tests.stubs import (
+from bot.testing.stubs import (
     BOT,
     RATELIMITED,
     SERVER_ERROR,
@@ -32,6 +28,10 @@ from tests.stubs import (
     StubServer,
     slack_error,
 )
+from index.store import open_db
+from router.engine import Engine
+from router.pipeline import Pipeline
+from tests.conftest import EXAMPLES
 
 
 @pytest.fixture
@@ -484,7 +484,7 @@ def test_bodies_over_a_megabyte_get_413(http):
 @pytest.fixture
 def claude_stub():
     """A real anthropic client on a Messages API stub answering as FakeClaude(**kwargs)."""
-    from tests.stubs import FakeClaude
+    from bot.testing.stubs import FakeClaude
 
     servers = []
 

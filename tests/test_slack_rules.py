@@ -29,10 +29,10 @@ from bot.slack_rules import (
     small_talk,
     thread_title,
 )
+from bot.state.sqlite import SqliteState
+from bot.testing.stubs import SERVER_ERROR, SlackMock, slack_error
 from index.store import open_db
 from router.answer import Answer, Source
-from router.state import SqliteState
-from tests.stubs import SERVER_ERROR, SlackMock, slack_error
 
 BOT = "UBOT"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import anthropic
 
-from tests.stubs import FakeClaude, SlackMock, SocketModeServer
+from bot.testing.stubs import FakeClaude, SlackMock, SocketModeServer
 
 RESULTS = [
     {

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from bot.testing.stubs import voyage_embeddings
 from index.embedders import EmbeddingError, TorchEmbedder, VoyageEmbedder, make_embedder
 from index.onnx_model import OnnxEmbedder
-from tests.stubs import voyage_embeddings
 
 
 def test_batches_within_limits_and_keeps_order(stub):

@@ -10,8 +10,8 @@ from typing import Any
 from slack_bolt import App
 from slack_sdk import WebClient
 
+from bot.state.sqlite import State
 from router.pipeline import Pipeline
-from router.state import State
 
 from ..answers import SLACK_FAILURES, Answerer, Question
 from ..reindex import Reindexer

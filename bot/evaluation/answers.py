@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .answer import ABSTAIN, PARTIAL, Answer
+from router.answer import ABSTAIN, PARTIAL, Answer
 
 WORD = re.compile(r"[a-z0-9]+")
 # the eval set's stopword list (shared/eval/stopwords.txt); a copy ships with the package so the

@@ -14,8 +14,8 @@ from pathlib import Path
 from urllib.parse import urlencode
 from urllib.request import urlopen
 
-from tests.pgserver import free_port
-from tests.stubs import BOT, SlackMock, signed_request
+from bot.testing.pgserver import free_port
+from bot.testing.stubs import BOT, SlackMock, signed_request
 
 SECRET = "fleet-signing-secret"
 FIELDGUIDE = str(Path(sys.executable).with_name("fieldguide"))

@@ -12,7 +12,7 @@ import waitress
 from waitress import wasyncore
 
 from bot.slack_app import build_bot, make_wsgi
-from tests.stubs import BOT, TEAM, SlackMock, SocketModeServer, signed_request
+from bot.testing.stubs import BOT, TEAM, SlackMock, SocketModeServer, signed_request
 
 SECRET = "test-signing-secret"
 

@@ -43,7 +43,7 @@ from index.pg import (
 )
 from index.store import utc_now
 
-from .state import InProcess, answer_filter, answer_row, decode_row
+from .sqlite import InProcess, answer_filter, answer_row, decode_row
 
 log = logging.getLogger(__name__)
 

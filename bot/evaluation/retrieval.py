@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from index.search import Hit
-
-from .answer import squash
+from router.answer import squash
 
 # reranked: the routed list reordered by the reranker (needs a Voyage key), what the bot serves then
 ALL_MODES = ("bm25", "vector", "hybrid", "rrf", "routed", "reranked", "oracle")

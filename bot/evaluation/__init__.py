@@ -1,0 +1,1 @@
+"""`fieldguide eval`: retrieval scoring (`retrieval.py`) and the whole ask path (`answers.py`)."""
