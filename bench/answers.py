@@ -1,5 +1,5 @@
 """End to end offline: `fieldguide ask`'s per-stage median ms on the claude-docs questions, and the
-abstention rate on them and on 20 off-topic questions (bench/offtopic.jsonl).
+abstention rate on them and on 20 off-topic questions (examples/offtopic.jsonl).
 
     python bench/answers.py
 """
@@ -26,7 +26,7 @@ def main() -> None:
     rows, stage_rows = [], {}
     for name, path in (
         ("claude-docs questions", SHARED / "claude-docs" / "questions.jsonl"),
-        ("off-topic questions", ROOT / "bench" / "offtopic.jsonl"),
+        ("off-topic questions", ROOT / "examples" / "offtopic.jsonl"),
     ):
         answers = [pipeline.answer(q.question) for q in load_questions(path)]
         decisions = Counter(a.decision for a in answers)

@@ -40,8 +40,7 @@ def main() -> None:
         db=str(db), docs=str(ROOT / "examples" / "docs"), slack_signing_secret=SECRET
     )
     pipeline = make_pipeline(settings)
-    pipeline.engine.loaded()
-    pipeline.engine.embed_query("warm up")  # as `fieldguide serve` does before it takes events
+    pipeline.engine.warm()  # as `fieldguide serve` does before it takes events
     app = build_app(settings, pipeline, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
     server = waitress.create_server(make_wsgi(app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
@@ -172,8 +171,7 @@ def claude_run(db) -> None:
         anthropic_base_url=claude.url,
     )
     pipeline = make_pipeline(settings)
-    pipeline.engine.loaded()
-    pipeline.engine.embed_query("warm up")
+    pipeline.engine.warm()
     bot = build_bot(settings, pipeline, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
     server = waitress.create_server(make_wsgi(bot.app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()

@@ -1,6 +1,6 @@
 """Questions with a typo, offline: each answerable question of the dev sets with two neighbouring
 letters swapped inside its longest lowercase word (of 6 letters or more), asked with and without
-decide.correct_typos. Writes RESULTS.md section typos.
+words.correct_typos. Writes RESULTS.md section typos.
 
     python bench/typos.py
 """
@@ -18,15 +18,15 @@ from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
 from bot.wiring import make_pipeline
 from router.answer import ABSTAIN
-from router.decide import TYPO_NOTE
 from router.pipeline import Pipeline
+from router.words import TYPO_NOTE
 
 
 class NoCorrection(Pipeline):
     """The pipeline as it was before typos were corrected."""
 
-    def correct_typos(self, ans, searcher, english) -> str:
-        return ans.condensed
+    def correct_typos(self, question, searcher):
+        return question, {}
 
 
 def with_typo(question: str, kind: str = "swap") -> str | None:
@@ -43,7 +43,7 @@ def with_typo(question: str, kind: str = "swap") -> str | None:
 
 
 def offtopic(set_dir, extra) -> list[dict]:
-    """The set's off-topic questions (the examples': its own and bench/offtopic.jsonl)."""
+    """The set's off-topic questions (the examples': its own and examples/offtopic.jsonl)."""
     _, off = split_offtopic(load_items(set_dir / "questions.jsonl"))
     return off + load_items(extra or set_dir / "offtopic.jsonl")
 
@@ -98,15 +98,16 @@ def main() -> None:
 openshift-4.15 100 sampled with seed 0, examples 30) that has a lowercase word of 6 letters or
 more, with a typo in its longest such word (swap: its 2nd and 3rd letters swapped, "schedule" →
 "scehdule"; drop: its 4th letter dropped, "schdule"), asked before and after
-`decide.correct_typos`: a lowercase word in neither the docs nor everyday English is read as the
-docs' word one edit inside it away, or as the everyday word one swap away. Before, a typo read as
-a name the docs never mention, and the question was refused. "corrected": how many answers say
+`words.correct_typos`: a lowercase word the docs don't know is read, by the noisy channel, as the
+likeliest word of the docs or of English (symspellpy) within one edit (two from 8 letters), its
+first letter kept. Before, a typo read as a name the docs never mention, and the question was
+refused. "corrected": how many answers say
 "read … as …". The off-topic questions' decisions as written are unchanged by it (section
 answers-eval): their names are capitalised, and a capitalised word is never corrected. Typed in
 lowercase, a name can be one edit from a word of the docs ("linkerd" is read as "linked"), which
 is what the lowercased off-topic rows measure ("abstain" there is the right response); without
 the capital, a name that is an everyday word ("swarm", "flux") is told only by being uncommon
-English that the docs never use (decide.COMMON_ENGLISH). A typo in a
+English that the docs never use (its specificity, router/decide.py). A typo in a
 path or code word (".dcokercfg", "spec.ipnuts") is left as it is, so those questions still
 abstain.
 

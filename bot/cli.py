@@ -450,8 +450,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
     pipeline = make_pipeline(settings, db)
-    pipeline.engine.loaded()  # load the index and the model now, not on the first question
-    pipeline.engine.embed_query("warm up")
+    pipeline.engine.warm()  # the index, the model and the docs' words now, not on a question
     if settings.database_url:
         start_follower(settings, db, pipeline.engine)
     try:
@@ -478,6 +477,39 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
         print("fieldguide: connected to Slack over Socket Mode", file=sys.stderr)
         SocketModeHandler(app, settings.slack_app_token).start()
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace, settings: Settings) -> int:
+    """Fit the answer decision on eval sets and write it (router/decide.py, decision.json)."""
+    from pathlib import Path
+
+    from bot.evaluation import calibrate
+    from router.engine import Engine
+
+    sets = [Path(d) for d in args.set_dirs]
+    for set_dir in sets:
+        if not (set_dir / "questions.jsonl").is_file() or not (set_dir / "docs").is_dir():
+            print(f"fieldguide: {set_dir} needs docs/ and questions.jsonl", file=sys.stderr)
+            return 2
+    if len(sets) < 2:
+        print(
+            "fieldguide: calibrate needs two eval sets or more (one is left out)", file=sys.stderr
+        )
+        return 2
+    embedder = embedder_for(settings)
+    data = {}
+    for set_dir in sets:
+        name = set_dir.resolve().name
+        db = str(Path(args.work) / f"{name}-{embedder.name.replace(':', '-')}.db")
+        index_with_progress(db, set_dir / "docs", embedder, settings)
+        print(f"Reading {name} ...", file=sys.stderr)
+        engine = Engine(db, embedder)
+        items = calibrate.load_set(set_dir)
+        data[name] = calibrate.corpus_examples(name, items, engine, args.seed, args.headings)
+    print(calibrate.report(data))
+    body = calibrate.write_models(data, embedder.name, Path(args.write))
+    print(f"wrote {args.write} ({sum(body['examples'].values())} examples)", file=sys.stderr)
     return 0
 
 
@@ -605,6 +637,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("action", choices=["upgrade"], help="upgrade: apply pending migrations")
 
+    sp = add(
+        "calibrate",
+        "Fit the answer decision on eval sets (leave-one-set-out figures) and write it.",
+        cmd_calibrate,
+        db=False,
+    )
+    sp.add_argument("set_dirs", nargs="+", metavar="SET_DIR", help="eval sets (shared/eval format)")
+    sp.add_argument(
+        "--write",
+        default=str(Path(__file__).resolve().parents[1] / "router" / "decision.json"),
+        help="the decision file to write (default: the package's router/decision.json)",
+    )
+    sp.add_argument("--seed", type=int, default=0, help="seed of the headings sampled (default 0)")
+    sp.add_argument(
+        "--headings", type=int, default=150, help="headings read as questions per set (default 150)"
+    )
+    sp.add_argument(
+        "--work", default=".fieldguide/eval", help="folder of the sets' indexes (as for eval)"
+    )
     sp = add(
         "eval",
         "Index an eval set (incrementally) and score retrieval and routing on its questions.",

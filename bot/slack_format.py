@@ -13,7 +13,7 @@ import re
 from urllib.parse import urlsplit
 
 from router.answer import Answer, Source
-from router.decide import TYPO_NOTE
+from router.words import TYPO_NOTE
 
 MARKDOWN_LIMIT = 12_000  # characters of markdown blocks in one message
 TEXT_LIMIT = 3_000  # of a message's fallback `text`, and of each plain-text piece

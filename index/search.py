@@ -337,10 +337,14 @@ class Searcher:
         k: int = 10,
         mode: str = "hybrid",
         bm25_weight: float = 0.4,
+        exclude: np.ndarray | None = None,
     ) -> list[Hit]:
-        """Top-k chunks of the given intents (None = all). Without a query vector (the embedding
-        service is down) the search falls back to BM25 alone."""
+        """Top-k chunks of the given intents (None = all), less the rows in `exclude` (calibration
+        hides a question's gold sections). Without a query vector (the embedding service is down)
+        the search falls back to BM25 alone."""
         rows = self.rows_for(intents)
+        if exclude is not None and exclude.size:
+            rows = np.setdiff1d(rows, exclude, assume_unique=True)
         if rows.size == 0:
             return []
         if query_vec is None or self.vectors is None:

@@ -14,6 +14,7 @@ from index.rerank import VoyageReranker
 from index.search import Searcher
 from index.store import chunk_headings, generation, load_intents, load_related, open_db
 
+from . import words
 from .classify import ClaudeClassifier, OfflineClassifier
 from .claude import MessagesClient
 from .describe import intent_headings
@@ -69,6 +70,8 @@ class Engine:
 
     def _load(self) -> Loaded:
         gen, searcher = open_searcher(self.db_path, self.embedder.name)
+        if self._loaded is not None:  # a new generation: its words are built beside the answers
+            threading.Thread(target=words.prepare, args=(searcher,), daemon=True).start()
         intents = load_intents(self.db)
         examples = {}
         texts = [(i["name"], q) for i in intents for q in i["examples"]]
@@ -98,6 +101,12 @@ class Engine:
             self.reranker,
         )
         return Loaded(gen, searcher, router, intents)
+
+    def warm(self) -> None:
+        """Load the index, the model and what the decision reads of the docs' words now, not on
+        the first question (`serve` starts with it)."""
+        words.prepare(self.loaded().searcher)
+        self.embed_query("warm up")
 
     def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:
         """(vector, note): None and a note when the embedding service is down, so search runs on

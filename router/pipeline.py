@@ -20,7 +20,7 @@ import numpy as np
 from index.search import BM25, Hit, Searcher
 from prompts import prompt_hash
 
-from . import citations, compose, condense, decide, offline
+from . import citations, compose, condense, decide, language, offline, words
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
@@ -96,39 +96,28 @@ class Pipeline:
         clock = Laps(ans)
 
         loaded = self.engine.loaded()  # one index generation for the whole answer
-        # everyday English from the local model's vocabulary (none: the checks reading it are off)
-        model_dir = getattr(self.engine.embedder, "model_dir", None)
-        english = decide.english_words(model_dir)
-        ans.condensed = self.condense(ans.question, history, claude, ans, loaded.searcher, english)
-        ans.condensed = self.correct_typos(ans, loaded.searcher, english)
+        searcher = loaded.searcher
+        question = self.condense(ans.question, history, claude, ans, searcher)
+        ans.condensed, typos = self.correct_typos(question, searcher)
+        ans.notes += [words.typo_note(typos)] if typos else []
         clock.lap("condense")
         query_vec, note = self.engine.embed_query(ans.condensed)
         ans.notes += [note] if note else []
         clock.lap("embed")
         hits = self.route(ans, query_vec, claude, loaded)
         clock.lap("route_retrieve")
-        bm25 = loaded.searcher.bm25
-        strength = decide.evidence(
-            ans.condensed,
-            query_vec,
-            hits,
-            bm25,
-            ans,
-            searcher=loaded.searcher,
-            claude=claude.available,
-            english=english,
-            common=decide.english_words(model_dir, decide.COMMON_ENGLISH),
-        )
-        if strength == ABSTAIN:  # nothing near: naming "closest" sections would be noise
+        offline_verdict, gate = self.assess(ans.condensed, query_vec, hits, searcher, claude)
+        ans.evidence = gate.evidence()
+        if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return self.abstain(ans, [])
-        ans.passages = self.extract(ans, query_vec, hits, bm25, claude)
+        ans.passages = self.extract(ans, query_vec, hits, searcher.bm25, claude)
         clock.lap("extract")
-        # Claude was to check the passages but failed: the offline evidence decides alone
-        strength = decide.after_fallback(
-            strength, ans, self.client is not None and bool(claude.failed)
-        )
-        if strength == ABSTAIN:
-            return self.abstain(ans, [])
+        # Claude was to check the passages but failed: the offline decision holds alone
+        if claude.failed and gate is not offline_verdict:
+            gate = offline_verdict
+            ans.evidence = gate.evidence()
+            if gate.decision == ABSTAIN:
+                return self.abstain(ans, [])
         if not ans.passages:
             return self.abstain(ans, hits)
         by_chunk = citations.number_sources(
@@ -137,7 +126,7 @@ class Pipeline:
         ans.sources = list(by_chunk.values())
         written = self.write(ans, by_chunk, claude, on_text)
         clock.lap("answer")
-        self.conclude(ans, strength, written, hits)
+        self.conclude(ans, gate.decision, written, hits)
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -159,12 +148,36 @@ class Pipeline:
         ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
         return ans
 
-    def correct_typos(self, ans: Answer, searcher: Searcher, english: frozenset[str]) -> str:
-        """The question with its typos read as the docs' words (decide.correct_typos), in a note."""
-        text, typos = decide.correct_typos(ans.condensed, searcher, english)
-        if typos:
-            ans.notes.append(decide.typo_note(typos))
-        return text
+    def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
+        """The question with its typos read as the words they stand for (words.correct_typos)."""
+        return words.correct_typos(question, searcher)
+
+    def assess(
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        hits: list[Hit],
+        searcher: Searcher,
+        claude: Claude,
+    ) -> tuple[decide.Decision, decide.Decision]:
+        """(the offline decision, the gate before extraction): the same calibrated p read in the
+        offline bands, and with Claude in its own band (Claude's extraction and answer decide the
+        rest). Offline, a question not answered may be in another language than the docs."""
+        if not hits:
+            nothing = decide.Signals(None, None, 0, 0, 0, 0, [], [], [])
+            verdict = decide.Decision(ABSTAIN, 0.0, nothing, "", "sim")
+            return verdict, verdict
+        used, model = decide.model_for(self.engine.embedder.name, query_vec is not None)
+        signals = decide.signals(question, query_vec, hits, searcher)
+        offline_verdict = decide.decide(signals, model, used)
+        if claude.available:
+            return offline_verdict, decide.decide(signals, model, used, claude=True)
+        if offline_verdict.decision != ANSWER:
+            lang = language.foreign_language(question, searcher)
+            if lang:
+                offline_verdict.decision, offline_verdict.why = ABSTAIN, "language"
+                offline_verdict.language = (lang, language.docs_language(searcher))
+        return offline_verdict, offline_verdict
 
     def condense(
         self,
@@ -173,18 +186,17 @@ class Pipeline:
         claude: Claude,
         ans: Answer,
         searcher: Searcher,
-        english: frozenset[str],
     ) -> str:
         question = condense.plain(question)  # without "Hi team," and "Thanks!"
         # with Claude, a question in another language than the docs is rewritten into theirs
-        foreign = claude.available and decide.foreign_language(question, searcher, english)
+        foreign = claude.available and language.foreign_language(question, searcher)
         if not condense.prior(history) and not foreign:
             return question
-        language = decide.docs_language_name(searcher)
+        docs_language = language.docs_language_name(searcher)
 
         def ask(client) -> str:
             text, usage = condense.with_claude(
-                client, self.models["condense"], question, history, language
+                client, self.models["condense"], question, history, docs_language
             )
             add_usage(ans.usage, "condense", usage)
             return text
@@ -290,7 +302,7 @@ class Pipeline:
     def abstain(self, ans: Answer, hits: list[Hit]) -> None:
         """ "Not in the docs", saying why when the evidence knows (a name the docs never mention,
         another language), else naming the `hits` that came closest."""
-        text = decide.abstain_message(ans) or abstain_text(hits)
+        text = decide.abstain_message(ans.evidence) or abstain_text(hits)
         ans.decision, ans.sources, ans.text = ABSTAIN, [], text
 
     def fell_back(self, ans: Answer, step: str, why: str) -> None:

@@ -1,0 +1,213 @@
+"""Words as the decision reads them: how rare a word is in English (wordfreq), its Snowball stem
+(PyStemmer), whether the docs know it in any form, and what a typo stands for (symspellpy over the
+docs' vocabulary and its shipped English dictionary)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import cache, cached_property, lru_cache
+from importlib import resources
+
+from index.search import BM25, STOPWORDS, Searcher, tokenize
+
+# A word longer than this is no word a spelling, stem or name check can help with (the longest
+# English words and identifiers in the eval docs are under 40 letters): it is read as unknown, at a
+# bounded cost whatever its length.
+MAX_WORD = 40
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
+LETTERS = re.compile(r"[^\W\d_]+")
+VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")  # 4, 3.5, 4.15: joins a name (Opus 4), starts none
+
+
+# one build of each at a time: the engine's warm-up and a first question wait for the same one
+_docs_lock, _english_lock, _spell_lock = threading.Lock(), threading.Lock(), threading.Lock()
+
+
+@lru_cache(maxsize=65536)
+def zipf(word: str) -> float:
+    from wordfreq import zipf_frequency
+
+    return float(zipf_frequency(word[:MAX_WORD], "en"))
+
+
+@cache
+def _stemmer():
+    import Stemmer  # PyStemmer: Snowball's English stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def snowball(word: str) -> str:
+    return str(_stemmer().stemWord(word))
+
+
+def _english_speller():
+    with _english_lock:
+        return _built_english_speller()
+
+
+@cache
+def _built_english_speller():
+    """symspellpy with its shipped English frequency dictionary (82,765 words), built once; one
+    edit deep, since by the noisy channel a word two edits away would have to be a million times
+    more frequent than the word typed."""
+    from symspellpy import SymSpell
+
+    spell = SymSpell(max_dictionary_edit_distance=1, prefix_length=7)
+    path = resources.files("symspellpy") / "frequency_dictionary_en_82_765.txt"
+    spell.load_dictionary(str(path), term_index=0, count_index=1)
+    return spell
+
+
+class DocsWords:
+    """What the docs' vocabulary knows, built once per index generation (`docs_words`)."""
+
+    def __init__(self, bm25: BM25):
+        words = [w for w in bm25.vocab.words() if len(w) <= MAX_WORD]
+        self.bm25 = bm25
+        self.words = words
+        self.stems = set(_stemmer().stemWords([w for w in words if w.isalpha()]))
+        # identifiers and compounds, searched for a word inside them ("kubepodcrashlooping")
+        self.long = "\n".join(w for w in words if len(w) >= 8)
+
+    @cached_property
+    def spell(self):
+        """symspellpy over the docs' words, counted by the chunks holding them: built on the
+        first word the docs don't know as it is (most questions have none)."""
+        from symspellpy import SymSpell
+
+        with _spell_lock:
+            spell = SymSpell(max_dictionary_edit_distance=2, prefix_length=7)
+            for w in self.words:
+                if w.isalpha() and len(w) >= 2:
+                    spell.create_dictionary_entry(w, self.df(w))
+            return spell
+
+    def df(self, term: str) -> int:
+        v = self.bm25.vocab.get(term)
+        return 0 if v is None else int(self.bm25.offsets[v + 1] - self.bm25.offsets[v])
+
+    def knows(self, word: str) -> bool:
+        """The word in any form: an index term, a Snowball stem of one, inside an identifier of
+        the docs, or written apart ("buckethost": "bucket host")."""
+        w = word.lower()
+        if len(w) > MAX_WORD:
+            return False
+        terms = tokenize(w)
+        if terms and all(self.bm25.vocab.get(t) is not None for t in terms):
+            return True
+        if not w.isalpha():
+            return False
+        root = snowball(w)
+        if root in self.stems or (len(root) >= 6 and root in self.long):
+            return True
+        return self.apart(w) is not None
+
+    def apart(self, word: str) -> str | None:
+        """How the docs write `word` as two or more of their words, if they do."""
+        if len(word) < 4 or len(word) > MAX_WORD:
+            return None
+        parts = self.spell.word_segmentation(word, max_edit_distance=0).corrected_string.split()
+        if len(parts) > 1 and all(len(p) >= 2 and self.df(p) for p in parts):
+            return " ".join(parts)
+        return None
+
+    def correction(self, word: str) -> str | None:
+        """The word a typo stands for, by the noisy channel: among the docs' words and symspellpy's
+        English ones within one edit (two from 8 letters), first letter kept (a wrong first letter
+        is the rarest misspelling), the likeliest, p(c) * EDIT**d, when it beats p(word) itself.
+        p is a word's share of the docs' chunks or of English text (wordfreq), whichever is higher:
+        "webhok" (never seen) is "webhook", "teh" (3.0 on the zipf scale) is "the" (7.7), while
+        "xmas" or "things" stay."""
+        from symspellpy import Verbosity
+
+        if len(word) > MAX_WORD:
+            return None
+        reach = 1 if len(word) < 8 else 2
+        found = self.spell.lookup(word, Verbosity.CLOSEST, max_edit_distance=reach)
+        found += _english_speller().lookup(word, Verbosity.CLOSEST, max_edit_distance=1)
+        scored = [
+            (self.p(s.term) * EDIT**s.distance, s.term)
+            for s in found
+            if s.term[0] == word[0] and s.term != word and s.term.isalpha()
+        ]
+        best = max(scored, default=(0.0, ""))
+        return best[1] if best[0] > self.p(word) else None
+
+    def p(self, word: str) -> float:
+        return max(10 ** (zipf(word) - 9) if zipf(word) else 0.0, self.df(word) / self.bm25.size)
+
+
+# the noisy channel's chance of one given edit in a typed word (Kernighan, Church & Gale 1990 put
+# single-edit typo probabilities around 1e-3 to 1e-4): a correction must be that much likelier
+EDIT = 1e-3
+
+
+@lru_cache(maxsize=4)
+def _docs_words(searcher: Searcher) -> DocsWords:
+    return DocsWords(searcher.bm25)
+
+
+def docs_words(searcher: Searcher) -> DocsWords:
+    with _docs_lock:
+        return _docs_words(searcher)
+
+
+def prepare(searcher: Searcher) -> None:
+    """Build what the decision reads of words ahead of the first questions that need it."""
+    docs_words(searcher).spell  # noqa: B018
+    _english_speller()
+
+
+# a lowercase word, or the question's first word capitalised ("Recieve webhooks?")
+LOWER_WORD = re.compile(r"(?<![\w./])(?:^[A-Z])?[a-z]+(?![\w/]|\.\w)")
+TYPO_NOTE = "read "  # how a typo note starts: the Slack context line shows those notes
+
+
+def correct_typos(question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
+    """The question with its typos read as the words they stand for, and what was read as what.
+    A word the docs or English know is no typo; nor is a capitalised or code-like name."""
+    words = docs_words(searcher)
+    names = {w.lower() for p in specific_phrases(question) for w in p.split()}
+    fixed: dict[str, str] = {}
+
+    def fix(m: re.Match) -> str:
+        w = m.group()
+        low = w.lower()
+        if len(low) < 3 or low in names or low in STOPWORDS or words.knows(low):
+            return w
+        right = words.apart(low) or words.correction(low)
+        if not right:
+            return w
+        fixed[w] = right.capitalize() if w[0].isupper() else right
+        return fixed[w]
+
+    return LOWER_WORD.sub(fix, question), fixed
+
+
+def typo_note(typos: dict[str, str]) -> str:
+    return TYPO_NOTE + ", ".join(f'"{typo}" as "{word}"' for typo, word in typos.items())
+
+
+def specific_phrases(question: str) -> list[str]:
+    """The question's names as runs of words: a word with a capital after its first letter (OAuth,
+    GPT-4), a capitalised word that does not start the question, a code-like word (budget_tokens,
+    v1/messages), and a version right after one of those ("Opus 4")."""
+    runs: list[list[str]] = []
+    prev_end = -1
+    for i, m in enumerate(WORD.finditer(question)):
+        w = m.group().rstrip(".-/")
+        version = bool(VERSION.fullmatch(w))
+        code = not version and bool(re.search(r"_|[a-z][A-Z]|[A-Za-z][./][A-Za-z]|[A-Za-z]-?\d", w))
+        cap = any(c.isupper() for c in w[1:]) or (w[:1].isupper() and i > 0 and w != "I")
+        joins = bool(runs) and prev_end >= 0 and question[prev_end : m.start()] == " "
+        if not (code or cap or (version and joins)) or not tokenize(w) or len(w) > MAX_WORD:
+            prev_end = -1
+            continue
+        if joins:
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+        prev_end = m.end()
+    return [" ".join(r) for r in runs]
