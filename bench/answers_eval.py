@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import numpy as np
-from _util import ROOT, SHARED, table, write_section
+from harness import ROOT, SHARED, table, write_section
 
 from router.decide import (
     FULL_COVERAGE,
