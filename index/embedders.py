@@ -1,37 +1,29 @@
-"""Text embedders behind one small interface: a `name` (recorded in the index), `embed_documents`
-and `embed_query`, both returning L2-normalised float32 rows."""
+"""Text embedders behind one small interface (index/embedding.py: a `name` recorded in the index,
+`embed_documents` and `embed_query`, both returning L2-normalised float32 rows): Voyage, the torch
+reference, and `make_embedder`, which picks Voyage or the local ONNX model (onnx_model.py)."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 import numpy as np
 
-Progress = Callable[[int], None]  # called with the number of texts just embedded
+from .embedding import Embedder, EmbeddingError, Progress, normalise
+from .onnx_model import DEFAULT_DIR, OnnxEmbedder
 
-
-class EmbeddingError(Exception):
-    """The embedding service failed after its retries; the message is fit to show a user."""
-
-
-class Embedder(Protocol):
-    name: str
-
-    def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray: ...
-
-    def embed_query(self, text: str) -> np.ndarray: ...
-
-
-def _normalise(rows) -> np.ndarray:
-    m = np.asarray(rows, dtype=np.float32)
-    if m.ndim == 1:
-        m = m[None, :]
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.where(norms == 0, 1, norms)
+# the interface is re-exported: callers import it from here with the embedders
+__all__ = [
+    "Embedder",
+    "EmbeddingError",
+    "OnnxEmbedder",
+    "Progress",
+    "TorchEmbedder",
+    "VoyageEmbedder",
+    "make_embedder",
+]
 
 
 class TorchEmbedder:
@@ -80,10 +72,10 @@ class TorchEmbedder:
             )
             if progress:
                 progress(len(idx))
-        return _normalise(out)
+        return normalise(out)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._load().encode([text], convert_to_numpy=True))[0]
+        return normalise(self._load().encode([text], convert_to_numpy=True))[0]
 
 
 class VoyageEmbedder:
@@ -163,10 +155,10 @@ class VoyageEmbedder:
                 rows[i] = vec
             if progress:
                 progress(len(batch))
-        return _normalise(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+        return normalise(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._call([text], "query"))[0]
+        return normalise(self._call([text], "query"))[0]
 
 
 def make_embedder(
@@ -179,6 +171,4 @@ def make_embedder(
     """Voyage when a key is set, else the local model (all-MiniLM-L6-v2, int8 ONNX)."""
     if voyage_api_key:
         return VoyageEmbedder(voyage_api_key, voyage_model, voyage_base_url or None, timeout)
-    from .onnx_model import DEFAULT_DIR, OnnxEmbedder
-
     return OnnxEmbedder(model_dir or DEFAULT_DIR)
