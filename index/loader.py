@@ -6,8 +6,10 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
+from frontmatter.default_handlers import YAMLHandler
 
 MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
@@ -121,13 +123,34 @@ def decode(data: bytes) -> str:
         raise DocError(f"not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
+class _FrontMatter(YAMLHandler):
+    """python-frontmatter's YAML handler with our limits: its boundary is a line of exactly
+    `---` (a YAML document may also end with `...`), and the YAML is loaded by `load_yaml` (the
+    safe loader with the limits below), never by the library's default loader."""
+
+    FM_BOUNDARY = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M)
+
+    def detect(self, text: str) -> bool:
+        return text.startswith("---") and super().detect(text)
+
+    def load(self, fm: str, **kwargs: object) -> Any:
+        return load_yaml(fm, "front matter")
+
+
+FRONT_MATTER = _FrontMatter()
+
+
 def _front_matter(text: str) -> tuple[str, int]:
-    """(the YAML of a leading front matter block, offset just past its closing line), or ("", 0)."""
-    m = re.match(r"---[ \t]*\r?\n", text)
-    if not m:
+    """(the YAML of a leading front matter block, offset just past its closing line), or ("", 0):
+    split by python-frontmatter, keeping the offset (its `parse` strips the text, and chunks
+    point into the file)."""
+    if not FRONT_MATTER.detect(text):
         return ("", 0)
-    close = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M).search(text, m.end())
-    return (text[m.end() : close.start()], close.end()) if close else ("", 0)
+    try:
+        fm, body = FRONT_MATTER.split(text)
+    except ValueError:  # no closing line: not front matter
+        return ("", 0)
+    return fm, len(text) - len(body)
 
 
 class LimitedLoader(yaml.SafeLoader):
@@ -250,7 +273,7 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     if end:
         if len(fm_yaml) > MAX_FRONT_MATTER:
             raise DocError(f"front matter is {len(fm_yaml):,} characters (at most 262,144)")
-        loaded = load_yaml(fm_yaml, "front matter") or {}
+        loaded = FRONT_MATTER.load(fm_yaml) or {}
         if not isinstance(loaded, dict):
             raise DocError("front matter is not a mapping of keys to values")
         meta = loaded
