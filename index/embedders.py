@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from .embedding import Embedder, EmbeddingError, Progress, normalise
 from .onnx_model import DEFAULT_DIR, OnnxEmbedder
+from .retries import retryable, voyage_retrying
 
 # the interface is re-exported: callers import it from here with the embedders
 __all__ = [
@@ -80,7 +80,7 @@ class TorchEmbedder:
 
 class VoyageEmbedder:
     """Voyage embeddings (`input_type` document/query), batched within the API's per-request limits,
-    retrying rate limits and outages with backoff."""
+    retrying rate limits and outages (retries.py: backoff with jitter, or Retry-After)."""
 
     def __init__(
         self,
@@ -100,8 +100,8 @@ class VoyageEmbedder:
         self.model = model
         self.name = f"voyage:{model}"
         self.max_retries = max_retries
-        # voyageai uses base_url only when a key is given, and its own retries only for some errors:
-        # we retry here so 429s and 5xx are handled the same way everywhere.
+        # voyageai uses base_url only when a key is given, and its own retries neither cover 5xx
+        # nor read Retry-After: we retry here (retries.py) so every Voyage call is handled alike.
         self.client = voyageai.Client(
             api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0
         )
@@ -109,27 +109,22 @@ class VoyageEmbedder:
     def _call(self, texts: list[str], input_type: str) -> Sequence[Sequence[float]]:
         import voyageai.error as verr
 
-        retryable = (
-            verr.RateLimitError,
-            verr.ServiceUnavailableError,
-            verr.ServerError,
-            verr.Timeout,
-            verr.APIConnectionError,
-        )
-        for attempt in range(self.max_retries + 1):
-            try:
-                return self.client.embed(
-                    texts, model=self.model, input_type=input_type, truncation=True
-                ).embeddings
-            except retryable as e:
-                if attempt == self.max_retries:
-                    raise EmbeddingError(
-                        f"Voyage embeddings failed after {attempt + 1} tries: {type(e).__name__}"
-                    ) from e
-                time.sleep(min(0.5 * 2**attempt, 8.0))
-            except verr.VoyageError as e:
-                raise EmbeddingError(f"Voyage embeddings failed: {type(e).__name__}: {e}") from e
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        retrying = voyage_retrying(self.max_retries)
+        try:
+            return retrying(
+                lambda: (
+                    self.client.embed(
+                        texts, model=self.model, input_type=input_type, truncation=True
+                    ).embeddings
+                )
+            )
+        except verr.VoyageError as e:
+            if isinstance(e, retryable()):
+                tries = retrying.statistics.get("attempt_number", 1)
+                raise EmbeddingError(
+                    f"Voyage embeddings failed after {tries} tries: {type(e).__name__}"
+                ) from e
+            raise EmbeddingError(f"Voyage embeddings failed: {type(e).__name__}: {e}") from e
 
     def batches(self, texts: list[str]) -> list[list[int]]:
         out: list[list[int]] = []
