@@ -18,20 +18,15 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from markdown_it import MarkdownIt
-
 from .loader import Doc
+from .markdown import BLOCKS, MARKUP_LINE, section_heading
 
-SPLIT_LEVELS = 4  # H1-H4 start a chunk; H5/H6 stay inside their section
 OVERLAP_CHARS = 300
 SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=\S)")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 NEWLINE = re.compile(r"\r\n?|\n")  # markdown-it's line breaks (it normalises \r\n and \r)
 LINE = re.compile(r"[^\r\n]*")
 
-# block structure only: inline markup (emphasis, links) is not needed to cut a doc into blocks
-_MARKDOWN = MarkdownIt("commonmark").enable("table")
-_MARKDOWN.disable(["inline", "text_join"])
 _KINDS = {
     "fence": "code",
     "table_open": "table",
@@ -105,21 +100,6 @@ def _trim(text: str, start: int, end: int) -> int:
     return end
 
 
-def _heading(tokens, i: int, after_blank: bool) -> tuple[int, str] | None:
-    """(level, title) when tokens[i] opens an H1-H4 heading that starts a section. A setext
-    underline counts only under a single line that follows a blank line (or starts the doc), is
-    not itself markup and does not end like a sentence: "[NOTE]" over "----", the text between
-    AsciiDoc's "----" delimiters and a sentence over one are a converter's leftovers."""
-    level, title = int(tokens[i].tag[1]), tokens[i + 1].content.strip()
-    if level > SPLIT_LEVELS or not title:
-        return None
-    if tokens[i].markup in ("=", "-") and (
-        not after_blank or "\n" in title or title[-1] in ".:;" or MARKUP_LINE.match(title)
-    ):
-        return None
-    return level, title
-
-
 class _Reader:
     """The blocks of the current section, read from markdown-it's tokens in order."""
 
@@ -159,7 +139,7 @@ class _Reader:
 def _sections(doc: Doc):
     """Yield (heading_path, blocks) for each H1-H4 section. A list is cut around the code blocks
     and tables nested in it, so they are quoted and packed as code and tables."""
-    tokens = _MARKDOWN.parse(doc.text[doc.body_start :])
+    tokens = BLOCKS.parse(doc.text[doc.body_start :])
     reader = _Reader(doc.text, doc.body_start)
     path: list[tuple[int, str]] = []
     prev_end_line = 0
@@ -174,7 +154,7 @@ def _sections(doc: Doc):
         reader.close_list()
         after_blank = first == 0 or first > prev_end_line
         prev_end_line = last
-        heading = _heading(tokens, i, after_blank) if token.type == "heading_open" else None
+        heading = section_heading(tokens, i, after_blank)
         kind = "heading" if heading else _KINDS.get(token.type, "para")
         if heading:
             yield [t for _, t in path], reader.blocks
@@ -248,28 +228,6 @@ def split_blocks(text: str) -> list[str]:
     ]
 
 
-# A line that is markup, not text: it ends the paragraph or list it stands in and is never quoted
-# (what it marks, an admonition's text, is): AsciiDoc block attributes and admonition labels
-# ("[NOTE]", "[source,yaml]"), delimiters and rules ("----", "====", "***", "|==="), GitHub
-# alerts ("> [!NOTE]"), MkDocs and Docusaurus admonitions ("!!! note", ":::tip"), images and
-# badges, an HTML tag or comment, a Hugo / Jinja shortcode ("{{< note >}}"), a reStructuredText
-# directive (".. note::"), a table-of-contents tag, or what an AsciiDoc converter left unprocessed
-# (a preprocessor directive "ifdef::openshift[]", an attribute entry ":toc:", an anchor
-# "[[install]]") alone on its line.
-MARKUP_LINE = re.compile(
-    r"""^\s*(?:
-        \[[A-Za-z][^\[\]]{0,60}\]
-        |([-=*_.+~])\1{2,} | (?:[-*_][ \t]*){3,} | \|===
-        |\[![A-Za-z]+\][-+]?
-        |(?:!!!|\?\?\?\+?)[ \t]*[A-Za-z]+.* | :::+.*
-        |(?:\[?!\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])?\]?(?:\([^)]*\))?[ \t]*)+
-        |<!--.*--> | </?[A-Za-z][^>]*>
-        |\{\{[<%].*[%>]\}\} | \{%.*%\} | \.\.[ \t]+[\w-]+::.* | \[\[_?TOC_?\]\]
-        |(?:ifn?def|ifeval|endif|include|toc)::\S*\[.*\]
-        |:!?[\w-]+!?: | :\w+(?:-\w+)+:[ \t].* | \[\[[\w:.-]+\]\]
-    )\s*$""",
-    re.X,
-)
 # an AsciiDoc description-list term ("Type:: array", "Description::") starts a block of its own
 DESCRIPTION_TERM = re.compile(r"^[^\s:][^:]*::(?:\s|$)")
 # the ">" of a blockquote (and of a quote inside it) before a line's text

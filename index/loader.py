@@ -11,10 +11,10 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
+from .markdown import first_heading
+
 MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
-HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # Limits of the front matter and intents.yaml schema (parse_doc, load_intents_yaml)
 INTENT = re.compile(r"[a-z0-9_-]{1,64}")
 URL = re.compile(r"https?://[^\s<>|\"`{}\\^]+", re.I)
@@ -248,22 +248,6 @@ def _url(meta: dict) -> str | None:
             f"front matter 'url' {shown!r} is not an http(s) link (no spaces or <>| allowed)"
         )
     return url
-
-
-def first_heading(markdown: str) -> str | None:
-    in_fence = None
-    for line in markdown.splitlines():
-        fence = FENCE.match(line)
-        if fence:
-            marker = fence.group(1)
-            if in_fence is None:
-                in_fence = marker
-            elif marker[0] == in_fence[0] and len(marker) >= len(in_fence):
-                in_fence = None
-            continue
-        if in_fence is None and (m := HEADING.match(line)) and m.group(2).strip():
-            return m.group(2).strip()
-    return None
 
 
 def parse_doc(rel_path: str, data: bytes) -> Doc:

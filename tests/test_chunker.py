@@ -178,3 +178,9 @@ def test_ids_are_stable_and_local_to_the_edit():
     assert [c.id for c in first] == [c.id for c in again]
     assert [a.id == b.id for a, b in zip(first, edited, strict=True)] == [True, False, True]
     assert len({c.id for c in first}) == len(first)
+
+
+def test_a_setext_title_is_the_doc_title():
+    doc, chunks = chunks_of("Webhooks guide\n==============\n\nIntro.\n", path="guide.md")
+    assert doc.title == "Webhooks guide"
+    assert chunks[0].search_text.startswith("Webhooks guide\n\n")
