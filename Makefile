@@ -51,9 +51,13 @@ test: setup
 test-all: setup
 	$(BIN)/python -m pytest -q
 
+# the product's benchmarks, each writing its section of bench/RESULTS.md: the ones bench/README.md lists
+BENCHES := retrieval startup indexing answers routing calibration answers_eval answer_ceilings typos slack_latency \
+	hostile embedder_speed fleet
+
 bench: setup
 	$(BIN)/python -m pip install -q matplotlib
-	for b in retrieval startup answers routing slack_latency hostile indexing; do $(BIN)/python bench/$$b.py || exit 1; done
+	for b in $(BENCHES); do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .fieldguide *.egg-info

@@ -20,7 +20,7 @@ For each answerable question of claude-docs (all 100) and openshift-4.15 (100 sa
 from __future__ import annotations
 
 import numpy as np
-from _util import ROOT, SHARED, table, write_section
+from harness import ROOT, SHARED, table, write_section
 
 from bot.evaluation.answers import (
     content_words,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from _util import ROOT, SHARED, eval_db, table, write_section
+from harness import ROOT, SHARED, eval_db, table, write_section
 
 from bot.evaluation.retrieval import load_questions
 from bot.settings import Settings

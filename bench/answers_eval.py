@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 
-from _util import ROOT, SHARED, table, write_section
+from harness import ROOT, SHARED, table, write_section
 
 # a worktree under wt/ finds shared/eval two levels up
 EVAL = SHARED if SHARED.is_dir() else ROOT.parents[1] / "shared" / "eval"

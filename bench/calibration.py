@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from _util import ROOT, SHARED, write_section
+from harness import ROOT, SHARED, write_section
 
 # a worktree under wt/ finds shared/eval two levels up
 EVAL = SHARED if SHARED.is_dir() else ROOT.parents[1] / "shared" / "eval"

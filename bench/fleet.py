@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _util import ROOT, WORK, ms, table, write_section
+from harness import ROOT, WORK, ms, table, write_section
 
 sys.path.insert(0, str(ROOT))
 

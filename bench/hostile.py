@@ -20,7 +20,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from _util import ROOT, WORK, table, write_section
+from harness import ROOT, WORK, table, write_section
 
 REV = sys.argv[1] if len(sys.argv) > 1 else "57f47da^1"
 DOCS, SECTIONS = 100, 32  # 3,200 chunks (the figure: 1.4 GB at 3,200 chunks)

@@ -10,7 +10,7 @@ import argparse
 import shutil
 import time
 
-from _util import SHARED, WORK, table, write_section
+from harness import SHARED, WORK, table, write_section
 
 from index.embedders import make_embedder
 from index.indexer import index_folder

@@ -16,7 +16,7 @@ import json
 import time
 
 import numpy as np
-from _util import SHARED, WORK, eval_db, ms, table, write_section
+from harness import SHARED, WORK, eval_db, ms, table, write_section
 
 from bot.evaluation.retrieval import load_questions
 from index.embedders import make_embedder

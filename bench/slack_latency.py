@@ -19,7 +19,7 @@ import threading
 import time
 
 import waitress
-from _util import ROOT, table, write_section
+from harness import ROOT, table, write_section
 from slack_sdk import WebClient
 
 from bot.settings import Settings

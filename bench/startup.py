@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from _util import ROOT, WORK, eval_db, table, write_section
+from harness import ROOT, WORK, eval_db, table, write_section
 from synthetic import make_synthetic
 
 from index.embedders import make_embedder

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from _select_capture import SETS
-from _util import ROOT, table, write_section
+from answers_eval import EVAL
+from harness import ROOT, table, write_section
 
 from bot.evaluation.answers import load_stopwords, sample, split_offtopic, token_scores
 from bot.evaluation.retrieval import load_items
@@ -20,6 +20,18 @@ from bot.wiring import make_pipeline
 from router.answer import ABSTAIN
 from router.pipeline import Pipeline
 from router.words import TYPO_NOTE
+
+# set folder, index, questions sampled (None: all), off-topic questions file (None: the set's own)
+SETS = {
+    "claude-docs": (EVAL / "claude-docs", ".fieldguide/eval/claude-docs.db", None, None),
+    "openshift-4.15": (EVAL / "openshift-4.15", ".fieldguide/eval/openshift-4.15.db", 100, None),
+    "examples": (
+        ROOT / "examples",
+        ".fieldguide/eval/examples-local-all-MiniLM-L6-v2-int8.db",
+        None,
+        ROOT / "bench" / "offtopic.jsonl",
+    ),
+}
 
 
 class NoCorrection(Pipeline):

@@ -140,7 +140,11 @@ class Settings:
         positive_at_most(600),
     )
     max_retries: int = _setting(
-        "FIELDGUIDE_MAX_RETRIES", 2, "SDK retries on 429/529/timeouts", between(0, 10)
+        "FIELDGUIDE_MAX_RETRIES",
+        2,
+        "retries of a Claude call (the SDK's) or a Voyage rerank (backoff with jitter,"
+        " Retry-After honoured) on 429/5xx/timeouts",
+        between(0, 10),
     )
     deadline: float = _setting(
         "FIELDGUIDE_DEADLINE",

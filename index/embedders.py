@@ -1,37 +1,29 @@
-"""Text embedders behind one small interface: a `name` (recorded in the index), `embed_documents`
-and `embed_query`, both returning L2-normalised float32 rows."""
+"""Text embedders behind one small interface (index/embedding.py: a `name` recorded in the index,
+`embed_documents` and `embed_query`, both returning L2-normalised float32 rows): Voyage, the torch
+reference, and `make_embedder`, which picks Voyage or the local ONNX model (onnx_model.py)."""
 
 from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Sequence
 
 import numpy as np
 
-Progress = Callable[[int], None]  # called with the number of texts just embedded
+from .embedding import Embedder, EmbeddingError, Progress, normalise
+from .onnx_model import DEFAULT_DIR, OnnxEmbedder
+from .retries import retryable, voyage_retrying
 
-
-class EmbeddingError(Exception):
-    """The embedding service failed after its retries; the message is fit to show a user."""
-
-
-class Embedder(Protocol):
-    name: str
-
-    def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray: ...
-
-    def embed_query(self, text: str) -> np.ndarray: ...
-
-
-def _normalise(rows) -> np.ndarray:
-    m = np.asarray(rows, dtype=np.float32)
-    if m.ndim == 1:
-        m = m[None, :]
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.where(norms == 0, 1, norms)
+# the interface is re-exported: callers import it from here with the embedders
+__all__ = [
+    "Embedder",
+    "EmbeddingError",
+    "OnnxEmbedder",
+    "Progress",
+    "TorchEmbedder",
+    "VoyageEmbedder",
+    "make_embedder",
+]
 
 
 class TorchEmbedder:
@@ -80,15 +72,15 @@ class TorchEmbedder:
             )
             if progress:
                 progress(len(idx))
-        return _normalise(out)
+        return normalise(out)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._load().encode([text], convert_to_numpy=True))[0]
+        return normalise(self._load().encode([text], convert_to_numpy=True))[0]
 
 
 class VoyageEmbedder:
     """Voyage embeddings (`input_type` document/query), batched within the API's per-request limits,
-    retrying rate limits and outages with backoff."""
+    retrying rate limits and outages (retries.py: backoff with jitter, or Retry-After)."""
 
     def __init__(
         self,
@@ -108,8 +100,8 @@ class VoyageEmbedder:
         self.model = model
         self.name = f"voyage:{model}"
         self.max_retries = max_retries
-        # voyageai uses base_url only when a key is given, and its own retries only for some errors:
-        # we retry here so 429s and 5xx are handled the same way everywhere.
+        # voyageai uses base_url only when a key is given, and its own retries neither cover 5xx
+        # nor read Retry-After: we retry here (retries.py) so every Voyage call is handled alike.
         self.client = voyageai.Client(
             api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0
         )
@@ -117,27 +109,22 @@ class VoyageEmbedder:
     def _call(self, texts: list[str], input_type: str) -> Sequence[Sequence[float]]:
         import voyageai.error as verr
 
-        retryable = (
-            verr.RateLimitError,
-            verr.ServiceUnavailableError,
-            verr.ServerError,
-            verr.Timeout,
-            verr.APIConnectionError,
-        )
-        for attempt in range(self.max_retries + 1):
-            try:
-                return self.client.embed(
-                    texts, model=self.model, input_type=input_type, truncation=True
-                ).embeddings
-            except retryable as e:
-                if attempt == self.max_retries:
-                    raise EmbeddingError(
-                        f"Voyage embeddings failed after {attempt + 1} tries: {type(e).__name__}"
-                    ) from e
-                time.sleep(min(0.5 * 2**attempt, 8.0))
-            except verr.VoyageError as e:
-                raise EmbeddingError(f"Voyage embeddings failed: {type(e).__name__}: {e}") from e
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        retrying = voyage_retrying(self.max_retries)
+        try:
+            return retrying(
+                lambda: (
+                    self.client.embed(
+                        texts, model=self.model, input_type=input_type, truncation=True
+                    ).embeddings
+                )
+            )
+        except verr.VoyageError as e:
+            if isinstance(e, retryable()):
+                tries = retrying.statistics.get("attempt_number", 1)
+                raise EmbeddingError(
+                    f"Voyage embeddings failed after {tries} tries: {type(e).__name__}"
+                ) from e
+            raise EmbeddingError(f"Voyage embeddings failed: {type(e).__name__}: {e}") from e
 
     def batches(self, texts: list[str]) -> list[list[int]]:
         out: list[list[int]] = []
@@ -163,10 +150,10 @@ class VoyageEmbedder:
                 rows[i] = vec
             if progress:
                 progress(len(batch))
-        return _normalise(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+        return normalise(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._call([text], "query"))[0]
+        return normalise(self._call([text], "query"))[0]
 
 
 def make_embedder(
@@ -179,6 +166,4 @@ def make_embedder(
     """Voyage when a key is set, else the local model (all-MiniLM-L6-v2, int8 ONNX)."""
     if voyage_api_key:
         return VoyageEmbedder(voyage_api_key, voyage_model, voyage_base_url or None, timeout)
-    from .onnx_model import DEFAULT_DIR, OnnxEmbedder
-
     return OnnxEmbedder(model_dir or DEFAULT_DIR)

@@ -6,13 +6,15 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
+from frontmatter.default_handlers import YAMLHandler
+
+from .markdown import first_heading
 
 MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
-HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # Limits of the front matter and intents.yaml schema (parse_doc, load_intents_yaml)
 INTENT = re.compile(r"[a-z0-9_-]{1,64}")
 URL = re.compile(r"https?://[^\s<>|\"`{}\\^]+", re.I)
@@ -121,13 +123,34 @@ def decode(data: bytes) -> str:
         raise DocError(f"not UTF-8 text (invalid byte at offset {e.start})") from None
 
 
+class _FrontMatter(YAMLHandler):
+    """python-frontmatter's YAML handler with our limits: its boundary is a line of exactly
+    `---` (a YAML document may also end with `...`), and the YAML is loaded by `load_yaml` (the
+    safe loader with the limits below), never by the library's default loader."""
+
+    FM_BOUNDARY = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M)
+
+    def detect(self, text: str) -> bool:
+        return text.startswith("---") and super().detect(text)
+
+    def load(self, fm: str, **kwargs: object) -> Any:
+        return load_yaml(fm, "front matter")
+
+
+FRONT_MATTER = _FrontMatter()
+
+
 def _front_matter(text: str) -> tuple[str, int]:
-    """(the YAML of a leading front matter block, offset just past its closing line), or ("", 0)."""
-    m = re.match(r"---[ \t]*\r?\n", text)
-    if not m:
+    """(the YAML of a leading front matter block, offset just past its closing line), or ("", 0):
+    split by python-frontmatter, keeping the offset (its `parse` strips the text, and chunks
+    point into the file)."""
+    if not FRONT_MATTER.detect(text):
         return ("", 0)
-    close = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.M).search(text, m.end())
-    return (text[m.end() : close.start()], close.end()) if close else ("", 0)
+    try:
+        fm, body = FRONT_MATTER.split(text)
+    except ValueError:  # no closing line: not front matter
+        return ("", 0)
+    return fm, len(text) - len(body)
 
 
 class LimitedLoader(yaml.SafeLoader):
@@ -227,22 +250,6 @@ def _url(meta: dict) -> str | None:
     return url
 
 
-def first_heading(markdown: str) -> str | None:
-    in_fence = None
-    for line in markdown.splitlines():
-        fence = FENCE.match(line)
-        if fence:
-            marker = fence.group(1)
-            if in_fence is None:
-                in_fence = marker
-            elif marker[0] == in_fence[0] and len(marker) >= len(in_fence):
-                in_fence = None
-            continue
-        if in_fence is None and (m := HEADING.match(line)) and m.group(2).strip():
-            return m.group(2).strip()
-    return None
-
-
 def parse_doc(rel_path: str, data: bytes) -> Doc:
     text = decode(data)
     fm_yaml, end = _front_matter(text)
@@ -250,7 +257,7 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     if end:
         if len(fm_yaml) > MAX_FRONT_MATTER:
             raise DocError(f"front matter is {len(fm_yaml):,} characters (at most 262,144)")
-        loaded = load_yaml(fm_yaml, "front matter") or {}
+        loaded = FRONT_MATTER.load(fm_yaml) or {}
         if not isinstance(loaded, dict):
             raise DocError("front matter is not a mapping of keys to values")
         meta = loaded

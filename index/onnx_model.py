@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .embedders import EmbeddingError, Progress, _normalise
+from .embedding import EmbeddingError, Progress, normalise
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -208,10 +208,10 @@ class OnnxEmbedder:
             out[idx] = self._run([encodings[i] for i in idx])
             if progress:
                 progress(len(idx))
-        return _normalise(out)
+        return normalise(out)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._run(self._encode([text])))[0]
+        return normalise(self._run(self._encode([text])))[0]
 
 
 if __name__ == "__main__":

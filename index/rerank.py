@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from .retries import voyage_retrying
 from .search import Hit
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,11 @@ class VoyageReranker:
         self.model = model
         self.depth = depth
         self.name = f"voyage:{model}"
-        # the voyageai client retries rate limits, 503s and timeouts itself when max_retries > 0
+        self.max_retries = max_retries
+        # retried here (retries.py: backoff with jitter or Retry-After), not by the client, whose
+        # retries neither cover 5xx nor read Retry-After; waits are short: a question is waiting
         self.client = voyageai.Client(
-            api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=max_retries
+            api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0
         )
 
     def scores(self, question: str, texts: list[str]) -> list[float]:
@@ -43,7 +46,10 @@ class VoyageReranker:
         import voyageai.error as verr
 
         try:
-            result = self.client.rerank(question, texts, model=self.model, truncation=True)
+            retrying = voyage_retrying(self.max_retries, max_backoff=2.0, max_retry_after=2.0)
+            result = retrying(
+                lambda: self.client.rerank(question, texts, model=self.model, truncation=True)
+            )
             out: list[float | None] = [None] * len(texts)
             for r in result.results:
                 out[r.index] = float(r.relevance_score)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from dataclasses import asdict, dataclass, field
 
+from . import labels
+
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 
 
@@ -26,16 +28,12 @@ class Source:
 
     @property
     def section(self) -> str:
-        from .citations import section_path
-
-        return " › ".join(section_path(self.title, self.heading_path)) or self.title
+        return " › ".join(labels.section_path(self.title, self.heading_path)) or self.title
 
     @property
     def label(self) -> str:
         """ "Title › Section", as everything that names this source shows it."""
-        from .citations import label
-
-        return label(self.title, self.heading_path)
+        return labels.label(self.title, self.heading_path)
 
 
 @dataclass

@@ -6,20 +6,17 @@ import re
 from typing import Any
 
 from .answer import Citation, Passage, Source
+from .labels import label, section_path
 
-
-def section_path(title: str, heading_path: list[str]) -> list[str]:
-    """The headings under the doc's title (a first heading that repeats the title is dropped)."""
-    parts = list(heading_path)
-    if parts and parts[0].strip().lower() == title.strip().lower():
-        parts = parts[1:]
-    return parts
-
-
-def label(title: str, heading_path: list[str]) -> str:
-    """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
-    the docs, the title once."""
-    return " › ".join([title, *section_path(title, heading_path)])
+__all__ = [  # label and section_path are re-exported: callers name places through this module
+    "anchor",
+    "check",
+    "label",
+    "link_for",
+    "number_sources",
+    "search_results",
+    "section_path",
+]
 
 
 def anchor(heading: str) -> str:

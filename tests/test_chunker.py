@@ -96,24 +96,70 @@ def test_table_kept_whole():
     assert len(holding) == 1 and "| TW-29 |" in holding[0].text
 
 
-def test_huge_section_splits_at_sentences_with_overlap_and_never_splits_code():
+def test_huge_section_splits_at_sentences_with_overlap_and_code_at_lines():
     para = " ".join(f"Sentence number {i} is here." for i in range(300))
-    code = "```python\n" + "x = 1  # keep\n" * 200 + "```"
+    code = "```python\n" + "".join(f"x = {i}  # keep\n" for i in range(200)) + "```"
     doc, chunks = chunks_of(f"# Big\n\n{para}\n\n{code}\n", max_chars=1000)
     assert len(chunks) > 5
     assert all(c.heading_path == ["Big"] for c in chunks)
-    code_chunks = [c for c in chunks if "```python" in c.text]
-    assert (
-        len(code_chunks) == 1
-        and code_chunks[0].text.endswith("```")
-        and code_chunks[0].text.count("x = 1") == 200
-    )
-    prose = [c for c in chunks if c not in code_chunks]
-    assert all(len(c.text) <= 1000 for c in prose)
+    assert all(len(c.text) <= 1000 and doc.text[c.start : c.end] == c.text for c in chunks)
+    # an oversize code block is cut at lines like any other block: every line kept, whole, and
+    # each piece starts with the previous piece's last line
+    code_chunks = [c for c in chunks if "x = " in c.text]
+    assert len(code_chunks) > 2 and code_chunks[-1].text.endswith("```")
+    lines = [line for c in code_chunks for line in c.text.splitlines() if line.startswith("x = ")]
+    assert sorted(set(lines), key=lambda t: int(t.split()[2])) == [
+        f"x = {i}  # keep" for i in range(200)
+    ]
+    for a, b in zip(code_chunks[1:], code_chunks[2:], strict=False):
+        assert b.text.startswith(a.text.rsplit("\n", 1)[-1])
+    prose = [c for c in chunks if "x = " not in c.text]
     # each piece starts with the previous piece's last sentence
     for a, b in zip(prose, prose[1:], strict=False):
         assert a.text.rsplit(". ", 1)[-1].rstrip(".") in b.text
     assert all(c.text.endswith(".") for c in prose)
+
+
+def test_a_huge_code_block_is_cut_as_it_is_read():
+    # issue 27: a file that is one 1 MB code block was one chunk (and one embedding input)
+    code = "```\n" + "print('a line of code')\n" * 40_000 + "```\n"
+    doc, chunks = chunks_of(f"# Dump\n\n{code}", max_chars=2000)
+    assert len(chunks) > 400 and all(len(c.text) <= 2000 for c in chunks)
+    assert all(doc.text[c.start : c.end] == c.text for c in chunks)
+    assert chunks[-1].end == len(doc.text.rstrip())
+
+
+def test_setext_headings_split_sections():
+    _, chunks = chunks_of(
+        "Webhooks guide\n==============\n\nIntro.\n\nRetries\n-------\n\nFive times.\n\n"
+        "### Backoff\n\nExponential.\n"
+    )
+    assert [c.heading_path for c in chunks] == [
+        ["Webhooks guide"],
+        ["Webhooks guide", "Retries"],
+        ["Webhooks guide", "Retries", "Backoff"],
+    ]
+
+
+def test_asciidoc_delimiters_are_not_setext_headings():
+    # "[NOTE]" over "----" and the text between AsciiDoc's delimiters are a converter's leftovers
+    _, chunks = chunks_of(
+        "# Pods\n\nIntro.\n\n[NOTE]\n----\nA pod is the smallest unit.\n----\n\nMore.\n"
+    )
+    assert [c.heading_path for c in chunks] == [["Pods"]]
+    assert "A pod is the smallest unit." in chunks[0].text
+
+
+def test_nested_lists_and_tables_are_blocks():
+    items = "".join(f"- item {i}\n  - nested {i} with a few more words\n" for i in range(40))
+    table = "| a | b |\n|---|---|\n" + "".join(f"| r{i} | v{i} |\n" for i in range(40))
+    doc, chunks = chunks_of(f"# L\n\n{items}\n{table}", max_chars=700)
+    assert len(chunks) > 3 and all(doc.text[c.start : c.end].strip() == c.text for c in chunks)
+    # cut at lines: every piece starts at an item or a row, never inside one
+    assert all(
+        c.text.lstrip().startswith(("- item", "- nested", "| r", "# L", "| a")) for c in chunks
+    )
+    assert any("- item 39" in c.text for c in chunks) and any("| r39 |" in c.text for c in chunks)
 
 
 def test_windows_line_endings_keep_offsets_into_the_file():
@@ -132,3 +178,9 @@ def test_ids_are_stable_and_local_to_the_edit():
     assert [c.id for c in first] == [c.id for c in again]
     assert [a.id == b.id for a, b in zip(first, edited, strict=True)] == [True, False, True]
     assert len({c.id for c in first}) == len(first)
+
+
+def test_a_setext_title_is_the_doc_title():
+    doc, chunks = chunks_of("Webhooks guide\n==============\n\nIntro.\n", path="guide.md")
+    assert doc.title == "Webhooks guide"
+    assert chunks[0].search_text.startswith("Webhooks guide\n\n")

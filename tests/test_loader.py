@@ -247,3 +247,13 @@ def test_the_shared_eval_sets_and_the_examples_pass_the_schema():
         for path in walk.files:
             parse_doc(path.relative_to(root).as_posix(), path.read_bytes())  # raises if rejected
         load_intents_yaml(root)
+
+
+def test_front_matter_closing_lines_and_body_offset():
+    # python-frontmatter splits it; the body's offset into the file is kept for the chunks
+    for md in ("---\ntitle: A\n...\n# H\n\ntext\n", "---  \ntitle: A\n---\n# H\n\ntext\n"):
+        doc = parse_doc("a.md", md.encode())
+        assert doc.title == "A" and doc.text[doc.body_start :] == "# H\n\ntext\n"
+    # an opening line without a closing one is no front matter: the whole file is the body
+    doc = parse_doc("b.md", b"---\n# H\n\ntext\n")
+    assert doc.body_start == 0 and doc.title == "H"

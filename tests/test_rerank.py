@@ -1,7 +1,7 @@
 import json
 
 from bot.cli import main
-from bot.testing.stubs import voyage_embeddings, voyage_rerank
+from bot.testing.stubs import voyage_embeddings, voyage_rate_limited, voyage_rerank
 from index.rerank import VoyageReranker
 from router.engine import Engine
 
@@ -9,7 +9,7 @@ QUESTION = "How do I rotate an API key?"
 
 
 def reranker(stub, **kw) -> VoyageReranker:
-    return VoyageReranker("test-key", base_url=stub.url + "/v1", max_retries=0, **kw)
+    return VoyageReranker("test-key", base_url=stub.url + "/v1", **{"max_retries": 0, **kw})
 
 
 def test_the_fused_top_chunks_are_reordered_by_voyage(stub, examples_db, local_embedder):
@@ -43,6 +43,17 @@ def test_a_failed_rerank_keeps_the_fused_order_with_a_note(stub, examples_db, lo
     assert not decision.reranked
     assert decision.note == "reranking unavailable (ServerError); results in fused order"
     assert len(stub.calls("/v1/rerank")) == 1
+
+
+def test_a_rate_limited_rerank_is_retried_after_what_voyage_asks(stub, examples_db, local_embedder):
+    answers = iter([voyage_rate_limited(1), None])
+    ok = voyage_rerank()
+    stub.route("/v1/rerank", lambda r: next(answers) or ok(r))
+    engine = Engine(examples_db, local_embedder, reranker=reranker(stub, max_retries=1))
+    decision = engine.route(QUESTION, k=5)
+    assert decision.reranked and not decision.note
+    first, second = stub.calls("/v1/rerank")
+    assert second.at - first.at >= 0.95
 
 
 def test_an_answer_out_of_shape_keeps_the_fused_order(stub, examples_db, local_embedder):

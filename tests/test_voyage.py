@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from bot.testing.stubs import voyage_embeddings
+from bot.testing.stubs import voyage_embeddings, voyage_rate_limited
 from index.embedders import EmbeddingError, TorchEmbedder, VoyageEmbedder, make_embedder
 from index.onnx_model import OnnxEmbedder
+from index.retries import voyage_retrying
 
 
 def test_batches_within_limits_and_keeps_order(stub):
@@ -33,15 +34,48 @@ def test_query_uses_query_input_type(stub):
 
 
 def test_rate_limit_then_success(stub):
-    answers = iter([(429, {"detail": "slow down"}, {"retry-after": "0"}), None])
+    answers = iter([voyage_rate_limited(0), None])
     ok = voyage_embeddings()
     stub.route("/v1/embeddings", lambda r: next(answers) or ok(r))
     vectors = VoyageEmbedder("k", base_url=stub.url + "/v1").embed_documents(["a", "b"])
     assert vectors.shape == (2, 8) and len(stub.calls("/v1/embeddings")) == 2
 
 
+def test_retry_after_is_honoured(stub):
+    answers = iter([voyage_rate_limited(1), None])
+    ok = voyage_embeddings()
+    stub.route("/v1/embeddings", lambda r: next(answers) or ok(r))
+    VoyageEmbedder("k", base_url=stub.url + "/v1").embed_query("a")
+    first, second = stub.calls("/v1/embeddings")
+    assert second.at - first.at >= 0.95
+
+
+def test_backoff_is_exponential_with_jitter_and_retry_after_capped():
+    import voyageai.error as verr
+    from tenacity import RetryCallState
+
+    retrying = voyage_retrying(5, initial=0.5, max_backoff=8.0, max_retry_after=60.0)
+
+    def wait(attempt: int, error: Exception) -> float:
+        state = RetryCallState(retrying, None, (), {})
+        state.attempt_number = attempt
+        state.set_exception((type(error), error, None))
+        return retrying.wait(state)
+
+    outage = verr.ServiceUnavailableError("down", http_status=503)
+    for attempt in range(1, 6):
+        low = min(8.0, 0.5 * 2 ** (attempt - 1))
+        waits = [wait(attempt, outage) for _ in range(20)]
+        assert all(low <= w <= min(8.0, low + 0.5) for w in waits)
+        assert low == 8.0 or len(set(waits)) > 1  # jittered
+    limited = verr.RateLimitError("slow", http_status=429, headers={"Retry-After": "3"})
+    assert wait(1, limited) == 3.0
+    asked_too_much = verr.RateLimitError("slow", http_status=429, headers={"retry-after": "900"})
+    assert wait(1, asked_too_much) == 60.0
+
+
 def test_rate_limited_every_time_is_a_clear_error(stub):
-    stub.route("/v1/embeddings", (429, {"detail": "slow down"}))
+    stub.route("/v1/embeddings", voyage_rate_limited(0))
     with pytest.raises(
         EmbeddingError, match="Voyage embeddings failed after 3 tries: RateLimitError"
     ):

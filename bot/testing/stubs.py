@@ -23,6 +23,7 @@ from urllib.request import urlopen
 class Request:
     def __init__(self, method: str, path: str, headers: dict, body: bytes):
         self.method, self.path, self.headers, self.body = method, path, headers, body
+        self.at = time.monotonic()  # when it arrived: a test can check how long a client waited
 
     @property
     def json(self):
@@ -150,6 +151,12 @@ def voyage_embeddings(dim: int = 8):
         return 200, {"data": data, "usage": {"total_tokens": sum(len(t.split()) for t in texts)}}
 
     return handler
+
+
+def voyage_rate_limited(seconds: int = 0):
+    """Voyage's 429, which carries Retry-After as the real service's does (seconds; 0 by default
+    so tests don't wait)."""
+    return 429, {"detail": "rate limit exceeded, please retry later"}, {"retry-after": str(seconds)}
 
 
 def voyage_rerank(prefer: str = ""):

@@ -1,0 +1,34 @@
+"""What every embedder shares: the `Embedder` interface (a `name` recorded in the index,
+`embed_documents` and `embed_query`, both returning L2-normalised float32 rows), its error and
+the normalisation. The embedders themselves are in embedders.py (Voyage, torch) and
+onnx_model.py (the local default), which both build on this module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+Progress = Callable[[int], None]  # called with the number of texts just embedded
+
+
+class EmbeddingError(Exception):
+    """The embedding service failed after its retries; the message is fit to show a user."""
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def normalise(rows) -> np.ndarray:
+    """Rows as float32, each scaled to unit length (a zero row stays zero)."""
+    m = np.asarray(rows, dtype=np.float32)
+    if m.ndim == 1:
+        m = m[None, :]
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(norms == 0, 1, norms)

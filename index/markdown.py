@@ -1,0 +1,76 @@
+"""markdown-it-py as the indexer reads markdown: the block parser (CommonMark with GFM tables),
+which headings start a section, and what a line of markup left by a converter looks like."""
+
+from __future__ import annotations
+
+import re
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+SPLIT_LEVELS = 4  # H1-H4 start a chunk; H5/H6 stay inside their section
+TITLE_PREFIX = 64 * 1024  # characters read for a doc's first heading
+
+# block structure only: inline markup (emphasis, links) is not needed to cut a doc into blocks
+BLOCKS = MarkdownIt("commonmark").enable("table")
+BLOCKS.disable(["inline", "text_join"])
+
+# A line that is markup, not text: it ends the paragraph or list it stands in and is never quoted
+# (what it marks, an admonition's text, is): AsciiDoc block attributes and admonition labels
+# ("[NOTE]", "[source,yaml]"), delimiters and rules ("----", "====", "***", "|==="), GitHub
+# alerts ("> [!NOTE]"), MkDocs and Docusaurus admonitions ("!!! note", ":::tip"), images and
+# badges, an HTML tag or comment, a Hugo / Jinja shortcode ("{{< note >}}"), a reStructuredText
+# directive (".. note::"), a table-of-contents tag, or what an AsciiDoc converter left unprocessed
+# (a preprocessor directive "ifdef::openshift[]", an attribute entry ":toc:", an anchor
+# "[[install]]") alone on its line.
+MARKUP_LINE = re.compile(
+    r"""^\s*(?:
+        \[[A-Za-z][^\[\]]{0,60}\]
+        |([-=*_.+~])\1{2,} | (?:[-*_][ \t]*){3,} | \|===
+        |\[![A-Za-z]+\][-+]?
+        |(?:!!!|\?\?\?\+?)[ \t]*[A-Za-z]+.* | :::+.*
+        |(?:\[?!\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])?\]?(?:\([^)]*\))?[ \t]*)+
+        |<!--.*--> | </?[A-Za-z][^>]*>
+        |\{\{[<%].*[%>]\}\} | \{%.*%\} | \.\.[ \t]+[\w-]+::.* | \[\[_?TOC_?\]\]
+        |(?:ifn?def|ifeval|endif|include|toc)::\S*\[.*\]
+        |:!?[\w-]+!?: | :\w+(?:-\w+)+:[ \t].* | \[\[[\w:.-]+\]\]
+    )\s*$""",
+    re.X,
+)
+
+
+def section_heading(tokens: list[Token], i: int, after_blank: bool) -> tuple[int, str] | None:
+    """(level, title) when tokens[i] opens an H1-H4 heading that starts a section. A setext
+    underline counts only under a single line that follows a blank line (or starts the doc), is
+    not itself markup and does not end like a sentence: "[NOTE]" over "----", the text between
+    AsciiDoc's "----" delimiters and a sentence over one are a converter's leftovers."""
+    if tokens[i].type != "heading_open":
+        return None
+    level, title = int(tokens[i].tag[1]), tokens[i + 1].content.strip()
+    if level > SPLIT_LEVELS or not title:
+        return None
+    if tokens[i].markup in ("=", "-") and (
+        not after_blank or "\n" in title or title[-1] in ".:;" or MARKUP_LINE.match(title)
+    ):
+        return None
+    return level, title
+
+
+def first_heading(markdown: str) -> str | None:
+    """The title of the first heading (ATX or setext, any level, by the rules above for setext),
+    read from the first 64 KB (at a line's end): a doc's title when its front matter has none."""
+    cut = markdown.rfind("\n", 0, TITLE_PREFIX) if len(markdown) > TITLE_PREFIX else len(markdown)
+    tokens = BLOCKS.parse(markdown[: cut if cut > 0 else TITLE_PREFIX])
+    prev_end = 0
+    for i, token in enumerate(tokens):
+        if token.level != 0 or token.nesting == -1 or token.map is None:
+            continue
+        first, last = token.map
+        if token.type == "heading_open":
+            title = tokens[i + 1].content.strip()
+            setext = token.markup in ("=", "-")
+            ok = not setext or section_heading(tokens, i, first == 0 or first > prev_end)
+            if title and ok:
+                return title
+        prev_end = last
+    return None

@@ -1,0 +1,26 @@
+"""bench/ holds the product's benchmarks only: `make bench` runs what bench/README.md lists, no
+experiment scripts are kept, and no bench script imports the tests."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_make_bench_runs_what_the_readme_lists():
+    make = (ROOT / "Makefile").read_text()
+    benches = re.search(r"^BENCHES :=((?:.*\\\n)*.*)$", make, re.M)
+    assert benches
+    ran = benches.group(1).replace("\\\n", " ").split()
+    listed = re.findall(
+        r"^\| `\.venv/bin/python bench/(\w+)\.py", (ROOT / "bench" / "README.md").read_text(), re.M
+    )
+    assert ran == listed
+    assert all((ROOT / "bench" / f"{name}.py").is_file() for name in ran)
+
+
+def test_bench_holds_no_experiments_and_imports_no_tests():
+    scripts = sorted((ROOT / "bench").glob("*.py"))
+    assert scripts and not [p.name for p in scripts if p.name.startswith("_")]
+    for p in scripts:
+        assert not re.search(r"^\s*(?:from|import) tests\b", p.read_text(), re.M), p.name
