@@ -92,10 +92,15 @@ def greeting(examples: list[str]) -> str:
 
 
 def is_user_message(event: dict, bot_user: str) -> bool:
-    """A message a person wrote (not an edit, a deletion, a bot, or ourselves)."""
+    """A message a person wrote (not an edit, a deletion, a bot, or ourselves), whatever the
+    event's kind: a `message`, an `app_mention` (Slack sends those for bots' messages too, and
+    again for an edit that adds the mention, marked `edited`), an assistant thread's message.
+    Answering a bot could start two bots answering each other."""
     return (
         event.get("subtype") in USER_SUBTYPES
         and not event.get("bot_id")
+        and not event.get("bot_profile")
+        and not event.get("edited")
         and event.get("user") not in (None, "", bot_user)
     )
 

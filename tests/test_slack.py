@@ -544,3 +544,32 @@ def test_claude_answers_in_a_plain_dm_are_posted_whole(make_harness, claude_stub
     h.event(dm("How do I verify the signature of a webhook?"), "EvS3")
     [answer] = answer_in(h.mock, "D1")
     assert "state" not in answer and h.mock.calls("/api/chat.startStream") == []
+
+
+def test_bots_and_edits_are_ignored_for_every_event_kind(http):
+    # issue 27 row 7: another bot mentioning this one (two bots could answer each other in a
+    # loop), and edits, whatever kind of event carries them
+    question = "What does error TW-1429 mean?"
+    for i, event in enumerate(
+        [
+            mention(question, ts="1.1", bot_id="B2"),
+            mention(question, ts="1.2", subtype="bot_message", bot_id="B2", user=None),
+            mention(question, ts="1.3", edited={"user": "U1", "ts": "1.31"}),
+            mention(question, ts="1.4", subtype="message_changed"),
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "channel": "D1",
+                "channel_type": "im",
+                "ts": "1.5",
+                "message": dm(question, ts="1.05", edited={"user": "U1", "ts": "1.5"}),
+            },
+            dm(question, ts="1.6", bot_id="B2", subtype="bot_message"),
+            dm(question, ts="1.7", thread_ts="1.6", bot_id="B2"),  # an assistant thread
+        ]
+    ):
+        acked, _ = http.event(event, f"EvBot{i}")
+        assert acked
+    sentinel(http)
+    assert [p for p in http.mock.posts() if p["channel"] != "DSENT"] == []
+    assert [m for m in http.mock.answers() if m["channel"] != "DSENT"] == []
