@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from index.redact import redact, redact_logs
 from router.citations import label
 
 if TYPE_CHECKING:
@@ -419,6 +420,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    redact_logs(*settings.urls())  # basicConfig added a handler: it redacts too
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     missing = [
@@ -692,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.settings_error = e
         return cmd_doctor(args, None)
+    redact_logs(*settings.urls())  # no log line shows a URL's password
     fleet_errors: tuple[type[Exception], ...] = ()  # psycopg is loaded only in fleet mode
     if settings.database_url:
         from index.pg import FleetError
@@ -710,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except fleet_errors as e:
-        print(f"fieldguide: {e}", file=sys.stderr)
+        print(f"fieldguide: {redact(str(e), *settings.urls())}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:
         print(f"fieldguide: {database_error(args.db or settings.db, e)}", file=sys.stderr)
