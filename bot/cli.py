@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from index.clean import SURROGATES, SafeTerminal
 from index.redact import redact, redact_logs
 from router.citations import label
 
@@ -186,8 +187,22 @@ def _hit_json(rank: int, h) -> dict:
     }
 
 
-def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+def question_of(args: argparse.Namespace) -> str:
+    """The question given as arguments; ValueError when it is not valid text (Python hands over
+    bytes that are not UTF-8 as lone surrogates, which no tokenizer or store takes)."""
     question = " ".join(args.question).strip()
+    if bad := SURROGATES.search(question):
+        code = ord(bad.group())
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise ValueError(
+            f"the question is not valid UTF-8 text ({what}): check the terminal's or the"
+            " script's encoding"
+        )
+    return question
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    question = question_of(args)
     if not question:
         print("fieldguide: the question is empty", file=sys.stderr)
         return 2
@@ -347,7 +362,7 @@ def format_answer(ans: Answer) -> str:
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     from router.pipeline import QuestionError
 
-    question = " ".join(args.question).strip()
+    question = question_of(args)
     try:
         ans = make_pipeline(settings, args.db).answer(question)
     except QuestionError as e:
@@ -680,12 +695,23 @@ def database_error(db: str, e: sqlite3.DatabaseError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "json", None) is True:  # for programs: JSON escapes what it must
+        return run(args)
+    # for people: text from questions, docs or the model cannot drive their terminal
+    with (
+        contextlib.redirect_stdout(SafeTerminal(sys.stdout)),
+        contextlib.redirect_stderr(SafeTerminal(sys.stderr)),
+    ):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     from index.embedders import EmbeddingError
     from index.indexer import IndexError_
     from index.search import IndexChanged
     from index.store import IndexMissing, ModelMismatch
 
-    args = build_parser().parse_args(argv)
     try:
         settings = Settings.load()
     except SettingsError as e:

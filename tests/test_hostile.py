@@ -1,13 +1,17 @@
 """Bad input and double faults (issue 27): secrets kept out of messages, terminals kept safe from
 the text they print, invalid text refused clearly, per-input costs bounded."""
 
+import json
 import logging
+import unicodedata
 
 import pytest
 
 from bot.cli import main
 from bot.testing.pgserver import free_port
+from index.clean import terminal_safe
 from index.redact import redact
+from tests.conftest import write_docs
 
 
 def test_a_database_password_is_never_printed_nor_logged(monkeypatch, capsys, caplog):
@@ -50,3 +54,55 @@ def test_a_database_password_is_never_printed_nor_logged(monkeypatch, capsys, ca
 )
 def test_redact(text, url, shown):
     assert shown in redact(text, url)
+
+
+def test_control_characters_reach_no_terminal_but_stay_in_json(tmp_path, capsys, monkeypatch):
+    # issue 27 row 6: an escape sequence in a doc (clear screen, set the window title) and in a
+    # question is shown, not obeyed, by every human-readable command; --json keeps the text
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "ops.md": "---\nintent: ops\n---\n# Rotor tuning\n\n"
+            "The rotor \x1b[2J\x1b]0;pwned\x07 flange is tuned with the \u202egauge\u202c tool.\n"
+        },
+    )
+    db = str(tmp_path / "i.db")
+    monkeypatch.setenv("FIELDGUIDE_DB", db)
+    assert main(["index", str(docs), "--quiet"]) == 0
+    question = "how is the rotor flange tuned \x1b[31m\x9b?"
+    for argv in (["search", question], ["ask", "--show-context", question], ["audit"]):
+        capsys.readouterr()
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "rotor" in out
+        assert not set(out) & {"\x1b", "\x07", "\x9b", "\u202e"}, argv
+        assert "\\x1b" in out, argv
+    assert main(["ask", "--json", question]) == 0
+    assert json.loads(capsys.readouterr().out)["question"] == question.strip()
+
+
+def test_control_character_escapes_match_unicode():
+    from index.clean import UNSAFE
+
+    def unsafe(ch: str) -> bool:
+        if ch in "\n\t":
+            return False
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            return True
+        bidi = unicodedata.bidirectional(ch)
+        return unicodedata.category(ch) == "Cc" or bidi in (
+            "LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"
+        )  # fmt: skip
+
+    assert [c for c in range(0x110000) if bool(UNSAFE.match(chr(c))) != unsafe(chr(c))] == []
+    assert terminal_safe("a\tb\nc\x1b[0m\x7f") == "a\tb\nc\\x1b[0m\\x7f"
+
+
+def test_a_question_that_is_not_utf8_is_a_clear_error(examples_db, capsys, monkeypatch):
+    # issue 27 row 8: Python hands a non-UTF-8 argument over as lone surrogates
+    monkeypatch.setenv("FIELDGUIDE_DB", examples_db)
+    argument = b"webhook retries \xff\xfe".decode("utf-8", "surrogateescape")
+    for command in ("ask", "search"):
+        assert main([command, argument]) == 2
+        err = capsys.readouterr().err
+        assert "not valid UTF-8 text (byte 0xff)" in err and "Traceback" not in err

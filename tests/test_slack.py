@@ -573,3 +573,12 @@ def test_bots_and_edits_are_ignored_for_every_event_kind(http):
     sentinel(http)
     assert [p for p in http.mock.posts() if p["channel"] != "DSENT"] == []
     assert [m for m in http.mock.answers() if m["channel"] != "DSENT"] == []
+
+
+def test_a_lone_surrogate_in_a_question_is_read_not_a_failure(http):
+    # issue 27 row 8: JSON can carry "\ud800" (json.dumps writes it as that escape)
+    http.event(dm("What does error TW-1429 mean? \ud800"), "EvSurrogate")
+    [answer] = answer_in(http.mock, "D1")
+    assert "TW-1429" in markdown_of(answer) and "went wrong" not in markdown_of(answer)
+    asked = [r[0] for r in http.pipeline.state.db.execute("SELECT question FROM answers")]
+    assert asked == ["What does error TW-1429 mean? \ufffd"]
