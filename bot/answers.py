@@ -59,6 +59,8 @@ LOADING_MESSAGES = [
 ]
 # what a Web API call raises once the client's retries are spent: Slack's refusals and the network
 SLACK_FAILURES = (SlackClientError, OSError)
+# no previews under answers: a link in one (a source's) is for reading, not for Slack to fetch
+NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
 HISTORY_PAGES = 20  # conversations.replies pages read at most (200 messages each)
 # Text gathered before each stream call: the first words go at once, then ~80 characters (about
 # 0.3 s of Claude's text) or half a second's worth, whichever comes first, to spare rate limits.
@@ -215,6 +217,7 @@ class Answerer:
             channel=q.channel,
             thread_ts=q.reply_thread,
             text=WORKING,
+            **NO_UNFURL,  # the answer replaces it
         )
         return resp.get("ts") if resp is not None else None
 
@@ -299,6 +302,7 @@ class Answerer:
                 channel=q.channel,
                 thread_ts=q.reply_thread,
                 text=text,
+                **NO_UNFURL,
                 **extra,
             )
             if resp is None:

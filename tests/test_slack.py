@@ -582,3 +582,30 @@ def test_a_lone_surrogate_in_a_question_is_read_not_a_failure(http):
     assert "TW-1429" in markdown_of(answer) and "went wrong" not in markdown_of(answer)
     asked = [r[0] for r in http.pipeline.state.db.execute("SELECT question FROM answers")]
     assert asked == ["What does error TW-1429 mean? \ufffd"]
+
+
+URL_REPLY = [
+    ("Pay at https://evil.example/pay?x=1 now.", [(0, 0, 1)]),
+    " Or www.phish.example, not `https://code.example`.",
+]
+
+
+@pytest.mark.parametrize("how", ["streamed", "whole"])
+def test_bare_urls_from_the_model_are_text_and_answers_do_not_unfurl(
+    make_harness, claude_stub, how
+):
+    # issue 27 row 11: only the sources are links; Slack previews nothing under an answer
+    h = make_harness("http", claude_stub(answer=URL_REPLY, words_per_second=400))
+    if how == "streamed":
+        h.event(mention("How do I verify the signature of a webhook?"), "EvU1")
+        [answer] = answer_in(h.mock, "C1")
+        text = answer["text"]
+    else:
+        h.event(dm("How do I verify the signature of a webhook?"), "EvU2")
+        [answer] = answer_in(h.mock, "D1")
+        text = markdown_of(answer)
+    assert "`https://evil.example/pay?x=1` now" in text and "`www.phish.example`" in text
+    assert "`https://code.example`" in text and "``" not in text
+    assert "(https://evil" not in text and " https://evil" not in text
+    for post in h.mock.posts():  # the placeholder (replaced by the answer) and the answer
+        assert post["unfurl_links"] is False and post["unfurl_media"] is False
