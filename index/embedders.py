@@ -26,6 +26,18 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray: ...
 
 
+# A text is cut to this many characters per token the model reads before it is tokenised (or
+# sent): ordinary text averages 3-5 characters a token (code fewer), so the cut lies past what
+# the model would read anyway and changes no embedding (tests/test_hostile.py checks the example
+# docs), while a 10 MB chunk costs no more than its first few thousand characters.
+CHARS_PER_TOKEN = 16
+
+
+def fit_text(text: str, max_tokens: int) -> str:
+    """`text` cut to what a model reading `max_tokens` tokens can use (CHARS_PER_TOKEN)."""
+    return text[: max_tokens * CHARS_PER_TOKEN]
+
+
 def _normalise(rows) -> np.ndarray:
     m = np.asarray(rows, dtype=np.float32)
     if m.ndim == 1:
@@ -76,13 +88,16 @@ class TorchEmbedder:
         for s in range(0, len(order), self.batch_size):
             idx = order[s : s + self.batch_size]
             out[idx] = model.encode(
-                [texts[i] for i in idx], batch_size=self.batch_size, convert_to_numpy=True
+                [fit_text(texts[i], self.max_seq_length) for i in idx],
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
             )
             if progress:
                 progress(len(idx))
         return _normalise(out)
 
     def embed_query(self, text: str) -> np.ndarray:
+        text = fit_text(text, self.max_seq_length)
         return _normalise(self._load().encode([text], convert_to_numpy=True))[0]
 
 
@@ -99,12 +114,16 @@ class VoyageEmbedder:
         max_retries: int = 4,
         max_texts: int = 1000,
         max_tokens: int = 100_000,
+        max_input_tokens: int = 32_000,
     ):
         import voyageai
 
         # per-request limits: 1,000 texts; tokens kept well under voyage-3.5's 320K (estimated
         # below)
         self.max_texts, self.max_tokens = max_texts, max_tokens
+        # one text's context (voyage-3.5: 32K tokens; the API truncates past it): a longer text
+        # is cut here, not sent whole
+        self.max_input_tokens = max_input_tokens
         self.model = model
         self.name = f"voyage:{model}"
         self.max_retries = max_retries
@@ -127,7 +146,10 @@ class VoyageEmbedder:
         for attempt in range(self.max_retries + 1):
             try:
                 return self.client.embed(
-                    texts, model=self.model, input_type=input_type, truncation=True
+                    [fit_text(t, self.max_input_tokens) for t in texts],
+                    model=self.model,
+                    input_type=input_type,
+                    truncation=True,
                 ).embeddings
             except retryable as e:
                 if attempt == self.max_retries:
@@ -144,7 +166,7 @@ class VoyageEmbedder:
         cur: list[int] = []
         tokens = 0
         for i, t in enumerate(texts):
-            est = len(t) // 3 + 1  # generous: ~4 chars a token in English
+            est = len(fit_text(t, self.max_input_tokens)) // 3 + 1  # generous: ~4 chars a token
             if cur and (len(cur) >= self.max_texts or tokens + est > self.max_tokens):
                 out.append(cur)
                 cur, tokens = [], 0
