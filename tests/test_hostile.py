@@ -189,12 +189,13 @@ def ask_cost(question: str, db: str) -> tuple[int, float]:
     return int(mb), float(seconds)
 
 
+# not run until then: it fails by taking ~25 s and ~1.6 GB (router/decide.py correct_typos)
 @pytest.mark.xfail(reason="decide.py rewrite", run=False)
 def test_a_4000_letter_word_costs_about_what_an_ordinary_question_costs(examples_db):
     # issue 27 row 1: 8.9 s and 1.79 GB for one question; every step bounds a word's cost
     ordinary_mb, ordinary_s = ask_cost("How do I rotate the webhook signing secret?", examples_db)
-    word = "".join("abcdefghijklmnopqrstuvwxyz"[(i * 7) % 26] for i in range(4000))
-    long_mb, long_s = ask_cost(f"How do I rotate the {word} secret?", examples_db)
+    # the question is the word alone (within a sentence the typo check passed it by)
+    long_mb, long_s = ask_cost("supercalifragilistic" * 200, examples_db)
     assert long_mb <= ordinary_mb + 50 and long_s <= 3 * ordinary_s + 1
 
 
