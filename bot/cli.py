@@ -430,7 +430,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings | None) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import logging
 
-    from .slack_app import MAX_BODY_BYTES, SlackStartupError, build_app, make_wsgi
+    from .slack_app import SlackStartupError, build_app, http_server
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -477,19 +477,11 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 1
     if args.http:
-        import waitress
-
         print(
             f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events",
             file=sys.stderr,
         )
-        waitress.serve(
-            make_wsgi(app, settings.slack_signing_secret),
-            host=args.host,
-            port=args.http,
-            threads=8,
-            max_request_body_size=MAX_BODY_BYTES,
-        )
+        http_server(app, settings.slack_signing_secret, args.host, args.http).run()
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 

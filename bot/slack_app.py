@@ -165,3 +165,41 @@ def make_wsgi(app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES
         return slack(environ, start_response)
 
     return wsgi
+
+
+# Serving limits (issue 27): Slack wants its ack within 3 s, so idle or stalled connections must
+# neither fill the server nor linger. Requests are read asynchronously (no thread waits on a slow
+# client), so the connection cap can be high: open file descriptors are what it costs.
+HTTP_CONNECTIONS = 1000  # at most, less what the process's file limit leaves (FD_HEADROOM)
+FD_HEADROOM = 100  # descriptors kept for the index, the model, PostgreSQL and Slack clients
+IDLE_SECONDS = 10  # a connection sending nothing for this long is closed (a Slack request
+# arrives whole at once; waitress's default keeps one 120 s)
+CLEANUP_SECONDS = 2  # how often idle connections are looked for
+MAX_HEADER_BYTES = 64 * 1024  # Slack's headers are a few hundred bytes
+
+
+def connection_limit() -> int:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return HTTP_CONNECTIONS
+    return max(10, min(HTTP_CONNECTIONS, soft - FD_HEADROOM))
+
+
+def http_server(app: App, signing_secret: str, host: str, port: int, threads: int = 8):
+    """waitress serving `make_wsgi` with the limits above (`.run()` serves; port 0: any free)."""
+    import waitress
+
+    return waitress.create_server(
+        make_wsgi(app, signing_secret),
+        host=host,
+        port=port,
+        threads=threads,
+        max_request_body_size=MAX_BODY_BYTES,
+        max_request_header_size=MAX_HEADER_BYTES,
+        connection_limit=connection_limit(),
+        channel_timeout=IDLE_SECONDS,
+        cleanup_interval=CLEANUP_SECONDS,
+        asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
+    )

@@ -609,3 +609,25 @@ def test_bare_urls_from_the_model_are_text_and_answers_do_not_unfurl(
     assert "(https://evil" not in text and " https://evil" not in text
     for post in h.mock.posts():  # the placeholder (replaced by the answer) and the answer
         assert post["unfurl_links"] is False and post["unfurl_media"] is False
+
+
+def test_a_signed_event_is_acked_in_time_while_200_idle_connections_are_open(http):
+    # issue 27 row 4: connections that send half a request and then nothing (slowloris, a
+    # stuck proxy) must not keep Slack's events out: it wants its ack within 3 s
+    import socket
+    import time
+
+    port = http.server.effective_port
+    idle = []
+    try:
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+            idle.append(s)
+        started = time.monotonic()
+        acked, _ = http.event(dm("What does error TW-1429 mean?"), "EvBusyServer")
+        assert acked and time.monotonic() - started < 3
+        answer_in(http.mock, "D1")
+    finally:
+        for s in idle:
+            s.close()
