@@ -150,7 +150,11 @@ class Answerer:
                 self.deliver_text(q, None, THANKS_REPLY)
             self._done(q)
             return
-        placeholder = self._show_work(q)
+        # an event taken over from a dead replica answers in that replica's placeholder
+        placeholder = q.extra.get("placeholder") or self._show_work(q)
+        note = getattr(self.pipeline.state, "note_placeholder", None)
+        if placeholder and q.keys and note is not None and not q.extra.get("placeholder"):
+            note(q.keys, placeholder)
         history = self.history(q)
         if q.assistant and not history:
             self._call(

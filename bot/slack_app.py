@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry import all_builtin_retry_handlers
@@ -32,6 +34,7 @@ from .settings import Settings
 
 log = logging.getLogger(__name__)
 
+SLACK_LAST_RETRY = 3  # Slack retries an event 3 times (about at once, after 1 and 5 minutes)
 MAX_BODY_BYTES = 1024 * 1024  # Slack's payloads are far smaller; anything bigger is refused
 # auth.test errors that waiting will not fix
 FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
@@ -107,6 +110,22 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         reindexer=Reindexer(settings, pipeline.engine.embedder, state),
         app=app,
     )
+    durable = getattr(state, "durable", None)
+    if durable is not None:  # a fleet: no ack for an event whose claim would not survive us
+
+        @app.middleware
+        def hold_undurable_events(req: BoltRequest, resp: BoltResponse, next: Callable) -> Any:
+            retry = int((req.headers.get("x-slack-retry-num") or ["0"])[0] or 0)
+            if (
+                req.body.get("type") == "event_callback"
+                and retry < SLACK_LAST_RETRY
+                and not durable()
+            ):
+                # Slack sends it again (HTTP: a 503; Socket Mode: no ack), to us or another
+                # replica, once PostgreSQL is back; its last retry is answered from memory
+                return BoltResponse(status=503, body="PostgreSQL unavailable: retry")
+            return next()
+
     register(app, bot)
     if hasattr(state, "take_orphans"):  # a fleet: answer what dead replicas acknowledged
         from .orphans import Sweeper

@@ -221,3 +221,60 @@ def _wait(condition, timeout: float = 15.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_full():
+    # issue 27 row 10: PostgreSQL refusing new connections (max_connections reached) left both
+    # replicas "unreachable" although their pools worked, and de-duplicating in memory: every
+    # retried event answered twice. A session now comes from the pool.
+    from bot.testing.pgserver import PgServer
+
+    server = PgServer({"max_connections": "12"})
+    held: list[psycopg.Connection] = []
+    states: list[PostgresState] = []
+    try:
+        url = server.create_database("full")
+        upgrade(url)
+        states = [PostgresState(url, max_connections=4) for _ in range(2)]
+        for state in states:  # the pools grow under load, as a serving replica's does
+            threads = [
+                threading.Thread(target=state._run, args=("SELECT pg_sleep(0.3)",))
+                for _ in range(3)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        def fill() -> None:  # every free connection slot taken
+            while True:
+                try:
+                    held.append(psycopg.connect(url, autocommit=True, connect_timeout=3))
+                except psycopg.OperationalError:
+                    return
+
+        fill()
+        assert held
+        old = [s._identity for s in states]
+        for s in states:  # the sessions end (a network blip, an admin's pg_terminate_backend)
+            held[0].execute("SELECT pg_terminate_backend(%s)", [s._identity[0]])
+        time.sleep(0.2)
+        fill()  # and their slots are taken at once
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(
+            s._identity != o and not s._down for s, o in zip(states, old, strict=True)
+        ):
+            time.sleep(0.2)
+        assert [s._down for s in states] == [False, False]
+        assert all(s._identity != o for s, o in zip(states, old, strict=True))
+        assert all(s.durable() for s in states)
+        # de-duplication is the fleet's again: one replica gets each event
+        for i in range(8):
+            got = [s.claim_event(f"EvFull{i}", f"C1:{i}") for s in states]
+            assert sorted(got) == [False, True]
+    finally:
+        for s in states:
+            s.close()
+        for c in held:
+            c.close()
+        server.close()
