@@ -29,6 +29,12 @@ def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
+def progress_stream():
+    """Where progress bars go: the terminal itself, not through `SafeTerminal` (a bar is our own
+    text, redrawn with carriage returns and cursor moves that must reach the terminal)."""
+    return getattr(sys.stderr, "raw", sys.stderr)
+
+
 def index_with_progress(
     db: str, docs_dir: str | Path, embedder: Embedder, settings: Settings, quiet: bool = False
 ) -> tuple[RunSummary, dict | None]:
@@ -45,7 +51,11 @@ def index_with_progress(
         nonlocal bar
         if total:
             bar = tqdm(
-                total=total, desc="Embedding", unit="text", file=sys.stderr, disable=quiet or None
+                total=total,
+                desc="Embedding",
+                unit="text",
+                file=progress_stream(),
+                disable=quiet or None,
             )
 
     try:
@@ -270,7 +280,11 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 2
     with tqdm(
-        total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None
+        total=len(questions) * len(modes),
+        desc="Scoring",
+        unit="q",
+        file=progress_stream(),
+        disable=None,
     ) as bar2:
         result = run_eval(
             questions,
@@ -318,7 +332,11 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
     pipeline.answer("warm up: load the model and the index")
     with tqdm(
-        total=len(questions) + len(offtopic), desc="Asking", unit="q", file=sys.stderr, disable=None
+        total=len(questions) + len(offtopic),
+        desc="Asking",
+        unit="q",
+        file=progress_stream(),
+        disable=None,
     ) as bar:
         result = run_answers(
             pipeline.answer,

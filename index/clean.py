@@ -63,6 +63,7 @@ class SafeTerminal:
 
     def __init__(self, stream):
         self.stream = stream
+        self.raw = stream  # for our own control output (a progress bar's redraws)
 
     def write(self, text: str) -> int:
         self.stream.write(terminal_safe(text))
