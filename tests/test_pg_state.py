@@ -278,3 +278,19 @@ def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_ful
         for c in held:
             c.close()
         server.close()
+
+
+def test_a_claim_postgresql_refuses_still_gets_the_question_answered(two_states):
+    # issue 27 row 3: text PostgreSQL cannot hold (NUL, a lone surrogate) failed the claim after
+    # Slack had its ack: never answered. It is cleaned before it is stored; and a claim that
+    # fails anyway (here a key longer than a btree index entry may be) is made in memory.
+    import secrets
+
+    a, _ = two_states
+    assert a.claim_event("EvNul\x00", "C1:1.\ud800", event={"text": "a\x00b \ud800"}) is True
+    with psycopg.connect(a.url) as conn:
+        [(event,)] = conn.execute("SELECT event FROM event_claims WHERE key = 'EvNul'").fetchall()
+    assert event == {"text": "ab \ufffd"}
+    key = "C1:" + secrets.token_hex(5000)  # incompressible: past btree's 2,704-byte limit
+    assert a.claim_event("EvHuge", key) is True
+    assert a.claim_event("EvHuge", key) is False  # a second delivery still dropped
