@@ -79,12 +79,17 @@ def fleet_reindex_lock(settings: Settings):
     if not settings.database_url:
         yield
         return
-    from index.pg import FleetError, connect, try_reindex_lock
+    from index.pg import FleetError, connect, reindex_unlock, try_reindex_lock
 
     with connect(settings.database_url) as conn:
         if not try_reindex_lock(conn):
             raise FleetError("A reindex is already running in the fleet; try again when it ends")
-        yield  # the lock ends with the connection
+        try:
+            yield  # the lock ends with the connection at the latest
+        finally:
+            # released now: the server ends a closed connection's backend (and its locks) a
+            # moment later, which a run started right after this one could still find holding it
+            reindex_unlock(conn)
 
 
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
