@@ -79,7 +79,7 @@ def fleet_reindex_lock(settings: Settings):
     if not settings.database_url:
         yield
         return
-    from index.pg import FleetError, connect, reindex_unlock, try_reindex_lock
+    from index.pg import POOL_ERRORS, FleetError, connect, reindex_unlock, try_reindex_lock
 
     with connect(settings.database_url) as conn:
         if not try_reindex_lock(conn):
@@ -89,7 +89,8 @@ def fleet_reindex_lock(settings: Settings):
         finally:
             # released now: the server ends a closed connection's backend (and its locks) a
             # moment later, which a run started right after this one could still find holding it
-            reindex_unlock(conn)
+            with contextlib.suppress(*POOL_ERRORS):  # a lost connection took the lock with it
+                reindex_unlock(conn)
 
 
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
