@@ -294,3 +294,4 @@ def test_a_claim_postgresql_refuses_still_gets_the_question_answered(two_states)
     key = "C1:" + secrets.token_hex(5000)  # incompressible: past btree's 2,704-byte limit
     assert a.claim_event("EvHuge", key) is True
     assert a.claim_event("EvHuge", key) is False  # a second delivery still dropped
+    assert a.durable() and not a._down  # one refused statement is no outage

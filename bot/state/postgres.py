@@ -125,6 +125,15 @@ WHERE cardinality(array(SELECT t FROM unnest(r.times) t WHERE t > now() - interv
 RETURNING 1"""
 
 
+def outage(e: Exception) -> bool:
+    """Is `e` the database being away (no connection, a connection lost or refused, the server
+    shutting down), rather than one statement refused (a limit, a timeout)?"""
+    state = getattr(e, "sqlstate", None)
+    # 08: connection exception, 53: insufficient resources (too many connections),
+    # 57P: the server shutting down or restarting; no SQLSTATE: no server answered at all
+    return state is None or state.startswith(("08", "53", "57P"))
+
+
 class PostgresState:
     """The fleet's State (see the module docstring)."""
 
@@ -182,6 +191,9 @@ class PostgresState:
             return cur.fetchall() if cur.description else []
 
     def _failed(self, what: str, e: Exception) -> None:
+        if not outage(e):  # the server answered: this statement failed, the database is fine
+            log.error("PostgreSQL refused %s: %s", what, " ".join(str(e).split()))
+            return
         if not self._down:
             self._down = True
             log.warning(
@@ -207,9 +219,15 @@ class PostgresState:
         written = 0
         while self._queue:
             kind, params = self._queue[0]
-            self._run(INSERT_ANSWER if kind == "answer" else UPSERT_FEEDBACK, params)
+            try:
+                self._run(INSERT_ANSWER if kind == "answer" else UPSERT_FEEDBACK, params)
+                written += 1
+            except POOL_ERRORS as e:
+                if outage(e):
+                    raise  # kept for the next try
+                # a row the server refuses would be refused forever, holding up the rest
+                log.error("dropped a queued %s PostgreSQL refuses: %s", kind, e)
             self._queue.popleft()
-            written += 1
         self._threads.clear()  # PostgreSQL knows those threads now
         return written
 
