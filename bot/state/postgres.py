@@ -331,11 +331,20 @@ class PostgresState:
         return False
 
     def durable(self) -> bool:
-        """Can an event be claimed in PostgreSQL now (checked before Slack gets its ack)?"""
+        """Can an event be claimed in PostgreSQL now (checked before Slack gets its ack)? The
+        replica's session is what is checked: a claim is owned by it, and one made in the name of
+        a session a server restart ended would look orphaned to the other replicas at once."""
         if self._down:
             return False
         try:
-            self._run("SELECT 1")
+            with self._session_lock:
+                try:
+                    if self._session is None:
+                        raise psycopg.OperationalError("no session")
+                    self._session.execute("SELECT 1")
+                except POOL_ERRORS:  # ended (a restart): a new one from the pool, if any
+                    self._drop_session()
+                    self._open_session_quietly()
             return True
         except POOL_ERRORS as e:
             self._failed("checking the database", e)
