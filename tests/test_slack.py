@@ -474,8 +474,16 @@ def test_bad_signature_and_unsigned_junk_get_401(http):
 
 
 def test_bodies_over_a_megabyte_get_413(http):
-    status, _ = http.send_http(b"x" * (1024 * 1024 + 1), "application/json")
-    assert status == 413
+    from urllib.error import URLError
+
+    # the server (run as `serve --http` runs it) answers 413 from the headers and closes the
+    # connection without reading the body: a client still sending it may see the close first
+    try:
+        status, _ = http.send_http(b"x" * (1024 * 1024 + 1), "application/json")
+    except (URLError, ConnectionError) as e:
+        assert "Broken pipe" in str(e) or "reset" in str(e).lower(), e
+    else:
+        assert status == 413
 
 
 # -- streamed answers with Claude --------------------------------------------------------------
