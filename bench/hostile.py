@@ -1,5 +1,14 @@
-"""Peak memory of `fieldguide search` on a 3,200-chunk index whose docs carry a long intent, before
-and after intents became small integer ids (issue 12).
+"""Peak memory of hostile inputs, before and after their fixes.
+
+`python bench/hostile.py --inputs [REV]` (issue 27; REV default 30a8556, main before the fix):
+one `fieldguide ask` in a fresh process on the example docs' index, an ordinary question against
+a question that is one 4,000-letter word; and `fieldguide index` of a docs folder holding one
+file that is a single fenced code block of 10 MB (before and after) and 50 MB (after only: the
+code before needs ~9 GB for it, more than this shared machine can spare; the issue's figure is
+quoted). Section `hostile-inputs`. About 4 minutes.
+
+`python bench/hostile.py [REV]` (issue 12): peak memory of `fieldguide search` on a 3,200-chunk
+index whose docs carry a long intent, before and after intents became small integer ids.
 
 Before: the code this fix was merged onto (main before the merge: REV below), which accepts a
 100,000-character intent and builds a fixed-width numpy string array of chunks x that length.
@@ -22,12 +31,16 @@ from pathlib import Path
 
 from harness import ROOT, WORK, table, write_section
 
-REV = sys.argv[1] if len(sys.argv) > 1 else "57f47da^1"
+INPUTS = "--inputs" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--inputs"]
+REV = ARGS[0] if ARGS else ("30a8556" if INPUTS else "57f47da^1")
 DOCS, SECTIONS = 100, 32  # 3,200 chunks (the issue's figure: 1.4 GB at 3,200 chunks)
 QUESTION = "How is knob 4207 tuned?"
 WRAPPER = (
-    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
-    " print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, r.returncode)"
+    "import resource, subprocess, sys, time; t = time.perf_counter();"
+    " r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
+    " print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, r.returncode,"
+    " time.perf_counter() - t)"
 )
 
 
@@ -70,13 +83,86 @@ def fieldguide(src: Path, *argv: str) -> list[str]:
 
 
 def peak_rss_mb(cmd: list[str], cwd: Path) -> int:
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
+    return measure(cmd, cwd)[0]
+
+
+def measure(cmd: list[str], cwd: Path) -> tuple[int, float]:
+    """(peak RSS in MB, seconds) of `cmd` run in a fresh process."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_TOKEN")) and not k.startswith("FIELDGUIDE_")
+    }
     out = subprocess.run(
         [sys.executable, "-c", WRAPPER, *cmd], cwd=cwd, env=env, capture_output=True, text=True
     )
-    mb, code = out.stdout.split()
+    mb, code, seconds = out.stdout.split()
     assert code == "0", out.stderr
-    return int(mb)
+    return int(mb), float(seconds)
+
+
+def code_block_docs(root: Path, megabytes: int) -> Path:
+    """A docs folder holding one file: a heading, a line, and one fenced code block."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    line = "    configure_rotor(flange=17, gauge='tw-1429', retries=5)  # generated\n"
+    block = line * (megabytes * 1_000_000 // len(line))
+    (root / "generated.md").write_text(f"# Generated table\n\nOne huge block.\n\n```\n{block}```\n")
+    return root
+
+
+NOTE = (
+    "The 4,000-letter word still costs what it did: all of it is router/decide.py's typo check"
+    " (`correct_typos` builds every one-letter edit of the word), which is being rewritten; the"
+    " search terms (64 characters at most), the embedder's input (16 characters a token) and the"
+    " chunk text a question reads (20,000 characters) are bounded. An index run of one code block"
+    " stays under 1 GB at 50 MB now that the embedder cuts a text before tokenising it (the 10 MB"
+    " block's run went from 2.1 GB to 319 MB); what is left grows with the file (the loader, the"
+    " chunker and the BM25 terms of a chunk the chunker cannot yet split), which the chunker's"
+    " split of oversize code blocks removes."
+)
+
+
+def inputs() -> None:
+    """Issue 27's worst inputs (see the module docstring)."""
+    work = WORK / "hostile-inputs"
+    work.mkdir(parents=True, exist_ok=True)
+    before_src = checkout(REV, work / "before-src")
+    db = work / "examples.db"
+    db.unlink(missing_ok=True)
+    subprocess.run(
+        fieldguide(ROOT, "index", str(ROOT / "examples" / "docs"), "--db", str(db), "--quiet"),
+        cwd=work,
+        check=True,
+    )
+    ordinary, word = "How do I rotate the webhook signing secret?", "supercalifragilistic" * 200
+    rows = []
+    for label, src in ((f"before ({REV})", before_src), ("after", ROOT)):
+        for what, question in (("ordinary question", ordinary), ("one 4,000-letter word", word)):
+            mb, seconds = measure(fieldguide(src, "ask", question, "--db", str(db)), work)
+            print(f"{label}, ask, {what}: {mb} MB, {seconds:.1f} s")
+            rows.append([label, f"`ask`: {what}", mb, f"{seconds:.1f}"])
+    for label, src, sizes in ((f"before ({REV})", before_src, (10,)), ("after", ROOT, (10, 50))):
+        for size in sizes:
+            docs = code_block_docs(work / f"docs-{size}mb", size)
+            index_db = work / f"block-{size}.db"
+            index_db.unlink(missing_ok=True)
+            cmd = fieldguide(src, "index", str(docs), "--db", str(index_db), "--quiet")
+            mb, seconds = measure(cmd, work)
+            print(f"{label}, index, one {size} MB code block: {mb} MB, {seconds:.1f} s")
+            rows.append([label, f"`index`: one {size} MB code block", mb, f"{seconds:.1f}"])
+    rows.append(["before (the issue's probe)", "`index`: one 50 MB code block", 9000, "81"])
+    write_section(
+        "hostile-inputs",
+        "## Hostile inputs: peak memory of one question and one index run (issue 27)\n\n"
+        "Each command in a fresh process (the local model; the example docs' index for `ask`); "
+        "peak RSS from `getrusage(RUSAGE_CHILDREN)`, wall time on this shared 2-core machine. "
+        "`python bench/hostile.py --inputs`\n\n"
+        + table(["code", "command and input", "peak RSS (MB)", "seconds"], rows)
+        + "\n\n"
+        + NOTE,
+    )
 
 
 def main() -> None:
@@ -119,4 +205,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    inputs() if INPUTS else main()

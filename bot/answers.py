@@ -59,6 +59,8 @@ LOADING_MESSAGES = [
 ]
 # what a Web API call raises once the client's retries are spent: Slack's refusals and the network
 SLACK_FAILURES = (SlackClientError, OSError)
+# no previews under answers: a link in one (a source's) is for reading, not for Slack to fetch
+NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
 HISTORY_PAGES = 20  # conversations.replies pages read at most (200 messages each)
 # Text gathered before each stream call: the first words go at once, then ~80 characters (about
 # 0.3 s of Claude's text) or half a second's worth, whichever comes first, to spare rate limits.
@@ -148,7 +150,11 @@ class Answerer:
                 self.deliver_text(q, None, THANKS_REPLY)
             self._done(q)
             return
-        placeholder = self._show_work(q)
+        # an event taken over from a dead replica answers in that replica's placeholder
+        placeholder = q.extra.get("placeholder") or self._show_work(q)
+        note = getattr(self.pipeline.state, "note_placeholder", None)
+        if placeholder and q.keys and note is not None and not q.extra.get("placeholder"):
+            note(q.keys, placeholder)
         history = self.history(q)
         if q.assistant and not history:
             self._call(
@@ -215,6 +221,7 @@ class Answerer:
             channel=q.channel,
             thread_ts=q.reply_thread,
             text=WORKING,
+            **NO_UNFURL,  # the answer replaces it
         )
         return resp.get("ts") if resp is not None else None
 
@@ -299,6 +306,7 @@ class Answerer:
                 channel=q.channel,
                 thread_ts=q.reply_thread,
                 text=text,
+                **NO_UNFURL,
                 **extra,
             )
             if resp is None:

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from index.clean import SURROGATES, SafeTerminal
+from index.redact import redact, redact_logs
 from router.citations import label
 
 if TYPE_CHECKING:
@@ -25,6 +27,12 @@ from .wiring import embedder_for, make_anthropic, make_engine, make_pipeline
 
 def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def progress_stream():
+    """Where progress bars go: the terminal itself, not through `SafeTerminal` (a bar is our own
+    text, redrawn with carriage returns and cursor moves that must reach the terminal)."""
+    return getattr(sys.stderr, "raw", sys.stderr)
 
 
 def index_with_progress(
@@ -43,7 +51,11 @@ def index_with_progress(
         nonlocal bar
         if total:
             bar = tqdm(
-                total=total, desc="Embedding", unit="text", file=sys.stderr, disable=quiet or None
+                total=total,
+                desc="Embedding",
+                unit="text",
+                file=progress_stream(),
+                disable=quiet or None,
             )
 
     try:
@@ -67,12 +79,18 @@ def fleet_reindex_lock(settings: Settings):
     if not settings.database_url:
         yield
         return
-    from index.pg import FleetError, connect, try_reindex_lock
+    from index.pg import POOL_ERRORS, FleetError, connect, reindex_unlock, try_reindex_lock
 
     with connect(settings.database_url) as conn:
         if not try_reindex_lock(conn):
             raise FleetError("A reindex is already running in the fleet; try again when it ends")
-        yield  # the lock ends with the connection
+        try:
+            yield  # the lock ends with the connection at the latest
+        finally:
+            # released now: the server ends a closed connection's backend (and its locks) a
+            # moment later, which a run started right after this one could still find holding it
+            with contextlib.suppress(*POOL_ERRORS):  # a lost connection took the lock with it
+                reindex_unlock(conn)
 
 
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
@@ -185,8 +203,22 @@ def _hit_json(rank: int, h) -> dict:
     }
 
 
-def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+def question_of(args: argparse.Namespace) -> str:
+    """The question given as arguments; ValueError when it is not valid text (Python hands over
+    bytes that are not UTF-8 as lone surrogates, which no tokenizer or store takes)."""
     question = " ".join(args.question).strip()
+    if bad := SURROGATES.search(question):
+        code = ord(bad.group())
+        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise ValueError(
+            f"the question is not valid UTF-8 text ({what}): check the terminal's or the"
+            " script's encoding"
+        )
+    return question
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    question = question_of(args)
     if not question:
         print("fieldguide: the question is empty", file=sys.stderr)
         return 2
@@ -254,7 +286,11 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 2
     with tqdm(
-        total=len(questions) * len(modes), desc="Scoring", unit="q", file=sys.stderr, disable=None
+        total=len(questions) * len(modes),
+        desc="Scoring",
+        unit="q",
+        file=progress_stream(),
+        disable=None,
     ) as bar2:
         result = run_eval(
             questions,
@@ -302,7 +338,11 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
     pipeline.answer("warm up: load the model and the index")
     with tqdm(
-        total=len(questions) + len(offtopic), desc="Asking", unit="q", file=sys.stderr, disable=None
+        total=len(questions) + len(offtopic),
+        desc="Asking",
+        unit="q",
+        file=progress_stream(),
+        disable=None,
     ) as bar:
         result = run_answers(
             pipeline.answer,
@@ -346,7 +386,7 @@ def format_answer(ans: Answer) -> str:
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     from router.pipeline import QuestionError
 
-    question = " ".join(args.question).strip()
+    question = question_of(args)
     try:
         ans = make_pipeline(settings, args.db).answer(question)
     except QuestionError as e:
@@ -414,11 +454,12 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings | None) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import logging
 
-    from .slack_app import MAX_BODY_BYTES, SlackStartupError, build_app, make_wsgi
+    from .slack_app import SlackStartupError, build_app, http_server
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    redact_logs(*settings.urls())  # basicConfig added a handler: it redacts too
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     missing = [
@@ -459,19 +500,11 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 1
     if args.http:
-        import waitress
-
         print(
             f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events",
             file=sys.stderr,
         )
-        waitress.serve(
-            make_wsgi(app, settings.slack_signing_secret),
-            host=args.host,
-            port=args.http,
-            threads=8,
-            max_request_body_size=MAX_BODY_BYTES,
-        )
+        http_server(app, settings.slack_signing_secret, args.host, args.http).run()
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
@@ -729,12 +762,23 @@ def database_error(db: str, e: sqlite3.DatabaseError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "json", None) is True:  # for programs: JSON escapes what it must
+        return run(args)
+    # for people: text from questions, docs or the model cannot drive their terminal
+    with (
+        contextlib.redirect_stdout(SafeTerminal(sys.stdout)),
+        contextlib.redirect_stderr(SafeTerminal(sys.stderr)),
+    ):
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     from index.embedders import EmbeddingError
     from index.indexer import IndexError_
     from index.search import IndexChanged
     from index.store import IndexMissing, ModelMismatch
 
-    args = build_parser().parse_args(argv)
     try:
         settings = Settings.load()
     except SettingsError as e:
@@ -743,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.settings_error = e
         return cmd_doctor(args, None)
+    redact_logs(*settings.urls())  # no log line shows a URL's password
     fleet_errors: tuple[type[Exception], ...] = ()  # psycopg is loaded only in fleet mode
     if settings.database_url:
         from index.pg import FleetError
@@ -761,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
     except fleet_errors as e:
-        print(f"fieldguide: {e}", file=sys.stderr)
+        print(f"fieldguide: {redact(str(e), *settings.urls())}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:
         print(f"fieldguide: {database_error(args.db or settings.db, e)}", file=sys.stderr)

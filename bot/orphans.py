@@ -58,6 +58,7 @@ class Sweeper:
                 e["in_thread"],
                 e["assistant"],
                 tuple(e["keys"]),
+                e.get("placeholder"),  # the dead replica's, answered in rather than left behind
             )
         return len(events)
 

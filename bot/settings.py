@@ -18,6 +18,8 @@ from typing import Any
 
 from dotenv.parser import parse_stream
 
+from index.redact import redact
+
 
 class SettingsError(ValueError):
     """Settings that cannot be used; the message names each bad one and what it must be."""
@@ -217,11 +219,12 @@ class Settings:
                 object.__setattr__(self, f.name, value)
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 what = {int: "a whole number", float: "a number"}.get(kind, "text")
-                problems.append(f"{f.metadata['env']}={value!r} must be {what}")
+                problems.append(redact(f"{f.metadata['env']}={value!r} must be {what}", str(value)))
             elif isinstance(value, float) and not math.isfinite(value):
                 problems.append(f"{f.metadata['env']}={value!r} must be a finite number")
             elif check and (why := check(value)):
-                problems.append(f"{f.metadata['env']}={value!r} {why} ({f.metadata['help']})")
+                problem = f"{f.metadata['env']}={value!r} {why} ({f.metadata['help']})"
+                problems.append(redact(problem, str(value)))  # a URL's password is not shown
         if problems:
             raise SettingsError("bad settings: " + "; ".join(problems))
 
@@ -248,6 +251,10 @@ class Settings:
         if problems:
             raise SettingsError("bad settings: " + "; ".join(problems))
         return cls(**kwargs)  # type: ignore[arg-type]
+
+    def urls(self) -> list[str]:
+        """The settings that are URLs (their passwords are never shown: index/redact.py)."""
+        return [str(getattr(self, f.name)) for f in fields(self) if f.name.endswith("_url")]
 
     @property
     def admin_ids(self) -> set[str]:

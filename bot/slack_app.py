@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry import all_builtin_retry_handlers
@@ -32,6 +34,7 @@ from .settings import Settings
 
 log = logging.getLogger(__name__)
 
+SLACK_LAST_RETRY = 3  # Slack retries an event 3 times (about at once, after 1 and 5 minutes)
 MAX_BODY_BYTES = 1024 * 1024  # Slack's payloads are far smaller; anything bigger is refused
 # auth.test errors that waiting will not fix
 FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
@@ -107,6 +110,22 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         reindexer=Reindexer(settings, pipeline.engine.embedder, state),
         app=app,
     )
+    durable = getattr(state, "durable", None)
+    if durable is not None:  # a fleet: no ack for an event whose claim would not survive us
+
+        @app.middleware
+        def hold_undurable_events(req: BoltRequest, resp: BoltResponse, next: Callable) -> Any:
+            retry = int((req.headers.get("x-slack-retry-num") or ["0"])[0] or 0)
+            if (
+                req.body.get("type") == "event_callback"
+                and retry < SLACK_LAST_RETRY
+                and not durable()
+            ):
+                # Slack sends it again (HTTP: a 503; Socket Mode: no ack), to us or another
+                # replica, once PostgreSQL is back; its last retry is answered from memory
+                return BoltResponse(status=503, body="PostgreSQL unavailable: retry")
+            return next()
+
     register(app, bot)
     if hasattr(state, "take_orphans"):  # a fleet: answer what dead replicas acknowledged
         from .orphans import Sweeper
@@ -165,3 +184,41 @@ def make_wsgi(app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES
         return slack(environ, start_response)
 
     return wsgi
+
+
+# Serving limits (issue 27): Slack wants its ack within 3 s, so idle or stalled connections must
+# neither fill the server nor linger. Requests are read asynchronously (no thread waits on a slow
+# client), so the connection cap can be high: open file descriptors are what it costs.
+HTTP_CONNECTIONS = 1000  # at most, less what the process's file limit leaves (FD_HEADROOM)
+FD_HEADROOM = 100  # descriptors kept for the index, the model, PostgreSQL and Slack clients
+IDLE_SECONDS = 10  # a connection sending nothing for this long is closed (a Slack request
+# arrives whole at once; waitress's default keeps one 120 s)
+CLEANUP_SECONDS = 2  # how often idle connections are looked for
+MAX_HEADER_BYTES = 64 * 1024  # Slack's headers are a few hundred bytes
+
+
+def connection_limit() -> int:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return HTTP_CONNECTIONS
+    return max(10, min(HTTP_CONNECTIONS, soft - FD_HEADROOM))
+
+
+def http_server(app: App, signing_secret: str, host: str, port: int, threads: int = 8):
+    """waitress serving `make_wsgi` with the limits above (`.run()` serves; port 0: any free)."""
+    import waitress
+
+    return waitress.create_server(
+        make_wsgi(app, signing_secret),
+        host=host,
+        port=port,
+        threads=threads,
+        max_request_body_size=MAX_BODY_BYTES,
+        max_request_header_size=MAX_HEADER_BYTES,
+        connection_limit=connection_limit(),
+        channel_timeout=IDLE_SECONDS,
+        cleanup_interval=CLEANUP_SECONDS,
+        asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
+    )

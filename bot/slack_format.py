@@ -3,8 +3,9 @@ decision, and native feedback buttons.
 
 Everything that comes from the docs or the model is escaped (`&`, `<`, `>`), in text and code
 alike, so Slack never reads `<!channel>`, `<@U…>` or `<url|label>` in it; Markdown links written
-in the text are reduced to their label. The only links are the sources', and only when their URL
-is a plain http(s) address.
+in the text are reduced to their label, and a bare URL in the model's text that is not one of
+the answer's sources is set as code (Slack links and unfurls bare URLs, not code). The only links
+are the sources', and only when their URL is a plain http(s) address.
 """
 
 from __future__ import annotations
@@ -50,6 +51,26 @@ def safe_markdown(text: str) -> str:
     text = _LINK.sub(lambda m: m.group(1), text)
     text = _LINK_DEFINITION.sub(lambda m: f"{m.group(1)}\\[{m.group(2)}\\]:", text)
     return "\n".join(_escape_line(line) for line in text.split("\n"))
+
+
+# code (left alone: Slack links nothing in it), or a URL Slack would turn into a link: a scheme or
+# www., up to whitespace, not ending in the punctuation that closes a sentence or a bracket
+_CODE_OR_URL = re.compile(
+    r"(?P<code>```.*?(?:```|\Z)|`[^`\n]*`)"
+    r"|(?P<url>\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>`]*[^\s<>`.,;:!?)\]'\"*_~])",
+    re.S | re.I,
+)
+
+
+def unlinked_urls(text: str, sources: frozenset[str] = frozenset()) -> str:
+    """`text` with each bare URL that is not one of `sources` set as inline code: shown as text,
+    never a link a reader could take for a source (nor unfurled), whatever the model wrote."""
+
+    def code(m: re.Match) -> str:
+        url = m.group("url")
+        return m.group() if url is None or url in sources else f"`{url}`"
+
+    return _CODE_OR_URL.sub(code, text)
 
 
 def safe_url(url: str) -> str | None:
@@ -175,10 +196,14 @@ def footer_blocks(
     return blocks
 
 
+def source_urls(ans: Answer) -> frozenset[str]:
+    return frozenset(s.url for s in ans.sources if safe_url(s.url))
+
+
 def answer_messages(ans: Answer, answer_id: int | None) -> list[list[dict]]:
     """The answer as one message's blocks when its text and sources fit one markdown block, else
     as several messages, the last one closed by the sources, decision and feedback."""
-    text = safe_markdown(ans.text)
+    text = safe_markdown(unlinked_urls(ans.text, source_urls(ans)))
     if caveat := caveat_markdown(ans):
         text = f"{caveat}\n\n{text}"
     sources = sources_markdown(ans.sources)
@@ -191,9 +216,10 @@ def answer_messages(ans: Answer, answer_id: int | None) -> list[list[dict]]:
 
 
 class StreamSanitizer:
-    """Streamed model text made safe piece by piece: escaped like `safe_markdown`, and whatever
-    could still become a Markdown link (from an open `[` on) held back until it is resolved, since
-    a link's pieces arrive in separate deltas."""
+    """Streamed model text made safe piece by piece: escaped like `safe_markdown`, bare URLs set
+    as code (`unlinked_urls`; the sources are not known yet: every URL), and whatever could still
+    become a Markdown link (from an open `[` on) or a URL (the last, unfinished word) held back
+    until it is resolved, since their pieces arrive in separate deltas."""
 
     _OPEN = re.compile(r"!?\[[^\]\n]*(\](\([^)\n]*)?)?")
     HOLD_LIMIT = 400  # a longer run from `[` is not a link label and URL any more
@@ -201,6 +227,7 @@ class StreamSanitizer:
     def __init__(self):
         self.held = ""
         self.raw = ""  # everything fed, as the model wrote it
+        self.sent = ""  # the part of it released
 
     def feed(self, delta: str) -> str:
         self.raw += delta
@@ -208,19 +235,29 @@ class StreamSanitizer:
         start = text.rfind("[")
         if start > 0 and text[start - 1] == "!":
             start -= 1
-        if (
+        if not (
             start >= 0
             and len(text) - start <= self.HOLD_LIMIT
             and self._OPEN.fullmatch(text, start)
         ):
-            text, self.held = text[:start], text[start:]
-        else:
-            self.held = ""
-        return safe_markdown(text) if text else ""
+            start = len(text)
+        word = len(text) - len(re.split(r"\s", text[-self.HOLD_LIMIT :])[-1])
+        start = min(start, word)
+        text, self.held = text[:start], text[start:]
+        return self._release(text)
 
     def flush(self) -> str:
         text, self.held = self.held, ""
-        return safe_markdown(text) if text else ""
+        return self._release(text)
+
+    def _release(self, text: str) -> str:
+        if not text:
+            return ""
+        # URLs read in the context of what came before (an open code span or block)
+        before, after = unlinked_urls(self.sent), unlinked_urls(self.sent + text)
+        self.sent += text
+        piece = after[len(before) :] if after.startswith(before) else unlinked_urls(text)
+        return safe_markdown(piece)
 
 
 def same_words(streamed: str, final: str) -> bool:
@@ -236,7 +273,7 @@ def same_words(streamed: str, final: str) -> bool:
 
 def fallback_text(ans: Answer, limit: int = TEXT_LIMIT) -> str:
     """The message's `text`, for notifications and clients without blocks: escaped too."""
-    text = " ".join(ans.text.split())
+    text = " ".join(unlinked_urls(ans.text, source_urls(ans)).split())
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return safe_markdown(text)
 
@@ -244,7 +281,7 @@ def fallback_text(ans: Answer, limit: int = TEXT_LIMIT) -> str:
 def plain_pieces(ans: Answer, limit: int = TEXT_LIMIT) -> list[str]:
     """The answer and its sources as plain escaped text in pieces of at most `limit` characters:
     the last way to deliver it when a message with blocks is refused."""
-    lines = [safe_markdown(ans.text), ""] if ans.text else []
+    lines = [safe_markdown(unlinked_urls(ans.text, source_urls(ans))), ""] if ans.text else []
     for s in ans.sources:
         url = safe_url(s.url)
         lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "")))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from html import unescape
 
+from index.clean import valid_text
+
 # User messages worth answering: plain ones, ones with a file attached, and thread replies also
 # sent to the channel. Every other subtype is an edit, a deletion, a join, a bot, ...
 USER_SUBTYPES = (None, "file_share", "thread_broadcast")
@@ -57,7 +59,8 @@ def plain_text(text: str) -> str:
             return label or f"@{target[1:].split('^')[0]}"
         return label or target.removeprefix("mailto:")
 
-    return unescape(SLACK_MARKUP.sub(typed, text or "")).strip()
+    # a lone surrogate (JSON can carry "\ud800") is no text: read as an unreadable character
+    return valid_text(unescape(SLACK_MARKUP.sub(typed, text or ""))).strip()
 
 
 def small_talk(text: str) -> str | None:
@@ -92,10 +95,15 @@ def greeting(examples: list[str]) -> str:
 
 
 def is_user_message(event: dict, bot_user: str) -> bool:
-    """A message a person wrote (not an edit, a deletion, a bot, or ourselves)."""
+    """A message a person wrote (not an edit, a deletion, a bot, or ourselves), whatever the
+    event's kind: a `message`, an `app_mention` (Slack sends those for bots' messages too, and
+    again for an edit that adds the mention, marked `edited`), an assistant thread's message.
+    Answering a bot could start two bots answering each other."""
     return (
         event.get("subtype") in USER_SUBTYPES
         and not event.get("bot_id")
+        and not event.get("bot_profile")
+        and not event.get("edited")
         and event.get("user") not in (None, "", bot_user)
     )
 

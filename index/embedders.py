@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .embedding import Embedder, EmbeddingError, Progress, normalise
+from .embedding import Embedder, EmbeddingError, Progress, fit_text, normalise
 from .onnx_model import DEFAULT_DIR, OnnxEmbedder
 from .retries import retryable, voyage_retrying
 
@@ -68,7 +68,9 @@ class TorchEmbedder:
         for s in range(0, len(order), self.batch_size):
             idx = order[s : s + self.batch_size]
             out[idx] = model.encode(
-                [texts[i] for i in idx], batch_size=self.batch_size, convert_to_numpy=True
+                [fit_text(texts[i], self.max_seq_length) for i in idx],
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
             )
             if progress:
                 progress(len(idx))
@@ -91,12 +93,16 @@ class VoyageEmbedder:
         max_retries: int = 4,
         max_texts: int = 1000,
         max_tokens: int = 100_000,
+        max_input_tokens: int = 32_000,
     ):
         import voyageai
 
         # per-request limits: 1,000 texts; tokens kept well under voyage-3.5's 320K (estimated
         # below)
         self.max_texts, self.max_tokens = max_texts, max_tokens
+        # one text's context (voyage-3.5: 32K tokens; the API truncates past it): a longer text
+        # is cut here, not sent whole
+        self.max_input_tokens = max_input_tokens
         self.model = model
         self.name = f"voyage:{model}"
         self.max_retries = max_retries
@@ -131,7 +137,7 @@ class VoyageEmbedder:
         cur: list[int] = []
         tokens = 0
         for i, t in enumerate(texts):
-            est = len(t) // 3 + 1  # generous: ~4 chars a token in English
+            est = len(fit_text(t, self.max_input_tokens)) // 3 + 1  # generous: ~4 chars a token
             if cur and (len(cur) >= self.max_texts or tokens + est > self.max_tokens):
                 out.append(cur)
                 cur, tokens = [], 0

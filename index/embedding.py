@@ -32,3 +32,15 @@ def normalise(rows) -> np.ndarray:
         m = m[None, :]
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     return m / np.where(norms == 0, 1, norms)
+
+
+# A text is cut to this many characters per token the model reads before it is tokenised (or
+# sent): ordinary text averages 3-5 characters a token (code fewer), so the cut lies past what
+# the model would read anyway and changes no embedding (tests/test_hostile.py checks the example
+# docs), while a 10 MB chunk costs no more than its first few thousand characters.
+CHARS_PER_TOKEN = 16
+
+
+def fit_text(text: str, max_tokens: int) -> str:
+    """`text` cut to what a model reading `max_tokens` tokens can use (CHARS_PER_TOKEN)."""
+    return text[: max_tokens * CHARS_PER_TOKEN]

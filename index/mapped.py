@@ -84,6 +84,13 @@ def read_arrays(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
     return head, arrays
 
 
+# What a question reads of one chunk's text (and search text): ten times the chunker's largest
+# chunk (2,000 characters and its overlap), so every chunk it makes is read whole, while a chunk
+# it could not split (an index holding one 50 MB code block) costs a question no more than this.
+# Quotes are checked against what was read: they stay exact.
+CHUNK_READ_CHARS = 20_000
+
+
 class Records:
     """Chunk records read from the SQLite index by chunk id, for the hits used: one query for a
     list of rows. Its own connection, used under a lock (any thread may read a hit's chunk)."""
@@ -99,7 +106,8 @@ class Records:
         ids = [self.ids[r].decode() for r in rows]
         with self._lock:
             found = self._conn.execute(
-                f"""SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
+                f"""SELECT c.id, c.doc, c.heading_path, substr(c.text, 1, {CHUNK_READ_CHARS}),
+                           substr(c.search_text, 1, {CHUNK_READ_CHARS}), c.start, c."end",
                            d.title, d.intent, d.url
                     FROM chunks c JOIN docs d ON d.path = c.doc
                     WHERE c.id IN ({",".join("?" * len(ids))})""",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .embedding import EmbeddingError, Progress, normalise
+from .embedding import EmbeddingError, Progress, fit_text, normalise
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -195,7 +195,8 @@ class OnnxEmbedder:
         return (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
 
     def _encode(self, texts: list[str]):
-        return self._load()[1].encode_batch(texts)
+        # cut first: the tokenizer truncates only after tokenising the whole text
+        return self._load()[1].encode_batch([fit_text(t, self.max_seq_length) for t in texts])
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         out = np.zeros((len(texts), 384), dtype=np.float32)

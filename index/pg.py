@@ -15,6 +15,8 @@ import socket
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from .redact import redact
+
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 3  # seconds for one connection attempt
@@ -85,9 +87,13 @@ def connect(url: str) -> psycopg.Connection:
             application_name=application_name(),
         )
     except psycopg.ProgrammingError as e:
-        raise FleetError(f"FIELDGUIDE_DATABASE_URL is not a valid connection URL ({e})") from None
+        # libpq quotes the part it could not read: with an unencoded % it is the password
+        raise FleetError(
+            f"FIELDGUIDE_DATABASE_URL is not a valid connection URL ({redact(str(e), url)});"
+            " percent-encode special characters in the user name and password (% as %25)"
+        ) from None
     except psycopg.OperationalError as e:
-        reason = " ".join(str(e).split()) or type(e).__name__
+        reason = redact(" ".join(str(e).split()), url) or type(e).__name__
         raise FleetError(
             f"Cannot reach PostgreSQL at {_where(url)} ({reason}). Check FIELDGUIDE_DATABASE_URL"
             " and that the server is running."

@@ -19,8 +19,13 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 TOKEN = re.compile(r"[a-z0-9]+")
+# A term is at most this long: a SHA-256 hex digest (64), the longest identifier people paste to
+# look up, is still one whole term; a longer run of letters (a 4,000-letter "word", a base64 blob)
+# is cut to its first 64, in the docs and in questions alike, so it still matches by its start
+# and costs what a 64-letter term costs wherever terms are looked up, stemmed or compared.
+MAX_TERM_CHARS = 64
 # bump when tokenize() or bm25_tokens() change: cached postings are keyed by it
-TOKENIZER_VERSION = 2
+TOKENIZER_VERSION = 3
 # BM25 counts a chunk's title and heading path this many times: headings name what a section is
 # about (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs
 # recall@3 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
@@ -51,7 +56,7 @@ def stem(word: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    return [stem(t) for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
+    return [stem(t[:MAX_TERM_CHARS]) for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
 def bm25_tokens(search_text: str) -> list[str]:

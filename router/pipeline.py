@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from index.clean import valid_text
 from index.search import BM25, Hit, Searcher
 from prompts import prompt_hash
 
@@ -131,7 +132,9 @@ class Pipeline:
     # -- the steps -------------------------------------------------------------------------------
 
     def check(self, question: str) -> str:
-        question = (question or "").strip()
+        # a lone surrogate (Slack's JSON can carry "\ud800") is no text a tokenizer or store
+        # takes: read as what it is, an unreadable character
+        question = valid_text(question or "").strip()
         if not question:
             raise QuestionError("The question is empty: ask me something about the docs.")
         if len(question) <= MAX_QUESTION_CHARS:

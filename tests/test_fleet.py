@@ -221,6 +221,8 @@ def test_a_replica_killed_after_acking_its_event_is_answered_by_another_without_
         assert "attempts" in json.dumps(answer.get("blocks", ""))
         fleet.settle()  # every replica has handled what it was sent
         assert len(fleet.answers_in(ts)) == 1
+        # answered in the dead replica's placeholder, not under it (issue 27 row 9)
+        assert fleet.placeholders_in(ts) == 1
         assert fleet.audit_threads().count(ts) == 1
         with psycopg.connect(fleet.url) as conn:
             done = conn.execute(
@@ -242,11 +244,15 @@ def test_postgres_stopped_and_restarted_while_serving(fleet, pg_server):
     pg_server.stop()
     try:
         stamps = [f"1700000400.00000{i}" for i in range(4)]
+        question = "How many times is a failed webhook retried?"
         for i, ts in enumerate(stamps):
             r = fleet.replicas[i % 2]
-            assert r.event(mention("How many times is a failed webhook retried?", ts), ts) == 200
-        # a retry to the replica that has the event: its own memory drops it
-        assert r1.event(mention("x", stamps[0]), stamps[0], retry=1) == 200
+            # not acknowledged while its claim cannot be durable: Slack keeps it
+            assert r.event(mention(question, ts), ts) == 503
+            # Slack's last retry is answered from memory
+            assert r.event(mention(question, ts), ts, retry=3) == 200
+        # a second last retry to the replica that has the event: its own memory drops it
+        assert r1.event(mention("x", stamps[0]), stamps[0], retry=3) == 200
         wait(lambda: all(fleet.answers_in(ts) for ts in stamps))
     finally:
         pg_server.start()
@@ -390,3 +396,45 @@ def test_socket_mode_replica_killed_the_other_answers_its_unacknowledged_events(
     f.deliver(more, "EvAlone")
     wait(lambda: f.answers_in(more[0]))
     f.answered_once(more)
+
+
+def test_text_postgres_cannot_hold_is_cleaned_and_answered(fleet):
+    # issue 27 row 3: a NUL or a lone surrogate in a mention failed the claim after the ack
+    ts = "1700000700.000001"
+    text = "How many times is a failed webhook retried?\x00 \ud800"
+    assert fleet.replicas[0].event(mention(text, ts), "EvNul") == 200
+    [answer] = wait(lambda: fleet.answers_in(ts))
+    assert "attempts" in json.dumps(answer.get("blocks", ""))
+    with psycopg.connect(fleet.url) as conn:
+        [(question,)] = conn.execute(
+            "SELECT question FROM answers WHERE thread_ts = %s", [ts]
+        ).fetchall()
+    assert question == "How many times is a failed webhook retried? \ufffd"
+
+
+def test_a_replica_killed_during_an_outage_leaves_nothing_unanswered(fleet, pg_server):
+    # issue 27 row 9: events sent while PostgreSQL is down are not acknowledged (their claims
+    # could live only in memory), so Slack sends them again once a replica can take them;
+    # the replica that got them first dies meanwhile
+    with dying_replica(fleet, "doomed") as (doomed, _claude):
+        question = "How many times is a failed webhook retried?"
+        stamps = [f"1700000800.00000{i}" for i in range(8)]
+        pg_server.stop()
+        try:
+            statuses = [doomed.event(mention(question, ts), f"EvDoom{i}") for i, ts in
+                        enumerate(stamps)]  # fmt: skip
+            doomed.proc.send_signal(signal.SIGKILL)
+            doomed.proc.wait(10)
+        finally:
+            pg_server.start()
+        assert statuses == [503] * 8
+        # Slack's retries reach a live replica
+        for i, ts in enumerate(stamps):
+            r = fleet.replicas[i % 2]
+            wait(lambda r=r, i=i, ts=ts: r.event(mention(question, ts), f"EvDoom{i}", retry=1)
+                 == 200)  # fmt: skip
+        wait(lambda: all(fleet.answers_in(ts) for ts in stamps))
+        fleet.settle()
+        assert all(len(fleet.answers_in(ts)) == 1 for ts in stamps)
+        # no placeholder left behind: each thread holds one message, its answer
+        assert all(fleet.placeholders_in(ts) == 1 for ts in stamps)

@@ -221,3 +221,77 @@ def _wait(condition, timeout: float = 15.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_full():
+    # issue 27 row 10: PostgreSQL refusing new connections (max_connections reached) left both
+    # replicas "unreachable" although their pools worked, and de-duplicating in memory: every
+    # retried event answered twice. A session now comes from the pool.
+    from bot.testing.pgserver import PgServer
+
+    server = PgServer({"max_connections": "12"})
+    held: list[psycopg.Connection] = []
+    states: list[PostgresState] = []
+    try:
+        url = server.create_database("full")
+        upgrade(url)
+        states = [PostgresState(url, max_connections=4) for _ in range(2)]
+        for state in states:  # the pools grow under load, as a serving replica's does
+            threads = [
+                threading.Thread(target=state._run, args=("SELECT pg_sleep(0.3)",))
+                for _ in range(3)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        def fill() -> None:  # every free connection slot taken
+            while True:
+                try:
+                    held.append(psycopg.connect(url, autocommit=True, connect_timeout=3))
+                except psycopg.OperationalError:
+                    return
+
+        fill()
+        assert held
+        old = [s._identity for s in states]
+        for s in states:  # the sessions end (a network blip, an admin's pg_terminate_backend)
+            held[0].execute("SELECT pg_terminate_backend(%s)", [s._identity[0]])
+        time.sleep(0.2)
+        fill()  # and their slots are taken at once
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not all(
+            s._identity != o and not s._down for s, o in zip(states, old, strict=True)
+        ):
+            time.sleep(0.2)
+        assert [s._down for s in states] == [False, False]
+        assert all(s._identity != o for s, o in zip(states, old, strict=True))
+        assert all(s.durable() for s in states)
+        # de-duplication is the fleet's again: one replica gets each event
+        for i in range(8):
+            got = [s.claim_event(f"EvFull{i}", f"C1:{i}") for s in states]
+            assert sorted(got) == [False, True]
+    finally:
+        for s in states:
+            s.close()
+        for c in held:
+            c.close()
+        server.close()
+
+
+def test_a_claim_postgresql_refuses_still_gets_the_question_answered(two_states):
+    # issue 27 row 3: text PostgreSQL cannot hold (NUL, a lone surrogate) failed the claim after
+    # Slack had its ack: never answered. It is cleaned before it is stored; and a claim that
+    # fails anyway (here a key longer than a btree index entry may be) is made in memory.
+    import secrets
+
+    a, _ = two_states
+    assert a.claim_event("EvNul\x00", "C1:1.\ud800", event={"text": "a\x00b \ud800"}) is True
+    with psycopg.connect(a.url) as conn:
+        [(event,)] = conn.execute("SELECT event FROM event_claims WHERE key = 'EvNul'").fetchall()
+    assert event == {"text": "ab \ufffd"}
+    key = "C1:" + secrets.token_hex(5000)  # incompressible: past btree's 2,704-byte limit
+    assert a.claim_event("EvHuge", key) is True
+    assert a.claim_event("EvHuge", key) is False  # a second delivery still dropped
+    assert a.durable() and not a._down  # one refused statement is no outage

@@ -474,8 +474,16 @@ def test_bad_signature_and_unsigned_junk_get_401(http):
 
 
 def test_bodies_over_a_megabyte_get_413(http):
-    status, _ = http.send_http(b"x" * (1024 * 1024 + 1), "application/json")
-    assert status == 413
+    from urllib.error import URLError
+
+    # the server (run as `serve --http` runs it) answers 413 from the headers and closes the
+    # connection without reading the body: a client still sending it may see the close first
+    try:
+        status, _ = http.send_http(b"x" * (1024 * 1024 + 1), "application/json")
+    except (URLError, ConnectionError) as e:
+        assert "Broken pipe" in str(e) or "reset" in str(e).lower(), e
+    else:
+        assert status == 413
 
 
 # -- streamed answers with Claude --------------------------------------------------------------
@@ -544,3 +552,90 @@ def test_claude_answers_in_a_plain_dm_are_posted_whole(make_harness, claude_stub
     h.event(dm("How do I verify the signature of a webhook?"), "EvS3")
     [answer] = answer_in(h.mock, "D1")
     assert "state" not in answer and h.mock.calls("/api/chat.startStream") == []
+
+
+def test_bots_and_edits_are_ignored_for_every_event_kind(http):
+    # issue 27 row 7: another bot mentioning this one (two bots could answer each other in a
+    # loop), and edits, whatever kind of event carries them
+    question = "What does error TW-1429 mean?"
+    for i, event in enumerate(
+        [
+            mention(question, ts="1.1", bot_id="B2"),
+            mention(question, ts="1.2", subtype="bot_message", bot_id="B2", user=None),
+            mention(question, ts="1.3", edited={"user": "U1", "ts": "1.31"}),
+            mention(question, ts="1.4", subtype="message_changed"),
+            {
+                "type": "message",
+                "subtype": "message_changed",
+                "channel": "D1",
+                "channel_type": "im",
+                "ts": "1.5",
+                "message": dm(question, ts="1.05", edited={"user": "U1", "ts": "1.5"}),
+            },
+            dm(question, ts="1.6", bot_id="B2", subtype="bot_message"),
+            dm(question, ts="1.7", thread_ts="1.6", bot_id="B2"),  # an assistant thread
+        ]
+    ):
+        acked, _ = http.event(event, f"EvBot{i}")
+        assert acked
+    sentinel(http)
+    assert [p for p in http.mock.posts() if p["channel"] != "DSENT"] == []
+    assert [m for m in http.mock.answers() if m["channel"] != "DSENT"] == []
+
+
+def test_a_lone_surrogate_in_a_question_is_read_not_a_failure(http):
+    # issue 27 row 8: JSON can carry "\ud800" (json.dumps writes it as that escape)
+    http.event(dm("What does error TW-1429 mean? \ud800"), "EvSurrogate")
+    [answer] = answer_in(http.mock, "D1")
+    assert "TW-1429" in markdown_of(answer) and "went wrong" not in markdown_of(answer)
+    asked = [r[0] for r in http.pipeline.state.db.execute("SELECT question FROM answers")]
+    assert asked == ["What does error TW-1429 mean? \ufffd"]
+
+
+URL_REPLY = [
+    ("Pay at https://evil.example/pay?x=1 now.", [(0, 0, 1)]),
+    " Or www.phish.example, not `https://code.example`.",
+]
+
+
+@pytest.mark.parametrize("how", ["streamed", "whole"])
+def test_bare_urls_from_the_model_are_text_and_answers_do_not_unfurl(
+    make_harness, claude_stub, how
+):
+    # issue 27 row 11: only the sources are links; Slack previews nothing under an answer
+    h = make_harness("http", claude_stub(answer=URL_REPLY, words_per_second=400))
+    if how == "streamed":
+        h.event(mention("How do I verify the signature of a webhook?"), "EvU1")
+        [answer] = answer_in(h.mock, "C1")
+        text = answer["text"]
+    else:
+        h.event(dm("How do I verify the signature of a webhook?"), "EvU2")
+        [answer] = answer_in(h.mock, "D1")
+        text = markdown_of(answer)
+    assert "`https://evil.example/pay?x=1` now" in text and "`www.phish.example`" in text
+    assert "`https://code.example`" in text and "``" not in text
+    assert "(https://evil" not in text and " https://evil" not in text
+    for post in h.mock.posts():  # the placeholder (replaced by the answer) and the answer
+        assert post["unfurl_links"] is False and post["unfurl_media"] is False
+
+
+def test_a_signed_event_is_acked_in_time_while_200_idle_connections_are_open(http):
+    # issue 27 row 4: connections that send half a request and then nothing (slowloris, a
+    # stuck proxy) must not keep Slack's events out: it wants its ack within 3 s
+    import socket
+    import time
+
+    port = http.server.effective_port
+    idle = []
+    try:
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Type: appl")
+            idle.append(s)
+        started = time.monotonic()
+        acked, _ = http.event(dm("What does error TW-1429 mean?"), "EvBusyServer")
+        assert acked and time.monotonic() - started < 3
+        answer_in(http.mock, "D1")
+    finally:
+        for s in idle:
+            s.close()

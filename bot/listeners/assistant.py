@@ -9,7 +9,7 @@ from slack_bolt import App, Assistant, Say
 from slack_bolt.context.set_suggested_prompts import SetSuggestedPrompts
 from slack_sdk import WebClient
 
-from ..slack_rules import GREETING, example_questions
+from ..slack_rules import GREETING, example_questions, is_user_message
 from .common import Bot
 
 
@@ -27,6 +27,8 @@ def register(app: App, bot: Bot) -> None:
 
     @assistant.user_message
     def on_user_message(payload: dict, body: dict, client: WebClient, logger: Logger) -> None:
+        if not is_user_message(payload, bot.bot_user):
+            return
         bot.ask(client, logger, payload, body, in_thread=True, assistant=True)
 
     app.use(assistant)

@@ -13,7 +13,7 @@ from slack_sdk import WebClient
 from bot.state.sqlite import State
 from router.pipeline import Pipeline
 
-from ..answers import SLACK_FAILURES, Answerer, Question
+from ..answers import SLACK_FAILURES, SORRY, Answerer, Question
 from ..reindex import Reindexer
 from ..settings import Settings
 from ..slack_rules import dedupe_keys, plain_text, reply_thread
@@ -53,7 +53,18 @@ class Bot:
             "in_thread": in_thread,
             "assistant": assistant,
         }
-        if not self.state.claim_event(*keys, event=stored):
+        try:
+            claimed = self.state.claim_event(*keys, event=stored)
+        except Exception:  # never a silent drop: Slack has its ack and will not resend
+            logger.exception("claiming event %s failed", body.get("event_id"))
+            try:
+                client.chat_postMessage(
+                    channel=event["channel"], thread_ts=reply_thread(event, in_thread), text=SORRY
+                )
+            except SLACK_FAILURES as e:
+                logger.warning("could not say so either: %s", e)
+            return
+        if not claimed:
             logger.info("event %s already claimed", body.get("event_id"))
             return
         user, thread = event.get("user", ""), reply_thread(event, in_thread)
@@ -74,8 +85,10 @@ class Bot:
         in_thread: bool,
         assistant: bool,
         keys: tuple[str, ...],
+        placeholder: str | None = None,
     ) -> None:
-        """Hand a claimed question to the answer workers."""
+        """Hand a claimed question to the answer workers (`placeholder`: a message already
+        posted for it, to answer in)."""
         self.answerer.submit(
             Question(
                 client=client,
@@ -88,6 +101,7 @@ class Bot:
                 team=body.get("team_id") or event.get("team", ""),
                 assistant=assistant,
                 keys=tuple(keys),
+                extra={"placeholder": placeholder} if placeholder else {},
             )
         )
 

@@ -7,13 +7,15 @@ from logging import Logger
 from slack_bolt import App
 from slack_sdk import WebClient
 
-from ..slack_rules import message_kind
+from ..slack_rules import is_user_message, message_kind
 from .common import Bot
 
 
 def register(app: App, bot: Bot) -> None:
     @app.event("app_mention")
     def on_mention(event: dict, body: dict, client: WebClient, logger: Logger) -> None:
+        if not is_user_message(event, bot.bot_user):
+            return  # a bot's message or an edit: never answered (see is_user_message)
         bot.ask(client, logger, event, body, in_thread=True)
 
     @app.event("message")

@@ -16,7 +16,18 @@
 
 While PostgreSQL is unreachable, answers go on: audit rows and feedback wait in a bounded queue
 and are written on reconnect, de-duplication and rate limits fall back to this process's memory
-(one warning per outage).
+(one warning per outage). An event is not acknowledged while its claim cannot be made durable
+(`durable`, checked by bot/slack_app.py before Bolt acks): Slack keeps it and sends it again, to
+this replica or another, so a replica dying during the outage loses nothing it held only in
+memory; Slack's last retry is answered from memory rather than refused for good.
+
+Text PostgreSQL cannot hold (NUL, lone surrogates) is cleaned before it is stored (index/clean.py),
+and a claim that fails for any other database reason is made in memory: the question is answered.
+
+Connections: the pool (at most `max_connections`) serves every statement, and one of its
+connections is held as the replica's session (claims' owner, the reindex lock), so a replica
+needs no connection beyond its pool: when the server refuses new ones, a replica whose pool still
+has one restores its session from it (docs/deploy.md counts them for a fleet).
 """
 
 from __future__ import annotations
@@ -32,10 +43,10 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from index.clean import storable, storable_json
 from index.pg import (
     POOL_ERRORS,
     FleetError,
-    connect,
     open_pool,
     reindex_locked,
     reindex_unlock,
@@ -114,6 +125,15 @@ WHERE cardinality(array(SELECT t FROM unnest(r.times) t WHERE t > now() - interv
 RETURNING 1"""
 
 
+def outage(e: Exception) -> bool:
+    """Is `e` the database being away (no connection, a connection lost or refused, the server
+    shutting down), rather than one statement refused (a limit, a timeout)?"""
+    state = getattr(e, "sqlstate", None)
+    # 08: connection exception, 53: insufficient resources (too many connections),
+    # 57P: the server shutting down or restarting; no SQLSTATE: no server answered at all
+    return state is None or state.startswith(("08", "53", "57P"))
+
+
 class PostgresState:
     """The fleet's State (see the module docstring)."""
 
@@ -140,14 +160,29 @@ class PostgresState:
 
     def _open_session(self) -> None:
         """The connection that stands for this replica: its pid and start time own the event
-        claims, and it holds the reindex lock."""
-        conn = connect(self.url)
-        row = conn.execute(
-            "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity"
-            " WHERE pid = pg_backend_pid()"
-        ).fetchone()
+        claims, and it holds the reindex lock. Taken from the pool and kept out of it, so it
+        needs no connection the server might refuse when the pool has one."""
+        try:
+            conn = self.pool.getconn()
+        except POOL_ERRORS as e:
+            raise FleetError(
+                f"no PostgreSQL connection for the session ({type(e).__name__})"
+            ) from None
+        try:
+            row = conn.execute(
+                "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity"
+                " WHERE pid = pg_backend_pid()"
+            ).fetchone()
+        except POOL_ERRORS:
+            self.pool.putconn(conn)  # broken: the pool discards it
+            raise
         assert row is not None
         self._session, self._identity = conn, (row[0], row[1])
+
+    def _drop_session(self) -> None:
+        if self._session is not None:
+            self.pool.putconn(self._session)  # a broken one is discarded, a live one reused
+            self._session = None
 
     def _run(self, sql: str, params: Any = None) -> list[tuple]:
         with self.pool.connection() as conn:
@@ -156,6 +191,9 @@ class PostgresState:
             return cur.fetchall() if cur.description else []
 
     def _failed(self, what: str, e: Exception) -> None:
+        if not outage(e):  # the server answered: this statement failed, the database is fine
+            log.error("PostgreSQL refused %s: %s", what, " ".join(str(e).split()))
+            return
         if not self._down:
             self._down = True
             log.warning(
@@ -181,9 +219,15 @@ class PostgresState:
         written = 0
         while self._queue:
             kind, params = self._queue[0]
-            self._run(INSERT_ANSWER if kind == "answer" else UPSERT_FEEDBACK, params)
+            try:
+                self._run(INSERT_ANSWER if kind == "answer" else UPSERT_FEEDBACK, params)
+                written += 1
+            except POOL_ERRORS as e:
+                if outage(e):
+                    raise  # kept for the next try
+                # a row the server refuses would be refused forever, holding up the rest
+                log.error("dropped a queued %s PostgreSQL refuses: %s", kind, e)
             self._queue.popleft()
-            written += 1
         self._threads.clear()  # PostgreSQL knows those threads now
         return written
 
@@ -210,7 +254,7 @@ class PostgresState:
     def _restore(self) -> None:
         with self._session_lock:
             if self._session is None or self._session.closed or self._session.broken:
-                self._session = None
+                self._drop_session()
                 self._open_session_quietly()
         n = self.flush()
         if self._down:
@@ -226,14 +270,16 @@ class PostgresState:
     def close(self) -> None:
         self._stop.set()
         self._worker.join(timeout=5)
+        with self._session_lock:
+            self._drop_session()
         self.pool.close()
-        if self._session is not None:
-            self._session.close()
 
     # --- State
 
     def record_answer(self, ans: Any, context: dict) -> int | None:
-        row = answer_row(ans, context)
+        row = {
+            k: storable(v) if isinstance(v, str) else v for k, v in answer_row(ans, context).items()
+        }
         # the claim's keys come with the question (answered on another thread than it was claimed)
         row["keys"] = list(context.get("keys") or getattr(self._mine, "keys", []))
         self._mine.keys = []
@@ -248,6 +294,7 @@ class PostgresState:
         return None  # no id yet: the answer is posted without feedback buttons
 
     def record_feedback(self, answer_id: int, user: str, value: str) -> None:
+        user, value = storable(user), storable(value)
         if not self._down and not self._queue:
             try:
                 self._run(UPSERT_FEEDBACK, [answer_id, user, value, utc_now()])
@@ -276,24 +323,59 @@ class PostgresState:
                 return bool(
                     self._run(
                         "SELECT 1 FROM answers WHERE channel = %s AND thread_ts = %s LIMIT 1",
-                        [channel, thread_ts],
+                        [storable(channel), storable(thread_ts)],
                     )
                 )
             except POOL_ERRORS as e:
                 self._failed("reading a thread", e)
         return False
 
+    def durable(self) -> bool:
+        """Can an event be claimed in PostgreSQL now (checked before Slack gets its ack)? The
+        replica's session is what is checked: a claim is owned by it, and one made in the name of
+        a session a server restart ended would look orphaned to the other replicas at once."""
+        if self._down:
+            return False
+        try:
+            with self._session_lock:
+                try:
+                    if self._session is None:
+                        raise psycopg.OperationalError("no session")
+                    self._session.execute("SELECT 1")
+                except POOL_ERRORS:  # ended (a restart): a new one from the pool, if any
+                    self._drop_session()
+                    self._open_session_quietly()
+            return True
+        except POOL_ERRORS as e:
+            self._failed("checking the database", e)
+            return False
+
     def claim_event(self, *keys: str, event: dict | None = None) -> bool:
-        wanted = sorted({k for k in keys if k})
+        wanted = sorted({storable(k) for k in keys if k})
         got = self._local.claim_event(*wanted)  # also remembered here, for an outage
         if not self._down:
             try:
-                return self._claim(wanted, event)
+                return self._claim(wanted, storable_json(event))
             except POOL_ERRORS as e:
                 self._failed("claiming an event", e)
+            except psycopg.Error:  # not an outage, yet no reason to leave a question unanswered
+                log.exception("claiming event %s failed: de-duplicated in memory", wanted)
         if got:
             self._mine.keys = wanted
         return got
+
+    def note_placeholder(self, keys: tuple[str, ...], ts: str) -> None:
+        """Keep the answer's placeholder with the claim: a replica taking the event over
+        (take_orphans) answers in it instead of leaving it behind."""
+        if keys and not self._down:
+            try:
+                self._run(
+                    "UPDATE event_claims SET event = jsonb_set(event, '{placeholder}', %s)"
+                    " WHERE key = ANY(%s) AND event IS NOT NULL",
+                    [Jsonb(ts), [storable(k) for k in keys]],
+                )
+            except POOL_ERRORS as e:
+                self._failed("noting a placeholder", e)
 
     def _claim(self, wanted: list[str], event: dict | None) -> bool:
         rows = self._run(
@@ -317,7 +399,10 @@ class PostgresState:
     def done_event(self, *keys: str) -> None:
         if keys and not self._down:
             try:
-                self._run("UPDATE event_claims SET done = true WHERE key = ANY(%s)", [list(keys)])
+                self._run(
+                    "UPDATE event_claims SET done = true WHERE key = ANY(%s)",
+                    [[storable(k) for k in keys]],
+                )
             except POOL_ERRORS as e:
                 self._failed("closing an event", e)
 
@@ -336,6 +421,7 @@ class PostgresState:
         return taken
 
     def allow_question(self, user: str, per_minute: int) -> bool:
+        user = storable(user)
         if not self._down:
             try:
                 return bool(self._run(ALLOW, {"user": user, "limit": per_minute}))

@@ -8,10 +8,9 @@ import threading
 import time
 from urllib.parse import urlencode
 
-import waitress
 from waitress import wasyncore
 
-from bot.slack_app import build_bot, make_wsgi
+from bot.slack_app import build_bot, http_server
 from bot.testing.stubs import BOT, TEAM, SlackMock, SocketModeServer, signed_request
 
 SECRET = "test-signing-secret"
@@ -33,9 +32,7 @@ class Harness:
         self.app = self.bot.app
         self.server = self.socket = self.handler = None
         if transport == "http":
-            self.server = waitress.create_server(
-                make_wsgi(self.app, SECRET), host="127.0.0.1", port=0, threads=4
-            )
+            self.server = http_server(self.app, SECRET, "127.0.0.1", 0, threads=4)
             threading.Thread(target=self.server.run, daemon=True).start()
             self.url = f"http://127.0.0.1:{self.server.effective_port}/slack/events"
         else:
