@@ -79,6 +79,49 @@ def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
 
 
+# USD per million tokens (Anthropic's list prices, 2026-11; a cache write is the 5-minute one, 1.25x
+# input, a cache read 0.1x). A model id matches the longest key it starts with
+# (claude-haiku-4-5-20251001 → claude-haiku-4-5). FIELDGUIDE_PRICES replaces the table.
+DEFAULT_PRICES: dict[str, dict[str, float]] = {
+    "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.10},
+    "claude-sonnet-4": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
+    "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus-4-6": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus-4-1": {"input": 15.0, "output": 75.0, "cache_write": 18.75, "cache_read": 1.50},
+}
+PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
+
+
+def parse_prices(raw: str) -> dict[str, dict[str, float]]:
+    """FIELDGUIDE_PRICES as a table (the built-in one when empty); ValueError saying what is
+    wrong."""
+    if not raw.strip():
+        return DEFAULT_PRICES
+    import json
+
+    try:
+        table = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"is not JSON ({e.msg})") from None
+    if not isinstance(table, dict) or not table:
+        raise ValueError("must be a JSON object of models")
+    for model, p in table.items():
+        if not isinstance(p, dict) or set(p) != set(PRICE_KEYS):
+            raise ValueError(f"{model}: give exactly {', '.join(PRICE_KEYS)}")
+        bad = [k for k in PRICE_KEYS if not isinstance(p[k], (int, float)) or p[k] < 0]
+        if bad:
+            raise ValueError(f"{model}: {', '.join(bad)} must be numbers ≥ 0")
+    return {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
+
+
+def price_table(v: Any) -> str | None:
+    try:
+        parse_prices(str(v))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def _setting(env: str, default, help: str, check: Check | None = None):
     return field(default=default, metadata={"env": env, "help": help, "check": check})
 
@@ -114,6 +157,21 @@ class Settings:
         "FIELDGUIDE_EXTRACT_MODEL", "claude-haiku-4-5", "passage extractor"
     )
     answer_model: str = _setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-4-6", "answer writer")
+    check_model: str = _setting(
+        "FIELDGUIDE_CHECK_MODEL",
+        "claude-haiku-4-5",
+        "claim checker: is each answer sentence supported by what it cites",
+    )
+    judge_model: str = _setting(
+        "FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-4-6", "`eval --answers --judge` grader"
+    )
+    prices: str = _setting(
+        "FIELDGUIDE_PRICES",
+        "",
+        "JSON {model: {input, output, cache_write, cache_read}} USD per million tokens for"
+        " `audit --stats`; empty = the built-in table",
+        price_table,
+    )
     voyage_api_key: str = _setting(
         "VOYAGE_API_KEY", "", "Voyage key; empty = local embedding model"
     )

@@ -99,6 +99,7 @@ def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
         "condense": settings.condense_model,
         "extract": settings.extract_model,
         "answer": settings.answer_model,
+        "check": settings.check_model,
     }
     return Pipeline(
         engine,

@@ -72,11 +72,18 @@ def search_results(passages: list[Passage], by_chunk: dict[str, Source]) -> list
     ]
 
 
+def same_text(a: str, b: str) -> bool:
+    """Equal once whitespace is left out: the API joins the cited blocks as they were sent, so
+    only spacing at the joins may differ."""
+    return "".join(a.split()) == "".join(b.split())
+
+
 def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | None:
     """A search_result_location citation checked by its indices against the blocks that were
-    sent (each block a passage already verified against its chunk at extraction): verified when
-    the search result and the block range exist. `cited_text` is kept as the API gave it, not
-    searched for. None for a citation of another type."""
+    sent (each block a passage already verified against its chunk at extraction) and by its
+    content: verified when the search result and the block range exist and `cited_text` is the
+    text of those blocks (whitespace aside). An unverified citation keeps the `cited_text` the API
+    gave. None for a citation of another type."""
     if getattr(cit, "type", "") != "search_result_location":
         return None
     i, start, end = cit.search_result_index, cit.start_block_index, cit.end_block_index
@@ -91,4 +98,6 @@ def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | No
         return Citation(0, "", "", "", str(cit.cited_text), False)
     src = sources[i]
     sent = "".join(b["text"] for b in results[i]["content"][start:end])
+    if not same_text(str(cit.cited_text or ""), sent):  # the right place, another text
+        return Citation(src.n, src.doc, src.section, src.url, str(cit.cited_text), False)
     return Citation(src.n, src.doc, src.section, src.url, sent, True)

@@ -20,7 +20,7 @@ import numpy as np
 from index.search import BM25, Hit, Searcher
 from prompts import prompt_hash
 
-from . import citations, compose, condense, decide, offline
+from . import citations, claims, compose, condense, decide, offline
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
@@ -60,8 +60,8 @@ class Pipeline:
         state: State | None = None,
         deadline: float = DEADLINE,
     ):
-        """`models`: {"condense", "extract", "answer"} model ids. `state`: where answers are
-        recorded (None: nowhere). `deadline`: seconds for one question's Claude steps."""
+        """`models`: {"condense", "extract", "answer", "check"} model ids. `state`: where answers
+        are recorded (None: nowhere). `deadline`: seconds for one question's Claude steps."""
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
@@ -138,6 +138,8 @@ class Pipeline:
         written = self.write(ans, by_chunk, claude, on_text)
         clock.lap("answer")
         self.conclude(ans, strength, written, hits)
+        self.check_claims(ans, written, claude)
+        clock.lap("check")
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -155,8 +157,12 @@ class Pipeline:
         ans = Answer(question, question, ABSTAIN, "", offline=self.client is None)
         ans.models = {"embed": self.engine.embedder.name}
         if self.client is not None:
-            ans.models |= {k: self.models.get(k) for k in ("condense", "extract", "answer")}
-        ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
+            ans.models |= {
+                k: self.models.get(k) for k in ("condense", "extract", "answer", "check")
+            }
+        ans.prompts = {
+            n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer", "check")
+        }
         return ans
 
     def correct_typos(self, ans: Answer, searcher: Searcher, english: frozenset[str]) -> str:
@@ -286,6 +292,17 @@ class Pipeline:
         ans.decision = PARTIAL if why else ANSWER
         ans.caveat = CAVEATS.get(why, "")
         ans.sources = [s for s in ans.sources if s.n in verified] or ans.sources
+
+    def check_claims(self, ans: Answer, written: compose.Written, claude: Claude) -> None:
+        """The claim check (router/claims.py), after the answer is written so streaming is not
+        held up: an unsupported sentence turns ANSWER into PARTIAL, naming it."""
+        if ans.decision == ABSTAIN:
+            return
+        model = self.models.get("check") or self.models.get("extract", "")
+        checked = claims.check(claude, model, written.blocks, ans.citations)
+        if checked.usage:
+            add_usage(ans.usage, "check", checked.usage)
+        claims.apply(ans, checked)
 
     def abstain(self, ans: Answer, hits: list[Hit]) -> None:
         """ "Not in the docs", saying why when the evidence knows (a name the docs never mention,

@@ -7,6 +7,7 @@ JSON) or bytes.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -139,7 +140,6 @@ class StubServer:
 
 def voyage_embeddings(dim: int = 8):
     """A Voyage /embeddings handler: deterministic vectors from each text's hash."""
-    import hashlib
 
     def handler(req: Request):
         texts = req.json["input"]
@@ -228,6 +228,59 @@ def words(text: str) -> list[str]:
 
 Cite = tuple  # (search_result_index, start_block_index, end_block_index)
 
+# Prompt caching as the Messages API bills it. The stub has no tokenizer: a token is taken to be
+# about 3.5 characters of the request's JSON (Anthropic's rule of thumb for English text).
+CHARS_PER_TOKEN = 3.5
+# the shortest prefix each model caches (Anthropic's prompt-caching docs, 2026-11): shorter ones
+# are billed as plain input, with no error
+MIN_CACHEABLE = {
+    "claude-haiku-4-5": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+MIN_CACHEABLE_DEFAULT = 1024  # Sonnet 4.x, Opus 4 / 4.1
+CACHE_TTL = 300.0  # seconds an ephemeral entry lives after its last use
+MAX_BREAKPOINTS = 4
+
+
+def estimate_tokens(part: object) -> int:
+    text = json.dumps(part, sort_keys=True, ensure_ascii=False)
+    return max(1, round(len(text) / CHARS_PER_TOKEN))
+
+
+def min_cacheable(model: str) -> int:
+    return next(
+        (n for prefix, n in MIN_CACHEABLE.items() if model.startswith(prefix)),
+        MIN_CACHEABLE_DEFAULT,
+    )
+
+
+def prompt_parts(body: dict) -> list[tuple[object, bool]]:
+    """The request's prompt in the order the API caches it (tools, system, messages), block by
+    block: (the block without its cache_control, whether it ends a cached prefix)."""
+    parts: list[tuple[object, bool]] = []
+
+    def add(block: object) -> None:
+        if isinstance(block, dict) and "cache_control" in block:
+            parts.append(({k: v for k, v in block.items() if k != "cache_control"}, True))
+        else:
+            parts.append((block, False))
+
+    for tool in body.get("tools") or []:
+        add(tool)
+    system = body.get("system")
+    for block in [system] if isinstance(system, str) else system or []:
+        add(block)
+    for m in body.get("messages", []):
+        content = m.get("content")
+        for block in [content] if isinstance(content, str) else content or []:
+            add(block)
+    if body.get("tool_choice"):  # a change of tool_choice changes what follows the tools
+        parts.append((body["tool_choice"], False))
+    return parts
+
 
 class FakeClaude:
     """The Messages API as the pipeline meets it, answering as the real API does.
@@ -254,6 +307,10 @@ class FakeClaude:
         latency: float = 0.0,
         first_token: float = 0.0,
         words_per_second: float | None = None,
+        cache: bool = True,
+        unsupported: tuple[str, ...] = (),
+        uncited: str = "no_claim",
+        judgement: dict | None = None,
     ):
         self.answer: list[Any] = (
             answer
@@ -275,6 +332,18 @@ class FakeClaude:
         )
         self.seen: list[dict] = []
         self.lock = threading.Lock()
+        # prompt caching: honoured (cache_control breakpoints billed as the API bills them) or,
+        # with cache=False, every prompt billed in full, as without cache_control
+        self.cache_on = cache
+        self.cache: dict[str, float] = {}  # prefix hash -> when it expires
+        # the claim check's verdicts: a sentence holding one of `unsupported` is unsupported, a
+        # sentence that cites no passage gets `uncited`, any other is supported
+        self.unsupported, self.uncited = unsupported, uncited
+        self.judgement = judgement or {
+            "faithfulness": "faithful",
+            "correctness": "correct",
+            "reason": "The answer states what its passages say.",
+        }
 
     def kind(self, body: dict) -> str:
         tools = [t.get("name") for t in body.get("tools", [])]
@@ -282,6 +351,10 @@ class FakeClaude:
             return "classify"
         if "record_passages" in tools:
             return "extract"
+        if "check_claims" in tools:
+            return "check"
+        if "grade_answer" in tools:
+            return "judge"
         if self.search_results(body):
             return "answer"
         return "condense"
@@ -302,6 +375,16 @@ class FakeClaude:
 
     def __call__(self, req: Request):
         body = req.json
+        breakpoints = sum(flag for _, flag in prompt_parts(body))
+        if breakpoints > MAX_BREAKPOINTS:
+            return 400, {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control"
+                    f" may be provided. Found {breakpoints}.",
+                },
+            }
         with self.lock:
             self.seen.append(body)
         kind = self.kind(body)
@@ -310,6 +393,8 @@ class FakeClaude:
         else:
             time.sleep(self.latency)
             message = getattr(self, kind)(body)
+        message["model"] = body.get("model", message["model"])
+        message["usage"] = self.bill(body, message)
         if body.get("stream"):
             return 200, self.events(message, kind, body)
         if kind == "answer":
@@ -319,7 +404,63 @@ class FakeClaude:
             )
         return 200, message
 
+    def bill(self, body: dict, message: dict) -> dict:
+        """The usage the API reports: the longest cached prefix still alive is read
+        (cache_read_input_tokens), the rest of the prompt up to the last breakpoint is written
+        (cache_creation_input_tokens) when that prefix is at least the model's minimum, and
+        input_tokens counts what follows the last breakpoint (or all of it, uncached)."""
+        parts = prompt_parts(body)
+        total = sum(estimate_tokens(p) for p, _ in parts)
+        output = sum(estimate_tokens(b.get("text") or b.get("input")) for b in message["content"])
+        read = written = 0
+        if self.cache_on:
+            model = body.get("model", "")
+            minimum = min_cacheable(model)
+            prefixes, length, digest = [], 0, hashlib.sha256(model.encode())
+            for part, breakpoint in parts:
+                length += estimate_tokens(part)
+                digest.update(json.dumps(part, sort_keys=True).encode())
+                if breakpoint and length >= minimum:
+                    prefixes.append((digest.copy().hexdigest(), length))
+            with self.lock:
+                now = time.monotonic()
+                hits = [n for key, n in prefixes if self.cache.get(key, 0.0) > now]
+                read = max(hits, default=0)
+                for key, _ in prefixes:
+                    self.cache[key] = now + CACHE_TTL  # written or refreshed
+            written = max((n for _, n in prefixes), default=0) - read if prefixes else 0
+        return {
+            "input_tokens": total - read - written,
+            "output_tokens": output,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
+        }
+
     # -- the replies -------------------------------------------------------------------------------
+
+    def check(self, body: dict) -> dict:
+        """Verdicts for the claim check's numbered sentences (see __init__)."""
+        text = body["messages"][0]["content"]
+        if isinstance(text, list):
+            text = "".join(b.get("text", "") for b in text)
+        verdicts = []
+        for n, cites, sentence in re.findall(
+            r'<sentence number="(\d+)" cites="([^"]*)">(.*?)</sentence>', text, re.S
+        ):
+            verdict = (
+                "unsupported"
+                if any(u in sentence for u in self.unsupported)
+                else "supported"
+                if cites.strip()
+                else self.uncited
+            )
+            verdicts.append({"sentence": int(n), "verdict": verdict})
+        return claude_message(
+            tool_use("check_claims", {"sentences": verdicts}), stop_reason="tool_use"
+        )
+
+    def judge(self, body: dict) -> dict:
+        return claude_message(tool_use("grade_answer", self.judgement), stop_reason="tool_use")
 
     def classify(self, body: dict) -> dict:
         return claude_message(
