@@ -528,6 +528,23 @@ def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(
     assert h.mock.updates() == []
 
 
+def test_an_unsupported_claim_adds_its_caveat_to_the_streamed_answer(make_harness, claude_stub):
+    reply = [
+        ("Compare the signature header with your HMAC.", [(0, 0, 1)]),
+        (" Signatures expire after 90 days.", [(0, 0, 1)]),
+    ]
+    client = claude_stub(answer=reply, unsupported=("90 days",), words_per_second=400)
+    h = make_harness("http", client)
+    h.event(mention("How do I verify the signature of a webhook?"), "EvS9")
+    [answer] = answer_in(h.mock, "C1")
+    # the words were streamed as written; the stop added the caveat naming the sentence
+    assert answer["state"] == "stopped" and "Signatures expire after 90 days." in answer["text"]
+    caveat = answer["blocks"][0]["text"]
+    assert caveat.startswith("_⚠ Partial answer:") and "Signatures expire after 90 days." in caveat
+    [row] = h.pipeline.state.list_answers()
+    assert row["decision"] == "PARTIAL" and row["usage"]["check"]["output_tokens"] > 0
+
+
 def test_a_refused_stream_still_delivers_the_whole_answer(make_harness, claude_stub):
     client = claude_stub(answer=LONG_REPLY)
     h = make_harness("http", client)
