@@ -378,6 +378,18 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
 
     if not settings.database_url:
         open_db(args.db or settings.db, create=False)  # a clear error when there is no index
+    if args.stats:
+        from .costs import format_stats, stats
+        from .settings import parse_prices
+
+        figures = stats(
+            make_state(settings, args.db).usage_rows(args.since), parse_prices(settings.prices)
+        )
+        if args.json:
+            _print_json(figures)
+        else:
+            print(format_stats(figures, args.since))
+        return 0
     rows = make_state(settings, args.db).list_answers(args.since, args.decision, args.limit)
     if args.json:
         _print_json(rows)
@@ -572,6 +584,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
+    sp.add_argument(
+        "--stats",
+        action="store_true",
+        help="instead of the answers: questions, decisions, feedback, tokens and estimated"
+        " cost by model (prices: FIELDGUIDE_PRICES) over --since",
+    )
 
     sp = add(
         "doctor",

@@ -78,9 +78,7 @@ def test_an_unsupported_sentence_turns_answer_into_partial_naming_it(
 
 
 @pytest.mark.parametrize("says", ["supported", "unsupported"])
-def test_an_uncited_factual_sentence_counts_as_unsupported(
-    examples_db, local_embedder, stub, says
-):
+def test_an_uncited_factual_sentence_counts_as_unsupported(examples_db, local_embedder, stub, says):
     reply = [("Compare the signature header.", [(0, 0, 1)]), " Keys last 90 days."]
     stub.route("/v1/messages", FakeClaude(answer=reply, uncited=says))
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)

@@ -161,6 +161,26 @@ def test_audit_and_feedback_are_read_from_postgres(pg_url, monkeypatch, capsys):
     assert row["feedback"] == {"U2": "not_helpful"}
 
 
+def test_audit_stats_read_from_postgres(pg_url, monkeypatch, capsys):
+    from router.claude import add_usage
+
+    state = PostgresState(pg_url)
+    try:
+        for n in range(3):
+            ans = _answer()
+            step = {"model": "claude-haiku-4-5", "input_tokens": 1_000_000, "output_tokens": n}
+            add_usage(ans.usage, "extract", step | {"cache_read_input_tokens": 0})
+            state.record_answer(ans, {})
+    finally:
+        state.close()
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_url)
+    assert main(["audit", "--stats", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    haiku = s["models"]["claude-haiku-4-5"]
+    assert s["questions"] >= 3 and haiku["calls"] == 3 and haiku["input_tokens"] == 3_000_000
+    assert haiku["cost_usd"] == round(3.0 + 3 * 5 / 1e6, 6)  # $1 / $5 per million tokens
+
+
 def test_index_publishes_and_shares_embeddings(pg_url, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_url)
     docs = write_docs(tmp_path / "docs", {"a.md": "# Alpha\n\nAlpha rotates keys.\n"})

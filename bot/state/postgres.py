@@ -21,6 +21,7 @@ and are written on reconnect, de-duplication and rate limits fall back to this p
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -43,7 +44,7 @@ from index.pg import (
 )
 from index.store import utc_now
 
-from .sqlite import InProcess, answer_filter, answer_row, decode_row
+from .sqlite import USAGE_BATCH, InProcess, answer_filter, answer_row, decode_row
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,26 @@ class PostgresState:
             cur = conn.execute(sql, [*args, limit])
             names = [d.name for d in cur.description or []]
             return [decode_row(dict(zip(names, r, strict=True))) for r in cur.fetchall()]
+
+    def usage_rows(self, since: str | None = None) -> Iterator[dict]:
+        where_sql, args = answer_filter(since, None, "%s")
+        sql = f"""SELECT a.decision, a.usage, (SELECT json_object_agg(f."user", f.value)::text
+                      FROM feedback f WHERE f.answer_id = a.id) AS feedback
+                  FROM answers a {where_sql} ORDER BY a.id"""
+        # a server-side cursor: the rows come in batches, however many answers there are
+        with (
+            self.pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor(name="usage_rows") as cur,
+        ):
+            cur.itersize = USAGE_BATCH
+            cur.execute(sql, args)
+            for decision, usage, feedback in cur:
+                yield {
+                    "decision": decision,
+                    "usage": json.loads(usage or "{}"),
+                    "feedback": json.loads(feedback or "{}"),
+                }
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         if (channel, thread_ts) in self._threads:

@@ -63,6 +63,11 @@ class State(Protocol):
         self, since: str | None = None, decision: str | None = None, limit: int = 50
     ) -> list[dict]: ...
 
+    def usage_rows(self, since: str | None = None) -> Iterator[dict]:
+        """Every answer since `since` as {"decision", "usage", "feedback"} (for `audit
+        --stats`), read in batches."""
+        ...
+
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         """Has an answer been posted in this thread (so a reply there is a follow-up)?"""
         ...
@@ -212,6 +217,29 @@ def list_answers(
     return [decode_row(r) for r in db.query(sql, [*args, limit])]
 
 
+USAGE_BATCH = 500  # audit rows read at a time by `audit --stats`
+
+
+def usage_rows(db: sqlite_utils.Database, since: str | None = None) -> Iterator[dict]:
+    where_sql, args = answer_filter(since, None, "?")
+    sql = f"""SELECT a.id, a.decision, a.usage, (SELECT json_group_object(f.user, f.value)
+                  FROM feedback f WHERE f.answer_id = a.id) AS feedback
+              FROM answers a {where_sql} {"AND" if where_sql else "WHERE"} a.id > ?
+              ORDER BY a.id LIMIT {USAGE_BATCH}"""
+    last = 0
+    while True:
+        rows = list(db.query(sql, [*args, last]))
+        for r in rows:
+            yield {
+                "decision": r["decision"],
+                "usage": json.loads(r["usage"] or "{}"),
+                "feedback": json.loads(r["feedback"] or "{}"),
+            }
+        if len(rows) < USAGE_BATCH:
+            return
+        last = rows[-1]["id"]
+
+
 class InProcess:
     """De-duplication, rate limits and the reindex lock held by this process: the embedded default,
     and a fleet replica's fallback while PostgreSQL is away."""
@@ -314,6 +342,12 @@ class SqliteState(InProcess):
             return list_answers(self.db, since, decision, limit)
         except sqlite3.OperationalError:
             return []  # a read-only index made before the audit tables existed: no answers
+
+    def usage_rows(self, since: str | None = None) -> Iterator[dict]:
+        try:
+            yield from usage_rows(self.db, since)
+        except sqlite3.OperationalError:
+            return  # a read-only index made before the audit tables existed: no answers
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         try:
