@@ -298,6 +298,20 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     questions = sample(answerable, args.limit, args.seed)
     off_file = Path(args.offtopic or set_dir / "offtopic.jsonl")
     offtopic += load_items(off_file) if off_file.is_file() else []
+    judge = None
+    if args.judge:
+        from bot.evaluation.judge import Judge
+
+        from .wiring import make_anthropic
+
+        client = make_anthropic(settings)
+        if client is None:
+            print(
+                "fieldguide: --judge needs ANTHROPIC_API_KEY (Claude grades the answers)",
+                file=sys.stderr,
+            )
+            return 2
+        judge = Judge(client, args.judge_model or settings.judge_model, settings.timeout)
     pipeline = make_pipeline(settings, db)
     pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
     pipeline.answer("warm up: load the model and the index")
@@ -311,6 +325,7 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
             load_stopwords(set_dir),
             seed=args.seed,
             progress=bar.update,
+            judge=judge,
         )
     name = set_dir.resolve().name
     result["summary"] = {
@@ -319,6 +334,7 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
         "seed": args.seed,
         "offline": pipeline.client is None,
         "embedder": pipeline.engine.embedder.name,
+        "judge_model": judge.model if judge else None,
         **result["summary"],
     }
     print(format_summary(name, result["summary"]))
@@ -662,6 +678,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --answers: N answerable questions sampled with --seed (default: all)",
     )
     sp.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
+    sp.add_argument(
+        "--judge",
+        action="store_true",
+        help="with --answers (needs ANTHROPIC_API_KEY): Claude grades each answer's faithfulness"
+        " to its cited passages and correctness against the reference answer",
+    )
+    sp.add_argument(
+        "--judge-model", metavar="MODEL", help="the grading model (default: FIELDGUIDE_JUDGE_MODEL)"
+    )
     return p
 
 

@@ -238,3 +238,73 @@ def test_the_stub_refuses_more_than_four_breakpoints(stub):
             system=[block] * 5,  # type: ignore[list-item]
             messages=[{"role": "user", "content": "hi"}],
         )
+
+
+# -- judged eval ---------------------------------------------------------------------------------
+
+
+def test_eval_answers_judged_by_claude_with_intervals(
+    tmp_path, capsys, examples_db, stub, monkeypatch
+):
+    from bot.cli import main
+    from tests.conftest import ROOT
+
+    grades = [
+        {"faithfulness": "faithful", "correctness": "correct", "reason": "r"},
+        {"faithfulness": "partly_faithful", "correctness": "incorrect", "reason": "r"},
+        {"faithfulness": "faithful", "correctness": "partly_correct", "reason": "r"},
+    ]
+    fake = FakeClaude(judgement=grades)
+    judged = 0
+
+    def handler(req: Request):
+        nonlocal judged
+        if fake.kind(req.json) == "judge":
+            judged += 1
+            if judged == 4:  # one grade the judge fails to give
+                return OVERLOADED
+        return fake(req)
+
+    stub.route("/v1/messages", handler)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.url)
+    monkeypatch.setenv("FIELDGUIDE_MAX_RETRIES", "0")
+    off = tmp_path / "off.jsonl"
+    off.write_text(json.dumps({"id": "o1", "question": "What is the capital of Australia?"}) + "\n")
+    out = tmp_path / "answers.json"
+    argv = ["eval", str(ROOT / "examples"), "--answers", "--judge", "--db", examples_db]
+    argv += ["--limit", "5", "--offtopic", str(off), "--json", str(out)]
+    assert main([*argv, "--judge-model", "claude-opus-4-6"]) == 0
+    printed = capsys.readouterr().out
+    assert "judged faithfulness" in printed and "judged correctness" in printed
+    result = json.loads(out.read_text())
+    s = result["summary"]
+    assert s["judge_model"] == "claude-opus-4-6" and s["judge_failed"] == 1
+    answered = [a for a in result["answers"] if a["decision"] != "ABSTAIN"]
+    assert s["judge_faithfulness"]["n"] == len(answered) - 1
+    for key in ("judge_faithfulness", "judge_correctness"):
+        lo, hi = s[key]["ci95"]
+        assert lo <= s[key]["value"] <= hi and lo < hi  # grades differ: a real interval
+    calls = fake.calls("judge")
+    assert {c["model"] for c in calls} == {"claude-opus-4-6"}
+    first = calls[0]
+    assert first["tools"][0]["strict"] is True and first["system"][0]["cache_control"]
+    item = next(a for a in answered if "error" not in a["judge"])
+    question = next(
+        json.loads(line)
+        for line in (ROOT / "examples" / "questions.jsonl").open()
+        if json.loads(line)["id"] == item["id"]
+    )
+    sent = next(c for c in calls if item["question"] in c["messages"][0]["content"])
+    text = sent["messages"][0]["content"]
+    assert question["answer"][:40] in text.replace("&amp;", "&")  # the reference answer
+    assert "<cited_passages>" in text and "(the answer cites no passage)" not in text
+    # the judge's model from the settings; no key, no judge
+    monkeypatch.setenv("FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-4-6")
+    fake.seen.clear()
+    assert main([*argv, "--limit", "1"]) == 0
+    assert {c["model"] for c in fake.calls("judge")} == {"claude-sonnet-4-6"}
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "--judge needs ANTHROPIC_API_KEY" in capsys.readouterr().err

@@ -310,7 +310,7 @@ class FakeClaude:
         cache: bool = True,
         unsupported: tuple[str, ...] = (),
         uncited: str = "no_claim",
-        judgement: dict | None = None,
+        judgement: dict | list[dict] | None = None,
     ):
         self.answer: list[Any] = (
             answer
@@ -339,7 +339,7 @@ class FakeClaude:
         # the claim check's verdicts: a sentence holding one of `unsupported` is unsupported, a
         # sentence that cites no passage gets `uncited`, any other is supported
         self.unsupported, self.uncited = unsupported, uncited
-        self.judgement = judgement or {
+        self.judgement: dict | list[dict] = judgement or {
             "faithfulness": "faithful",
             "correctness": "correct",
             "reason": "The answer states what its passages say.",
@@ -460,7 +460,16 @@ class FakeClaude:
         )
 
     def judge(self, body: dict) -> dict:
-        return claude_message(tool_use("grade_answer", self.judgement), stop_reason="tool_use")
+        """The `judgement` (a list: served in turn, the last repeating)."""
+        given = self.judgement
+        if isinstance(given, list):
+            with self.lock:
+                n = len(self.calls_unlocked("judge")) - 1
+            given = given[min(n, len(given) - 1)]
+        return claude_message(tool_use("grade_answer", given), stop_reason="tool_use")
+
+    def calls_unlocked(self, kind: str) -> list[dict]:
+        return [b for b in self.seen if self.kind(b) == kind]
 
     def classify(self, body: dict) -> dict:
         return claude_message(
