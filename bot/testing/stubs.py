@@ -322,6 +322,7 @@ class FakeClaude:
         )
         self.passages = passages  # None: chunk 1's first paragraph (or `quote` sentences of it)
         self.quote = quote
+        self.default_intents = intents is None
         self.intents = intents or [{"intent": "authentication", "confidence": 0.9}]
         self.condensed = condensed
         self.stop_reasons = list(stop_reasons or ["end_turn"])
@@ -472,8 +473,17 @@ class FakeClaude:
         return [b for b in self.seen if self.kind(b) == kind]
 
     def classify(self, body: dict) -> dict:
+        """`intents` as given, or (the default, on a taxonomy without its first intent) the
+        taxonomy's first intent: another set's questions still get an answer from the tool's
+        enum, as a strict tool's reply must be."""
+        names = body["tools"][0]["input_schema"]["properties"]["intents"]["items"]["properties"][
+            "intent"
+        ].get("enum", [])
+        intents = self.intents
+        if self.default_intents and names and intents[0]["intent"] not in names:
+            intents = [{"intent": names[0], "confidence": 0.9}]
         return claude_message(
-            tool_use("choose_intent", {"intents": self.intents}), stop_reason="tool_use"
+            tool_use("choose_intent", {"intents": intents}), stop_reason="tool_use"
         )
 
     def extract(self, body: dict) -> dict:
