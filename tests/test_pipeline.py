@@ -183,7 +183,7 @@ def test_tool_schemas_are_strict(examples_db, local_embedder, stub):
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
     make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    for kind in ("classify", "extract"):
+    for kind in ("classify", "extract", "check"):
         [tool] = fake.calls(kind)[0]["tools"]
         schema = tool["input_schema"]
         assert tool["strict"] is True and schema["additionalProperties"] is False
