@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +64,8 @@ def questions(path) -> list[str]:
 def pipeline_on(db, fake: FakeClaude, **models: str):
     server = StubServer()
     server.route("/v1/messages", fake)
-    settings = Settings(
-        db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, **models
+    settings = replace(
+        Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url), **models
     )
     p = make_pipeline(settings)
     p.state = None
