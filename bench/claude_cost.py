@@ -61,12 +61,12 @@ def questions(path) -> list[str]:
     return [q["question"] for q in items if q.get("answer")][:QUESTIONS]
 
 
-def pipeline_on(db, fake: FakeClaude, **models: str):
+def pipeline_on(db, fake: FakeClaude, classify_model: str = ""):
     server = StubServer()
     server.route("/v1/messages", fake)
-    settings = replace(
-        Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url), **models
-    )
+    settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
+    if classify_model:
+        settings = replace(settings, classify_model=classify_model)
     p = make_pipeline(settings)
     p.state = None
     p.engine.loaded()
@@ -80,9 +80,9 @@ def prefix_tokens(body: dict) -> int:
     return sum(estimate_tokens(p) for p, _ in parts[: marks[-1] + 1]) if marks else 0
 
 
-def cost_run(db, qs: list[str], cache: bool, models: dict) -> tuple[list[dict], FakeClaude]:
+def cost_run(db, qs: list[str], cache: bool, classify: str) -> tuple[list[dict], FakeClaude]:
     fake = FakeClaude(cache=cache)
-    p, server = pipeline_on(db, fake, **models)
+    p, server = pipeline_on(db, fake, classify)
     try:
         usages = [p.answer(q).usage for q in qs]
     finally:
@@ -90,11 +90,11 @@ def cost_run(db, qs: list[str], cache: bool, models: dict) -> tuple[list[dict], 
     return usages, fake
 
 
-def cost_section(name: str, db, qs: list[str], models: dict) -> tuple[list, list]:
+def cost_section(name: str, db, qs: list[str], classify: str) -> tuple[list, list]:
     rows, steps = [], []
     runs = {}
     for cache in (False, True):
-        usages, fake = cost_run(db, qs, cache, models)
+        usages, fake = cost_run(db, qs, cache, classify)
         runs[cache] = fake
         rows_in = [{"decision": "", "usage": u, "feedback": {}} for u in usages]
         s = stats(rows_in, DEFAULT_PRICES)
@@ -190,14 +190,14 @@ def main() -> None:
     claude_docs = eval_db("claude-docs", embedder)
     ours = questions(ROOT / "examples" / "questions.jsonl")
     sets = [
-        ("examples", examples, ours, {}),
-        ("claude-docs", claude_docs, questions(SHARED / "claude-docs" / "questions.jsonl"), {}),
+        ("examples", examples, ours, ""),
+        ("claude-docs", claude_docs, questions(SHARED / "claude-docs" / "questions.jsonl"), ""),
         # what if: a classifier model whose minimum the examples' taxonomy prefix passes
-        ("examples, classify on Sonnet", examples, ours, {"classify_model": "claude-sonnet-4-6"}),
+        ("examples, classify on Sonnet", examples, ours, "claude-sonnet-4-6"),
     ]
     cost_rows, step_rows = [], []
-    for name, db, qs, models in sets:
-        rows, steps = cost_section(name, db, qs, models)
+    for name, db, qs, classify in sets:
+        rows, steps = cost_section(name, db, qs, classify)
         cost_rows += rows
         step_rows += steps
         print(table(["set", "cache", "questions"], [r[:3] for r in rows]))
