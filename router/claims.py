@@ -170,9 +170,10 @@ def apply(ans: Answer, checked: Checked) -> None:
     bad = checked.unsupported
     if not bad:
         return
+    # the note (kept in the audit trail) names every unsupported sentence; the caveat the first few
     ans.notes.append(
         f"claim check ({checked.by}): {len(bad)} of {len(checked.sentences)} sentences"
-        " not supported by the passages they cite"
+        " not supported by the passages they cite: " + "; ".join(f"“{_short(t)}”" for t in bad)
     )
     named = "; ".join(f"“{_short(t)}”" for t in bad[:NAMED])
     more = f" and {len(bad) - NAMED} more" if len(bad) > NAMED else ""

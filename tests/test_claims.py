@@ -68,6 +68,7 @@ def test_an_unsupported_sentence_turns_answer_into_partial_naming_it(
     assert ans.decision == PARTIAL
     assert "“Signatures expire after 90 days.”" in ans.caveat
     assert "HMAC" not in ans.caveat  # the supported sentence is not named
+    assert "claim check (claude): 1 of 2 sentences not supported" in ans.notes[-1]
     # the check: after the answer, a strict tool, each sentence with the passages it cites
     [check] = fake.calls("check")
     assert fake.seen.index(check) > fake.seen.index(fake.calls("answer")[-1])
