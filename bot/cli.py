@@ -340,7 +340,29 @@ def format_answer(ans: Answer) -> str:
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
     lines += [f"Note: {n}" for n in ans.notes]
+    if ans.scope is not None:
+        lines.append(f"Note: searched only the scope {ans.scope.describe()}")
     return "\n".join(lines)
+
+
+def scope_for(args: argparse.Namespace, settings: Settings):
+    """The scope `ask --channel/--scope` searches (a router.engine.Scope), or None."""
+    from .scopes import ScopeError
+    from .wiring import make_scopes
+
+    if not (args.channel or args.scope):
+        return None
+    scopes = make_scopes(settings, args.db)
+    if scopes is None:
+        raise ScopeError("--channel and --scope need FIELDGUIDE_SCOPES (a scopes file)")
+    if args.channel:
+        return scopes.for_channel(args.channel)
+    found = scopes.by_key.get(args.scope) or scopes.by_key.get("#" + args.scope.lstrip("#"))
+    if found is None:
+        raise ScopeError(
+            f"no scope {args.scope!r} in {settings.scopes}: it has {', '.join(scopes.by_key)}"
+        )
+    return found
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
@@ -348,7 +370,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     question = " ".join(args.question).strip()
     try:
-        ans = make_pipeline(settings, args.db).answer(question)
+        scope = scope_for(args, settings)
+        ans = make_pipeline(settings, args.db).answer(question, scope=scope)
     except QuestionError as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
@@ -557,6 +580,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also show the retrieved chunks and extracted passages",
     )
+    sp.add_argument(
+        "--channel",
+        help="answer as in this Slack channel (id, or #name) under FIELDGUIDE_SCOPES",
+    )
+    sp.add_argument("--scope", help="search only this entry of FIELDGUIDE_SCOPES (its key)")
 
     sp = add(
         "audit",

@@ -113,6 +113,8 @@ def context_line(ans: Answer) -> str:
     if any("keyword search only" in n for n in ans.notes):
         parts.append("keyword search only (embeddings unavailable)")
     parts += [n for n in ans.notes if n.startswith(TYPO_NOTE)]
+    if ans.scope is not None:
+        parts.append(f"searched: {ans.scope.describe()}")
     return escape(" · ".join(parts))[:2000]
 
 

@@ -496,6 +496,7 @@ class SlackMock(StubServer):
         self.socket_url = ""  # set by a SocketModeServer: apps.connections.open returns it
         self.respond_posts: dict[str, int] = {}
         self.refuse_blocks = ""  # an error for every message with blocks (e.g. invalid_blocks)
+        self.channels: dict[str, str] = {}  # id -> name, listed by conversations.list
 
         def method(name, handler):
             def serve(req: Request):
@@ -519,6 +520,7 @@ class SlackMock(StubServer):
         method("chat.stopStream", self._stop_stream)
         method("conversations.replies", self._replies)
         method("apps.connections.open", self._connections_open)
+        method("conversations.list", self._list_channels)
         for name in (
             "assistant.threads.setStatus",
             "assistant.threads.setSuggestedPrompts",
@@ -658,6 +660,20 @@ class SlackMock(StubServer):
         more = start + limit < len(self.thread_messages)
         meta = {"next_cursor": str(start + limit) if more else ""}
         return {"messages": page, "has_more": more, "response_metadata": meta}
+
+    def _list_channels(self, f: dict):
+        """Pages of `limit` channels (at most 1,000, as Slack caps it) with a next_cursor."""
+        limit = min(int(f.get("limit") or 100), 1000)
+        start = int(f.get("cursor") or 0)
+        ids = sorted(self.channels)
+        page = [{"id": i, "name": self.channels[i], "is_channel": True} for i in ids][
+            start : start + limit
+        ]
+        more = start + limit < len(ids)
+        return {
+            "channels": page,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def _connections_open(self, f: dict):
         if not self.socket_url:

@@ -1,0 +1,142 @@
+"""One bot for many teams (issue 28): channel scopes, doc owners, "Ask a person", the gaps report
+and App Home — the real Bolt app over signed HTTP against the Slack mock."""
+
+import json
+import shutil
+
+import pytest
+
+from bot.scopes import ScopeError, load_scopes
+from bot.settings import Settings
+from bot.state.sqlite import SqliteState
+from bot.testing.slack_harness import Harness, answer_in, mention
+from bot.testing.stubs import SlackMock
+from index.store import open_db
+from router.engine import Engine
+from router.pipeline import Pipeline
+from tests.conftest import EXAMPLES
+
+SCOPES = """
+channels:
+  CBILLING: {intents: [billing]}
+  "#platform": {folders: [api/]}
+"""
+
+
+@pytest.fixture
+def make_harness(examples_db, local_embedder, tmp_path):
+    made = []
+    docs = shutil.copytree(EXAMPLES, tmp_path / "docs")
+
+    def make(channels=None, **overrides):
+        mock = SlackMock()
+        mock.channels = channels or {}
+        settings = Settings(
+            db=examples_db,
+            docs=str(docs),
+            slack_signing_secret="test-signing-secret",
+            admins="UADMIN",
+            **overrides,
+        )
+        pipeline = Pipeline(
+            Engine(examples_db, local_embedder), state=SqliteState(open_db(examples_db))
+        )
+        h = Harness("http", settings, pipeline, mock)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+        h.mock.close()
+
+
+def audit(h: Harness, channel: str) -> dict:
+    [row] = [r for r in h.pipeline.state.list_answers() if r["channel"] == channel]
+    return row
+
+
+# -- channel scopes --------------------------------------------------------------------------------
+
+
+def test_a_scoped_channel_answers_from_its_scope_only_an_unscoped_one_from_all(
+    make_harness, tmp_path
+):
+    path = tmp_path / "scopes.yaml"
+    path.write_text(SCOPES)
+    h = make_harness({"CPLATFORM": "platform", "COTHER": "random"}, scopes=str(path))
+    question = "How many times is a failed webhook retried?"
+    h.event(mention(question, channel="CBILLING", ts="1700000001.000100"), "EvS1")
+    h.event(mention(question, channel="CPLATFORM", ts="1700000002.000100"), "EvS2")
+    h.event(mention(question, channel="C1", ts="1700000003.000100"), "EvS3")
+    for channel in ("CBILLING", "CPLATFORM", "C1"):
+        answer_in(h.mock, channel)
+    billing, platform, everything = (audit(h, c) for c in ("CBILLING", "CPLATFORM", "C1"))
+    assert billing["hits"] and all(x["doc"].startswith("billing/") for x in billing["hits"])
+    assert platform["hits"] and all(x["doc"].startswith("api/") for x in platform["hits"])
+    assert billing["routing"]["scope"] == "CBILLING (intents billing)"
+    assert platform["routing"]["scope"] == "#platform (folders api/)"
+    # unscoped: everything, and the webhooks docs answer it
+    assert "scope" not in everything["routing"]
+    assert everything["decision"] == "ANSWER"
+    folders = {x["doc"].split("/")[0] for x in everything["hits"]}
+    assert "webhooks" in folders and len(folders) > 1
+    # the answer says which scope it searched
+    [answer] = answer_in(h.mock, "CPLATFORM")
+    context = json.dumps([b for b in answer["blocks"] if b["type"] == "context"])
+    assert "searched: #platform (folders api/)" in context
+
+
+def test_a_default_scope_covers_dms_and_unlisted_channels(make_harness, tmp_path):
+    path = tmp_path / "scopes.yaml"
+    path.write_text(SCOPES + "  default: {intents: [webhooks]}\n")
+    h = make_harness({"CPLATFORM": "platform"}, scopes=str(path))
+    h.event(mention("What does error TW-1429 mean?", channel="C9"), "EvD1")
+    answer_in(h.mock, "C9")
+    row = audit(h, "C9")
+    assert row["routing"]["scope"] == "default (intents webhooks)"
+    assert all(x["doc"].startswith("webhooks/") for x in row["hits"])
+
+
+def test_a_channel_name_the_app_cannot_see_stops_start_up_with_its_name(make_harness, tmp_path):
+    path = tmp_path / "scopes.yaml"
+    path.write_text(SCOPES)
+    with pytest.raises(ScopeError, match="#platform"):
+        make_harness({"COTHER": "random"}, scopes=str(path))
+
+
+def test_a_bad_scopes_file_names_every_problem_at_once(tmp_path):
+    path = tmp_path / "scopes.yaml"
+    path.write_text(
+        "channels:\n"
+        "  CBILLING: {intents: [biling]}\n"
+        "  '#platform': {folders: [apis/, ../up]}\n"
+        "  'Not A Channel': {intents: [api]}\n"
+        "  CEMPTY: {}\n"
+        "  CODD: {intents: [api], owners: [x]}\n"
+    )
+    with pytest.raises(ScopeError) as e:
+        load_scopes(path, {"billing", "api"}, ["api/overview.md", "billing/plans.md"])
+    msg = str(e.value)
+    for part in ("biling", "'apis/'", "'../up'", "'Not A Channel'", "'CEMPTY'", "'CODD'"):
+        assert part in msg
+    path.write_text("channels: &a [*a]\n")
+    with pytest.raises(ScopeError, match="scopes file"):
+        load_scopes(path, set(), [])
+
+
+def test_ask_from_the_cli_in_a_channel_or_a_scope(examples_db, tmp_path, monkeypatch, capsys):
+    from bot.cli import main
+
+    path = tmp_path / "scopes.yaml"
+    path.write_text(SCOPES)
+    monkeypatch.setenv("FIELDGUIDE_SCOPES", str(path))
+    monkeypatch.chdir(tmp_path)
+    q = "How many times is a failed webhook retried?"
+    assert main(["ask", "--db", examples_db, "--json", "--scope", "platform", q]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["routing"]["scope"] == "#platform (folders api/)"
+    assert main(["ask", "--db", examples_db, "--channel", "CBILLING", q]) == 0
+    assert "searched only the scope CBILLING (intents billing)" in capsys.readouterr().out
+    assert main(["ask", "--db", examples_db, "--scope", "nope", q]) == 2
+    assert "no scope 'nope'" in capsys.readouterr().err
