@@ -140,3 +140,39 @@ def test_ask_from_the_cli_in_a_channel_or_a_scope(examples_db, tmp_path, monkeyp
     assert "searched only the scope CBILLING (intents billing)" in capsys.readouterr().out
     assert main(["ask", "--db", examples_db, "--scope", "nope", q]) == 2
     assert "no scope 'nope'" in capsys.readouterr().err
+
+
+# -- owners ----------------------------------------------------------------------------------------
+
+
+def test_owners_are_read_checked_and_stored(tmp_path, local_embedder):
+    from index.indexer import index_folder
+    from index.loader import DocError, load_intents_yaml, parse_doc
+    from index.store import load_intents, load_owners, owner_of
+
+    doc = parse_doc("a.md", b"---\nowner: '<!subteam^S0BILL|billing-team>'\n---\n# A\n\ntext\n")
+    assert doc.owner == "S0BILL"
+    bad_owners = (("owner: bob", "'bob'"), ("owner: [U1]", "a list"), ("owner: '#Bad x'", ""))
+    for bad, why in bad_owners:
+        with pytest.raises(DocError, match="front matter 'owner'.*" + why):
+            parse_doc("a.md", f"---\n{bad}\n---\n# A\n\ntext\n".encode())
+    docs = tmp_path / "docs"
+    (docs / "billing").mkdir(parents=True)
+    (docs / "billing" / "plans.md").write_text("---\nintent: billing\n---\n# Plans\n\nTeam plan.\n")
+    (docs / "billing" / "refunds.md").write_text(
+        "---\nintent: billing\nowner: U0REFUND\n---\n# Refunds\n\nRefunds take 5 days.\n"
+    )
+    (docs / "intents.yaml").write_text("billing: {description: money, owner: '#billing-docs'}\n")
+    assert load_intents_yaml(docs)["billing"].owner == "#billing-docs"
+    db = str(tmp_path / "i.db")
+    index_folder(db, docs, local_embedder)
+    from index.store import open_db
+
+    conn = open_db(db)
+    owners = load_owners(conn)
+    assert owner_of(owners, "billing/refunds.md", "billing") == "U0REFUND"
+    assert owner_of(owners, "billing/plans.md", "billing") == "#billing-docs"
+    assert [i["owner"] for i in load_intents(conn)] == ["#billing-docs"]
+    (docs / "intents.yaml").write_text("billing: {description: money, owner: billing team}\n")
+    summary = index_folder(db, docs, local_embedder)
+    assert "owner" in json.dumps(summary.__dict__, default=str)  # named in the run's report
