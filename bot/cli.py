@@ -411,6 +411,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         print(
             f"#{r['id']} {r['created']} {r['decision']:<8} {(r['intents'] or ['-'])[0]:<18} "
             f"{r['timings_ms'].get('total', 0):>7.0f} ms{where}{' · feedback ' + fb if fb else ''}"
+            f"{' · handed to ' + r['handoff'] if r.get('handoff') else ''}"
         )
         print(f"    Q: {r['question'][:100]}")
     if not rows:

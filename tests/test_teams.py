@@ -176,3 +176,77 @@ def test_owners_are_read_checked_and_stored(tmp_path, local_embedder):
     (docs / "intents.yaml").write_text("billing: {description: money, owner: billing team}\n")
     summary = index_folder(db, docs, local_embedder)
     assert "owner" in json.dumps(summary.__dict__, default=str)  # named in the run's report
+
+
+# -- "Ask a person" --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def owned_db(examples_db, local_embedder, tmp_path):
+    """The example index with owners: billing's docs → #billing-docs, webhooks' → a user group."""
+    from index.indexer import index_folder
+
+    docs = shutil.copytree(EXAMPLES, tmp_path / "owned-docs")
+    text = (docs / "intents.yaml").read_text()
+    text = text.replace("billing:\n", "billing:\n  owner: '#billing-docs'\n")
+    text = text.replace("webhooks:\n", "webhooks:\n  owner: S0WEBHOOKS\n")
+    (docs / "intents.yaml").write_text(text)
+    index_folder(examples_db, docs, local_embedder)
+    return examples_db
+
+
+def ephemerals(mock: SlackMock) -> list[dict]:
+    return [r.form for r in mock.calls("/api/chat.postEphemeral")]
+
+
+def test_ask_a_person_posts_once_to_the_owners_channel_and_is_recorded(make_harness, owned_db):
+    from bot.testing.slack_harness import blocks_of, wait
+
+    h = make_harness()
+    question = "Can I pay my invoice with Bitcoin?"
+    h.event(mention(question, channel="C1", ts="1700000010.000100"), "EvA1")
+    [answer] = answer_in(h.mock, "C1")
+    row = audit(h, "C1")
+    assert row["decision"] in ("ABSTAIN", "PARTIAL")
+    [button] = [e for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert button["action_id"] == "ask_person" and button["value"] == str(row["id"])
+    # two clicks (a double click, a second replica's delivery) and another user's: one hand-off
+    for user in ("U1", "U1", "U2"):
+        acked, _ = h.click(user, str(row["id"]), action_id="ask_person")
+        assert acked
+    told = wait(lambda: len(ephemerals(h.mock)) >= 3 and ephemerals(h.mock), what="3 notes")
+    [sent] = [p for p in h.mock.posts() if p["channel"] == "#billing-docs"]
+    assert question in sent["text"]
+    assert "https://tidewater.slack.com/archives/C1/p1700000010000100" in sent["text"]
+    assert "billing/" in sent["text"]  # the sections it looked at
+    notes = sorted(t["text"] for t in told)
+    assert sum(n.startswith("Sent to #billing-docs") for n in notes) == 1
+    assert sum("already handed on" in n for n in notes) == 2
+    assert {t["thread_ts"] for t in told} == {"1700000010.000100"}  # in the asker's thread
+    assert audit(h, "C1")["handoff"] == "#billing-docs"
+    assert not [b for b in blocks_of(sent) if b.get("type") == "actions"]
+
+
+def test_a_thumbs_down_offers_a_person_and_a_group_owner_is_mentioned_in_the_thread(
+    make_harness, owned_db
+):
+    from bot.testing.slack_harness import blocks_of, wait
+
+    h = make_harness()
+    h.event(mention("How many times is a failed webhook retried?", channel="C1"), "EvB1")
+    [answer] = answer_in(h.mock, "C1")
+    row = audit(h, "C1")
+    assert row["decision"] == "ANSWER"
+    assert not [b for b in answer["blocks"] if b["type"] == "actions"]  # answered: no offer
+    h.click("U1", f"not_helpful:{row['id']}")
+    [offer] = wait(lambda: ephemerals(h.mock), what="the offer")
+    assert offer["user"] == "U1" and offer["thread_ts"] == "1700000000.000100"
+    [button] = [e for b in blocks_of(offer) if b["type"] == "actions" for e in b["elements"]]
+    h.click("U1", button["value"], action_id="ask_person")
+    [asked] = wait(
+        lambda: [p for p in h.mock.posts() if "S0WEBHOOKS" in (p.get("text") or "")],
+        what="the owners mentioned",
+    )
+    assert asked["channel"] == "C1" and asked["thread_ts"] == "1700000000.000100"
+    assert asked["text"].startswith("<!subteam^S0WEBHOOKS>")
+    assert audit(h, "C1")["handoff"] == "C1/1700000000.000100"

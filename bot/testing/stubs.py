@@ -460,6 +460,11 @@ SERVER_ERROR = (500, b"<html>Internal Server Error</html>")
 RESPONSE_URL_POSTS = 5  # per response_url, in 30 minutes
 
 
+def permalink(channel: str, ts: str) -> str:
+    """A message's link as Slack's chat.getPermalink gives it."""
+    return f"https://tidewater.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+
+
 def _blocks(value) -> list:
     if not value:
         return []
@@ -521,6 +526,14 @@ class SlackMock(StubServer):
         method("conversations.replies", self._replies)
         method("apps.connections.open", self._connections_open)
         method("conversations.list", self._list_channels)
+        method(
+            "chat.getPermalink",
+            lambda f: (
+                {"channel": f["channel"], "permalink": permalink(f["channel"], f["message_ts"])}
+                if f.get("channel") and f.get("message_ts")
+                else slack_error("invalid_arguments")
+            ),
+        )
         for name in (
             "assistant.threads.setStatus",
             "assistant.threads.setSuggestedPrompts",
