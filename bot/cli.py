@@ -330,6 +330,9 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     return 0
 
 
+GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+
+
 def format_answer(ans: Answer) -> str:
     lines = [f"⚠ {ans.caveat}", ""] if ans.caveat else []
     lines += [ans.text, ""]
@@ -416,6 +419,40 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         print(f"    Q: {r['question'][:100]}")
     if not rows:
         print("No answers recorded yet.")
+    return 0
+
+
+def cmd_gaps(args: argparse.Namespace, settings: Settings) -> int:
+    """The topics of the questions the docs did not answer well (bot/gaps.py)."""
+    from index.store import load_owners
+
+    from .gaps import find_topics
+    from .gaps_report import render
+    from .wiring import make_state
+
+    engine = make_engine(settings, args.db)
+    rows = make_state(settings, args.db).list_answers(args.since, None, GAPS_ROWS)
+    rows_in = [r for r in rows if not args.intent or (r["intents"] or [""])[0] == args.intent]
+    topics, info = find_topics(
+        rows_in, engine.embedder, engine.loaded().searcher, load_owners(engine.db)
+    )
+    if args.html:
+        title = "What the docs don't answer" + (f" · {args.intent}" if args.intent else "")
+        Path(args.html).write_text(render(rows_in, topics, title), encoding="utf-8")
+        print(f"Wrote {args.html}", file=sys.stderr)
+    if args.json:
+        _print_json({"topics": [t.to_json() for t in topics], **info})
+        return 0
+    print(
+        f"{info['unanswered']} questions not answered well, in {len(topics)} topics"
+        f" (average-linkage cut at cosine distance {info['cut']}, silhouette {info['silhouette']})"
+    )
+    for t in topics[: args.top]:
+        print(f"\n{t.count:>4}  {t.questions[0]}")
+        where = f"nearest doc {t.doc or '-'} · intent {t.intent or '-'}"
+        print(f"      {where} · owner {t.owner or '-'}")
+        for q in t.questions[1:]:
+            print(f"        · {q}")
     return 0
 
 
@@ -601,6 +638,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
+
+    sp = add(
+        "gaps",
+        "Group the questions the docs did not answer well (not in the docs, partial, 👎, handed"
+        " to a person) into topics, with counts, examples, the nearest doc and its owner.",
+        cmd_gaps,
+    )
+    sp.add_argument("--since", help="only questions on or after this ISO date/time")
+    sp.add_argument("--intent", help="only questions routed to this intent")
+    sp.add_argument("--top", type=int, default=10, help="topics printed (default 10)")
+    sp.add_argument("--json", action="store_true", help="print every topic as JSON")
+    sp.add_argument("--html", metavar="FILE", help="also write a self-contained report page")
 
     sp = add(
         "doctor",
