@@ -191,6 +191,8 @@ def owned_db(examples_db, local_embedder, tmp_path):
     text = text.replace("billing:\n", "billing:\n  owner: '#billing-docs'\n")
     text = text.replace("webhooks:\n", "webhooks:\n  owner: S0WEBHOOKS\n")
     (docs / "intents.yaml").write_text(text)
+    sso = docs / "authentication" / "sso.md"  # one doc owned by a person
+    sso.write_text(sso.read_text().replace("---\n", "---\nowner: U0SSO\n", 1))
     index_folder(examples_db, docs, local_embedder)
     return examples_db
 
@@ -250,3 +252,100 @@ def test_a_thumbs_down_offers_a_person_and_a_group_owner_is_mentioned_in_the_thr
     assert asked["channel"] == "C1" and asked["thread_ts"] == "1700000000.000100"
     assert asked["text"].startswith("<!subteam^S0WEBHOOKS>")
     assert audit(h, "C1")["handoff"] == "C1/1700000000.000100"
+
+
+# -- App Home --------------------------------------------------------------------------------------
+
+
+def home_opened(h: Harness, user: str, event_id: str) -> dict:
+    from bot.testing.slack_harness import wait
+
+    h.mock.home_views.pop(user, None)
+    acked, _ = h.event({"type": "app_home_opened", "user": user, "tab": "home"}, event_id)
+    assert acked
+    return wait(lambda: h.mock.home_views.get(user), what=f"{user}'s Home tab")
+
+
+def home_text(view: dict) -> str:
+    return json.dumps(view["blocks"], ensure_ascii=False)
+
+
+def test_app_home_shows_an_admin_the_index_the_week_and_the_gaps(make_harness):
+    from bot.testing.slack_harness import wait
+    from router.answer import Answer
+
+    h = make_harness()
+    state = h.pipeline.state
+    for i, decision in enumerate(["ANSWER"] * 4 + ["PARTIAL"] * 2 + ["ABSTAIN"] * 3):
+        q = f"Can I pay with Bitcoin, question {i}?" if decision == "ABSTAIN" else f"q{i}"
+        aid = state.record_answer(Answer(q, q, decision, "…"), {"channel": "C1"})
+        if i < 3:
+            state.record_feedback(aid, "U1", "helpful")
+        elif i == 6:
+            state.record_feedback(aid, "U1", "not_helpful")
+    view = home_opened(h, "UADMIN", "EvH1")
+    assert view["type"] == "home" and len(view["blocks"]) <= 100
+    text = home_text(view)
+    assert "24 docs · 226 chunks · last refresh" in text and "*ok*" in text
+    assert "9 questions · 4 answered · 2 partial · 3 not in the docs · 👍 3 · 👎 1" in text
+    assert "*Top gaps*" in text and "Bitcoin" in text
+    [button] = [e for b in view["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert button["action_id"] == "home_reindex"
+    # anyone else: how to ask, no figures, no button
+    plain = home_text(home_opened(h, "U1", "EvH2"))
+    assert "Mention me" in plain and "chunks" not in plain and "home_reindex" not in plain
+    # the reindex button runs under the slash command's lock
+    with state.reindex_lock() as mine:
+        assert mine
+        h.click("UADMIN", "", action_id="home_reindex")
+        wait(
+            lambda: [p for p in h.mock.posts() if "already running" in (p.get("text") or "")],
+            what="the lock to be reported",
+        )
+    h.mock.home_views.clear()
+    h.click("UADMIN", "", action_id="home_reindex")
+    done = wait(
+        lambda: [p for p in h.mock.posts() if "Reindexed in" in (p.get("text") or "")],
+        what="the reindex",
+    )
+    assert done[0]["channel"] == "UADMIN"
+    wait(lambda: h.mock.home_views.get("UADMIN"), what="the Home tab republished")
+    h.click("U1", "", action_id="home_reindex")  # not an admin: nothing runs
+    home_opened(h, "U1", "EvH9")  # handled after that click
+    assert len([p for p in h.mock.posts() if "Reindexed in" in (p.get("text") or "")]) == 1
+
+
+def test_app_home_shows_an_owner_their_intents(make_harness, owned_db):
+    from router.answer import Answer
+
+    h = make_harness()
+    for intent, decision in [("authentication", "ANSWER"), ("authentication", "ABSTAIN")] + [
+        ("billing", "ABSTAIN")
+    ] * 3:
+        ans = Answer("q", "q", decision, "…", route={"intents": [{"intent": intent, "score": 1}]})
+        h.pipeline.state.record_answer(ans, {"channel": "C1"})
+    text = home_text(home_opened(h, "U0SSO", "EvH3"))  # owns authentication/sso.md
+    assert "(your intents: authentication)" in text
+    assert "2 questions · 1 answered · 0 partial · 1 not in the docs" in text
+    assert "home_reindex" not in text  # an owner, not an admin
+
+
+def test_views_publish_is_checked_as_slack_checks_it():
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    mock = SlackMock()
+    try:
+        client = WebClient(token="xoxb-test", base_url=mock.url + "/api/")
+        ok = {"type": "home", "blocks": [{"type": "divider"}]}
+        assert client.views_publish(user_id="U1", view=ok)["ok"]
+        for bad in (
+            {"type": "modal", "blocks": []},
+            {"type": "home", "blocks": [{"type": "divider"}] * 101},
+            {"type": "home", "blocks": [{"text": "no type"}]},
+        ):
+            with pytest.raises(SlackApiError, match="invalid_arguments"):
+                client.views_publish(user_id="U1", view=bad)
+        assert mock.home_views == {"U1": ok}
+    finally:
+        mock.close()
