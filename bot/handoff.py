@@ -4,7 +4,9 @@ people who own those docs.
 The owner is the first looked-at section's doc owner (front matter `owner`), else its intent's
 (`intents.yaml`), else the owner of the answer's routed intents. A channel owner gets a message
 in its channel with the question, a link to the thread and the sections the bot looked at; a user
-or user-group owner is mentioned in the asker's thread instead. Each answer is handed off once,
+or user-group owner is mentioned in the asker's thread instead. A question asked in a DM is sent
+to a user owner by DM (no link: nobody else can open a DM); a user group cannot be, and the asker
+is told where to ask. Each answer is handed off once,
 whichever replica gets the click (`State.claim_handoff`); the row is the audit trail's record of
 it, and the asker is told (ephemerally) where it went.
 """
@@ -30,6 +32,10 @@ NO_OWNER = (
     " so I can't hand this on: ask in the team's channel."
 )
 GONE = "That answer is no longer in the audit trail, so I can't hand it on: ask me again."
+GROUP_IN_DM = (
+    "These docs are owned by {group}, a user group I can't bring into a direct message:"
+    " ask in their channel, or mention them there."
+)
 FAILED = ":warning: I couldn't reach the owners just now: please try the button again in a minute."
 
 
@@ -70,7 +76,7 @@ def message(row: dict, asker: str, link: str) -> str:
     return (
         f"<@{asker}> asked a question the docs did not settle ({why}):\n"
         f"> {escape(' '.join(row['question'].split()))[:1500]}\n"
-        f"{'<' + link + '|Open the thread>' if link else ''}\n"
+        f"{'<' + link + '|Open the thread>' if link else '(asked in a direct message)'}\n"
         f"*Sections the bot looked at*\n{looked}"
     )
 
@@ -83,15 +89,19 @@ def hand_off(client: WebClient, state: State, index_db: Any, answer_id: int, use
     owner = owner_for(row, load_owners(index_db))
     if not owner:
         return NO_OWNER
-    channel, thread = row["channel"], row["thread_ts"]
-    by_mention = owner[0] in "UWS"  # a person or group: asked in the asker's own thread
+    channel, thread = row["channel"] or "", row["thread_ts"]
+    private = channel.startswith("D")  # a DM: nobody else can read it, or be mentioned in it
+    if private and owner[0] == "S":
+        return GROUP_IN_DM.format(group=mention(owner))
+    # a person or group is asked in the asker's own thread; from a DM, a person gets a DM
+    by_mention = owner[0] in "UWS" and not private
     target = f"{channel}/{thread}" if by_mention else owner
     earlier = state.claim_handoff(answer_id, user, owner, target)
     if earlier is not None:
         return f"This question was already handed on ({where(earlier, owner)})."
     try:
         link = ""
-        if channel and thread:
+        if channel and thread and not private:
             link = client.chat_getPermalink(channel=channel, message_ts=thread).get("permalink", "")
         text = message(row, user, link)
         if by_mention:

@@ -349,3 +349,20 @@ def test_views_publish_is_checked_as_slack_checks_it():
         assert mock.home_views == {"U1": ok}
     finally:
         mock.close()
+
+
+def test_ask_a_person_from_a_dm_goes_to_the_owner_by_dm(make_harness, examples_db):
+    from bot.testing.slack_harness import dm, wait
+
+    with open_db(examples_db).conn as conn:  # every doc owned by one person (as intents.yaml says)
+        conn.execute("UPDATE intents SET owner = 'U0DOCS'")
+    h = make_harness()
+    h.event(dm("Can I pay my invoice with Bitcoin?"), "EvDM1")
+    answer_in(h.mock, "D1")
+    row = audit(h, "D1")
+    assert row["decision"] in ("ABSTAIN", "PARTIAL")
+    h.click("U1", str(row["id"]), action_id="ask_person")
+    [sent] = wait(lambda: [p for p in h.mock.posts() if p["channel"] == "U0DOCS"], what="a DM")
+    assert "Bitcoin" in sent["text"] and "(asked in a direct message)" in sent["text"]
+    [told] = wait(lambda: ephemerals(h.mock), what="the asker told")
+    assert told["text"].startswith("Sent to <@U0DOCS>") and told["channel"] == "D1"
