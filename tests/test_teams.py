@@ -366,3 +366,18 @@ def test_ask_a_person_from_a_dm_goes_to_the_owner_by_dm(make_harness, examples_d
     assert "Bitcoin" in sent["text"] and "(asked in a direct message)" in sent["text"]
     [told] = wait(lambda: ephemerals(h.mock), what="the asker told")
     assert told["text"].startswith("Sent to <@U0DOCS>") and told["channel"] == "D1"
+
+
+def test_doctor_checks_the_scopes_file(examples_db, tmp_path, monkeypatch, capsys):
+    from bot.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "scopes.yaml"
+    path.write_text(SCOPES)
+    monkeypatch.setenv("FIELDGUIDE_SCOPES", str(path))
+    assert main(["doctor", "--db", examples_db, "--docs", str(EXAMPLES)]) == 0
+    out = capsys.readouterr().out
+    assert "2 channel scopes, all known; #platform resolved with Slack when the bot starts" in out
+    path.write_text("channels: {CXYZ: {intents: [nope]}}\n")
+    assert main(["doctor", "--db", examples_db, "--docs", str(EXAMPLES)]) == 1
+    assert "no doc of the index has intent nope" in capsys.readouterr().out
