@@ -62,7 +62,7 @@ test-all: setup
 
 bench: setup
 	$(BIN)/python -m pip install -q matplotlib
-	for b in retrieval startup answers routing slack_latency hostile indexing; do $(BIN)/python bench/$$b.py || exit 1; done
+	for b in retrieval startup answers routing slack_latency hostile indexing gaps; do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .fieldguide *.egg-info
