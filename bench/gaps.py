@@ -77,8 +77,8 @@ def main() -> None:
         dims = vectors.shape[1]
         first = vectors[rng.permutation(len(vectors))[: min(n, len(vectors))]]
         extra = n - len(first)
-        noisy = vectors[rng.integers(0, len(vectors), extra)]
-        noisy = noisy + rng.normal(0, 0.3 / np.sqrt(dims), (extra, dims))
+        shift = rng.normal(0, 0.3 / np.sqrt(dims), (extra, dims))
+        noisy = (vectors[rng.integers(0, len(vectors), extra)] + shift).astype(np.float32)
         noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
         v = np.vstack([first, noisy])
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
