@@ -6,9 +6,9 @@ unanswered questions grows to its cap (bot/gaps.py MAX_QUESTIONS), and how well 
 Questions: the eval sets' 465 questions and 60 off-topic ones, embedded with the local model; past
 525, each further question is one of them with a small random offset (noise of norm 0.3 before
 renormalising: a paraphrase's distance), so the sizes up to the cap have realistic structure.
-Recovery: the test's three planted topics (tests/test_gaps.py), 10 questions each, mixed into the
-eval questions as the rest of an audit trail: how many of each topic's questions land in the topic
-most of them went to, and how many other questions share it.
+Recovery: the test's three planted topics (bot/testing/gap_topics.py), 10 questions each, mixed
+into the eval questions as the rest of an audit trail: how many of each topic's questions land in
+the topic most of them went to, and how many other questions share it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import resource
 import time
 
 import numpy as np
-from _util import ROOT, SHARED, table, write_section
+from _util import SHARED, table, write_section
 
 from bot.gaps import MAX_QUESTIONS, cluster
+from bot.testing.gap_topics import TOPICS
 from index.embedders import make_embedder
 
 
@@ -38,11 +39,6 @@ def centred(v: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
-    import sys
-
-    sys.path.insert(0, str(ROOT))
-    from tests.test_gaps import TOPICS
-
     embedder = make_embedder()
     base = questions()
     t0 = time.perf_counter()
