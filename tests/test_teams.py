@@ -381,3 +381,21 @@ def test_doctor_checks_the_scopes_file(examples_db, tmp_path, monkeypatch, capsy
     path.write_text("channels: {CXYZ: {intents: [nope]}}\n")
     assert main(["doctor", "--db", examples_db, "--docs", str(EXAMPLES)]) == 1
     assert "no doc of the index has intent nope" in capsys.readouterr().out
+
+
+def test_channel_names_are_resolved_across_conversations_list_pages(tmp_path):
+    from slack_sdk import WebClient
+
+    from bot.scopes import parse_scopes
+
+    mock = SlackMock()
+    try:
+        mock.channels = {f"C{n:06d}": f"team-{n}" for n in range(1500)}  # two pages of 1,000
+        scopes = parse_scopes(SCOPES.replace("#platform", "#team-1234"), {"billing"}, ["api/a.md"])
+        scopes.resolve(WebClient(token="xoxb-test", base_url=mock.url + "/api/"))
+        found = scopes.for_channel("C001234")
+        assert found is not None and found.name == "#team-1234"
+        assert len(mock.calls("/api/conversations.list")) == 2
+        assert scopes.for_channel("C000001") is None  # not listed, no default: everything
+    finally:
+        mock.close()
