@@ -346,6 +346,9 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     return 0
 
 
+GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+
+
 def format_answer(ans: Answer) -> str:
     lines = [f"⚠ {ans.caveat}", ""] if ans.caveat else []
     lines += [ans.text, ""]
@@ -356,7 +359,29 @@ def format_answer(ans: Answer) -> str:
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
     lines += [f"Note: {n}" for n in ans.notes]
+    if ans.scope is not None:
+        lines.append(f"Note: searched only the scope {ans.scope.describe()}")
     return "\n".join(lines)
+
+
+def scope_for(args: argparse.Namespace, settings: Settings):
+    """The scope `ask --channel/--scope` searches (a router.engine.Scope), or None."""
+    from .scopes import ScopeError
+    from .wiring import make_scopes
+
+    if not (args.channel or args.scope):
+        return None
+    scopes = make_scopes(settings, args.db)
+    if scopes is None:
+        raise ScopeError("--channel and --scope need FIELDGUIDE_SCOPES (a scopes file)")
+    if args.channel:
+        return scopes.for_channel(args.channel)
+    found = scopes.by_key.get(args.scope) or scopes.by_key.get("#" + args.scope.lstrip("#"))
+    if found is None:
+        raise ScopeError(
+            f"no scope {args.scope!r} in {settings.scopes}: it has {', '.join(scopes.by_key)}"
+        )
+    return found
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
@@ -364,7 +389,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     question = " ".join(args.question).strip()
     try:
-        ans = make_pipeline(settings, args.db).answer(question)
+        scope = scope_for(args, settings)
+        ans = make_pipeline(settings, args.db).answer(question, scope=scope)
     except QuestionError as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
@@ -416,10 +442,45 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         print(
             f"#{r['id']} {r['created']} {r['decision']:<8} {(r['intents'] or ['-'])[0]:<18} "
             f"{r['timings_ms'].get('total', 0):>7.0f} ms{where}{' · feedback ' + fb if fb else ''}"
+            f"{' · handed to ' + r['handoff'] if r.get('handoff') else ''}"
         )
         print(f"    Q: {r['question'][:100]}")
     if not rows:
         print("No answers recorded yet.")
+    return 0
+
+
+def cmd_gaps(args: argparse.Namespace, settings: Settings) -> int:
+    """The topics of the questions the docs did not answer well (bot/gaps.py)."""
+    from index.store import load_owners
+
+    from .gaps import find_topics
+    from .gaps_report import render
+    from .wiring import make_state
+
+    engine = make_engine(settings, args.db)
+    rows = make_state(settings, args.db).list_answers(args.since, None, GAPS_ROWS)
+    rows_in = [r for r in rows if not args.intent or (r["intents"] or [""])[0] == args.intent]
+    topics, info = find_topics(
+        rows_in, engine.embedder, engine.loaded().searcher, load_owners(engine.db)
+    )
+    if args.html:
+        title = "What the docs don't answer" + (f" · {args.intent}" if args.intent else "")
+        Path(args.html).write_text(render(rows_in, topics, title), encoding="utf-8")
+        print(f"Wrote {args.html}", file=sys.stderr)
+    if args.json:
+        _print_json({"topics": [t.to_json() for t in topics], **info})
+        return 0
+    print(
+        f"{info['unanswered']} questions not answered well, in {len(topics)} topics"
+        f" (average-linkage cut at cosine distance {info['cut']}, silhouette {info['silhouette']})"
+    )
+    for t in topics[: args.top]:
+        print(f"\n{t.count:>4}  {t.questions[0]}")
+        where = f"nearest doc {t.doc or '-'} · intent {t.intent or '-'}"
+        print(f"      {where} · owner {t.owner or '-'}")
+        for q in t.questions[1:]:
+            print(f"        · {q}")
     return 0
 
 
@@ -585,6 +646,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also show the retrieved chunks and extracted passages",
     )
+    sp.add_argument(
+        "--channel",
+        help="answer as in this Slack channel (id, or #name) under FIELDGUIDE_SCOPES",
+    )
+    sp.add_argument("--scope", help="search only this entry of FIELDGUIDE_SCOPES (its key)")
 
     sp = add(
         "audit",
@@ -606,6 +672,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead of the answers: questions, decisions, feedback, tokens and estimated"
         " cost by model (prices: FIELDGUIDE_PRICES) over --since",
     )
+
+    sp = add(
+        "gaps",
+        "Group the questions the docs did not answer well (not in the docs, partial, 👎, handed"
+        " to a person) into topics, with counts, examples, the nearest doc and its owner.",
+        cmd_gaps,
+    )
+    sp.add_argument("--since", help="only questions on or after this ISO date/time")
+    sp.add_argument("--intent", help="only questions routed to this intent")
+    sp.add_argument("--top", type=int, default=10, help="topics printed (default 10)")
+    sp.add_argument("--json", action="store_true", help="print every topic as JSON")
+    sp.add_argument("--html", metavar="FILE", help="also write a self-contained report page")
 
     sp = add(
         "doctor",

@@ -187,6 +187,26 @@ def check_slack(settings: Settings) -> Check:
     return Check("slack", "ok", f"bot token accepted ({auth.get('user')} in {auth.get('team')})")
 
 
+def check_scopes(settings: Settings, db: str) -> Check:
+    """FIELDGUIDE_SCOPES read and checked against the index, as the bot will at start-up (channel
+    names are resolved then, with Slack)."""
+    from .scopes import ScopeError, scopes_for_index
+
+    if not settings.scopes:
+        return Check("scopes", "skip", "no FIELDGUIDE_SCOPES: every channel searches everything")
+    try:
+        conn = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            scopes = scopes_for_index(settings.scopes, conn)
+        finally:
+            conn.close()
+    except (ScopeError, sqlite3.DatabaseError) as e:
+        return Check("scopes", "FAIL", str(e))
+    names = scopes.names()
+    later = f"; {', '.join(names)} resolved with Slack when the bot starts" if names else ""
+    return Check("scopes", "ok", f"{len(scopes.by_key)} channel scopes, all known{later}")
+
+
 def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
     from .wiring import embedder_for
 
@@ -194,6 +214,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
         check_settings(settings, dotenv),
         *check_index(db, embedder_for(settings).name),
         check_docs(docs),
+        check_scopes(settings, db),
         check_local_model(settings),
         check_claude(settings),
         check_voyage(settings),

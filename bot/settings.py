@@ -252,6 +252,11 @@ class Settings:
         "how long start-up retries reaching Slack",
         positive_at_most(3600),
     )
+    scopes: str = _setting(
+        "FIELDGUIDE_SCOPES",
+        "",
+        "YAML file mapping Slack channels to the intents/folders they search; empty = all",
+    )
     database_url: str = _setting(
         "FIELDGUIDE_DATABASE_URL",
         "",

@@ -29,6 +29,7 @@ from .answers import Answerer
 from .listeners import Bot, register
 from .reindex import Reindexer
 from .settings import Settings
+from .wiring import make_scopes
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
     client = client or make_client(settings)
     identity = connect(client, settings.slack_startup_seconds)
     app = App(client=client, signing_secret=settings.slack_signing_secret or None)
+    scopes = make_scopes(settings, pipeline.engine.db_path)
+    if scopes is not None:
+        scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
     state = pipeline.state
     assert state is not None, "the Slack app needs a State (de-duplication, audit, feedback)"
     bot = Bot(
@@ -102,7 +106,11 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         state=state,
         bot_user=identity.get("user_id", ""),
         answerer=Answerer(
-            pipeline, identity.get("user_id", ""), settings.answer_workers, settings.answer_queue
+            pipeline,
+            identity.get("user_id", ""),
+            settings.answer_workers,
+            settings.answer_queue,
+            scopes,
         ),
         reindexer=Reindexer(settings, pipeline.engine.embedder, state),
         app=app,

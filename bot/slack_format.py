@@ -21,6 +21,7 @@ FEEDBACK_ACTION = "answer_feedback"
 # buttons on answers posted before native feedback; their clicks are still recorded
 LEGACY_FEEDBACK_ACTIONS = ("feedback_helpful", "feedback_not_helpful")
 HELPFUL, NOT_HELPFUL = "helpful", "not_helpful"
+ASK_PERSON = "ask_person"  # the "Ask a person" button (bot/handoff.py)
 
 DECISIONS = {
     "ANSWER": "answered from the docs",
@@ -113,6 +114,8 @@ def context_line(ans: Answer) -> str:
     if any("keyword search only" in n for n in ans.notes):
         parts.append("keyword search only (embeddings unavailable)")
     parts += [n for n in ans.notes if n.startswith(TYPO_NOTE)]
+    if ans.scope is not None:
+        parts.append(f"searched: {ans.scope.describe()}")
     return escape(" · ".join(parts))[:2000]
 
 
@@ -138,6 +141,28 @@ def feedback_block(answer_id: int) -> dict:
             }
         ],
     }
+
+
+def ask_person_block(answer_id: int, text: str = "") -> list[dict]:
+    """The "Ask a person" button (with a line of `text` before it, if given)."""
+    blocks: list[dict] = []
+    if text:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+    blocks.append(
+        {
+            "type": "actions",
+            "block_id": f"handoff-{answer_id}",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": ASK_PERSON,
+                    "text": {"type": "plain_text", "text": "Ask a person"},
+                    "value": str(answer_id),
+                }
+            ],
+        }
+    )
+    return blocks
 
 
 def parse_feedback(action: dict) -> tuple[int, str] | None:
@@ -172,6 +197,8 @@ def footer_blocks(
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context_line(ans)}]})
     if answer_id is not None:
         blocks.append(feedback_block(answer_id))
+        if ans.decision in ("ABSTAIN", "PARTIAL"):  # the docs did not settle it: offer a person
+            blocks += ask_person_block(answer_id)
     return blocks
 
 

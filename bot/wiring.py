@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .settings import Settings
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
+    from bot.scopes import Scopes
     from bot.state.sqlite import State
     from index.embedders import Embedder
     from index.indexer import RunSummary
@@ -89,6 +90,17 @@ def make_state(settings: Settings, db: str | None = None) -> State:
     return SqliteState(
         open_db(db or settings.db, create=False), retention_days=settings.audit_retention_days
     )
+
+
+def make_scopes(settings: Settings, db: str | None = None) -> Scopes | None:
+    """FIELDGUIDE_SCOPES read and checked against the index (a ScopeError when bad); None when
+    not set (every channel searches everything)."""
+    if not settings.scopes:
+        return None
+    from bot.scopes import scopes_for_index
+    from index.store import open_db
+
+    return scopes_for_index(settings.scopes, open_db(db or settings.db, create=False))
 
 
 def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:

@@ -245,6 +245,7 @@ def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, mod
                 "url": d.url,
                 "hash": d.hash,
                 "size": len(d.text),
+                "owner": d.owner,
             }
             for d, _ in fresh
         ),
@@ -282,9 +283,8 @@ def _refresh_intents(db, intents_info) -> bool:
     """Intent rows: every intent that docs use or intents.yaml describes, with doc and chunk counts.
     `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored.
     Returns whether the rows changed."""
-    before = db.execute(
-        "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
-    ).fetchall()
+    rows = "SELECT name, description, examples, docs, chunks, owner FROM intents ORDER BY name"
+    before = db.execute(rows).fetchall()
     counts = {
         name: (docs, chunks)
         for name, docs, chunks in db.execute(
@@ -293,18 +293,20 @@ def _refresh_intents(db, intents_info) -> bool:
         )
     }
     if intents_info is None:
-        described = {name: (desc, ex) for name, desc, ex, _, _ in before}
+        described = {name: (desc, ex, owner) for name, desc, ex, _, _, owner in before}
     else:
         described = {
-            name: (i.description, json.dumps(i.examples)) for name, i in intents_info.items()
+            name: (i.description, json.dumps(i.examples), i.owner)
+            for name, i in intents_info.items()
         }
     db.execute("DELETE FROM intents")
     db["intents"].insert_all(
         (
             {
                 "name": name,
-                "description": described.get(name, ("", "[]"))[0],
-                "examples": described.get(name, ("", "[]"))[1],
+                "description": described.get(name, ("", "[]", None))[0],
+                "examples": described.get(name, ("", "[]", None))[1],
+                "owner": described.get(name, ("", "[]", None))[2],
                 "docs": counts.get(name, (0, 0))[0],
                 "chunks": counts.get(name, (0, 0))[1],
             }
@@ -312,12 +314,7 @@ def _refresh_intents(db, intents_info) -> bool:
         ),
         pk="name",
     )
-    return (
-        db.execute(
-            "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
-        ).fetchall()
-        != before
-    )
+    return db.execute(rows).fetchall() != before
 
 
 def unknown_related(db: sqlite_utils.Database) -> list[dict]:

@@ -114,6 +114,12 @@ class Records:
             )
         return [by_id[i] for i in ids]
 
+    def docs(self) -> list[str]:
+        """Each row's doc path ("" for a chunk a reindex removed since), for scopes by folder."""
+        with self._lock:
+            doc_of = dict(self._conn.execute("SELECT id, doc FROM chunks").fetchall())
+        return [doc_of.get(i.decode(), "") for i in self.ids]
+
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())

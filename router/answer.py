@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 
@@ -70,6 +71,7 @@ class Answer:
     # with a PARTIAL answer, the one line that says why it is partial (shown above the answer)
     caveat: str = ""
     audit_id: int | None = None
+    scope: Any = None  # the router.engine.Scope searched (None: everything)
 
     @property
     def intents(self) -> list[str]:

@@ -24,7 +24,7 @@ from . import citations, claims, compose, condense, decide, offline
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
-from .engine import Engine, Loaded
+from .engine import Engine, Loaded, Scope
 
 if TYPE_CHECKING:  # the caller's store (bot/state); the question's path does not depend on it
     from bot.state.sqlite import State
@@ -75,6 +75,7 @@ class Pipeline:
         history: list[dict] | None = None,
         context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
+        scope: Scope | None = None,
     ) -> Answer:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
@@ -83,6 +84,7 @@ class Pipeline:
         question = self.check(question)
         started = time.perf_counter()
         ans = self.start(question)
+        ans.scope = scope  # routed and searched only inside it (None: everything)
         self.steps(ans, history or [], on_text)
         ans.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         return self.finish(ans, context)
@@ -201,8 +203,9 @@ class Pipeline:
         self, ans: Answer, query_vec: np.ndarray | None, claude: Claude, loaded: Loaded
     ) -> list[Hit]:
         with_claude = claude if claude.client is not None else None
-        decision = loaded.router.route(ans.condensed, query_vec, k=10, claude=with_claude)
-        ans.route = decision.to_dict()
+        router = self.engine.router_for(loaded, ans.scope)
+        decision = router.route(ans.condensed, query_vec, k=10, claude=with_claude)
+        ans.route = decision.to_dict() | ({"scope": ans.scope.describe()} if ans.scope else {})
         if decision.note and decision.note not in ans.notes:  # e.g. the reranker fell back
             ans.notes.append(decision.note)
         if decision.usage:

@@ -258,11 +258,16 @@ class PostgresState:
         self._enqueue(("feedback", [answer_id, user, value, utc_now()]))
 
     def list_answers(
-        self, since: str | None = None, decision: str | None = None, limit: int = 50
+        self,
+        since: str | None = None,
+        decision: str | None = None,
+        limit: int = 50,
+        where: tuple[str, list] | None = None,
     ) -> list[dict]:
-        where_sql, args = answer_filter(since, decision, "%s")
+        where_sql, args = answer_filter(since, decision, "%s", where)
         sql = f"""SELECT a.*, (SELECT json_object_agg(f."user", f.value)::text FROM feedback f
-                               WHERE f.answer_id = a.id) AS feedback
+                               WHERE f.answer_id = a.id) AS feedback,
+                              (SELECT h.target FROM handoffs h WHERE h.answer_id = a.id) AS handoff
                   FROM answers a {where_sql} ORDER BY a.id DESC LIMIT %s"""
         with self.pool.connection() as conn:
             cur = conn.execute(sql, [*args, limit])
@@ -288,6 +293,32 @@ class PostgresState:
                     "usage": json.loads(usage or "{}"),
                     "feedback": json.loads(feedback or "{}"),
                 }
+
+    def get_answer(self, answer_id: int) -> dict | None:
+        rows = self.list_answers(limit=1, where=("a.id = %s", [answer_id]))
+        return rows[0] if rows else None
+
+    def claim_handoff(self, answer_id: int, user: str, owner: str, target: str) -> str | None:
+        # one statement: of two replicas clicking at once, one inserts, the other reads its row
+        rows = self._run(
+            """WITH ins AS (
+                   INSERT INTO handoffs (answer_id, "user", owner, target, created)
+                   VALUES (%s, %s, %s, %s, %s) ON CONFLICT (answer_id) DO NOTHING
+                   RETURNING answer_id)
+               SELECT (SELECT count(*) FROM ins),
+                      (SELECT target FROM handoffs WHERE answer_id = %s)""",
+            [answer_id, user, owner, target, utc_now(), answer_id],
+        )
+        inserted, earlier = rows[0]
+        if inserted:
+            return None
+        if earlier is None:  # the other insert committed after this statement's snapshot
+            found = self._run("SELECT target FROM handoffs WHERE answer_id = %s", [answer_id])
+            earlier = found[0][0] if found else ""
+        return earlier
+
+    def release_handoff(self, answer_id: int) -> None:
+        self._run("DELETE FROM handoffs WHERE answer_id = %s", [answer_id])
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         if (channel, thread_ts) in self._threads:

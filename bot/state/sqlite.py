@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS feedback (
     answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
 CREATE TABLE IF NOT EXISTS slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS slack_events_claimed ON slack_events(claimed);
+CREATE TABLE IF NOT EXISTS handoffs (
+    answer_id INTEGER PRIMARY KEY, user TEXT, owner TEXT, target TEXT, created TEXT);
 """
 EVENT_TTL = 3600.0  # seconds a claimed Slack event stays claimed (Slack retries within minutes)
 
@@ -85,6 +87,19 @@ class State(Protocol):
 
     def allow_question(self, user: str, per_minute: int) -> bool:
         """Per-user rate limit over a sliding minute."""
+        ...
+
+    def get_answer(self, answer_id: int) -> dict | None:
+        """One audit row, as list_answers gives it; None when it is not (or no longer) there."""
+        ...
+
+    def claim_handoff(self, answer_id: int, user: str, owner: str, target: str) -> str | None:
+        """Record that `user` handed answer `answer_id` to `owner` (posted to `target`), once per
+        answer across every replica: None when this call recorded it, else the earlier target."""
+        ...
+
+    def release_handoff(self, answer_id: int) -> None:
+        """Forget a hand-off whose message could not be posted, so it can be tried again."""
         ...
 
     def reindex_lock(self) -> Any:
@@ -184,17 +199,21 @@ def prune_answers(db: sqlite_utils.Database, retention_days: int) -> int:
     """Delete answers (and their feedback) older than `retention_days`; how many went."""
     cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="seconds")
     with _write_lock, db.atomic():
-        db.execute(
-            "DELETE FROM feedback WHERE answer_id IN (SELECT id FROM answers WHERE created < ?)",
-            [cutoff],
-        )
+        for table in ("feedback", "handoffs"):
+            db.execute(
+                f"DELETE FROM {table} WHERE answer_id IN"
+                " (SELECT id FROM answers WHERE created < ?)",
+                [cutoff],
+            )
         return db.execute("DELETE FROM answers WHERE created < ?", [cutoff]).rowcount
 
 
-def answer_filter(since: str | None, decision: str | None, mark: str) -> tuple[str, list]:
+def answer_filter(
+    since: str | None, decision: str | None, mark: str, extra: tuple[str, list] | None = None
+) -> tuple[str, list]:
     """The WHERE clause (and its arguments) of an audit listing; `mark`: the driver's placeholder
-    (`?` for SQLite, `%s` for psycopg)."""
-    where, args = [], []
+    (`?` for SQLite, `%s` for psycopg); `extra`: one more condition and its arguments."""
+    where, args = [extra[0]] if extra else [], list(extra[1]) if extra else []
     if since:
         where.append(f"a.created >= {mark}")
         args.append(since)
@@ -209,10 +228,12 @@ def list_answers(
     since: str | None = None,
     decision: str | None = None,
     limit: int = 50,
+    where: tuple[str, list] | None = None,
 ) -> list[dict]:
-    where_sql, args = answer_filter(since, decision, "?")
+    where_sql, args = answer_filter(since, decision, "?", where)
     sql = f"""SELECT a.*, (SELECT json_group_object(f.user, f.value) FROM feedback f
-                           WHERE f.answer_id = a.id) AS feedback
+                           WHERE f.answer_id = a.id) AS feedback,
+                          (SELECT h.target FROM handoffs h WHERE h.answer_id = a.id) AS handoff
               FROM answers a {where_sql} ORDER BY a.id DESC LIMIT ?"""
     return [decode_row(r) for r in db.query(sql, [*args, limit])]
 
@@ -238,6 +259,21 @@ def usage_rows(db: sqlite_utils.Database, since: str | None = None) -> Iterator[
         if len(rows) < USAGE_BATCH:
             return
         last = rows[-1]["id"]
+
+
+def claim_handoff(
+    db: sqlite_utils.Database, answer_id: int, user: str, owner: str, target: str
+) -> str | None:
+    with _write_lock, db.atomic():
+        inserted = db.execute(
+            "INSERT OR IGNORE INTO handoffs (answer_id, user, owner, target, created)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [answer_id, user, owner, target, utc_now()],
+        ).rowcount
+        if inserted:
+            return None
+        row = db.execute("SELECT target FROM handoffs WHERE answer_id = ?", [answer_id])
+        return row.fetchone()[0]
 
 
 class InProcess:
@@ -348,6 +384,17 @@ class SqliteState(InProcess):
             yield from usage_rows(self.db, since)
         except sqlite3.OperationalError:
             return  # a read-only index made before the audit tables existed: no answers
+
+    def get_answer(self, answer_id: int) -> dict | None:
+        rows = list_answers(self.db, limit=1, where=("a.id = ?", [answer_id]))
+        return rows[0] if rows else None
+
+    def claim_handoff(self, answer_id: int, user: str, owner: str, target: str) -> str | None:
+        return claim_handoff(self.db, answer_id, user, owner, target)
+
+    def release_handoff(self, answer_id: int) -> None:
+        with _write_lock, self.db.atomic():
+            self.db.execute("DELETE FROM handoffs WHERE answer_id = ?", [answer_id])
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         try:

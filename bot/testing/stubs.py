@@ -620,6 +620,11 @@ SERVER_ERROR = (500, b"<html>Internal Server Error</html>")
 RESPONSE_URL_POSTS = 5  # per response_url, in 30 minutes
 
 
+def permalink(channel: str, ts: str) -> str:
+    """A message's link as Slack's chat.getPermalink gives it."""
+    return f"https://tidewater.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+
+
 def _blocks(value) -> list:
     if not value:
         return []
@@ -656,6 +661,8 @@ class SlackMock(StubServer):
         self.socket_url = ""  # set by a SocketModeServer: apps.connections.open returns it
         self.respond_posts: dict[str, int] = {}
         self.refuse_blocks = ""  # an error for every message with blocks (e.g. invalid_blocks)
+        self.channels: dict[str, str] = {}  # id -> name, listed by conversations.list
+        self.home_views: dict[str, dict] = {}  # user -> the Home tab views.publish set
 
         def method(name, handler):
             def serve(req: Request):
@@ -679,6 +686,16 @@ class SlackMock(StubServer):
         method("chat.stopStream", self._stop_stream)
         method("conversations.replies", self._replies)
         method("apps.connections.open", self._connections_open)
+        method("conversations.list", self._list_channels)
+        method("views.publish", self._publish_view)
+        method(
+            "chat.getPermalink",
+            lambda f: (
+                {"channel": f["channel"], "permalink": permalink(f["channel"], f["message_ts"])}
+                if f.get("channel") and f.get("message_ts")
+                else slack_error("invalid_arguments")
+            ),
+        )
         for name in (
             "assistant.threads.setStatus",
             "assistant.threads.setSuggestedPrompts",
@@ -818,6 +835,43 @@ class SlackMock(StubServer):
         more = start + limit < len(self.thread_messages)
         meta = {"next_cursor": str(start + limit) if more else ""}
         return {"messages": page, "has_more": more, "response_metadata": meta}
+
+    def _publish_view(self, f: dict):
+        """views.publish as Slack checks it: a user and a view of type home with at most 100
+        blocks, each with a type (invalid_arguments otherwise)."""
+        try:
+            view = json.loads(f["view"]) if isinstance(f.get("view"), str) else f.get("view")
+        except ValueError:
+            return slack_error("invalid_arguments")
+        blocks = (view or {}).get("blocks")
+        if (
+            not f.get("user_id")
+            or not isinstance(view, dict)
+            or view.get("type") != "home"
+            or not isinstance(blocks, list)
+            or len(blocks) > 100
+            or not all(isinstance(b, dict) and b.get("type") for b in blocks)
+        ):
+            return slack_error("invalid_arguments")
+        if _block_error(blocks):
+            return slack_error("invalid_blocks")
+        with self.lock:
+            self.home_views[f["user_id"]] = view
+        return {"view": {"id": f"V{len(self.home_views)}", "type": "home", **view}}
+
+    def _list_channels(self, f: dict):
+        """Pages of `limit` channels (at most 1,000, as Slack caps it) with a next_cursor."""
+        limit = min(int(f.get("limit") or 100), 1000)
+        start = int(f.get("cursor") or 0)
+        ids = sorted(self.channels)
+        page = [{"id": i, "name": self.channels[i], "is_channel": True} for i in ids][
+            start : start + limit
+        ]
+        more = start + limit < len(ids)
+        return {
+            "channels": page,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def _connections_open(self, f: dict):
         if not self.socket_url:
