@@ -706,9 +706,10 @@ def main(argv: list[str] | None = None) -> int:
     """The `fieldguide` command. Output piped into a reader that stops early (`| head -1`) ends
     quietly, as a shell tool does, instead of with a BrokenPipeError trace."""
     try:
-        code = run(argv)
-        sys.stdout.flush()  # buffered output meets the closed pipe here
-        return code
+        try:
+            return run(argv)
+        finally:
+            sys.stdout.flush()  # buffered output (argparse's --help too) meets the pipe here
     except BrokenPipeError:
         # stdout's buffer cannot be written at exit either: point it at /dev/null first
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

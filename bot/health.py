@@ -12,7 +12,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from router.engine import Engine
 
@@ -31,11 +33,17 @@ class Health:
         self.slack: Callable[[], tuple[bool, str]] = lambda: (False, "not connected yet")
 
     def index(self) -> tuple[bool, str]:
-        """The index as questions see it (reloaded when a reindex committed a new generation)."""
+        """The index file read afresh (the bot's own connection would not notice it gone or
+        damaged), then the index as questions see it (reloaded after a reindex)."""
+        path = Path(self.engine.db_path)
         try:
+            if not path.is_file():
+                raise FileNotFoundError("no such file")
+            with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+                conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchall()
             loaded = self.engine.loaded()
         except (sqlite3.Error, OSError, ValueError) as e:
-            return False, f"cannot read {self.engine.db_path}: {e}"
+            return False, f"cannot read {path}: {e}"
         if not loaded.searcher.size:
             return False, f"{self.engine.db_path} is empty: run fieldguide index DOCS_DIR"
         return True, f"generation {loaded.generation}, {loaded.searcher.size} chunks"

@@ -29,6 +29,7 @@ def configure(level: str, form: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(TEXT))
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warnings too, in the same format
 
 
 def say(message: str) -> None:
