@@ -11,6 +11,8 @@
 # .venv/share/fieldguide/onnx-model); only the int8 model, the tokenizer and the manifest are copied.
 # PYTHON: the interpreter to make the venv with (default python3, 3.11 or newer).
 set -eu
+# only what is installed counts: a checkout on PYTHONPATH would pass for an installed fieldguide
+unset PYTHONPATH
 if [ $# -ne 3 ]; then
     echo "usage: $0 VENV WHEEL MODEL_DIR" >&2
     exit 2
@@ -33,4 +35,5 @@ target="$venv/share/fieldguide/onnx-model"
 mkdir -p "$target"
 cp "$model/model_int8.onnx" "$model/tokenizer.json" "$target/"
 cp "$model/manifest.json" "$target/"  # last: a manifest means a complete model folder
-echo "runtime installed in $venv: $("$venv/bin/fieldguide" --help >/dev/null && echo fieldguide ok)"
+"$venv/bin/fieldguide" --help >/dev/null
+echo "runtime installed in $venv"
