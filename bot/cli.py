@@ -459,7 +459,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         start_follower(settings, db, pipeline.engine)
     health = Health(pipeline.engine, settings.database_url)
     if settings.health_port:  # up before Slack is reached: a probe sees why it is not ready
-        serve_health(health, settings.health_port, args.host)
+        try:
+            serve_health(health, settings.health_port, args.host)
+        except OSError as e:  # in use, or a privileged port
+            print(
+                f"fieldguide: cannot serve /healthz on {args.host}:{settings.health_port}"
+                f" (FIELDGUIDE_HEALTH_PORT): {e.strerror or e}",
+                file=sys.stderr,
+            )
+            return 1
     try:
         bot = build_bot(settings, pipeline)
     except SlackStartupError as e:
@@ -619,7 +627,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve /slack/events on this port (signatures checked)",
     )
     sp.add_argument(
-        "--host", default="0.0.0.0", help="address to bind with --http (default 0.0.0.0)"
+        "--host",
+        default="0.0.0.0",
+        help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
     )
 
     sp = add(

@@ -190,6 +190,22 @@ def test_health_says_when_the_index_cannot_be_read(slack, examples_db, tmp_path)
         bot.stop()
 
 
+def test_a_health_port_in_use_is_a_short_message(slack, examples_db, tmp_path):
+    import socket
+
+    mock, _ = slack
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        bot = replica(tmp_path, examples_db, mock.url, socket=True, FIELDGUIDE_HEALTH_PORT=port)
+        assert bot.proc.wait(60) == 1
+        bot.stop()
+    log = bot.log_text()
+    assert f"cannot serve /healthz on 0.0.0.0:{port} (FIELDGUIDE_HEALTH_PORT)" in log, log
+    assert "Traceback" not in log
+
+
 def test_a_refused_app_token_is_a_short_message(examples_db, tmp_path):
     mock = SlackMock()  # no Socket Mode server: apps.connections.open refuses the token
     try:
