@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DB := .fieldguide/demo.db
 
-.PHONY: setup postgres chromium demo test test-all lint format bench clean
+.PHONY: setup postgres chromium demo test test-all wheel-check lint format bench clean
 
 setup: $(VENV)/.installed postgres chromium
 
@@ -59,6 +59,11 @@ test: setup
 
 test-all: setup
 	$(BIN)/python -m pytest -q
+
+# the wheel installed as a team installs it (deploy/install-runtime.sh, as the Dockerfile does) into a
+# fresh venv with no torch, then used from there: see .ci/wheel-check
+wheel-check: setup
+	VENV=$(VENV) PYTHON=$(PYTHON) .ci/wheel-check
 
 bench: setup
 	$(BIN)/python -m pip install -q matplotlib

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import signal
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
     from router.answer import Answer
 
 from .settings import Settings, SettingsError
+from .since import since_arg
 from .wiring import embedder_for, make_anthropic, make_engine, make_pipeline
 
 
@@ -503,11 +507,11 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings | None) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import logging
 
-    from .slack_app import MAX_BODY_BYTES, SlackStartupError, build_app, make_wsgi
+    from .health import Health, auth_test_slack, serve_health, socket_mode_slack
+    from .logs import configure, say
+    from .slack_app import MAX_BODY_BYTES, SlackStartupError, build_bot, make_wsgi
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure(settings.log_level, settings.log_format)
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     missing = [
@@ -532,31 +536,40 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         from .wiring import start_follower, sync_published
 
         held = sync_published(settings, db)
-        print(
+        say(
             f"fieldguide: fleet mode, serving published index generation {held}"
             if held is not None
-            else "fieldguide: fleet mode, nothing published yet: serving the local index",
-            file=sys.stderr,
+            else "fieldguide: fleet mode, nothing published yet: serving the local index"
         )
     pipeline = make_pipeline(settings, db)
     pipeline.engine.loaded()  # load the index and the model now, not on the first question
     pipeline.engine.embed_query("warm up")
     if settings.database_url:
         start_follower(settings, db, pipeline.engine)
+    health = Health(pipeline.engine, settings.database_url)
+    if settings.health_port:  # up before Slack is reached: a probe sees why it is not ready
+        try:
+            serve_health(health, settings.health_port, args.host)
+        except OSError as e:  # in use, or a privileged port
+            print(
+                f"fieldguide: cannot serve /healthz on {args.host}:{settings.health_port}"
+                f" (FIELDGUIDE_HEALTH_PORT): {e.strerror or e}",
+                file=sys.stderr,
+            )
+            return 1
     try:
-        app = build_app(settings, pipeline)
+        bot = build_bot(settings, pipeline)
     except SlackStartupError as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 1
+    app = bot.app
     if args.http:
         import waitress
 
-        print(
-            f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events",
-            file=sys.stderr,
-        )
+        health.slack = auth_test_slack(app.client)
+        say(f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events")
         waitress.serve(
-            make_wsgi(app, settings.slack_signing_secret),
+            make_wsgi(app, settings.slack_signing_secret, health=health),
             host=args.host,
             port=args.http,
             threads=8,
@@ -564,9 +577,24 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         )
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
+        from slack_bolt.util.utils import get_boot_message
+        from slack_sdk.errors import SlackApiError
 
-        print("fieldguide: connected to Slack over Socket Mode", file=sys.stderr)
-        SocketModeHandler(app, settings.slack_app_token).start()
+        handler = SocketModeHandler(app, settings.slack_app_token)
+        health.slack = socket_mode_slack(handler.client)
+        try:
+            handler.connect()
+        except SlackApiError as e:
+            print(
+                f"fieldguide: Slack refused SLACK_APP_TOKEN ({e.response.get('error', '?')}):"
+                " check the app-level token (xapp-…, with connections:write) and that Socket"
+                " Mode is on",
+                file=sys.stderr,
+            )
+            return 1
+        say("fieldguide: connected to Slack over Socket Mode")
+        app.logger.info(get_boot_message())  # what SocketModeHandler.start() does after connect()
+        threading.Event().wait()
     return 0
 
 
@@ -657,7 +685,12 @@ def build_parser() -> argparse.ArgumentParser:
         "List recorded answers (newest first) with their decision, intent, timing and feedback.",
         cmd_audit,
     )
-    sp.add_argument("--since", help="only answers on or after this ISO date/time, e.g. 2026-11-01")
+    sp.add_argument(
+        "--since",
+        type=since_arg,
+        help="only answers on or after this ISO date/time (UTC unless it has a zone), e.g."
+        " 2026-11-01 or 2026-11-01T09:30, or this long ago: 30m, 24h, 7d, 2w",
+    )
     sp.add_argument(
         "--decision",
         choices=["ANSWER", "PARTIAL", "ABSTAIN"],
@@ -706,7 +739,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve /slack/events on this port (signatures checked)",
     )
     sp.add_argument(
-        "--host", default="0.0.0.0", help="address to bind with --http (default 0.0.0.0)"
+        "--host",
+        default="0.0.0.0",
+        help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
     )
 
     sp = add(
@@ -799,6 +834,20 @@ def database_error(db: str, e: sqlite3.DatabaseError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `fieldguide` command. Output piped into a reader that stops early (`| head -1`) ends
+    quietly, as a shell tool does, instead of with a BrokenPipeError trace."""
+    try:
+        try:
+            return run(argv)
+        finally:
+            sys.stdout.flush()  # buffered output (argparse's --help too) meets the pipe here
+    except BrokenPipeError:
+        # stdout's buffer cannot be written at exit either: point it at /dev/null first
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def run(argv: list[str] | None = None) -> int:
     from index.embedders import EmbeddingError
     from index.indexer import IndexError_
     from index.search import IndexChanged

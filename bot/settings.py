@@ -257,6 +257,25 @@ class Settings:
         "",
         "YAML file mapping Slack channels to the intents/folders they search; empty = all",
     )
+    health_port: int = _setting(
+        "FIELDGUIDE_HEALTH_PORT",
+        0,
+        "port serving /healthz (JSON; 503 when Slack, the index or PostgreSQL is down), in Socket"
+        " Mode too; 0 = off",
+        between(0, 65_535),
+    )
+    log_level: str = _setting(
+        "FIELDGUIDE_LOG_LEVEL",
+        "INFO",
+        "serve's log level: DEBUG | INFO | WARNING | ERROR",
+        one_of("DEBUG", "INFO", "WARNING", "ERROR"),
+    )
+    log_format: str = _setting(
+        "FIELDGUIDE_LOG_FORMAT",
+        "text",
+        "serve's log lines: text | json (one object a line)",
+        one_of("text", "json"),
+    )
     database_url: str = _setting(
         "FIELDGUIDE_DATABASE_URL",
         "",

@@ -26,6 +26,7 @@ from slack_sdk.signature import SignatureVerifier
 from router.pipeline import Pipeline
 
 from .answers import Answerer
+from .health import Health, respond
 from .listeners import Bot, register
 from .reindex import Reindexer
 from .settings import Settings
@@ -144,10 +145,13 @@ def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
         return False
 
 
-def make_wsgi(app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES):
+def make_wsgi(
+    app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES, health: Health | None = None
+):
     """The WSGI application `serve --http` runs under waitress: Bolt at /slack/events, /healthz for
-    probes. Before Bolt sees a request, bodies over `max_body` get 413 (unread) and, when a
-    signing secret is set, a missing or bad signature gets 401 (unparsed)."""
+    probes (bot/health.py's JSON report with `health`, else a plain `ok`). Before Bolt sees a
+    request, bodies over `max_body` get 413 (unread) and, when a signing secret is set, a missing
+    or bad signature gets 401 (unparsed)."""
     from slack_bolt.adapter.wsgi import SlackRequestHandler
 
     slack = SlackRequestHandler(app)
@@ -159,7 +163,11 @@ def make_wsgi(app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES
 
     def wsgi(environ, start_response):
         if environ.get("PATH_INFO") == "/healthz":
-            return reply(start_response, "200 OK", "ok")
+            if health is None:
+                return reply(start_response, "200 OK", "ok")
+            status, body = respond(health)
+            start_response(status, [("content-type", "application/json")])
+            return [body]
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:

@@ -323,6 +323,14 @@ def socket_fleet(pg_server, examples_template, tmp_path_factory):
         mock.close()
 
 
+def test_socket_mode_replicas_report_slack_the_index_and_postgresql_healthy(socket_fleet):
+    for replica in socket_fleet.replicas:  # each on its FIELDGUIDE_HEALTH_PORT
+        status, report = replica.health()
+        assert status == 200 and report["ok"], report
+        assert report["postgres"] == {"ok": True, "detail": "reachable"}
+        assert report["slack"]["ok"] and report["index"]["ok"]
+
+
 def test_socket_mode_replicas_share_events_and_slack_retries_are_answered_once(socket_fleet):
     f = socket_fleet
     s1, s2 = f.replicas
