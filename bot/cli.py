@@ -712,7 +712,12 @@ def build_parser() -> argparse.ArgumentParser:
         " to a person) into topics, with counts, examples, the nearest doc and its owner.",
         cmd_gaps,
     )
-    sp.add_argument("--since", help="only questions on or after this ISO date/time")
+    sp.add_argument(
+        "--since",
+        type=since_arg,
+        help="only questions on or after this ISO date/time (UTC unless it has a zone), or this"
+        " long ago: 30m, 24h, 7d, 2w",
+    )
     sp.add_argument("--intent", help="only questions routed to this intent")
     sp.add_argument("--top", type=int, default=10, help="topics printed (default 10)")
     sp.add_argument("--json", action="store_true", help="print every topic as JSON")

@@ -227,10 +227,10 @@ def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypa
     monkeypatch.setenv("FIELDGUIDE_PRICES", json.dumps(prices))
     assert main(["audit", "--stats", "--db", examples_db, "--since", "2000-01-01"]) == 0
     out = capsys.readouterr().out
-    assert "Answers since 2000-01-01: 3" in out and "| claude-haiku-4-5 | 6 |" in out
+    assert "Answers since 2000-01-01T00:00:00+00:00: 3" in out and "| claude-haiku-4-5 | 6 |" in out
     assert "No price for claude-haiku-4-5: add it to FIELDGUIDE_PRICES." in out
     assert main(["audit", "--stats", "--db", examples_db, "--since", "2999-01-01"]) == 0
-    assert "Answers since 2999-01-01: 0" in capsys.readouterr().out
+    assert "Answers since 2999-01-01T00:00:00+00:00: 0" in capsys.readouterr().out
 
 
 def test_a_bad_price_table_is_refused_with_the_reason(monkeypatch, capsys, tmp_path):

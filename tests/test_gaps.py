@@ -58,6 +58,12 @@ def test_gaps_json_finds_the_three_planted_topics_with_their_counts(examples_db,
     assert json.loads(capsys.readouterr().out)["topics"] == []
     assert main(["gaps", "--db", examples_db, "--since", "2999-01-01", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["topics"] == []
+    # --since is read as audit's is (bot/since.py): a time ago, or a clear usage error
+    assert main(["gaps", "--db", examples_db, "--since", "1h", "--json"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["gaps", "--db", examples_db, "--since", "yesterday"])
+    assert "argument --since: 'yesterday' is neither" in capsys.readouterr().err
 
 
 # -- the HTML report in a real browser -------------------------------------------------------------
