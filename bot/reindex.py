@@ -220,6 +220,7 @@ class Refresher:
         after: Callable[[], object] | None = None,
     ):
         self.reindexer, self.every, self.after = reindexer, every, after
+        self.runs = 0  # refreshes finished (run, skipped or failed)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="docs-refresh", daemon=True)
 
@@ -237,3 +238,4 @@ class Refresher:
                     self.after()
                 except Exception:  # the next question loads it, or says what is wrong
                     log.exception("loading the refreshed index failed")
+            self.runs += 1

@@ -1,0 +1,256 @@
+"""Docs that stay fresh by themselves: a git docs source (a real bare repository made here), the
+scheduled refresh, each doc's last change shown with its source, credentials kept out of every
+message, and an index that refuses to swap its docs for another source's."""
+
+import json
+import logging
+import os
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.reindex import Refresher, Reindexer, Reporter
+from bot.settings import Settings
+from bot.state.sqlite import InProcess
+from bot.wiring import checkout_folder, make_pipeline
+from index.indexer import index_folder
+from index.store import open_db
+from router.citations import updated_ago
+from tests.conftest import write_docs
+
+LOGIN = "---\nintent: authentication\n---\n# Login\n\nUse tide login to sign in.\n"
+LIMITS = "---\nintent: api\n---\n# Rate limits\n\nTeam plans get 100 requests a second.\n"
+PELICAN = (
+    "---\nintent: operations\n---\n# Pelican drills\n\n"
+    "The pelican drill rotates every ferry token on Thursdays at 06:00 UTC.\n"
+)
+
+
+def git(*args: str, cwd: Path | None = None, date: str | None = None) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com")
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    if date:
+        env |= {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    out = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    return out.stdout.decode()
+
+
+class Repo:
+    """A bare repository (what FIELDGUIDE_DOCS_GIT points at) and a clone to commit docs from."""
+
+    def __init__(self, tmp: Path):
+        self.bare, self.work = tmp / "docs.git", tmp / "author"
+        git("init", "-q", "--bare", "-b", "main", str(self.bare))
+        git("clone", "-q", str(self.bare), str(self.work))
+        git("checkout", "-q", "-b", "main", cwd=self.work)
+
+    def commit(self, files: dict[str, str], date: datetime | None = None) -> None:
+        write_docs(self.work, files)
+        git("add", "-A", cwd=self.work)
+        when = (date or datetime.now(UTC)).isoformat(timespec="seconds")
+        git("commit", "-q", "-m", "docs", cwd=self.work, date=when)
+        git("push", "-q", "origin", "main", cwd=self.work)
+
+
+@pytest.fixture
+def repo(tmp_path) -> Repo:
+    r = Repo(tmp_path)
+    r.commit({"auth/login.md": LOGIN, "api/limits.md": LIMITS})
+    return r
+
+
+def doc_rows(db) -> dict:
+    conn = open_db(db, create=False)
+    try:
+        return dict(conn.execute("SELECT path, updated FROM docs").fetchall())
+    finally:
+        conn.conn.close()
+
+
+def test_a_git_source_is_pulled_before_each_run_and_dates_come_from_its_commits(
+    repo, tmp_path, monkeypatch, capsys
+):
+    db = str(tmp_path / "index.db")
+    monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", str(repo.bare))
+    monkeypatch.setenv("FIELDGUIDE_DOCS_BRANCH", "main")
+    assert main(["index", "--db", db, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"Indexed {repo.bare} (branch main) into {db}" in out and "added 2" in out
+    assert (checkout_folder(db) / "auth" / "login.md").is_file()  # beside the index
+
+    three_days_ago = datetime.now(UTC) - timedelta(days=3, hours=1)
+    repo.commit({"ops/pelican.md": PELICAN}, date=three_days_ago)
+    assert main(["index", "--db", db, "--quiet"]) == 0
+    assert "added 1 · changed 0 · removed 0 · unchanged 2" in capsys.readouterr().out
+    dates = doc_rows(db)
+    assert dates["ops/pelican.md"] == three_days_ago.isoformat(timespec="seconds")
+    assert all(dates.values())
+
+    question = "When does the pelican drill rotate ferry tokens?"
+    assert main(["ask", question, "--db", db]) == 0
+    answer = capsys.readouterr().out
+    assert "Pelican drills" in answer and "(updated 3 days ago)" in answer
+    assert main(["ask", question, "--db", db, "--json"]) == 0
+    [source] = [s for s in json.loads(capsys.readouterr().out)["sources"]]
+    assert source["doc"] == "ops/pelican.md"
+    assert source["updated"] == three_days_ago.isoformat(timespec="seconds")
+
+    # a doc removed upstream leaves the index on the next pull
+    git("rm", "-q", "api/limits.md", cwd=repo.work)
+    git("commit", "-q", "-m", "rm", cwd=repo.work, date=datetime.now(UTC).isoformat())
+    git("push", "-q", "origin", "main", cwd=repo.work)
+    assert main(["index", "--db", db, "--quiet"]) == 0
+    assert "removed 1" in capsys.readouterr().out
+    assert "api/limits.md" not in doc_rows(db)
+
+
+def test_the_scheduled_refresh_answers_a_new_commit_within_one_period(
+    repo, tmp_path, local_embedder, caplog
+):
+    db = str(tmp_path / "index.db")
+    settings = Settings(db=db, docs_git=str(repo.bare), refresh_every="1s")
+    reindexer = Reindexer(settings, local_embedder, InProcess())
+    assert reindexer.refresh() is not None  # the first pull and index
+    pipeline = make_pipeline(settings)
+    question = "When does the pelican drill rotate ferry tokens?"
+    assert pipeline.answer(question).decision == "ABSTAIN"  # the docs don't say it yet
+
+    refresher = Refresher(reindexer, settings.refresh_seconds, pipeline.engine.loaded)
+    caplog.set_level(logging.INFO, logger="bot.reindex")
+    refresher.start()
+    try:
+        repo.commit({"ops/pelican.md": PELICAN})
+        runs_at_commit = refresher.runs
+        deadline = time.monotonic() + 60
+        while "ops/pelican.md" not in doc_rows(db) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        while refresher.runs == runs_at_commit and time.monotonic() < deadline:
+            time.sleep(0.05)  # the run that found it has finished (and loaded the index)
+    finally:
+        refresher.stop()
+    # picked up by the first refresh that started after the commit (or the one running then)
+    assert "ops/pelican.md" in doc_rows(db)
+    assert refresher.runs - runs_at_commit <= 2
+    ans = pipeline.answer(question)
+    assert any(s.doc == "ops/pelican.md" for s in ans.sources) and "Thursdays" in ans.text
+    assert "docs refresh: added 1, changed 0, removed 0" in caplog.text
+
+
+def test_an_unreachable_repository_keeps_the_index_and_says_so_once(
+    repo, tmp_path, local_embedder, caplog
+):
+    db = str(tmp_path / "index.db")
+    settings = Settings(db=db, docs_git=str(repo.bare), git_timeout=20)
+    reindexer = Reindexer(settings, local_embedder, InProcess())
+    assert reindexer.refresh() is not None
+    before = doc_rows(db)
+    repo.bare.rename(tmp_path / "moved.git")
+    caplog.set_level(logging.INFO, logger="bot.reindex")
+    assert reindexer.refresh() is None
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert line.startswith(f"docs refresh failed: could not pull {repo.bare} (branch default)")
+    assert line.endswith("the index is unchanged") and "\n" not in line
+    assert doc_rows(db) == before
+    assert make_pipeline(settings).answer("How do I sign in?").sources  # still answering
+
+
+def test_credentials_never_appear_in_messages_logs_or_files(tmp_path, monkeypatch, capsys, caplog):
+    db = tmp_path / "index.db"
+    # nothing listens on port 9: the fetch fails fast
+    monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", "https://alice:pa55-in-url@127.0.0.1:9/docs.git")
+    monkeypatch.setenv("FIELDGUIDE_DOCS_GIT_TOKEN", "tok-very-secret")
+    monkeypatch.setenv("FIELDGUIDE_GIT_TIMEOUT", "20")
+    caplog.set_level(logging.DEBUG)
+    assert main(["index", "--db", str(db), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "fieldguide: could not pull https://127.0.0.1:9/docs.git (branch default) (git fetch:"
+    )
+    assert err.rstrip().endswith("the index is unchanged") and err.count("\n") == 1
+    assert main(["doctor", "--db", str(db)]) == 1
+    doctor = capsys.readouterr().out
+    assert "cannot reach https://127.0.0.1:9/docs.git" in doctor
+    stored = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    for secret in ("pa55-in-url", "tok-very-secret", "alice"):
+        assert secret not in err + doctor + caplog.text
+        assert secret.encode() not in stored  # not in the checkout's .git/config, nor the index
+
+
+def test_another_source_is_refused_unless_replace(tmp_path, capsys):
+    first = write_docs(tmp_path / "team-docs", {"auth/login.md": LOGIN, "api/limits.md": LIMITS})
+    other = write_docs(tmp_path / "examples", {"ops/pelican.md": PELICAN})
+    db = str(tmp_path / "index.db")
+    assert main(["index", str(first), "--db", db, "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["index", str(other), "--db", db, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"built from {first}" in err and f"indexing {other}" in err and "--replace" in err
+    assert set(doc_rows(db)) == {"auth/login.md", "api/limits.md"}  # untouched
+
+    # /docs-reindex never swaps, whatever FIELDGUIDE_DOCS now says
+    posts: list[str] = []
+    settings = Settings(db=db, docs=str(other))
+    Reindexer(settings, None, InProcess()).run(Reporter(posts.append, posts.append))  # type: ignore[arg-type]
+    assert "never swaps" in posts[-1] and str(first) in posts[-1] and str(other) in posts[-1]
+    assert set(doc_rows(db)) == {"auth/login.md", "api/limits.md"}
+
+    assert main(["index", str(other), "--db", db, "--quiet", "--replace"]) == 0
+    assert "removed 2" in capsys.readouterr().out
+    assert set(doc_rows(db)) == {"ops/pelican.md"}
+    assert main(["index", str(other), "--db", db, "--quiet"]) == 0  # now its own source
+
+
+def test_no_docs_setting_no_default_folder(tmp_path, capsys):
+    db = str(tmp_path / "index.db")
+    assert Settings.load(environ={}, dotenv=None).docs == ""
+    assert main(["index", "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "set FIELDGUIDE_DOCS (a folder) or FIELDGUIDE_DOCS_GIT" in err
+    assert not Path(db).exists()
+    posts: list[str] = []
+    Reindexer(Settings(db=db), None, InProcess()).run(Reporter(posts.append, posts.append))  # type: ignore[arg-type]
+    assert "no docs to index: set FIELDGUIDE_DOCS" in posts[-1]
+
+
+def test_a_folder_doc_is_dated_by_its_file_time_and_an_old_index_gains_dates(
+    tmp_path, local_embedder
+):
+    docs = write_docs(tmp_path / "docs", {"auth/login.md": LOGIN, "api/limits.md": LIMITS})
+    old = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    os.utime(docs / "auth" / "login.md", (old.timestamp(), old.timestamp()))
+    db = tmp_path / "index.db"
+    index_folder(db, docs, local_embedder)
+    assert doc_rows(db)["auth/login.md"] == "2026-01-02T03:04:05+00:00"
+    # an index written before the column existed: it comes back, filled on the next run
+    conn = open_db(db)
+    conn.execute("ALTER TABLE docs DROP COLUMN updated")
+    conn.conn.close()
+    summary = index_folder(db, docs, local_embedder)
+    assert summary.unchanged == ["api/limits.md", "auth/login.md"] and summary.embedded == 0
+    assert doc_rows(db)["auth/login.md"] == "2026-01-02T03:04:05+00:00"
+
+
+def test_updated_ago_reads_as_people_say_it():
+    now = datetime(2026, 11, 24, 12, tzinfo=UTC)
+    said = [
+        updated_ago((now - delta).isoformat(), now)
+        for delta in (
+            timedelta(hours=3),
+            timedelta(days=1, hours=2),
+            timedelta(days=3),
+            timedelta(days=95),
+            timedelta(days=800),
+        )
+    ]
+    assert said == [
+        "updated today",
+        "updated yesterday",
+        "updated 3 days ago",
+        "updated 3 months ago",
+        "updated 2 years ago",
+    ]
+    assert updated_ago("") == "" and updated_ago("not a date") == ""
