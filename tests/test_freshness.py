@@ -15,7 +15,7 @@ import pytest
 from bot.cli import main
 from bot.reindex import Refresher, Reindexer, Reporter
 from bot.settings import Settings
-from bot.state.sqlite import InProcess
+from bot.state.sqlite import InProcess, State
 from bot.wiring import checkout_folder, make_pipeline
 from index.indexer import index_folder
 from index.store import open_db
@@ -48,7 +48,7 @@ class Repo:
         git("clone", "-q", str(self.bare), str(self.work))
         git("checkout", "-q", "-b", "main", cwd=self.work)
 
-    def commit(self, files: dict[str, str], date: datetime | None = None) -> None:
+    def commit(self, files: dict[str, str | bytes], date: datetime | None = None) -> None:
         write_docs(self.work, files)
         git("add", "-A", cwd=self.work)
         when = (date or datetime.now(UTC)).isoformat(timespec="seconds")
@@ -61,6 +61,23 @@ def repo(tmp_path) -> Repo:
     r = Repo(tmp_path)
     r.commit({"auth/login.md": LOGIN, "api/limits.md": LIMITS})
     return r
+
+
+def lock_only() -> State:
+    """The state a Reindexer uses: only its reindex lock (the process's own, as on one machine)."""
+    return InProcess()  # type: ignore[return-value]
+
+
+def docs_reindex(settings: Settings) -> str:
+    """What /docs-reindex tells the admin at the end (refused before anything is embedded)."""
+    posts: list[str] = []
+
+    def post(text: str) -> bool:
+        posts.append(text)
+        return True
+
+    Reindexer(settings, None, lock_only()).run(Reporter(post, post))  # type: ignore[arg-type]
+    return posts[-1]
 
 
 def doc_rows(db) -> dict:
@@ -113,7 +130,7 @@ def test_the_scheduled_refresh_answers_a_new_commit_within_one_period(
 ):
     db = str(tmp_path / "index.db")
     settings = Settings(db=db, docs_git=str(repo.bare), refresh_every="1s")
-    reindexer = Reindexer(settings, local_embedder, InProcess())
+    reindexer = Reindexer(settings, local_embedder, lock_only())
     assert reindexer.refresh() is not None  # the first pull and index
     pipeline = make_pipeline(settings)
     question = "When does the pelican drill rotate ferry tokens?"
@@ -145,7 +162,7 @@ def test_an_unreachable_repository_keeps_the_index_and_says_so_once(
 ):
     db = str(tmp_path / "index.db")
     settings = Settings(db=db, docs_git=str(repo.bare), git_timeout=20)
-    reindexer = Reindexer(settings, local_embedder, InProcess())
+    reindexer = Reindexer(settings, local_embedder, lock_only())
     assert reindexer.refresh() is not None
     before = doc_rows(db)
     repo.bare.rename(tmp_path / "moved.git")
@@ -192,10 +209,8 @@ def test_another_source_is_refused_unless_replace(tmp_path, capsys):
     assert set(doc_rows(db)) == {"auth/login.md", "api/limits.md"}  # untouched
 
     # /docs-reindex never swaps, whatever FIELDGUIDE_DOCS now says
-    posts: list[str] = []
-    settings = Settings(db=db, docs=str(other))
-    Reindexer(settings, None, InProcess()).run(Reporter(posts.append, posts.append))  # type: ignore[arg-type]
-    assert "never swaps" in posts[-1] and str(first) in posts[-1] and str(other) in posts[-1]
+    said = docs_reindex(Settings(db=db, docs=str(other)))
+    assert "never swaps" in said and str(first) in said and str(other) in said
     assert set(doc_rows(db)) == {"auth/login.md", "api/limits.md"}
 
     assert main(["index", str(other), "--db", db, "--quiet", "--replace"]) == 0
@@ -211,9 +226,7 @@ def test_no_docs_setting_no_default_folder(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "set FIELDGUIDE_DOCS (a folder) or FIELDGUIDE_DOCS_GIT" in err
     assert not Path(db).exists()
-    posts: list[str] = []
-    Reindexer(Settings(db=db), None, InProcess()).run(Reporter(posts.append, posts.append))  # type: ignore[arg-type]
-    assert "no docs to index: set FIELDGUIDE_DOCS" in posts[-1]
+    assert "no docs to index: set FIELDGUIDE_DOCS" in docs_reindex(Settings(db=db))
 
 
 def test_a_folder_doc_is_dated_by_its_file_time_and_an_old_index_gains_dates(
