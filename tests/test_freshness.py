@@ -16,6 +16,7 @@ from bot.cli import main
 from bot.reindex import Refresher, Reindexer, Reporter
 from bot.settings import Settings
 from bot.state.sqlite import InProcess, State
+from bot.testing.githttp import GitHttpServer
 from bot.wiring import checkout_folder, make_pipeline
 from index.indexer import index_folder
 from index.store import open_db
@@ -267,3 +268,38 @@ def test_updated_ago_reads_as_people_say_it():
         "updated 2 years ago",
     ]
     assert updated_ago("") == "" and updated_ago("not a date") == ""
+
+
+def test_an_https_token_goes_as_a_header_and_nowhere_else(
+    repo, tmp_path, monkeypatch, capsys, caplog
+):
+    server = GitHttpServer(repo.bare.parent, token="tok-very-secret", user="alice")
+    try:
+        db = str(tmp_path / "index.db")
+        url = f"{server.url}/docs.git"
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", url)
+        caplog.set_level(logging.DEBUG)
+        assert main(["index", "--db", db, "--quiet"]) == 2  # no token: refused, said in one line
+        assert "could not pull" in capsys.readouterr().err and not Path(db).exists()
+
+        # the username in the URL, the token from the environment
+        with_user = server.url.replace("//", "//alice@")
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", f"{with_user}/docs.git")
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT_TOKEN", "tok-very-secret")
+        assert main(["index", "--db", db, "--quiet"]) == 0
+        out = capsys.readouterr().out
+        assert f"Indexed {url} (branch default)" in out and "added 2" in out
+        repo.commit({"ops/pelican.md": PELICAN})
+        # a password written in the URL works too, and is kept out of everything as well
+        monkeypatch.delenv("FIELDGUIDE_DOCS_GIT_TOKEN")
+        with_password = server.url.replace("//", "//alice:tok-very-secret@")
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", f"{with_password}/docs.git")
+        assert main(["index", "--db", db, "--quiet"]) == 0
+        assert "added 1" in capsys.readouterr().out
+        assert {r["user"] for r in server.requests} == {None, "alice"}
+        assert not any("tok-very-secret" in r["path"] for r in server.requests)
+        stored = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+        assert b"tok-very-secret" not in stored and b"alice" not in stored
+        assert "tok-very-secret" not in caplog.text
+    finally:
+        server.close()
