@@ -303,3 +303,41 @@ def test_an_https_token_goes_as_a_header_and_nowhere_else(
         assert "tok-very-secret" not in caplog.text
     finally:
         server.close()
+
+
+def test_in_a_fleet_only_the_lock_holder_refreshes_and_publishes_changes_only(
+    pg_url, repo, tmp_path, local_embedder
+):
+    from bot.state.postgres import PostgresState
+    from index.pg import connect, upgrade
+    from index.publish import newest
+
+    def published() -> int | None:
+        with connect(pg_url) as conn:
+            top = newest(conn)
+        return top[0] if top else None
+
+    upgrade(pg_url)
+    states = [PostgresState(pg_url), PostgresState(pg_url)]
+    one, two = (
+        Reindexer(
+            Settings(db=str(tmp_path / f"{name}.db"), docs_git=str(repo.bare), database_url=pg_url),
+            local_embedder,
+            state,
+        )
+        for name, state in zip(("one", "two"), states, strict=True)
+    )
+    try:
+        with states[0].reindex_lock() as mine:  # replica one is reindexing
+            assert mine and two.refresh() is None
+        assert published() is None
+        assert two.refresh() is not None and published() == 1
+        # replica one takes the published index first: nothing changed, nothing published
+        s = one.refresh()
+        assert s is not None and not (s.added or s.changed) and published() == 1
+        repo.commit({"ops/pelican.md": PELICAN})
+        s = one.refresh()
+        assert s is not None and s.added == ["ops/pelican.md"] and published() == 2
+    finally:
+        for state in states:
+            state.close()
