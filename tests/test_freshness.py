@@ -341,3 +341,43 @@ def test_in_a_fleet_only_the_lock_holder_refreshes_and_publishes_changes_only(
     finally:
         for state in states:
             state.close()
+
+
+def test_the_ci_example_publishes_a_merge_to_the_fleet(pg_url, repo, tmp_path, monkeypatch):
+    """examples/ci/publish-docs.yml's own steps, run with its environment: the GitHub expressions
+    replaced by this machine's repository and database."""
+    import shlex
+
+    import yaml
+
+    from bot.wiring import sync_published
+    from index.publish import local_generation
+    from tests.conftest import ROOT
+
+    workflow = yaml.safe_load((ROOT / "examples" / "ci" / "publish-docs.yml").read_text())
+    job = workflow["jobs"]["publish"]
+    here = {
+        "${{ secrets.FIELDGUIDE_DATABASE_URL }}": pg_url,
+        "${{ secrets.VOYAGE_API_KEY }}": "",
+        "${{ github.server_url }}/${{ github.repository }}.git": str(repo.bare),
+        "${{ secrets.GITHUB_TOKEN }}": "",
+    }
+    monkeypatch.chdir(tmp_path)
+    for name, value in job["env"].items():
+        if name != "FIELDGUIDE_MODEL_DIR":  # this machine's exported model
+            monkeypatch.setenv(name, here.get(value, value))
+    repo.commit({"docs/ops/pelican.md": PELICAN, "README.md": "# Not a doc of the bot\n"})
+    steps = {s.get("name"): s for s in job["steps"]}
+    for name in ("Migrate the fleet's schema (idempotent)", "Index and publish"):
+        argv = shlex.split(steps[name]["run"])
+        assert argv[0] == "fieldguide" and main(argv[1:]) == 0, name
+    replica = tmp_path / "replica.db"
+    generation = sync_published(Settings.load(dotenv=None), str(replica))
+    assert generation == local_generation(replica) == 1
+    assert set(doc_rows(replica)) == {"ops/pelican.md"}  # FIELDGUIDE_DOCS_GIT_PATH: docs/ only
+    assert all(doc_rows(replica).values())  # dated by their commits
+    # the next merge: only what changed is indexed, and published as the next generation
+    repo.commit({"docs/ops/heron.md": PELICAN.replace("pelican", "heron")})
+    assert main(["index", "--quiet"]) == 0
+    assert sync_published(Settings.load(dotenv=None), str(replica)) == 2
+    assert set(doc_rows(replica)) == {"ops/pelican.md", "ops/heron.md"}
