@@ -381,3 +381,27 @@ def test_the_ci_example_publishes_a_merge_to_the_fleet(pg_url, repo, tmp_path, m
     assert main(["index", "--quiet"]) == 0
     assert sync_published(Settings.load(dotenv=None), str(replica)) == 2
     assert set(doc_rows(replica)) == {"ops/pelican.md", "ops/heron.md"}
+
+
+def test_slack_sources_say_when_each_doc_last_changed():
+    from bot.slack_format import plain_pieces, sources_markdown
+    from router.answer import Answer, Source
+
+    when = (datetime.now(UTC) - timedelta(days=3, hours=2)).isoformat(timespec="seconds")
+    sources = [
+        Source(
+            1,
+            "c1",
+            "ops/pelican.md",
+            "Pelican drills",
+            ["Pelican drills"],
+            "https://x.example/p",
+            when,
+        ),
+        Source(2, "c2", "auth/login.md", "Login", ["Login"], "auth/login.md"),  # date unknown
+    ]
+    markdown = sources_markdown(sources)
+    assert "1. [Pelican drills](https://x.example/p) · _updated 3 days ago_" in markdown
+    assert "2. Login\n" in markdown + "\n"
+    answer = Answer("q", "q", "ANSWER", "The drill runs on Thursdays [1].", sources=sources)
+    assert "[1] Pelican drills https://x.example/p (updated 3 days ago)" in plain_pieces(answer)[0]
