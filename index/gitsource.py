@@ -108,15 +108,18 @@ class GitSource:
     def git(self, *args: str, cwd: Path | None = None) -> str:
         """Run `git args` and return its output; GitError with git's last line, redacted, when it
         fails or runs over the timeout."""
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=cwd,
-            env=self._env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its helpers (git-remote-https, ssh) are killed with it
-        )
+        try:
+            proc = subprocess.Popen(
+                ["git", *args],
+                cwd=cwd,
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its helpers (git-remote-https, ssh) are killed with it
+            )
+        except OSError as e:
+            raise GitError(f"cannot run git ({e.strerror}): install git") from None
         try:
             out, err = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:

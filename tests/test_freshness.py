@@ -405,3 +405,16 @@ def test_slack_sources_say_when_each_doc_last_changed():
     assert "2. Login\n" in markdown + "\n"
     answer = Answer("q", "q", "ANSWER", "The drill runs on Thursdays [1].", sources=sources)
     assert "[1] Pelican drills https://x.example/p (updated 3 days ago)" in plain_pieces(answer)[0]
+
+
+def test_the_refresh_period_is_a_duration():
+    from bot.settings import SettingsError
+
+    assert (
+        Settings.load(environ={"FIELDGUIDE_REFRESH_EVERY": "15m"}, dotenv=None).refresh_seconds
+        == 900
+    )
+    assert Settings(refresh_every="1h").refresh_seconds == 3600 and Settings().refresh_seconds == 0
+    for bad in ("soon", "15", "0.5s", "-1m"):
+        with pytest.raises(SettingsError, match="FIELDGUIDE_REFRESH_EVERY"):
+            Settings(refresh_every=bad)
