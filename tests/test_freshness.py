@@ -418,3 +418,38 @@ def test_the_refresh_period_is_a_duration():
     for bad in ("soon", "15", "0.5s", "-1m"):
         with pytest.raises(SettingsError, match="FIELDGUIDE_REFRESH_EVERY"):
             Settings(refresh_every=bad)
+
+
+def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, local_embedder):
+    """The real Bolt app over signed HTTP, its schedule on (FIELDGUIDE_REFRESH_EVERY=1s)."""
+    from bot.state.sqlite import SqliteState
+    from bot.testing.slack_harness import Harness, answer_in, mention, wait
+    from bot.testing.stubs import SlackMock
+    from router.engine import Engine
+    from router.pipeline import Pipeline
+
+    db = str(tmp_path / "index.db")
+    settings = Settings(
+        db=db,
+        docs_git=str(repo.bare),
+        refresh_every="1s",
+        slack_signing_secret="test-signing-secret",
+    )
+    assert Reindexer(settings, local_embedder, lock_only()).refresh() is not None
+    pipeline = Pipeline(Engine(db, local_embedder), None, {}, state=SqliteState(open_db(db)))
+    mock = SlackMock()
+    harness = Harness("http", settings, pipeline, mock)
+    try:
+        refresher = harness.bot.refresher
+        assert refresher is not None
+        repo.commit({"ops/pelican.md": PELICAN}, date=datetime.now(UTC) - timedelta(days=2))
+        runs = refresher.runs
+        wait(lambda: refresher.runs >= runs + 2, timeout=60)  # a whole run began after the commit
+        acked, _ = harness.event(mention("When does the pelican drill rotate ferry tokens?"), "Ev1")
+        assert acked
+        [answer] = answer_in(mock, "C1")
+        text = json.dumps(answer["blocks"])
+        assert "Thursdays" in text and "Pelican drills" in text and "updated 2 days ago" in text
+    finally:
+        harness.close()
+        mock.close()

@@ -95,4 +95,6 @@ class Bot:
     def close(self) -> None:
         if self.sweeper is not None:
             self.sweeper.close()
+        if self.refresher is not None:
+            self.refresher.stop()
         self.answerer.close()
