@@ -87,6 +87,7 @@ class Reindexer:
         self.embedder = embedder
         self.state = state
         self.started: float | None = None
+        self.failing = ""  # the last refresh's failure, until one succeeds
 
     def run(self, report: Reporter) -> None:
         """Reindex FIELDGUIDE_DOCS (or pull FIELDGUIDE_DOCS_GIT and reindex it), telling the
@@ -167,7 +168,8 @@ class Reindexer:
     def refresh(self) -> RunSummary | None:
         """serve's scheduled refresh: pull and reindex when no other reindex holds the lock (in a
         fleet, the replica holding it indexes and publishes; the others skip this turn). One log
-        line when the docs changed or the refresh failed; the index stays as it was on failure.
+        line when the docs changed, and when refreshes start failing (the index stays as it was)
+        and work again.
         Returns the run's summary (None when skipped or failed)."""
         with self.state.reindex_lock() as mine:
             if not mine:
@@ -177,13 +179,18 @@ class Reindexer:
             try:
                 s, published = index_docs(self.settings, self.settings.db, None, self.embedder)
             except IndexError_ as e:
-                log.warning("docs refresh failed: %s", e)
+                if str(e) != self.failing:  # said once while it lasts, not every period
+                    log.warning("docs refresh failed: %s", e)
+                self.failing = str(e)
                 return None
             except Exception:
                 log.exception("docs refresh failed; the index is unchanged")
                 return None
             finally:
                 self.started = None
+        if self.failing:
+            log.info("docs refresh works again")
+            self.failing = ""
         if s.added or s.changed or s.removed:
             log.info(
                 "docs refresh: added %d, changed %d, removed %d in %.1f s%s",

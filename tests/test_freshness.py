@@ -168,12 +168,14 @@ def test_an_unreachable_repository_keeps_the_index_and_says_so_once(
     before = doc_rows(db)
     repo.bare.rename(tmp_path / "moved.git")
     caplog.set_level(logging.INFO, logger="bot.reindex")
-    assert reindexer.refresh() is None
+    assert reindexer.refresh() is None and reindexer.refresh() is None  # said once, not twice
     [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert line.startswith(f"docs refresh failed: could not pull {repo.bare} (branch default)")
     assert line.endswith("the index is unchanged") and "\n" not in line
     assert doc_rows(db) == before
     assert make_pipeline(settings).answer("How do I sign in?").sources  # still answering
+    (tmp_path / "moved.git").rename(repo.bare)
+    assert reindexer.refresh() is not None and "docs refresh works again" in caplog.text
 
 
 def test_credentials_never_appear_in_messages_logs_or_files(tmp_path, monkeypatch, capsys, caplog):
