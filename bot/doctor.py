@@ -57,7 +57,10 @@ def check_index(db: str, model: str) -> list[Check]:
     else:
         run = f" · last run {last[0]} {last[1]}" if last else ""
         detail = f"{db}: integrity ok · generation {meta.get('generation', 0)}"
-        checks.append(Check("index", "ok", f"{detail} · {docs} docs · {chunks} chunks{run}"))
+        source = f" · from {meta['docs_source']}" if meta.get("docs_source") else ""
+        checks.append(
+            Check("index", "ok", f"{detail} · {docs} docs · {chunks} chunks{source}{run}")
+        )
     indexed = meta.get("embed_model")
     if indexed is None:
         checks.append(Check("model", "FAIL", "the index is empty: run fieldguide index DOCS_DIR"))
