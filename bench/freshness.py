@@ -2,7 +2,7 @@
 repository (FIELDGUIDE_DOCS_GIT, a bare repository on this machine) and `serve`'s scheduled refresh
 (FIELDGUIDE_REFRESH_EVERY), offline.
 
-    python bench/freshness.py [--sets examples claude-docs openshift-4.15] [--every 10] [--trials 6]
+    python bench/freshness.py [--sets examples claude-docs openshift-4.15] [--every 10] [--trials 8]
 
 For each docs set: the repository is made and indexed once (the first pull and full index, timed
 but not the figure). Then, per trial, a new doc with made-up names is committed and pushed at a
@@ -64,6 +64,8 @@ class Repo:
         git("clone", "-q", str(self.bare), str(self.author))
         git("checkout", "-q", "-b", "main", cwd=self.author)
         shutil.copytree(docs, self.author, dirs_exist_ok=True)
+        for folder, _, _ in os.walk(self.author):  # the shared sets are read-only
+            os.chmod(folder, 0o755)
         self.push()
 
     def push(self) -> None:
@@ -149,7 +151,7 @@ def main() -> None:
     )
     p.add_argument("--sets", nargs="+", default=["examples", "claude-docs"])
     p.add_argument("--every", type=float, default=10.0, help="refresh period, seconds")
-    p.add_argument("--trials", type=int, default=6)
+    p.add_argument("--trials", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     rng = random.Random(args.seed)
@@ -169,13 +171,19 @@ def main() -> None:
         )
         part_rows.append([name, *(f"{ms(x)[0]:.0f}" for x in parts)])
         print(rows[-1], part_rows[-1], flush=True)
+        report(args, rows, part_rows)  # after each set: a long one may be stopped
+
+
+def report(args, rows: list, part_rows: list) -> None:
     body = (
-        f"`python bench/freshness.py --sets {' '.join(args.sets)} --every {args.every:g}"
+        f"`python bench/freshness.py --sets {' '.join(r[0] for r in rows)} --every {args.every:g}"
         f" --trials {args.trials}` — docs in a git repository on this machine"
         " (`FIELDGUIDE_DOCS_GIT`), `FIELDGUIDE_REFRESH_EVERY="
         f"{args.every:g}s`, offline, local model; {args.trials} commits per set, each at a random"
         " moment of the period; the question asked every 0.25 s until an answer cites the new"
-        f" doc. Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.\n\n"
+        f" doc. Run {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on a shared machine (1-minute load"
+        f" average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end: other work ran"
+        " alongside, so the work figures are high).\n\n"
         "**Commit → answer** (seconds):\n\n"
         + table(
             ["docs", "files", "chunks", "first pull + full index (s)", "p50", "max"],
