@@ -230,6 +230,8 @@ def test_no_docs_setting_no_default_folder(tmp_path, capsys):
     assert "set FIELDGUIDE_DOCS (a folder) or FIELDGUIDE_DOCS_GIT" in err
     assert not Path(db).exists()
     assert "no docs to index: set FIELDGUIDE_DOCS" in docs_reindex(Settings(db=db))
+    both = Settings(db=db, docs=str(tmp_path), docs_git=str(tmp_path / "docs.git"))
+    assert "FIELDGUIDE_DOCS and FIELDGUIDE_DOCS_GIT are both set" in docs_reindex(both)
 
 
 def test_a_folder_doc_is_dated_by_its_file_time_and_an_old_index_gains_dates(
