@@ -92,7 +92,7 @@ def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
         summary, published = index_with_progress(
             db, source, embedder_for(settings), settings, args.quiet, args.replace
         )
-    result = summary.counts()
+    result = {"source": source.identity, **summary.counts()}
     if published:
         result["published"] = {k: round(v, 3) for k, v in published.items()}
     if args.json:

@@ -98,6 +98,8 @@ def test_a_git_source_is_pulled_before_each_run_and_dates_come_from_its_commits(
     assert main(["index", "--db", db, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert f"Indexed {repo.bare} (branch main) into {db}" in out and "added 2" in out
+    assert main(["index", "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == f"{repo.bare} (branch main)"
     assert (checkout_folder(db) / "auth" / "login.md").is_file()  # beside the index
 
     three_days_ago = datetime.now(UTC) - timedelta(days=3, hours=1)
@@ -457,3 +459,19 @@ def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, lo
     finally:
         harness.close()
         mock.close()
+
+
+def test_docs_reindex_pulls_first(repo, tmp_path, local_embedder):
+    db = str(tmp_path / "index.db")
+    settings = Settings(db=db, docs_git=str(repo.bare), docs_branch="main")
+    Reindexer(settings, local_embedder, lock_only()).refresh()
+    repo.commit({"ops/pelican.md": PELICAN})
+    posts: list[str] = []
+
+    def post(text: str) -> bool:
+        posts.append(text)
+        return True
+
+    Reindexer(settings, local_embedder, lock_only()).run(Reporter(post, post))
+    assert posts[0].startswith(f"Reindexing `{repo.bare} (branch main)`")
+    assert "added 1, changed 0, removed 0, unchanged 2" in posts[-1]
