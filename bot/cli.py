@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from router.citations import label
+from router.citations import label, updated_ago
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from index.embedders import Embedder
     from index.indexer import RunSummary
     from router.answer import Answer
+
+    from .wiring import DocsSource
 
 from .settings import Settings, SettingsError
 from .since import since_arg
@@ -32,7 +34,12 @@ def _print_json(obj) -> None:
 
 
 def index_with_progress(
-    db: str, docs_dir: str | Path, embedder: Embedder, settings: Settings, quiet: bool = False
+    db: str,
+    docs_dir: DocsSource | str | Path | None,
+    embedder: Embedder,
+    settings: Settings,
+    quiet: bool = False,
+    replace: bool = False,
 ) -> tuple[RunSummary, dict | None]:
     """An incremental index run with a progress bar on stderr while it embeds (none when not a
     tty); with FIELDGUIDE_DATABASE_URL set, published to the fleet. Returns (summary, publish
@@ -56,6 +63,7 @@ def index_with_progress(
             db,
             docs_dir,
             embedder,
+            replace=replace,
             on_embed_start=start,
             on_embedded=lambda n: bar and bar.update(n),
         )
@@ -80,17 +88,22 @@ def fleet_reindex_lock(settings: Settings):
 
 
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
+    from .wiring import docs_source
+
+    db = args.db or settings.db
+    source = docs_source(settings, db, args.docs_dir)
     with fleet_reindex_lock(settings):
         summary, published = index_with_progress(
-            args.db or settings.db, args.docs_dir, embedder_for(settings), settings, args.quiet
+            db, source, embedder_for(settings), settings, args.quiet, args.replace
         )
-    result = summary.counts()
+    result = {"source": source.identity, **summary.counts()}
     if published:
         result["published"] = {k: round(v, 3) for k, v in published.items()}
     if args.json:
         _print_json(result)
         return 0
-    print(f"Indexed {args.docs_dir} into {args.db or settings.db} ({summary.model})")
+    shown = source.identity if source.git else args.docs_dir or settings.docs
+    print(f"Indexed {shown} into {db} ({summary.model})")
     print(
         f"  added {len(summary.added)} · changed {len(summary.changed)}"
         f" · removed {len(summary.removed)} · unchanged {len(summary.unchanged)}"
@@ -358,7 +371,9 @@ def format_answer(ans: Answer) -> str:
     lines += [ans.text, ""]
     if ans.sources:
         lines.append("Sources:")
-        lines += [f"  [{s.n}] {s.label} — {s.url}" for s in ans.sources]
+        for s in ans.sources:
+            ago = updated_ago(s.updated)
+            lines.append(f"  [{s.n}] {s.label} — {s.url}" + (f" ({ago})" if ago else ""))
     intent = ans.intents[0] if ans.intents else "none"
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
@@ -631,7 +646,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "docs_dir",
         metavar="DOCS_DIR",
-        help="folder of *.md / *.markdown files with YAML front matter",
+        nargs="?",
+        help="folder of *.md / *.markdown files with YAML front matter"
+        " (default: FIELDGUIDE_DOCS, or the repository FIELDGUIDE_DOCS_GIT, pulled first)",
+    )
+    sp.add_argument(
+        "--replace",
+        action="store_true",
+        help="index these docs even though the index was built from another source"
+        " (its docs are replaced by these)",
     )
     sp.add_argument("--json", action="store_true", help="print the run summary as one JSON object")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -729,7 +752,9 @@ def build_parser() -> argparse.ArgumentParser:
         " one line each, exit 1 if any fails.",
         cmd_doctor,
     )
-    sp.add_argument("--docs", help="docs folder to check (default: FIELDGUIDE_DOCS)")
+    sp.add_argument(
+        "--docs", help="docs folder to check (default: FIELDGUIDE_DOCS, or FIELDGUIDE_DOCS_GIT)"
+    )
     sp.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     sp = add(

@@ -57,7 +57,10 @@ def check_index(db: str, model: str) -> list[Check]:
     else:
         run = f" · last run {last[0]} {last[1]}" if last else ""
         detail = f"{db}: integrity ok · generation {meta.get('generation', 0)}"
-        checks.append(Check("index", "ok", f"{detail} · {docs} docs · {chunks} chunks{run}"))
+        source = f" · from {meta['docs_source']}" if meta.get("docs_source") else ""
+        checks.append(
+            Check("index", "ok", f"{detail} · {docs} docs · {chunks} chunks{source}{run}")
+        )
     indexed = meta.get("embed_model")
     if indexed is None:
         checks.append(Check("model", "FAIL", "the index is empty: run fieldguide index DOCS_DIR"))
@@ -83,9 +86,34 @@ def check_index(db: str, model: str) -> list[Check]:
     return checks
 
 
+def check_git_docs(settings: Settings) -> Check:
+    """The git docs source answers (`git ls-remote`, within the checks' timeout)."""
+    from index.gitsource import GitError, GitSource
+
+    git = GitSource(
+        settings.docs_git, settings.docs_branch, Path("."), token=settings.docs_git_token
+    )
+    git.timeout = TIMEOUT
+    try:
+        heads = git.git("ls-remote", "--heads", git.url)
+    except GitError as e:
+        return Check("docs", "FAIL", f"cannot reach {git.identity}: {e}")
+    branch = git.branch
+    if branch and f"refs/heads/{branch}" not in heads.split():
+        return Check("docs", "FAIL", f"{git.url} has no branch {branch} (FIELDGUIDE_DOCS_BRANCH)")
+    return Check("docs", "ok", f"{git.identity}: reachable")
+
+
 def check_docs(docs: str) -> Check:
     from index.loader import DocError, load_intents_yaml, parse_doc, walk_docs
 
+    if not docs:
+        return Check(
+            "docs",
+            "warn",
+            "FIELDGUIDE_DOCS and FIELDGUIDE_DOCS_GIT are not set: /docs-reindex has nothing to"
+            " index (an index built elsewhere, e.g. by CI, is served as it is)",
+        )
     root = Path(docs)
     if not root.is_dir():
         return Check("docs", "FAIL", f"{docs} is not a folder (FIELDGUIDE_DOCS)")
@@ -213,7 +241,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
     return [
         check_settings(settings, dotenv),
         *check_index(db, embedder_for(settings).name),
-        check_docs(docs),
+        check_git_docs(settings) if settings.docs_git and not docs else check_docs(docs),
         check_scopes(settings, db),
         check_local_model(settings),
         check_claude(settings),

@@ -75,6 +75,28 @@ def postgres_url(v: Any) -> str | None:
     return None if ok else "must be a postgresql:// URL"
 
 
+DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)", re.I)
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds_of(v: str) -> float:
+    """`15m` → 900.0 (s, m, h, d; "" → 0); ValueError for anything else."""
+    if not v.strip():
+        return 0.0
+    m = DURATION.fullmatch(v.strip())
+    if not m:
+        raise ValueError(v)
+    return float(m.group(1)) * UNIT_SECONDS[m.group(2).lower()]
+
+
+def duration(v: Any) -> str | None:
+    try:
+        seconds = seconds_of(str(v))
+    except ValueError:
+        return "must be a duration such as 30s, 15m, 1h or 1d"
+    return None if seconds == 0 or seconds >= 1 else "must be at least 1s"
+
+
 def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
 
@@ -143,7 +165,32 @@ def _parse(raw: str, kind: type) -> object:
 class Settings:
     db: str = _setting("FIELDGUIDE_DB", ".fieldguide/index.db", "SQLite index file")
     docs: str = _setting(
-        "FIELDGUIDE_DOCS", "examples/docs", "docs folder that /docs-reindex indexes"
+        "FIELDGUIDE_DOCS",
+        "",
+        "docs folder that fieldguide index and /docs-reindex index (or set FIELDGUIDE_DOCS_GIT)",
+    )
+    docs_git: str = _setting(
+        "FIELDGUIDE_DOCS_GIT",
+        "",
+        "git repository (URL or path) the docs are pulled from before each index run",
+    )
+    docs_branch: str = _setting(
+        "FIELDGUIDE_DOCS_BRANCH", "", "branch of FIELDGUIDE_DOCS_GIT; empty = its default branch"
+    )
+    docs_git_path: str = _setting(
+        "FIELDGUIDE_DOCS_GIT_PATH", "", "docs folder inside the repository; empty = all of it"
+    )
+    docs_git_token: str = _setting(
+        "FIELDGUIDE_DOCS_GIT_TOKEN", "", "token for an https repository (sent as a header)"
+    )
+    git_timeout: float = _setting(
+        "FIELDGUIDE_GIT_TIMEOUT", 120.0, "seconds each git step may take", positive_at_most(3600)
+    )
+    refresh_every: str = _setting(
+        "FIELDGUIDE_REFRESH_EVERY",
+        "",
+        "serve pulls and reindexes the docs this often (e.g. 15m, 1h); empty = never",
+        duration,
     )
     anthropic_api_key: str = _setting("ANTHROPIC_API_KEY", "", "Claude key; empty = offline steps")
     anthropic_base_url: str = _setting(
@@ -326,6 +373,11 @@ class Settings:
         if problems:
             raise SettingsError("bad settings: " + "; ".join(problems))
         return cls(**kwargs)  # type: ignore[arg-type]
+
+    @property
+    def refresh_seconds(self) -> float:
+        """FIELDGUIDE_REFRESH_EVERY in seconds; 0 = no scheduled refresh."""
+        return seconds_of(self.refresh_every)
 
     @property
     def admin_ids(self) -> set[str]:

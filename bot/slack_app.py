@@ -28,7 +28,7 @@ from router.pipeline import Pipeline
 from .answers import Answerer
 from .health import Health, respond
 from .listeners import Bot, register
-from .reindex import Reindexer
+from .reindex import Refresher, Reindexer
 from .settings import Settings
 from .wiring import make_scopes
 
@@ -121,6 +121,11 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         from .orphans import Sweeper
 
         bot.sweeper = Sweeper(bot)
+    if settings.refresh_seconds:  # pull and reindex the docs on a schedule
+        bot.refresher = Refresher(
+            bot.reindexer, settings.refresh_seconds, pipeline.engine.loaded
+        ).start()
+        log.info("refreshing the docs every %s", settings.refresh_every)
 
     @app.error
     def on_error(error, body, logger):

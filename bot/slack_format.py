@@ -13,6 +13,7 @@ import re
 from urllib.parse import urlsplit
 
 from router.answer import Answer, Source
+from router.citations import updated_ago
 from router.decide import TYPO_NOTE
 
 MARKDOWN_LIMIT = 12_000  # characters of markdown blocks in one message
@@ -76,7 +77,8 @@ def sources_markdown(sources: list[Source]) -> str:
     for s in sources:
         label = _label(s.label)
         url = safe_url(s.url)
-        lines.append(f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}")
+        ago = f" · _{updated_ago(s.updated)}_" if s.updated and updated_ago(s.updated) else ""
+        lines.append((f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}") + ago)
     return "**Sources**\n" + "\n".join(lines) if lines else ""
 
 
@@ -274,5 +276,6 @@ def plain_pieces(ans: Answer, limit: int = TEXT_LIMIT) -> list[str]:
     lines = [safe_markdown(ans.text), ""] if ans.text else []
     for s in ans.sources:
         url = safe_url(s.url)
-        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "")))
+        ago = f" ({updated_ago(s.updated)})" if updated_ago(s.updated) else ""
+        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "") + ago))
     return split_text("\n".join(lines), limit)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
-from .store import IndexMissing, check_model, open_db, record
+from .store import IndexMissing, check_model, doc_updated, open_db, record
 
 MAGIC = b"FGARRAY1"
 FORMAT = 1
@@ -94,13 +94,14 @@ class Records:
         # opened now: a file replaced by another (a fleet replica loading a published index) is
         # still read through the file this generation was opened from; read-only as open_db allows
         self._conn = open_db(db_path, create=False).conn
+        self._updated = doc_updated(self._conn)
 
     def __call__(self, rows: list[int]) -> list[dict]:
         ids = [self.ids[r].decode() for r in rows]
         with self._lock:
             found = self._conn.execute(
                 f"""SELECT c.id, c.doc, c.heading_path, c.text, c.search_text, c.start, c."end",
-                           d.title, d.intent, d.url
+                           d.title, d.intent, d.url, {self._updated}
                     FROM chunks c JOIN docs d ON d.path = c.doc
                     WHERE c.id IN ({",".join("?" * len(ids))})""",
                 ids,

@@ -30,7 +30,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS docs (
     path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT, related_intents TEXT,
-    version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT);
+    version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT, updated TEXT);
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT, search_text TEXT,
     text_hash TEXT, start INTEGER, "end" INTEGER);
@@ -69,6 +69,8 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(SCHEMA)
         add_owner_columns(conn)
+        if "updated" not in table_columns(conn, "docs"):  # an index made before it existed
+            conn.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
     except sqlite3.OperationalError as e:
         conn.close()
         if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
@@ -90,6 +92,16 @@ def add_owner_columns(conn: sqlite3.Connection) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
                 if table == "docs":
                     conn.execute("UPDATE docs SET hash = ''")
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def doc_updated(conn: sqlite3.Connection) -> str:
+    """The SQL for a doc's last change in a query over `docs d`: NULL in an index too old to have
+    it that this process cannot write."""
+    return "d.updated" if "updated" in table_columns(conn, "docs") else "NULL"
 
 
 def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:
@@ -129,8 +141,8 @@ def check_model(indexed_model: str, model: str | None) -> None:
 
 def record(row: tuple) -> dict:
     """A chunk's record from (id, doc, heading_path JSON, text, search_text, start, end, title,
-    intent, url)."""
-    cid, doc, path, text, search_text, start, end, title, intent, url = row
+    intent, url, updated): `updated` is the doc's last change (UTC ISO 8601, or None)."""
+    cid, doc, path, text, search_text, start, end, title, intent, url, updated = row
     return {
         "id": cid,
         "doc": doc,
@@ -142,6 +154,7 @@ def record(row: tuple) -> dict:
         "title": title,
         "intent": intent,
         "url": url,
+        "updated": updated,
     }
 
 
@@ -158,8 +171,10 @@ def load_chunks(
     # written before names were checked holds 100,000-character intents) would be copied into
     # every chunk's record
     docs = {
-        path: (path, title, intent, url)
-        for path, title, intent, url in db.execute("SELECT path, title, intent, url FROM docs")
+        path: (path, title, intent, url, updated)
+        for path, title, intent, url, updated in db.execute(
+            f"SELECT path, title, intent, url, {doc_updated(db.conn)} FROM docs d"
+        )
     }
     count = db.execute("SELECT count(*) FROM chunks WHERE doc IN (SELECT path FROM docs)")
     n = count.fetchone()[0]
@@ -173,10 +188,9 @@ def load_chunks(
     records = []
     vectors = None
     for i, (cid, doc, path, text, search_text, start, end, blob) in enumerate(rows):
-        doc_path, title, intent, url = docs[doc]
-        records.append(
-            record((cid, doc_path, path, text, search_text, start, end, title, intent, url))
-        )
+        doc_path, title, intent, url, updated = docs[doc]
+        fields = (cid, doc_path, path, text, search_text, start, end, title, intent, url, updated)
+        records.append(record(fields))
         if model is not None and blob is not None:
             if vectors is None:
                 vectors = np.zeros((n, len(blob) // 4), dtype=np.float32)

@@ -24,6 +24,7 @@ class Source:
     title: str
     heading_path: list[str]
     url: str
+    updated: str = ""  # the doc's last change, UTC ISO 8601 ("" when the index does not know)
 
     @property
     def section(self) -> str:

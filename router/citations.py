@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from .answer import Citation, Passage, Source
@@ -20,6 +21,26 @@ def label(title: str, heading_path: list[str]) -> str:
     """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
     the docs, the title once."""
     return " › ".join([title, *section_path(title, heading_path)])
+
+
+def updated_ago(iso: str, now: datetime | None = None) -> str:
+    """ "updated 3 days ago" for a doc's last change (UTC ISO 8601); "" when it is not known."""
+    try:
+        then = datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return ""
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    days = ((now or datetime.now(UTC)) - then).days
+    if days < 1:
+        return "updated today"
+    if days == 1:
+        return "updated yesterday"
+    if days < 60:
+        return f"updated {days} days ago"
+    if days < 730:
+        return f"updated {days // 30} months ago"
+    return f"updated {days // 365} years ago"
 
 
 def anchor(heading: str) -> str:
@@ -53,6 +74,7 @@ def number_sources(passages: list[Passage], chunks: dict[str, dict], base_url: s
                 c["title"],
                 c["heading_path"],
                 link_for(c, base_url),
+                c.get("updated") or "",
             )
     return by_chunk
 

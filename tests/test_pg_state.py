@@ -248,7 +248,7 @@ def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedde
     follower = start_follower(settings, replica, engine)
     try:
         docs = write_docs(tmp_path / "docs", {"zz.md": "# Zanzibar\n\nZanzibar rotation.\n"})
-        index_folder(builder, docs, local_embedder)
+        index_folder(builder, docs, local_embedder, replace=True)  # other docs: a swap
         publish(pg_url, builder)
         _wait(lambda: engine._loaded is not old)
         assert local_generation(replica) == 2
