@@ -5,9 +5,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DB := .fieldguide/demo.db
 
-.PHONY: setup postgres demo test test-all lint format bench clean
+.PHONY: setup postgres chromium demo test test-all wheel-check lint format bench clean
 
-setup: $(VENV)/.installed postgres
+setup: $(VENV)/.installed postgres chromium
 
 # The fleet tests start a throwaway PostgreSQL server (bot/testing/pgserver.py). Its binaries come from
 # Debian's postgresql package, installed here when missing and we can (root with apt-get);
@@ -17,6 +17,15 @@ postgres:
 	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } || \
 	echo "PostgreSQL server binaries not found and not installable here: the fleet tests will be skipped"
+
+# The gaps report's browser test (tests/test_gaps.py) opens the page in headless Chromium from
+# Debian's chromium package, installed here when missing and we can; elsewhere that test is skipped
+# with the reason (under CI, or FIELDGUIDE_REQUIRE_CHROMIUM=1, it fails).
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
+	echo "chromium not found and not installable here: the gaps report's browser test will be skipped"
 
 # The bot itself needs no torch (onnxruntime runs the local model). torch is only for the one-time
 # ONNX export and the reference test, so it comes first, pinned: `pip install torch==2.13.0` takes
@@ -51,9 +60,14 @@ test: setup
 test-all: setup
 	$(BIN)/python -m pytest -q
 
+# the wheel installed as a team installs it (deploy/install-runtime.sh, as the Dockerfile does) into a
+# fresh venv with no torch, then used from there: see .ci/wheel-check
+wheel-check: setup
+	VENV=$(VENV) PYTHON=$(PYTHON) .ci/wheel-check
+
 # the product's benchmarks, each writing its section of bench/RESULTS.md: the ones bench/README.md lists
-BENCHES := retrieval startup indexing answers routing calibration answers_eval answer_ceilings typos slack_latency \
-	hostile embedder_speed fleet
+BENCHES := retrieval startup indexing freshness answers routing calibration answers_eval \
+	answer_ceilings typos slack_latency claude_cost runtime_size hostile embedder_speed fleet gaps
 
 bench: setup
 	$(BIN)/python -m pip install -q matplotlib

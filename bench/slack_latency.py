@@ -271,7 +271,7 @@ def claude_run(db) -> None:
 
 `python bench/slack_latency.py` — a signed mention to the bot's HTTP endpoint, Web API mocked
 locally, the Messages API answered by `bot/testing/stubs.py` FakeClaude at realistic latency:
-{CLAUDE_LATENCY} s for each classify / extract reply, the answer's first token after {
+{CLAUDE_LATENCY} s for each classify / extract / claim check reply, the answer's first token after {
         FIRST_TOKEN
     } s,
 then {WORDS_PER_SECOND:.0f} words/s ({n_words} words, streamed by server-sent events). Claude calls

@@ -24,6 +24,7 @@ from slack_sdk.errors import SlackClientError
 from router.answer import Answer
 from router.pipeline import Pipeline, QuestionError
 
+from .scopes import Scopes
 from .slack_format import (
     StreamSanitizer,
     answer_messages,
@@ -87,8 +88,17 @@ class Question:
 class Answerer:
     """A bounded queue of questions and `workers` threads answering them."""
 
-    def __init__(self, pipeline: Pipeline, bot_user: str, workers: int = 4, queue_size: int = 20):
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        bot_user: str,
+        workers: int = 4,
+        queue_size: int = 20,
+        scopes: Scopes | None = None,
+    ):
+        """`scopes`: FIELDGUIDE_SCOPES, resolved (None: every channel searches everything)."""
         self.pipeline = pipeline
+        self.scopes = scopes
         self.bot_user = bot_user
         self.workers = workers
         self.queue: queue.Queue[Question | None] = queue.Queue(maxsize=queue_size)
@@ -175,7 +185,11 @@ class Answerer:
         stream = Stream(self, q, placeholder) if self.streams(q) else None
         try:
             ans = self.pipeline.answer(
-                q.text, history, context, on_text=stream.append if stream else None
+                q.text,
+                history,
+                context,
+                on_text=stream.append if stream else None,
+                scope=self.scopes.for_channel(q.channel) if self.scopes else None,
             )
         except QuestionError as e:
             self.deliver_text(q, stream.close() if stream else placeholder, escape(str(e)))

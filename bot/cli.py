@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import signal
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from index.clean import SURROGATES, SafeTerminal
 from index.redact import redact, redact_logs
-from router.citations import label
+from router.citations import label, updated_ago
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -21,7 +24,10 @@ if TYPE_CHECKING:
     from index.indexer import RunSummary
     from router.answer import Answer
 
+    from .wiring import DocsSource
+
 from .settings import Settings, SettingsError
+from .since import since_arg
 from .wiring import embedder_for, make_anthropic, make_engine, make_pipeline
 
 
@@ -36,7 +42,12 @@ def progress_stream():
 
 
 def index_with_progress(
-    db: str, docs_dir: str | Path, embedder: Embedder, settings: Settings, quiet: bool = False
+    db: str,
+    docs_dir: DocsSource | str | Path | None,
+    embedder: Embedder,
+    settings: Settings,
+    quiet: bool = False,
+    replace: bool = False,
 ) -> tuple[RunSummary, dict | None]:
     """An incremental index run with a progress bar on stderr while it embeds (none when not a
     tty); with FIELDGUIDE_DATABASE_URL set, published to the fleet. Returns (summary, publish
@@ -64,6 +75,7 @@ def index_with_progress(
             db,
             docs_dir,
             embedder,
+            replace=replace,
             on_embed_start=start,
             on_embedded=lambda n: bar and bar.update(n),
         )
@@ -94,17 +106,22 @@ def fleet_reindex_lock(settings: Settings):
 
 
 def cmd_index(args: argparse.Namespace, settings: Settings) -> int:
+    from .wiring import docs_source
+
+    db = args.db or settings.db
+    source = docs_source(settings, db, args.docs_dir)
     with fleet_reindex_lock(settings):
         summary, published = index_with_progress(
-            args.db or settings.db, args.docs_dir, embedder_for(settings), settings, args.quiet
+            db, source, embedder_for(settings), settings, args.quiet, args.replace
         )
-    result = summary.counts()
+    result = {"source": source.identity, **summary.counts()}
     if published:
         result["published"] = {k: round(v, 3) for k, v in published.items()}
     if args.json:
         _print_json(result)
         return 0
-    print(f"Indexed {args.docs_dir} into {args.db or settings.db} ({summary.model})")
+    shown = source.identity if source.git else args.docs_dir or settings.docs
+    print(f"Indexed {shown} into {db} ({summary.model})")
     print(
         f"  added {len(summary.added)} · changed {len(summary.changed)}"
         f" · removed {len(summary.removed)} · unchanged {len(summary.unchanged)}"
@@ -334,6 +351,20 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     questions = sample(answerable, args.limit, args.seed)
     off_file = Path(args.offtopic or set_dir / "offtopic.jsonl")
     offtopic += load_items(off_file) if off_file.is_file() else []
+    judge = None
+    if args.judge:
+        from bot.evaluation.judge import Judge
+
+        from .wiring import make_anthropic
+
+        client = make_anthropic(settings)
+        if client is None:
+            print(
+                "fieldguide: --judge needs ANTHROPIC_API_KEY (Claude grades the answers)",
+                file=sys.stderr,
+            )
+            return 2
+        judge = Judge(client, args.judge_model or settings.judge_model, settings.timeout)
     pipeline = make_pipeline(settings, db)
     pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
     pipeline.answer("warm up: load the model and the index")
@@ -351,6 +382,7 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
             load_stopwords(set_dir),
             seed=args.seed,
             progress=bar.update,
+            judge=judge,
         )
     name = set_dir.resolve().name
     result["summary"] = {
@@ -359,6 +391,7 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
         "seed": args.seed,
         "offline": pipeline.client is None,
         "embedder": pipeline.engine.embedder.name,
+        "judge_model": judge.model if judge else None,
         **result["summary"],
     }
     print(format_summary(name, result["summary"]))
@@ -370,17 +403,44 @@ def _eval_answers(args, settings: Settings, set_dir, qfile, db: str) -> int:
     return 0
 
 
+GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+
+
 def format_answer(ans: Answer) -> str:
     lines = [f"⚠ {ans.caveat}", ""] if ans.caveat else []
     lines += [ans.text, ""]
     if ans.sources:
         lines.append("Sources:")
-        lines += [f"  [{s.n}] {s.label} — {s.url}" for s in ans.sources]
+        for s in ans.sources:
+            ago = updated_ago(s.updated)
+            lines.append(f"  [{s.n}] {s.label} — {s.url}" + (f" ({ago})" if ago else ""))
     intent = ans.intents[0] if ans.intents else "none"
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
     lines += [f"Note: {n}" for n in ans.notes]
+    if ans.scope is not None:
+        lines.append(f"Note: searched only the scope {ans.scope.describe()}")
     return "\n".join(lines)
+
+
+def scope_for(args: argparse.Namespace, settings: Settings):
+    """The scope `ask --channel/--scope` searches (a router.engine.Scope), or None."""
+    from .scopes import ScopeError
+    from .wiring import make_scopes
+
+    if not (args.channel or args.scope):
+        return None
+    scopes = make_scopes(settings, args.db)
+    if scopes is None:
+        raise ScopeError("--channel and --scope need FIELDGUIDE_SCOPES (a scopes file)")
+    if args.channel:
+        return scopes.for_channel(args.channel)
+    found = scopes.by_key.get(args.scope) or scopes.by_key.get("#" + args.scope.lstrip("#"))
+    if found is None:
+        raise ScopeError(
+            f"no scope {args.scope!r} in {settings.scopes}: it has {', '.join(scopes.by_key)}"
+        )
+    return found
 
 
 def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
@@ -388,7 +448,8 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     question = question_of(args)
     try:
-        ans = make_pipeline(settings, args.db).answer(question)
+        scope = scope_for(args, settings)
+        ans = make_pipeline(settings, args.db).answer(question, scope=scope)
     except QuestionError as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 2
@@ -418,6 +479,18 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
 
     if not settings.database_url:
         open_db(args.db or settings.db, create=False)  # a clear error when there is no index
+    if args.stats:
+        from .costs import format_stats, stats
+        from .settings import parse_prices
+
+        figures = stats(
+            make_state(settings, args.db).usage_rows(args.since), parse_prices(settings.prices)
+        )
+        if args.json:
+            _print_json(figures)
+        else:
+            print(format_stats(figures, args.since))
+        return 0
     rows = make_state(settings, args.db).list_answers(args.since, args.decision, args.limit)
     if args.json:
         _print_json(rows)
@@ -428,10 +501,45 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         print(
             f"#{r['id']} {r['created']} {r['decision']:<8} {(r['intents'] or ['-'])[0]:<18} "
             f"{r['timings_ms'].get('total', 0):>7.0f} ms{where}{' · feedback ' + fb if fb else ''}"
+            f"{' · handed to ' + r['handoff'] if r.get('handoff') else ''}"
         )
         print(f"    Q: {r['question'][:100]}")
     if not rows:
         print("No answers recorded yet.")
+    return 0
+
+
+def cmd_gaps(args: argparse.Namespace, settings: Settings) -> int:
+    """The topics of the questions the docs did not answer well (bot/gaps.py)."""
+    from index.store import load_owners
+
+    from .gaps import find_topics
+    from .gaps_report import render
+    from .wiring import make_state
+
+    engine = make_engine(settings, args.db)
+    rows = make_state(settings, args.db).list_answers(args.since, None, GAPS_ROWS)
+    rows_in = [r for r in rows if not args.intent or (r["intents"] or [""])[0] == args.intent]
+    topics, info = find_topics(
+        rows_in, engine.embedder, engine.loaded().searcher, load_owners(engine.db)
+    )
+    if args.html:
+        title = "What the docs don't answer" + (f" · {args.intent}" if args.intent else "")
+        Path(args.html).write_text(render(rows_in, topics, title), encoding="utf-8")
+        print(f"Wrote {args.html}", file=sys.stderr)
+    if args.json:
+        _print_json({"topics": [t.to_json() for t in topics], **info})
+        return 0
+    print(
+        f"{info['unanswered']} questions not answered well, in {len(topics)} topics"
+        f" (average-linkage cut at cosine distance {info['cut']}, silhouette {info['silhouette']})"
+    )
+    for t in topics[: args.top]:
+        print(f"\n{t.count:>4}  {t.questions[0]}")
+        where = f"nearest doc {t.doc or '-'} · intent {t.intent or '-'}"
+        print(f"      {where} · owner {t.owner or '-'}")
+        for q in t.questions[1:]:
+            print(f"        · {q}")
     return 0
 
 
@@ -454,12 +562,12 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings | None) -> int:
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import logging
 
-    from .slack_app import SlackStartupError, build_app, http_server
+    from .health import Health, auth_test_slack, serve_health, socket_mode_slack
+    from .logs import configure, say
+    from .slack_app import SlackStartupError, build_bot, http_server
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    redact_logs(*settings.urls())  # basicConfig added a handler: it redacts too
+    configure(settings.log_level, settings.log_format)
+    redact_logs(*settings.urls())  # the handlers configure added redact too
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     missing = [
@@ -484,32 +592,56 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         from .wiring import start_follower, sync_published
 
         held = sync_published(settings, db)
-        print(
+        say(
             f"fieldguide: fleet mode, serving published index generation {held}"
             if held is not None
-            else "fieldguide: fleet mode, nothing published yet: serving the local index",
-            file=sys.stderr,
+            else "fieldguide: fleet mode, nothing published yet: serving the local index"
         )
     pipeline = make_pipeline(settings, db)
     pipeline.engine.warm()  # the index, the model and the docs' words now, not on a question
     if settings.database_url:
         start_follower(settings, db, pipeline.engine)
+    health = Health(pipeline.engine, settings.database_url)
+    if settings.health_port:  # up before Slack is reached: a probe sees why it is not ready
+        try:
+            serve_health(health, settings.health_port, args.host)
+        except OSError as e:  # in use, or a privileged port
+            print(
+                f"fieldguide: cannot serve /healthz on {args.host}:{settings.health_port}"
+                f" (FIELDGUIDE_HEALTH_PORT): {e.strerror or e}",
+                file=sys.stderr,
+            )
+            return 1
     try:
-        app = build_app(settings, pipeline)
+        bot = build_bot(settings, pipeline)
     except SlackStartupError as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 1
+    app = bot.app
     if args.http:
-        print(
-            f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events",
-            file=sys.stderr,
-        )
-        http_server(app, settings.slack_signing_secret, args.host, args.http).run()
+        health.slack = auth_test_slack(app.client)
+        say(f"fieldguide: serving Slack over HTTP at http://{args.host}:{args.http}/slack/events")
+        http_server(app, settings.slack_signing_secret, args.host, args.http, health=health).run()
     else:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
+        from slack_bolt.util.utils import get_boot_message
+        from slack_sdk.errors import SlackApiError
 
-        print("fieldguide: connected to Slack over Socket Mode", file=sys.stderr)
-        SocketModeHandler(app, settings.slack_app_token).start()
+        handler = SocketModeHandler(app, settings.slack_app_token)
+        health.slack = socket_mode_slack(handler.client)
+        try:
+            handler.connect()
+        except SlackApiError as e:
+            print(
+                f"fieldguide: Slack refused SLACK_APP_TOKEN ({e.response.get('error', '?')}):"
+                " check the app-level token (xapp-…, with connections:write) and that Socket"
+                " Mode is on",
+                file=sys.stderr,
+            )
+            return 1
+        say("fieldguide: connected to Slack over Socket Mode")
+        app.logger.info(get_boot_message())  # what SocketModeHandler.start() does after connect()
+        threading.Event().wait()
     return 0
 
 
@@ -579,7 +711,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument(
         "docs_dir",
         metavar="DOCS_DIR",
-        help="folder of *.md / *.markdown files with YAML front matter",
+        nargs="?",
+        help="folder of *.md / *.markdown files with YAML front matter"
+        " (default: FIELDGUIDE_DOCS, or the repository FIELDGUIDE_DOCS_GIT, pulled first)",
+    )
+    sp.add_argument(
+        "--replace",
+        action="store_true",
+        help="index these docs even though the index was built from another source"
+        " (its docs are replaced by these)",
     )
     sp.add_argument("--json", action="store_true", help="print the run summary as one JSON object")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -622,13 +762,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also show the retrieved chunks and extracted passages",
     )
+    sp.add_argument(
+        "--channel",
+        help="answer as in this Slack channel (id, or #name) under FIELDGUIDE_SCOPES",
+    )
+    sp.add_argument("--scope", help="search only this entry of FIELDGUIDE_SCOPES (its key)")
 
     sp = add(
         "audit",
         "List recorded answers (newest first) with their decision, intent, timing and feedback.",
         cmd_audit,
     )
-    sp.add_argument("--since", help="only answers on or after this ISO date/time, e.g. 2026-11-01")
+    sp.add_argument(
+        "--since",
+        type=since_arg,
+        help="only answers on or after this ISO date/time (UTC unless it has a zone), e.g."
+        " 2026-11-01 or 2026-11-01T09:30, or this long ago: 30m, 24h, 7d, 2w",
+    )
     sp.add_argument(
         "--decision",
         choices=["ANSWER", "PARTIAL", "ABSTAIN"],
@@ -637,6 +787,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     sp.add_argument("--json", action="store_true", help="print the full records as JSON")
+    sp.add_argument(
+        "--stats",
+        action="store_true",
+        help="instead of the answers: questions, decisions, feedback, tokens and estimated"
+        " cost by model (prices: FIELDGUIDE_PRICES) over --since",
+    )
+
+    sp = add(
+        "gaps",
+        "Group the questions the docs did not answer well (not in the docs, partial, 👎, handed"
+        " to a person) into topics, with counts, examples, the nearest doc and its owner.",
+        cmd_gaps,
+    )
+    sp.add_argument(
+        "--since",
+        type=since_arg,
+        help="only questions on or after this ISO date/time (UTC unless it has a zone), or this"
+        " long ago: 30m, 24h, 7d, 2w",
+    )
+    sp.add_argument("--intent", help="only questions routed to this intent")
+    sp.add_argument("--top", type=int, default=10, help="topics printed (default 10)")
+    sp.add_argument("--json", action="store_true", help="print every topic as JSON")
+    sp.add_argument("--html", metavar="FILE", help="also write a self-contained report page")
 
     sp = add(
         "doctor",
@@ -644,7 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
         " one line each, exit 1 if any fails.",
         cmd_doctor,
     )
-    sp.add_argument("--docs", help="docs folder to check (default: FIELDGUIDE_DOCS)")
+    sp.add_argument(
+        "--docs", help="docs folder to check (default: FIELDGUIDE_DOCS, or FIELDGUIDE_DOCS_GIT)"
+    )
     sp.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     sp = add(
@@ -659,7 +834,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve /slack/events on this port (signatures checked)",
     )
     sp.add_argument(
-        "--host", default="0.0.0.0", help="address to bind with --http (default 0.0.0.0)"
+        "--host",
+        default="0.0.0.0",
+        help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
     )
 
     sp = add(
@@ -728,6 +905,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --answers: N answerable questions sampled with --seed (default: all)",
     )
     sp.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
+    sp.add_argument(
+        "--judge",
+        action="store_true",
+        help="with --answers (needs ANTHROPIC_API_KEY): Claude grades each answer's faithfulness"
+        " to its cited passages and correctness against the reference answer",
+    )
+    sp.add_argument(
+        "--judge-model", metavar="MODEL", help="the grading model (default: FIELDGUIDE_JUDGE_MODEL)"
+    )
     return p
 
 
@@ -762,15 +948,25 @@ def database_error(db: str, e: sqlite3.DatabaseError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "json", None) is True:  # for programs: JSON escapes what it must
-        return run(args)
-    # for people: text from questions, docs or the model cannot drive their terminal
-    with (
-        contextlib.redirect_stdout(SafeTerminal(sys.stdout)),
-        contextlib.redirect_stderr(SafeTerminal(sys.stderr)),
-    ):
-        return run(args)
+    """The `fieldguide` command. Output piped into a reader that stops early (`| head -1`) ends
+    quietly, as a shell tool does, instead of with a BrokenPipeError trace."""
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+            if getattr(args, "json", None) is True:  # for programs: JSON escapes what it must
+                return run(args)
+            # for people: text from questions, docs or the model cannot drive their terminal
+            with (
+                contextlib.redirect_stdout(SafeTerminal(sys.stdout)),
+                contextlib.redirect_stderr(SafeTerminal(sys.stderr)),
+            ):
+                return run(args)
+        finally:
+            sys.stdout.flush()  # buffered output (argparse's --help too) meets the pipe here
+    except BrokenPipeError:
+        # stdout's buffer cannot be written at exit either: point it at /dev/null first
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 def run(args: argparse.Namespace) -> int:

@@ -57,7 +57,10 @@ def check_index(db: str, model: str) -> list[Check]:
     else:
         run = f" · last run {last[0]} {last[1]}" if last else ""
         detail = f"{db}: integrity ok · generation {meta.get('generation', 0)}"
-        checks.append(Check("index", "ok", f"{detail} · {docs} docs · {chunks} chunks{run}"))
+        source = f" · from {meta['docs_source']}" if meta.get("docs_source") else ""
+        checks.append(
+            Check("index", "ok", f"{detail} · {docs} docs · {chunks} chunks{source}{run}")
+        )
     indexed = meta.get("embed_model")
     if indexed is None:
         checks.append(Check("model", "FAIL", "the index is empty: run fieldguide index DOCS_DIR"))
@@ -83,9 +86,34 @@ def check_index(db: str, model: str) -> list[Check]:
     return checks
 
 
+def check_git_docs(settings: Settings) -> Check:
+    """The git docs source answers (`git ls-remote`, within the checks' timeout)."""
+    from index.gitsource import GitError, GitSource
+
+    git = GitSource(
+        settings.docs_git, settings.docs_branch, Path("."), token=settings.docs_git_token
+    )
+    git.timeout = TIMEOUT
+    try:
+        heads = git.git("ls-remote", "--heads", git.url)
+    except GitError as e:
+        return Check("docs", "FAIL", f"cannot reach {git.identity}: {e}")
+    branch = git.branch
+    if branch and f"refs/heads/{branch}" not in heads.split():
+        return Check("docs", "FAIL", f"{git.url} has no branch {branch} (FIELDGUIDE_DOCS_BRANCH)")
+    return Check("docs", "ok", f"{git.identity}: reachable")
+
+
 def check_docs(docs: str) -> Check:
     from index.loader import DocError, load_intents_yaml, parse_doc, walk_docs
 
+    if not docs:
+        return Check(
+            "docs",
+            "warn",
+            "FIELDGUIDE_DOCS and FIELDGUIDE_DOCS_GIT are not set: /docs-reindex has nothing to"
+            " index (an index built elsewhere, e.g. by CI, is served as it is)",
+        )
     root = Path(docs)
     if not root.is_dir():
         return Check("docs", "FAIL", f"{docs} is not a folder (FIELDGUIDE_DOCS)")
@@ -187,13 +215,34 @@ def check_slack(settings: Settings) -> Check:
     return Check("slack", "ok", f"bot token accepted ({auth.get('user')} in {auth.get('team')})")
 
 
+def check_scopes(settings: Settings, db: str) -> Check:
+    """FIELDGUIDE_SCOPES read and checked against the index, as the bot will at start-up (channel
+    names are resolved then, with Slack)."""
+    from .scopes import ScopeError, scopes_for_index
+
+    if not settings.scopes:
+        return Check("scopes", "skip", "no FIELDGUIDE_SCOPES: every channel searches everything")
+    try:
+        conn = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            scopes = scopes_for_index(settings.scopes, conn)
+        finally:
+            conn.close()
+    except (ScopeError, sqlite3.DatabaseError) as e:
+        return Check("scopes", "FAIL", str(e))
+    names = scopes.names()
+    later = f"; {', '.join(names)} resolved with Slack when the bot starts" if names else ""
+    return Check("scopes", "ok", f"{len(scopes.by_key)} channel scopes, all known{later}")
+
+
 def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
     from .wiring import embedder_for
 
     return [
         check_settings(settings, dotenv),
         *check_index(db, embedder_for(settings).name),
-        check_docs(docs),
+        check_git_docs(settings) if settings.docs_git and not docs else check_docs(docs),
+        check_scopes(settings, db),
         check_local_model(settings),
         check_claude(settings),
         check_voyage(settings),

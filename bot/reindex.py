@@ -9,16 +9,17 @@ A slash command's `response_url` takes at most 5 posts in 30 minutes, so progres
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
 from bot.state.sqlite import State
 from index.embedders import Embedder
-from index.indexer import IndexError_, last_runs
+from index.indexer import IndexError_, RunSummary, SourceMismatch, last_runs
 
 from .settings import Settings
 from .slack_format import escape
-from .wiring import index_docs
+from .wiring import docs_source, index_docs
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +87,12 @@ class Reindexer:
         self.embedder = embedder
         self.state = state
         self.started: float | None = None
+        self.failing = ""  # the last refresh's failure, until one succeeds
 
     def run(self, report: Reporter) -> None:
-        """Reindex FIELDGUIDE_DOCS, telling the requester through `report`."""
+        """Reindex FIELDGUIDE_DOCS (or pull FIELDGUIDE_DOCS_GIT and reindex it), telling the
+        requester through `report`. Never swaps sources: an index built from other docs is
+        refused."""
         with self.state.reindex_lock() as mine:
             if mine:
                 summary = self._run(report)
@@ -104,14 +108,15 @@ class Reindexer:
         """The run, reporting its start and progress; the summary to tell."""
         self.started = time.monotonic()
         done, total = 0, 0
+        what = ""
 
         def on_start(n: int) -> None:
             nonlocal total
             total = n
             report.start(
-                f"Reindexing `{escape(self.settings.docs)}`: {n} new or changed texts to embed."
+                f"Reindexing `{escape(what)}`: {n} new or changed texts to embed."
                 if n
-                else f"Reindexing `{escape(self.settings.docs)}`: nothing new to embed."
+                else f"Reindexing `{escape(what)}`: nothing new to embed."
             )
 
         def on_embedded(n: int) -> None:
@@ -121,10 +126,12 @@ class Reindexer:
                 report.progress(f"Embedded {done}/{total} texts…")
 
         try:
+            source = docs_source(self.settings, self.settings.db)
+            what = source.identity if source.git else self.settings.docs
             s, published = index_docs(
                 self.settings,
                 self.settings.db,
-                self.settings.docs,
+                source,
                 self.embedder,
                 on_embed_start=on_start,
                 on_embedded=on_embedded,
@@ -144,6 +151,12 @@ class Reindexer:
             if published:  # a fleet: every replica switches to it within seconds
                 lines.append(f"Published to every replica as generation {published['generation']}.")
             return "\n".join(lines)
+        except SourceMismatch as e:
+            return (
+                f":x: This index was built from `{escape(e.indexed)}`, not `{escape(e.given)}`:"
+                f" {self.settings.reindex_command} never swaps docs sources. To swap, run"
+                " `fieldguide index --replace`; or set the docs setting back."
+            )
         except IndexError_ as e:
             return f":x: Reindex failed: {escape(str(e))}. The previous index is still in use."
         except Exception as e:  # the requester must hear about any failure
@@ -151,6 +164,43 @@ class Reindexer:
             return f":x: Reindex failed ({type(e).__name__}). The previous index is still in use."
         finally:
             self.started = None
+
+    def refresh(self) -> RunSummary | None:
+        """serve's scheduled refresh: pull and reindex when no other reindex holds the lock (in a
+        fleet, the replica holding it indexes and publishes; the others skip this turn). One log
+        line when the docs changed, and when refreshes start failing (the index stays as it was)
+        and work again.
+        Returns the run's summary (None when skipped or failed)."""
+        with self.state.reindex_lock() as mine:
+            if not mine:
+                log.info("docs refresh skipped: another reindex is running")
+                return None
+            self.started = time.monotonic()
+            try:
+                s, published = index_docs(self.settings, self.settings.db, None, self.embedder)
+            except IndexError_ as e:
+                if str(e) != self.failing:  # said once while it lasts, not every period
+                    log.warning("docs refresh failed: %s", e)
+                self.failing = str(e)
+                return None
+            except Exception:
+                log.exception("docs refresh failed; the index is unchanged")
+                return None
+            finally:
+                self.started = None
+        if self.failing:
+            log.info("docs refresh works again")
+            self.failing = ""
+        if s.added or s.changed or s.removed:
+            log.info(
+                "docs refresh: added %d, changed %d, removed %d in %.1f s%s",
+                len(s.added),
+                len(s.changed),
+                len(s.removed),
+                s.seconds,
+                f"; published generation {published['generation']}" if published else "",
+            )
+        return s
 
     def status(self) -> str:
         if self.started is not None:
@@ -164,3 +214,35 @@ class Reindexer:
             f"changed {r['changed']}, removed {r['removed']}, unchanged {r['unchanged']}; "
             f"{r['chunks']} chunks, {r['seconds']:.1f} s."
         )
+
+
+class Refresher:
+    """A background thread that calls `reindexer.refresh()` every `every` seconds, then
+    `after()` (the engine loads the new index there, so the next question does not wait)."""
+
+    def __init__(
+        self,
+        reindexer: Reindexer,
+        every: float,
+        after: Callable[[], object] | None = None,
+    ):
+        self.reindexer, self.every, self.after = reindexer, every, after
+        self.runs = 0  # refreshes finished (run, skipped or failed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="docs-refresh", daemon=True)
+
+    def start(self) -> Refresher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            if self.reindexer.refresh() is not None and self.after is not None:
+                try:
+                    self.after()
+                except Exception:  # the next question loads it, or says what is wrong
+                    log.exception("loading the refreshed index failed")
+            self.runs += 1

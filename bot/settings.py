@@ -77,8 +77,73 @@ def postgres_url(v: Any) -> str | None:
     return None if ok else "must be a postgresql:// URL"
 
 
+DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)", re.I)
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds_of(v: str) -> float:
+    """`15m` → 900.0 (s, m, h, d; "" → 0); ValueError for anything else."""
+    if not v.strip():
+        return 0.0
+    m = DURATION.fullmatch(v.strip())
+    if not m:
+        raise ValueError(v)
+    return float(m.group(1)) * UNIT_SECONDS[m.group(2).lower()]
+
+
+def duration(v: Any) -> str | None:
+    try:
+        seconds = seconds_of(str(v))
+    except ValueError:
+        return "must be a duration such as 30s, 15m, 1h or 1d"
+    return None if seconds == 0 or seconds >= 1 else "must be at least 1s"
+
+
 def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
+
+
+# USD per million tokens (Anthropic's list prices, 2026-11; a cache write is the 5-minute one, 1.25x
+# input, a cache read 0.1x). A model id matches the longest key it starts with
+# (claude-haiku-4-5-20251001 → claude-haiku-4-5). FIELDGUIDE_PRICES replaces the table.
+DEFAULT_PRICES: dict[str, dict[str, float]] = {
+    "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.10},
+    "claude-sonnet-4": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
+    "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus-4-6": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus-4-1": {"input": 15.0, "output": 75.0, "cache_write": 18.75, "cache_read": 1.50},
+}
+PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
+
+
+def parse_prices(raw: str) -> dict[str, dict[str, float]]:
+    """FIELDGUIDE_PRICES as a table (the built-in one when empty); ValueError saying what is
+    wrong."""
+    if not raw.strip():
+        return DEFAULT_PRICES
+    import json
+
+    try:
+        table = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"is not JSON ({e.msg})") from None
+    if not isinstance(table, dict) or not table:
+        raise ValueError("must be a JSON object of models")
+    for model, p in table.items():
+        if not isinstance(p, dict) or set(p) != set(PRICE_KEYS):
+            raise ValueError(f"{model}: give exactly {', '.join(PRICE_KEYS)}")
+        bad = [k for k in PRICE_KEYS if not isinstance(p[k], (int, float)) or p[k] < 0]
+        if bad:
+            raise ValueError(f"{model}: {', '.join(bad)} must be numbers ≥ 0")
+    return {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
+
+
+def price_table(v: Any) -> str | None:
+    try:
+        parse_prices(str(v))
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def _setting(env: str, default, help: str, check: Check | None = None):
@@ -102,7 +167,32 @@ def _parse(raw: str, kind: type) -> object:
 class Settings:
     db: str = _setting("FIELDGUIDE_DB", ".fieldguide/index.db", "SQLite index file")
     docs: str = _setting(
-        "FIELDGUIDE_DOCS", "examples/docs", "docs folder that /docs-reindex indexes"
+        "FIELDGUIDE_DOCS",
+        "",
+        "docs folder that fieldguide index and /docs-reindex index (or set FIELDGUIDE_DOCS_GIT)",
+    )
+    docs_git: str = _setting(
+        "FIELDGUIDE_DOCS_GIT",
+        "",
+        "git repository (URL or path) the docs are pulled from before each index run",
+    )
+    docs_branch: str = _setting(
+        "FIELDGUIDE_DOCS_BRANCH", "", "branch of FIELDGUIDE_DOCS_GIT; empty = its default branch"
+    )
+    docs_git_path: str = _setting(
+        "FIELDGUIDE_DOCS_GIT_PATH", "", "docs folder inside the repository; empty = all of it"
+    )
+    docs_git_token: str = _setting(
+        "FIELDGUIDE_DOCS_GIT_TOKEN", "", "token for an https repository (sent as a header)"
+    )
+    git_timeout: float = _setting(
+        "FIELDGUIDE_GIT_TIMEOUT", 120.0, "seconds each git step may take", positive_at_most(3600)
+    )
+    refresh_every: str = _setting(
+        "FIELDGUIDE_REFRESH_EVERY",
+        "",
+        "serve pulls and reindexes the docs this often (e.g. 15m, 1h); empty = never",
+        duration,
     )
     anthropic_api_key: str = _setting("ANTHROPIC_API_KEY", "", "Claude key; empty = offline steps")
     anthropic_base_url: str = _setting(
@@ -116,6 +206,21 @@ class Settings:
         "FIELDGUIDE_EXTRACT_MODEL", "claude-haiku-4-5", "passage extractor"
     )
     answer_model: str = _setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-4-6", "answer writer")
+    check_model: str = _setting(
+        "FIELDGUIDE_CHECK_MODEL",
+        "claude-haiku-4-5",
+        "claim checker: is each answer sentence supported by what it cites",
+    )
+    judge_model: str = _setting(
+        "FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-4-6", "`eval --answers --judge` grader"
+    )
+    prices: str = _setting(
+        "FIELDGUIDE_PRICES",
+        "",
+        "JSON {model: {input, output, cache_write, cache_read}} USD per million tokens for"
+        " `audit --stats`; empty = the built-in table",
+        price_table,
+    )
     voyage_api_key: str = _setting(
         "VOYAGE_API_KEY", "", "Voyage key; empty = local embedding model"
     )
@@ -200,6 +305,30 @@ class Settings:
         "how long start-up retries reaching Slack",
         positive_at_most(3600),
     )
+    scopes: str = _setting(
+        "FIELDGUIDE_SCOPES",
+        "",
+        "YAML file mapping Slack channels to the intents/folders they search; empty = all",
+    )
+    health_port: int = _setting(
+        "FIELDGUIDE_HEALTH_PORT",
+        0,
+        "port serving /healthz (JSON; 503 when Slack, the index or PostgreSQL is down), in Socket"
+        " Mode too; 0 = off",
+        between(0, 65_535),
+    )
+    log_level: str = _setting(
+        "FIELDGUIDE_LOG_LEVEL",
+        "INFO",
+        "serve's log level: DEBUG | INFO | WARNING | ERROR",
+        one_of("DEBUG", "INFO", "WARNING", "ERROR"),
+    )
+    log_format: str = _setting(
+        "FIELDGUIDE_LOG_FORMAT",
+        "text",
+        "serve's log lines: text | json (one object a line)",
+        one_of("text", "json"),
+    )
     database_url: str = _setting(
         "FIELDGUIDE_DATABASE_URL",
         "",
@@ -255,6 +384,11 @@ class Settings:
     def urls(self) -> list[str]:
         """The settings that are URLs (their passwords are never shown: index/redact.py)."""
         return [str(getattr(self, f.name)) for f in fields(self) if f.name.endswith("_url")]
+
+    @property
+    def refresh_seconds(self) -> float:
+        """FIELDGUIDE_REFRESH_EVERY in seconds; 0 = no scheduled refresh."""
+        return seconds_of(self.refresh_every)
 
     @property
     def admin_ids(self) -> set[str]:

@@ -28,9 +28,11 @@ from slack_sdk.signature import SignatureVerifier
 from router.pipeline import Pipeline
 
 from .answers import Answerer
+from .health import Health, respond
 from .listeners import Bot, register
-from .reindex import Reindexer
+from .reindex import Refresher, Reindexer
 from .settings import Settings
+from .wiring import make_scopes
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,9 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
     client = client or make_client(settings)
     identity = connect(client, settings.slack_startup_seconds)
     app = App(client=client, signing_secret=settings.slack_signing_secret or None)
+    scopes = make_scopes(settings, pipeline.engine.db_path)
+    if scopes is not None:
+        scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
     state = pipeline.state
     assert state is not None, "the Slack app needs a State (de-duplication, audit, feedback)"
     bot = Bot(
@@ -105,7 +110,11 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         state=state,
         bot_user=identity.get("user_id", ""),
         answerer=Answerer(
-            pipeline, identity.get("user_id", ""), settings.answer_workers, settings.answer_queue
+            pipeline,
+            identity.get("user_id", ""),
+            settings.answer_workers,
+            settings.answer_queue,
+            scopes,
         ),
         reindexer=Reindexer(settings, pipeline.engine.embedder, state),
         app=app,
@@ -131,6 +140,11 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         from .orphans import Sweeper
 
         bot.sweeper = Sweeper(bot)
+    if settings.refresh_seconds:  # pull and reindex the docs on a schedule
+        bot.refresher = Refresher(
+            bot.reindexer, settings.refresh_seconds, pipeline.engine.loaded
+        ).start()
+        log.info("refreshing the docs every %s", settings.refresh_every)
 
     @app.error
     def on_error(error, body, logger):
@@ -155,10 +169,13 @@ def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
         return False
 
 
-def make_wsgi(app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES):
+def make_wsgi(
+    app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES, health: Health | None = None
+):
     """The WSGI application `serve --http` runs under waitress: Bolt at /slack/events, /healthz for
-    probes. Before Bolt sees a request, bodies over `max_body` get 413 (unread) and, when a
-    signing secret is set, a missing or bad signature gets 401 (unparsed)."""
+    probes (bot/health.py's JSON report with `health`, else a plain `ok`). Before Bolt sees a
+    request, bodies over `max_body` get 413 (unread) and, when a signing secret is set, a missing
+    or bad signature gets 401 (unparsed)."""
     from slack_bolt.adapter.wsgi import SlackRequestHandler
 
     slack = SlackRequestHandler(app)
@@ -170,7 +187,11 @@ def make_wsgi(app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES
 
     def wsgi(environ, start_response):
         if environ.get("PATH_INFO") == "/healthz":
-            return reply(start_response, "200 OK", "ok")
+            if health is None:
+                return reply(start_response, "200 OK", "ok")
+            status, body = respond(health)
+            start_response(status, [("content-type", "application/json")])
+            return [body]
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -206,12 +227,19 @@ def connection_limit() -> int:
     return max(10, min(HTTP_CONNECTIONS, soft - FD_HEADROOM))
 
 
-def http_server(app: App, signing_secret: str, host: str, port: int, threads: int = 8):
+def http_server(
+    app: App,
+    signing_secret: str,
+    host: str,
+    port: int,
+    threads: int = 8,
+    health: Health | None = None,
+):
     """waitress serving `make_wsgi` with the limits above (`.run()` serves; port 0: any free)."""
     import waitress
 
     return waitress.create_server(
-        make_wsgi(app, signing_secret),
+        make_wsgi(app, signing_secret, health=health),
         host=host,
         port=port,
         threads=threads,

@@ -14,6 +14,7 @@ import re
 from urllib.parse import urlsplit
 
 from router.answer import Answer, Source
+from router.citations import updated_ago
 from router.words import TYPO_NOTE
 
 MARKDOWN_LIMIT = 12_000  # characters of markdown blocks in one message
@@ -22,6 +23,7 @@ FEEDBACK_ACTION = "answer_feedback"
 # buttons on answers posted before native feedback; their clicks are still recorded
 LEGACY_FEEDBACK_ACTIONS = ("feedback_helpful", "feedback_not_helpful")
 HELPFUL, NOT_HELPFUL = "helpful", "not_helpful"
+ASK_PERSON = "ask_person"  # the "Ask a person" button (bot/handoff.py)
 
 DECISIONS = {
     "ANSWER": "answered from the docs",
@@ -96,7 +98,8 @@ def sources_markdown(sources: list[Source]) -> str:
     for s in sources:
         label = _label(s.label)
         url = safe_url(s.url)
-        lines.append(f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}")
+        ago = f" · _{updated_ago(s.updated)}_" if s.updated and updated_ago(s.updated) else ""
+        lines.append((f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}") + ago)
     return "**Sources**\n" + "\n".join(lines) if lines else ""
 
 
@@ -134,6 +137,8 @@ def context_line(ans: Answer) -> str:
     if any("keyword search only" in n for n in ans.notes):
         parts.append("keyword search only (embeddings unavailable)")
     parts += [n for n in ans.notes if n.startswith(TYPO_NOTE)]
+    if ans.scope is not None:
+        parts.append(f"searched: {ans.scope.describe()}")
     return escape(" · ".join(parts))[:2000]
 
 
@@ -159,6 +164,28 @@ def feedback_block(answer_id: int) -> dict:
             }
         ],
     }
+
+
+def ask_person_block(answer_id: int, text: str = "") -> list[dict]:
+    """The "Ask a person" button (with a line of `text` before it, if given)."""
+    blocks: list[dict] = []
+    if text:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+    blocks.append(
+        {
+            "type": "actions",
+            "block_id": f"handoff-{answer_id}",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": ASK_PERSON,
+                    "text": {"type": "plain_text", "text": "Ask a person"},
+                    "value": str(answer_id),
+                }
+            ],
+        }
+    )
+    return blocks
 
 
 def parse_feedback(action: dict) -> tuple[int, str] | None:
@@ -193,6 +220,8 @@ def footer_blocks(
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context_line(ans)}]})
     if answer_id is not None:
         blocks.append(feedback_block(answer_id))
+        if ans.decision in ("ABSTAIN", "PARTIAL"):  # the docs did not settle it: offer a person
+            blocks += ask_person_block(answer_id)
     return blocks
 
 
@@ -284,5 +313,6 @@ def plain_pieces(ans: Answer, limit: int = TEXT_LIMIT) -> list[str]:
     lines = [safe_markdown(unlinked_urls(ans.text, source_urls(ans))), ""] if ans.text else []
     for s in ans.sources:
         url = safe_url(s.url)
-        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "")))
+        ago = f" ({updated_ago(s.updated)})" if updated_ago(s.updated) else ""
+        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "") + ago))
     return split_text("\n".join(lines), limit)

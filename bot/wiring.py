@@ -3,13 +3,17 @@ objects."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .settings import Settings
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
+    from bot.scopes import Scopes
     from bot.state.sqlite import State
     from index.embedders import Embedder
+    from index.gitsource import GitSource
     from index.indexer import RunSummary
     from index.publish import Follower
     from index.rerank import VoyageReranker
@@ -91,6 +95,17 @@ def make_state(settings: Settings, db: str | None = None) -> State:
     )
 
 
+def make_scopes(settings: Settings, db: str | None = None) -> Scopes | None:
+    """FIELDGUIDE_SCOPES read and checked against the index (a ScopeError when bad); None when
+    not set (every channel searches everything)."""
+    if not settings.scopes:
+        return None
+    from bot.scopes import scopes_for_index
+    from index.store import open_db
+
+    return scopes_for_index(settings.scopes, open_db(db or settings.db, create=False))
+
+
 def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
     from router.pipeline import Pipeline
 
@@ -99,6 +114,7 @@ def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
         "condense": settings.condense_model,
         "extract": settings.extract_model,
         "answer": settings.answer_model,
+        "check": settings.check_model,
     }
     return Pipeline(
         engine,
@@ -110,28 +126,106 @@ def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
     )
 
 
+@dataclass
+class DocsSource:
+    """The docs an index run reads: a folder (`git` None), or a git repository's working copy
+    (pulled before the run). `identity` is what the index remembers as its source."""
+
+    root: Path
+    identity: str
+    git: GitSource | None = None
+
+
+def checkout_folder(db: str | Path) -> Path:
+    """Where a git docs source is checked out: beside the index, named after it."""
+    db = Path(db)
+    return db.with_name(db.name + ".docs")
+
+
+def docs_source(settings: Settings, db: str | Path, docs: str | Path | None = None) -> DocsSource:
+    """`docs` (a folder named on the command line), else FIELDGUIDE_DOCS_GIT, else FIELDGUIDE_DOCS;
+    IndexError_ saying what to set when there is none."""
+    from index.gitsource import GitSource
+    from index.indexer import IndexError_, folder_source
+
+    if docs is None and settings.docs_git and settings.docs:
+        raise IndexError_(
+            "FIELDGUIDE_DOCS and FIELDGUIDE_DOCS_GIT are both set: set one"
+            " (FIELDGUIDE_DOCS_GIT_PATH names a folder inside the repository)"
+        )
+    if docs is None and settings.docs_git:
+        git = GitSource(
+            settings.docs_git,
+            settings.docs_branch,
+            checkout_folder(db),
+            settings.docs_git_path,
+            settings.docs_git_token,
+            settings.git_timeout,
+        )
+        return DocsSource(git.root, git.identity, git)
+    folder = docs or settings.docs
+    if not folder:
+        raise IndexError_(
+            "no docs to index: set FIELDGUIDE_DOCS (a folder) or FIELDGUIDE_DOCS_GIT (a git"
+            " repository), or name the folder: fieldguide index DOCS_DIR"
+        )
+    return DocsSource(Path(folder), folder_source(folder))
+
+
 def index_docs(
-    settings: Settings, db: str, docs: Any, embedder: Embedder, **callbacks: Any
+    settings: Settings,
+    db: str,
+    docs: DocsSource | str | Path | None,
+    embedder: Embedder,
+    replace: bool = False,
+    **callbacks: Any,
 ) -> tuple[RunSummary, dict | None]:
-    """One index run, as `fieldguide index` and /docs-reindex make it: with
-    FIELDGUIDE_DATABASE_URL set, texts the fleet already embedded are taken from PostgreSQL and the
-    result is published there as the newest generation. Returns (RunSummary, publish figures or
-    None)."""
-    from index.indexer import index_folder
+    """One index run, as `fieldguide index`, /docs-reindex and serve's scheduled refresh make it:
+    the docs source checked against the one the index was built from (SourceMismatch unless
+    `replace`), a git source pulled first (SourceUnreachable, with the index unchanged, when it
+    cannot be), then the incremental run. With FIELDGUIDE_DATABASE_URL set, the local index is
+    first brought to the fleet's newest published generation, texts the fleet already embedded
+    are taken from PostgreSQL, and a run that changed the index is published as the newest
+    generation. Returns (RunSummary, publish figures or None)."""
+    from index.gitsource import GitError
+    from index.indexer import SourceUnreachable, check_source, index_folder
 
+    source = docs if isinstance(docs, DocsSource) else docs_source(settings, db, docs)
+    if settings.database_url:
+        sync_published(settings, db)  # the fleet's index is the one to check and update
+    check_source(db, source.identity, replace)
+    if source.git is not None:
+        try:
+            source.git.pull()
+        except GitError as e:
+            raise SourceUnreachable(
+                f"could not pull {source.identity} ({e}); the index is unchanged"
+            ) from None
+    kwargs: dict[str, Any] = dict(source=source.identity, replace=replace, **callbacks)
     if not settings.database_url:
-        return index_folder(db, docs, embedder, settings.chunk_chars, **callbacks), None
+        return index_folder(db, source.root, embedder, settings.chunk_chars, **kwargs), None
     from index.pg import open_pool
-    from index.publish import VectorCache, publish
+    from index.publish import VectorCache, local_generation, publish
+    from index.store import generation, open_db
 
+    def current() -> int:
+        conn = open_db(db)
+        try:
+            return generation(conn)
+        finally:
+            conn.conn.close()
+
+    before = current()
     pool = open_pool(settings.database_url, max_size=2)
     try:
         summary = index_folder(
-            db, docs, embedder, settings.chunk_chars, shared=VectorCache(pool), **callbacks
+            db, source.root, embedder, settings.chunk_chars, shared=VectorCache(pool), **kwargs
         )
     finally:
         pool.close()
-    return summary, publish(settings.database_url, db, source=str(docs))
+    if current() == before and local_generation(db) is not None:
+        return summary, None  # nothing changed: the published generation stays the newest
+    return summary, publish(settings.database_url, db, source=source.identity)
 
 
 def sync_published(settings: Settings, db: str) -> int | None:

@@ -23,6 +23,7 @@ import sqlite_utils
 
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
+from .gitsource import doc_dates
 from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
 from .mapped import prepare
 from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob
@@ -38,6 +39,47 @@ class SharedVectors(Protocol):
 
 class IndexError_(Exception):
     """The run cannot start or finish; the message is fit to show a user."""
+
+
+class SourceMismatch(IndexError_):
+    """The index was built from other docs than the ones given: indexing them would swap its docs
+    for others."""
+
+    def __init__(self, indexed: str, given: str):
+        self.indexed, self.given = indexed, given
+        super().__init__(
+            f"This index was built from {indexed}; indexing {given} into it would replace its"
+            " docs with those. Pass --replace to swap sources, or use another index (--db)"
+        )
+
+
+class SourceUnreachable(IndexError_):
+    """A git docs source could not be pulled; the index is left as it was."""
+
+
+def folder_source(root: str | Path) -> str:
+    """What an index built from a folder remembers as its source: the folder's absolute path."""
+    return str(Path(root).expanduser().resolve())
+
+
+def indexed_source(db_path: str | Path) -> str | None:
+    """The docs source the index at `db_path` was built from (None: no index, or one built before
+    sources were recorded)."""
+    if not Path(db_path).is_file():
+        return None
+    db = open_db(db_path, create=False)
+    try:
+        return get_meta(db, "docs_source")
+    finally:
+        db.conn.close()
+
+
+def check_source(db_path: str | Path, source: str, replace: bool = False) -> None:
+    """SourceMismatch when the index at `db_path` was built from another source than `source`
+    (and `replace` is not given). An index that never recorded its source takes this one."""
+    indexed = indexed_source(db_path)
+    if indexed is not None and indexed != source and not replace:
+        raise SourceMismatch(indexed, source)
 
 
 @dataclass
@@ -81,6 +123,9 @@ def index_folder(
     on_embedded: Callable[[int], None] | None = None,
     embed_batch: int = 256,
     shared: SharedVectors | None = None,
+    source: str | None = None,
+    replace: bool = False,
+    dated: Callable[[list[str]], dict[str, str]] | None = None,
 ) -> RunSummary:
     """Bring the index at `db_path` up to date with the markdown under `root`.
 
@@ -88,6 +133,11 @@ def index_folder(
     each batch: the CLI draws its progress bar and the Slack command its progress messages from
     them. Embeddings are committed to the cache every `embed_batch` texts. `shared` is a fleet's
     embedding cache: texts another machine embedded are taken from it, new ones are added to it.
+
+    `source` names where the docs come from (default: `root`'s absolute path); the index
+    remembers it and refuses another (SourceMismatch) unless `replace`. `dated(paths)` gives the
+    last change (UTC ISO 8601) of the docs at those paths (default: git's commit date when `root`
+    is in a git working copy, else the file's time); it is asked for new and changed docs.
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -98,6 +148,8 @@ def index_folder(
     if not files:
         raise IndexError_(f"No markdown files (*.md, *.markdown) under {root}")
 
+    source = source or folder_source(root)
+    check_source(db_path, source, replace)
     db = open_db(db_path)
     started = utc_now()
     summary = RunSummary(model=embedder.name, skipped=list(walked.skipped))
@@ -112,12 +164,21 @@ def index_folder(
         intents_info = None
 
     replaced = {d.path for d, _ in fresh} | set(summary.removed)
+    undated = [
+        p
+        for (p,) in db.execute("SELECT path FROM docs WHERE updated IS NULL")
+        if p in present and p not in replaced
+    ]
+    dates = (dated or (lambda paths: doc_dates(root, paths)))([d.path for d, _ in fresh] + undated)
     try:
         summary.embedded = _embed_missing(
             db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch, shared
         )
         with db.atomic():
-            _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name)
+            _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name, dates)
+            set_meta(db, docs_source=source)
+            for path in undated:  # docs indexed before their last change was recorded
+                db.execute("UPDATE docs SET updated = ? WHERE path = ?", [dates.get(path), path])
             summary.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
             summary.warnings = unknown_related(db)
             summary.seconds = time.perf_counter() - t0
@@ -228,7 +289,9 @@ def _save_vectors(db, model: str, blobs: dict[str, bytes]) -> None:
         )
 
 
-def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, model: str) -> None:
+def _commit(
+    db, fresh, replaced: set[str], removed: list[str], intents_info, model: str, dates: dict
+) -> None:
     for path in replaced:
         db.execute("DELETE FROM chunks WHERE doc = ?", [path])
     for path in removed:
@@ -245,6 +308,8 @@ def _commit(db, fresh, replaced: set[str], removed: list[str], intents_info, mod
                 "url": d.url,
                 "hash": d.hash,
                 "size": len(d.text),
+                "owner": d.owner,
+                "updated": dates.get(d.path),
             }
             for d, _ in fresh
         ),
@@ -282,9 +347,8 @@ def _refresh_intents(db, intents_info) -> bool:
     """Intent rows: every intent that docs use or intents.yaml describes, with doc and chunk counts.
     `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored.
     Returns whether the rows changed."""
-    before = db.execute(
-        "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
-    ).fetchall()
+    rows = "SELECT name, description, examples, docs, chunks, owner FROM intents ORDER BY name"
+    before = db.execute(rows).fetchall()
     counts = {
         name: (docs, chunks)
         for name, docs, chunks in db.execute(
@@ -293,18 +357,20 @@ def _refresh_intents(db, intents_info) -> bool:
         )
     }
     if intents_info is None:
-        described = {name: (desc, ex) for name, desc, ex, _, _ in before}
+        described = {name: (desc, ex, owner) for name, desc, ex, _, _, owner in before}
     else:
         described = {
-            name: (i.description, json.dumps(i.examples)) for name, i in intents_info.items()
+            name: (i.description, json.dumps(i.examples), i.owner)
+            for name, i in intents_info.items()
         }
     db.execute("DELETE FROM intents")
     db["intents"].insert_all(
         (
             {
                 "name": name,
-                "description": described.get(name, ("", "[]"))[0],
-                "examples": described.get(name, ("", "[]"))[1],
+                "description": described.get(name, ("", "[]", None))[0],
+                "examples": described.get(name, ("", "[]", None))[1],
+                "owner": described.get(name, ("", "[]", None))[2],
                 "docs": counts.get(name, (0, 0))[0],
                 "chunks": counts.get(name, (0, 0))[1],
             }
@@ -312,12 +378,7 @@ def _refresh_intents(db, intents_info) -> bool:
         ),
         pk="name",
     )
-    return (
-        db.execute(
-            "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
-        ).fetchall()
-        != before
-    )
+    return db.execute(rows).fetchall() != before
 
 
 def unknown_related(db: sqlite_utils.Database) -> list[dict]:

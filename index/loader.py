@@ -18,6 +18,10 @@ DEFAULT_INTENT = "general"
 # Limits of the front matter and intents.yaml schema (parse_doc, load_intents_yaml)
 INTENT = re.compile(r"[a-z0-9_-]{1,64}")
 URL = re.compile(r"https?://[^\s<>|\"`{}\\^]+", re.I)
+# a docs owner: a Slack user (U…/W…), user group (S…) or channel (C…/G… or #name); Slack's own
+# mention forms (<@U…>, <!subteam^S…>, <#C…|name>) are read as the id they hold
+OWNER = re.compile(r"[UWSCG][A-Z0-9]{2,20}|#[a-z0-9][a-z0-9._-]{0,79}")
+SLACK_MENTION = re.compile(r"<(?:@|!subteam\^|#)([A-Z0-9]+)(?:\|[^>]*)?>")
 MAX_TITLE = 200
 MAX_FIELD = 100  # subcategory, version
 MAX_URL = 2048
@@ -45,6 +49,7 @@ class Doc:
     related_intents: list[str] = field(default_factory=list)
     version: str | None = None
     url: str | None = None
+    owner: str | None = None
 
 
 @dataclass
@@ -250,6 +255,23 @@ def _url(meta: dict) -> str | None:
     return url
 
 
+def owner_id(value: object, where: str) -> str | None:
+    """A docs owner as stored: a Slack user, user-group or channel id, or a #channel-name."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise DocError(f"{where} must be a Slack id or #channel, got {_kind(value)}")
+    text = value.strip()
+    text = m.group(1) if (m := SLACK_MENTION.fullmatch(text)) else text
+    if OWNER.fullmatch(text):
+        return text
+    shown = text if len(text) <= 40 else text[:40] + "…"
+    raise DocError(
+        f"{where} {shown!r} is not a Slack owner: a user (U…), user group (S…) or channel"
+        " (C… or #name)"
+    )
+
+
 def parse_doc(rel_path: str, data: bytes) -> Doc:
     text = decode(data)
     fm_yaml, end = _front_matter(text)
@@ -284,6 +306,7 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
         related_intents=_related(meta.get("related_intents")),
         version=_scalar(meta, "version", MAX_FIELD),
         url=_url(meta),
+        owner=owner_id(meta.get("owner"), "front matter 'owner'"),
     )
 
 
@@ -291,6 +314,7 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
 class IntentInfo:
     description: str = ""
     examples: list[str] = field(default_factory=list)
+    owner: str | None = None
 
 
 def _intent_info(name: str, info) -> IntentInfo:
@@ -298,7 +322,9 @@ def _intent_info(name: str, info) -> IntentInfo:
     if info is None or isinstance(info, str):
         info = {"description": info}
     if not isinstance(info, dict):
-        raise DocError(f"intents.yaml: '{name}' must be a description or {{description, examples}}")
+        raise DocError(
+            f"intents.yaml: '{name}' must be a description or {{description, examples, owner}}"
+        )
     description = info.get("description") or ""
     if not isinstance(description, str):
         raise DocError(f"intents.yaml: '{name}' description must be text, got {_kind(description)}")
@@ -323,7 +349,11 @@ def _intent_info(name: str, info) -> IntentInfo:
             raise DocError(
                 f"intents.yaml: an example of '{name}' is {len(q):,} characters (at most 500)"
             )
-    return IntentInfo(" ".join(description.split()), [" ".join(q.split()) for q in examples])
+    return IntentInfo(
+        " ".join(description.split()),
+        [" ".join(q.split()) for q in examples],
+        owner_id(info.get("owner"), f"intents.yaml: '{name}' owner"),
+    )
 
 
 def load_intents_yaml(root: Path) -> dict[str, IntentInfo]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
-from .store import IndexMissing, check_model, open_db, record
+from .store import IndexMissing, check_model, doc_updated, open_db, record
 
 MAGIC = b"FGARRAY1"
 FORMAT = 1
@@ -101,6 +101,7 @@ class Records:
         # opened now: a file replaced by another (a fleet replica loading a published index) is
         # still read through the file this generation was opened from; read-only as open_db allows
         self._conn = open_db(db_path, create=False).conn
+        self._updated = doc_updated(self._conn)
 
     def __call__(self, rows: list[int]) -> list[dict]:
         ids = [self.ids[r].decode() for r in rows]
@@ -108,7 +109,7 @@ class Records:
             found = self._conn.execute(
                 f"""SELECT c.id, c.doc, c.heading_path, substr(c.text, 1, {CHUNK_READ_CHARS}),
                            substr(c.search_text, 1, {CHUNK_READ_CHARS}), c.start, c."end",
-                           d.title, d.intent, d.url
+                           d.title, d.intent, d.url, {self._updated}
                     FROM chunks c JOIN docs d ON d.path = c.doc
                     WHERE c.id IN ({",".join("?" * len(ids))})""",
                 ids,
@@ -121,6 +122,12 @@ class Records:
                 "ask again"
             )
         return [by_id[i] for i in ids]
+
+    def docs(self) -> list[str]:
+        """Each row's doc path ("" for a chunk a reindex removed since), for scopes by folder."""
+        with self._lock:
+            doc_of = dict(self._conn.execute("SELECT id, doc FROM chunks").fetchall())
+        return [doc_of.get(i.decode(), "") for i in self.ids]
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:

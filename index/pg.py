@@ -56,6 +56,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE event_claims ADD COLUMN event JSONB;
     """,
+    # 3: "Ask a person" hand-offs, one per answer whichever replica gets the click
+    """
+    CREATE TABLE handoffs (
+        answer_id BIGINT PRIMARY KEY, "user" TEXT, owner TEXT, target TEXT, created TEXT);
+    """,
 ]
 
 

@@ -322,15 +322,30 @@ class Searcher:
         self.vectors = vectors
         self.bm25 = bm25
         self.fetch = fetch
+        self.base: np.ndarray | None = None  # a scope's rows (within()); None: every row
         order = np.argsort(intent_ids, kind="stable")
         bounds = np.searchsorted(intent_ids[order], np.arange(len(intent_names) + 1))
         self.intent_rows = {
             name: order[bounds[i] : bounds[i + 1]] for i, name in enumerate(intent_names)
         }
 
+    def within(self, rows: np.ndarray) -> Searcher:
+        """The same index searched only in `rows` (a channel's scope): every search, bucket and
+        vote is masked to them, as a bucket is; BM25's statistics stay the whole index's."""
+        view = copy.copy(self)
+        view.base = np.unique(rows).astype(np.int64)
+        inside = {n: r[np.isin(r, view.base)] for n, r in self.intent_rows.items()}
+        view.intent_rows = {n: r for n, r in inside.items() if r.size}
+        return view
+
+    def docs(self) -> list[str]:
+        """Each row's doc path: read by the index's Records, else from the records held."""
+        docs = getattr(self.fetch, "docs", None)
+        return docs() if docs else [r["doc"] for r in self.fetch(list(range(self.size)))]
+
     def rows_for(self, intents: Iterable[str] | None) -> np.ndarray:
         if intents is None:
-            return np.arange(self.size)
+            return np.arange(self.size) if self.base is None else self.base
         found = [self.intent_rows[i] for i in intents if i in self.intent_rows]
         return np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 

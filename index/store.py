@@ -30,7 +30,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS docs (
     path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT, related_intents TEXT,
-    version TEXT, url TEXT, hash TEXT, size INTEGER);
+    version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT, updated TEXT);
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT, search_text TEXT,
     text_hash TEXT, start INTEGER, "end" INTEGER);
@@ -38,7 +38,8 @@ CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc);
 CREATE TABLE IF NOT EXISTS embeddings (
     text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model));
 CREATE TABLE IF NOT EXISTS intents (
-    name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER);
+    name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER,
+    owner TEXT);
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
     model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
@@ -67,6 +68,9 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(SCHEMA)
+        add_owner_columns(conn)
+        if "updated" not in table_columns(conn, "docs"):  # an index made before it existed
+            conn.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
     except sqlite3.OperationalError as e:
         conn.close()
         if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
@@ -76,6 +80,28 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
             uri += "&immutable=1"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     return sqlite_utils.Database(conn)
+
+
+def add_owner_columns(conn: sqlite3.Connection) -> None:
+    """An index made before owners existed gains the `owner` columns; its docs' hashes are
+    cleared so the next index run parses them again and reads their owners (the embeddings
+    are cached: nothing is embedded again)."""
+    for table in ("docs", "intents"):
+        if "owner" not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+            with conn:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
+                if table == "docs":
+                    conn.execute("UPDATE docs SET hash = ''")
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def doc_updated(conn: sqlite3.Connection) -> str:
+    """The SQL for a doc's last change in a query over `docs d`: NULL in an index too old to have
+    it that this process cannot write."""
+    return "d.updated" if "updated" in table_columns(conn, "docs") else "NULL"
 
 
 def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:
@@ -115,8 +141,8 @@ def check_model(indexed_model: str, model: str | None) -> None:
 
 def record(row: tuple) -> dict:
     """A chunk's record from (id, doc, heading_path JSON, text, search_text, start, end, title,
-    intent, url)."""
-    cid, doc, path, text, search_text, start, end, title, intent, url = row
+    intent, url, updated): `updated` is the doc's last change (UTC ISO 8601, or None)."""
+    cid, doc, path, text, search_text, start, end, title, intent, url, updated = row
     return {
         "id": cid,
         "doc": doc,
@@ -128,6 +154,7 @@ def record(row: tuple) -> dict:
         "title": title,
         "intent": intent,
         "url": url,
+        "updated": updated,
     }
 
 
@@ -144,8 +171,10 @@ def load_chunks(
     # written before names were checked holds 100,000-character intents) would be copied into
     # every chunk's record
     docs = {
-        path: (path, title, intent, url)
-        for path, title, intent, url in db.execute("SELECT path, title, intent, url FROM docs")
+        path: (path, title, intent, url, updated)
+        for path, title, intent, url, updated in db.execute(
+            f"SELECT path, title, intent, url, {doc_updated(db.conn)} FROM docs d"
+        )
     }
     count = db.execute("SELECT count(*) FROM chunks WHERE doc IN (SELECT path FROM docs)")
     n = count.fetchone()[0]
@@ -159,10 +188,9 @@ def load_chunks(
     records = []
     vectors = None
     for i, (cid, doc, path, text, search_text, start, end, blob) in enumerate(rows):
-        doc_path, title, intent, url = docs[doc]
-        records.append(
-            record((cid, doc_path, path, text, search_text, start, end, title, intent, url))
-        )
+        doc_path, title, intent, url, updated = docs[doc]
+        fields = (cid, doc_path, path, text, search_text, start, end, title, intent, url, updated)
+        records.append(record(fields))
         if model is not None and blob is not None:
             if vectors is None:
                 vectors = np.zeros((n, len(blob) // 4), dtype=np.float32)
@@ -182,7 +210,7 @@ def chunk_headings(db: sqlite_utils.Database) -> Iterator[dict]:
 def load_intents(db: sqlite_utils.Database) -> list[dict]:
     out = []
     for row in db.execute(
-        "SELECT name, description, examples, docs, chunks FROM intents ORDER BY name"
+        "SELECT name, description, examples, docs, chunks, owner FROM intents ORDER BY name"
     ):
         out.append(
             {
@@ -191,9 +219,26 @@ def load_intents(db: sqlite_utils.Database) -> list[dict]:
                 "examples": json.loads(row[2] or "[]"),
                 "docs": row[3],
                 "chunks": row[4],
+                "owner": row[5] or "",
             }
         )
     return out
+
+
+def load_owners(db: sqlite_utils.Database) -> tuple[dict[str, str], dict[str, str]]:
+    """({doc path: owner}, {intent: owner}): the owners named in front matter and intents.yaml."""
+    docs = dict(db.execute("SELECT path, owner FROM docs WHERE owner IS NOT NULL AND owner != ''"))
+    intents = dict(
+        db.execute("SELECT name, owner FROM intents WHERE owner IS NOT NULL AND owner != ''")
+    )
+    return docs, intents
+
+
+def owner_of(
+    owners: tuple[dict[str, str], dict[str, str]], doc: str | None, intent: str | None
+) -> str:
+    """The owner of a doc: its own (front matter), else its intent's (intents.yaml); "" if none."""
+    return owners[0].get(doc or "") or owners[1].get(intent or "") or ""
 
 
 def load_related(db: sqlite_utils.Database) -> dict[str, set[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from . import labels
 
@@ -25,6 +26,7 @@ class Source:
     title: str
     heading_path: list[str]
     url: str
+    updated: str = ""  # the doc's last change, UTC ISO 8601 ("" when the index does not know)
 
     @property
     def section(self) -> str:
@@ -68,6 +70,7 @@ class Answer:
     # with a PARTIAL answer, the one line that says why it is partial (shown above the answer)
     caveat: str = ""
     audit_id: int | None = None
+    scope: Any = None  # the router.engine.Scope searched (None: everything)
 
     @property
     def intents(self) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from .answer import Citation, Passage, Source
@@ -17,6 +18,26 @@ __all__ = [  # label and section_path are re-exported: callers name places throu
     "search_results",
     "section_path",
 ]
+
+
+def updated_ago(iso: str, now: datetime | None = None) -> str:
+    """ "updated 3 days ago" for a doc's last change (UTC ISO 8601); "" when it is not known."""
+    try:
+        then = datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return ""
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    days = ((now or datetime.now(UTC)) - then).days
+    if days < 1:
+        return "updated today"
+    if days == 1:
+        return "updated yesterday"
+    if days < 60:
+        return f"updated {days} days ago"
+    if days < 730:
+        return f"updated {days // 30} months ago"
+    return f"updated {days // 365} years ago"
 
 
 def anchor(heading: str) -> str:
@@ -50,6 +71,7 @@ def number_sources(passages: list[Passage], chunks: dict[str, dict], base_url: s
                 c["title"],
                 c["heading_path"],
                 link_for(c, base_url),
+                c.get("updated") or "",
             )
     return by_chunk
 
@@ -69,11 +91,18 @@ def search_results(passages: list[Passage], by_chunk: dict[str, Source]) -> list
     ]
 
 
+def same_text(a: str, b: str) -> bool:
+    """Equal once whitespace is left out: the API joins the cited blocks as they were sent, so
+    only spacing at the joins may differ."""
+    return "".join(a.split()) == "".join(b.split())
+
+
 def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | None:
     """A search_result_location citation checked by its indices against the blocks that were
-    sent (each block a passage already verified against its chunk at extraction): verified when
-    the search result and the block range exist. `cited_text` is kept as the API gave it, not
-    searched for. None for a citation of another type."""
+    sent (each block a passage already verified against its chunk at extraction) and by its
+    content: verified when the search result and the block range exist and `cited_text` is the
+    text of those blocks (whitespace aside). An unverified citation keeps the `cited_text` the API
+    gave. None for a citation of another type."""
     if getattr(cit, "type", "") != "search_result_location":
         return None
     i, start, end = cit.search_result_index, cit.start_block_index, cit.end_block_index
@@ -88,4 +117,6 @@ def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | No
         return Citation(0, "", "", "", str(cit.cited_text), False)
     src = sources[i]
     sent = "".join(b["text"] for b in results[i]["content"][start:end])
+    if not same_text(str(cit.cited_text or ""), sent):  # the right place, another text
+        return Citation(src.n, src.doc, src.section, src.url, str(cit.cited_text), False)
     return Citation(src.n, src.doc, src.section, src.url, sent, True)

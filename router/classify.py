@@ -19,7 +19,15 @@ import numpy as np
 from index.search import Hit, Searcher
 from prompts import render
 
-from .claude import Claude, MessagesClient, Unusable, strict_tool, tool_input, usage_of
+from .claude import (
+    Claude,
+    MessagesClient,
+    Unusable,
+    cached_system,
+    strict_tool,
+    tool_input,
+    usage_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +212,8 @@ class ClaudeClassifier:
             msg = client.messages.create(
                 model=self.model,
                 max_tokens=300,
-                system=render("classify", taxonomy=taxonomy),
+                # tools, then the taxonomy: the same for every question, cached as one prefix
+                system=cached_system(render("classify", taxonomy=taxonomy)),
                 messages=[{"role": "user", "content": question}],
                 tools=[self._tool()],
                 tool_choice={"type": "tool", "name": CLASSIFY_TOOL},

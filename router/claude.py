@@ -111,6 +111,23 @@ class Claude:
             self._fail(step, describe(e))
             return offline()
 
+    def attempt(self, step: str, call: Callable[[Any], T]) -> tuple[T | None, str]:
+        """`call(client)` with this question's budget, for a step with no offline counterpart
+        whose failure changes nothing else (the claim check): (result, "") or (None, why it did
+        not run). A failure here does not turn the question's later steps offline."""
+        if self.client is None:
+            return None, "no Claude key"
+        if self.failed:
+            return None, f"Claude failed earlier ({self.failed})"
+        if self.remaining() < MIN_CALL:
+            return None, "out of time"
+        timeout, retries = self.budget()
+        try:
+            return call(self.client.with_options(timeout=timeout, max_retries=retries)), ""
+        except failures() as e:
+            log.warning("Claude step %s failed: %s", step, describe(e))
+            return None, describe(e)
+
     def _fail(self, step: str, why: str) -> None:
         log.warning("Claude step %s failed, running it offline: %s", step, why)
         self.failed = why
@@ -118,19 +135,43 @@ class Claude:
             self.on_fail(step, why)
 
 
+TOKENS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
 def usage_of(msg: Any) -> dict:
+    """A reply's token counts (input_tokens counts only the part of the prompt not read from or
+    written to the cache) and the model that billed them."""
     u = msg.usage
-    return {
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "cache_read_input_tokens": getattr(u, "cache_read_input_tokens", 0) or 0,
+    return {"model": str(getattr(msg, "model", "") or "")} | {
+        k: int(getattr(u, k, 0) or 0) for k in TOKENS
     }
 
 
+def merge_usage(a: dict, b: dict) -> dict:
+    """Two calls of one step (a retry) as one: tokens added, the later model kept."""
+    return {**a, **b} | {k: a.get(k, 0) + b.get(k, 0) for k in TOKENS}
+
+
 def add_usage(total: dict, step: str, usage: dict) -> None:
+    """`total[step]` is the step's usage; the answer's totals are summed beside the steps."""
     total[step] = usage
-    for k, v in usage.items():
-        total[k] = total.get(k, 0) + (v or 0)
+    for k in TOKENS:
+        total[k] = total.get(k, 0) + (usage.get(k) or 0)
+
+
+# Prompt caching: a breakpoint on the last block of a step's stable prefix (the tools, which come
+# first, and the system prompt) caches that prefix; everything after it varies by question.
+CACHE_CONTROL = {"type": "ephemeral"}
+
+
+def cached_system(text: str) -> list[dict]:
+    """A system prompt as one text block ending the step's cached prefix."""
+    return [{"type": "text", "text": text, "cache_control": CACHE_CONTROL}]
 
 
 def strict_tool(name: str, description: str, schema: dict) -> dict:

@@ -13,7 +13,7 @@ from prompts import render
 
 from . import citations
 from .answer import Citation, Passage, Source
-from .claude import MessagesClient, Unusable, usage_of
+from .claude import MessagesClient, Unusable, cached_system, merge_usage, usage_of
 
 NOT_IN_DOCS = "NOT_IN_DOCS"
 MAX_TOKENS, RETRY_MAX_TOKENS = 1500, 4000
@@ -28,6 +28,9 @@ class Written:
     text: str = ""
     citations: list[Citation] = field(default_factory=list)
     usage: dict = field(default_factory=dict)
+    # each text block of the reply (links removed) with its checked citations: the claim check's
+    # sentences and the passages each one cites
+    blocks: list[tuple[str, list[Citation]]] = field(default_factory=list)
 
 
 class Holdback:
@@ -72,7 +75,7 @@ def compose(
     usage = usage_of(msg)
     if msg.stop_reason == "max_tokens":
         msg = _stream(client, model, question, results, RETRY_MAX_TOKENS, Holdback(None))
-        usage = {k: usage[k] + v for k, v in usage_of(msg).items()}
+        usage = merge_usage(usage, usage_of(msg))
     written = read(msg, results, sources)
     written.usage = usage
     return written
@@ -82,7 +85,7 @@ def _stream(client, model: str, question: str, results: list[dict], max_tokens: 
     with client.messages.stream(
         model=model,
         max_tokens=max_tokens,
-        system=render("answer"),
+        system=cached_system(render("answer")),
         messages=[
             {
                 "role": "user",
@@ -107,18 +110,20 @@ def _stream(client, model: str, question: str, results: list[dict], max_tokens: 
 def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:
     """The reply's text with a [n] mark after each block for the sources its verified citations
     point at, links removed, and every citation checked (router/citations.py `check`)."""
-    parts, checked = [], []
+    parts, checked, blocks = [], [], []
     for block in msg.content:
         if block.type != "text":
             continue
-        marks = []
+        marks, mine = [], []
         for cit in block.citations or []:
             c = citations.check(cit, results, sources)
             if c is None:
                 continue
-            checked.append(c)
+            mine.append(c)
             if c.verified and f"[{c.source}]" not in marks:
                 marks.append(f"[{c.source}]")
+        checked += mine
+        blocks.append((strip_links(block.text), mine))
         parts.append(strip_links(block.text) + "".join(marks))
     text = "".join(parts).strip()
     if msg.stop_reason == "refusal":
@@ -128,8 +133,8 @@ def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:
     if not text:
         return Written(EMPTY)
     if msg.stop_reason in ("max_tokens", "model_context_window_exceeded"):
-        return Written(INCOMPLETE, text, checked)
-    return Written(OK, text, checked)
+        return Written(INCOMPLETE, text, checked, blocks=blocks)
+    return Written(OK, text, checked, blocks=blocks)
 
 
 def strip_links(text: str) -> str:

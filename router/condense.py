@@ -7,7 +7,7 @@ import re
 
 from prompts import render
 
-from .claude import MessagesClient, usage_of
+from .claude import MessagesClient, cached_system, usage_of
 
 MAX_QUESTION_CHARS = 4000
 
@@ -58,7 +58,7 @@ def with_claude(
     msg = client.messages.create(
         model=model,
         max_tokens=200,
-        system=render("condense", docs_language=docs_language),
+        system=cached_system(render("condense", docs_language=docs_language)),
         messages=[{"role": "user", "content": f"Conversation:\n{convo}\n\nFollow-up: {question}"}],
     )
     text = " ".join(b.text for b in msg.content if b.type == "text").strip()

@@ -4,7 +4,7 @@ the classifier and the routing policy. One Engine serves every question of a pro
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,12 +21,31 @@ from .describe import intent_headings
 from .policy import RouteDecision, Router
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Where a channel's questions are routed and searched: the chunks of these intents' docs and
+    of the docs under these folders (either may be empty). `name` is what the answer says it
+    searched (the channel or entry it was configured for)."""
+
+    name: str
+    intents: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        parts = [f"intents {', '.join(self.intents)}"] if self.intents else []
+        parts += [f"folders {', '.join(self.folders)}"] if self.folders else []
+        return f"{self.name} ({'; '.join(parts)})" if parts else self.name
+
+
 @dataclass
 class Loaded:
     generation: int
     searcher: Searcher
     router: Router
     intents: list[dict]
+    examples: dict[str, np.ndarray] = field(default_factory=dict)
+    # one Router per Scope searched in this generation (Engine.router_for)
+    scoped: dict[Scope, Router] = field(default_factory=dict)
 
 
 class Engine:
@@ -82,6 +101,11 @@ class Engine:
                     examples[name] = vecs[[j for j, (n, _) in enumerate(texts) if n == name]]
             except EmbeddingError:
                 pass  # example questions only sharpen routing; the chunks' votes still decide
+        return Loaded(gen, searcher, self._router(searcher, intents, examples), intents, examples)
+
+    def _router(
+        self, searcher: Searcher, intents: list[dict], examples: dict[str, np.ndarray]
+    ) -> Router:
         classifier: OfflineClassifier | ClaudeClassifier
         classifier = OfflineClassifier(searcher, examples, self.bm25_weight)
         if self.anthropic is not None:
@@ -92,7 +116,7 @@ class Engine:
                 classifier,
                 intent_headings(chunk_headings(self.db)),
             )
-        router = Router(
+        return Router(
             searcher,
             classifier,
             load_related(self.db),
@@ -100,7 +124,22 @@ class Engine:
             self.fusion,
             self.reranker,
         )
-        return Loaded(gen, searcher, router, intents)
+
+    def router_for(self, loaded: Loaded, scope: Scope | None) -> Router:
+        """The router of `loaded` that searches only `scope`'s rows (a row mask, as a bucket
+        is): its classifier votes and chooses among the scope's intents alone. None: everything."""
+        if scope is None:
+            return loaded.router
+        router = loaded.scoped.get(scope)
+        if router is None:
+            rows = loaded.searcher.rows_for(scope.intents) if scope.intents else np.zeros(0, int)
+            if scope.folders:
+                rows = np.concatenate([rows, rows_under(loaded.searcher, scope.folders)])
+            view = loaded.searcher.within(rows)
+            intents = [i for i in loaded.intents if i["name"] in view.intent_rows]
+            examples = {n: v for n, v in loaded.examples.items() if n in view.intent_rows}
+            router = loaded.scoped.setdefault(scope, self._router(view, intents, examples))
+        return router
 
     def warm(self) -> None:
         """Load the index, the model and what the decision reads of the docs' words now, not on
@@ -121,3 +160,11 @@ class Engine:
         decision = self.loaded().router.route(question, vec, k)
         decision.note = "; ".join(n for n in (decision.note, note) if n)
         return decision
+
+
+def rows_under(searcher: Searcher, folders: tuple[str, ...]) -> np.ndarray:
+    """The rows of the chunks of docs whose path is under one of `folders` ("billing/")."""
+    prefixes = tuple(f.strip("/") + "/" for f in folders)
+    return np.array(
+        [r for r, doc in enumerate(searcher.docs()) if doc.startswith(prefixes)], dtype=np.int64
+    )

@@ -11,7 +11,7 @@ from prompts import render
 
 from .answer import Passage, occurs_in
 from .citations import label
-from .claude import MessagesClient, Unusable, strict_tool, tool_input, usage_of
+from .claude import MessagesClient, Unusable, cached_system, strict_tool, tool_input, usage_of
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def extract(
     msg = client.messages.create(
         model=model,
         max_tokens=2000,
-        system=render("extract"),
+        system=cached_system(render("extract")),
         messages=[{"role": "user", "content": f"{chunks}\n\nQuestion: {question}"}],
         tools=[TOOL],
         tool_choice={"type": "tool", "name": EXTRACT_TOOL},

@@ -21,11 +21,11 @@ from index.clean import valid_text
 from index.search import BM25, Hit, Searcher
 from prompts import prompt_hash
 
-from . import citations, compose, condense, decide, language, offline, words
+from . import citations, claims, compose, condense, decide, language, offline, words
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
-from .engine import Engine, Loaded
+from .engine import Engine, Loaded, Scope
 
 if TYPE_CHECKING:  # the caller's store (bot/state); the question's path does not depend on it
     from bot.state.sqlite import State
@@ -61,8 +61,8 @@ class Pipeline:
         state: State | None = None,
         deadline: float = DEADLINE,
     ):
-        """`models`: {"condense", "extract", "answer"} model ids. `state`: where answers are
-        recorded (None: nowhere). `deadline`: seconds for one question's Claude steps."""
+        """`models`: {"condense", "extract", "answer", "check"} model ids. `state`: where answers
+        are recorded (None: nowhere). `deadline`: seconds for one question's Claude steps."""
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
@@ -76,6 +76,7 @@ class Pipeline:
         history: list[dict] | None = None,
         context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
+        scope: Scope | None = None,
     ) -> Answer:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
@@ -84,6 +85,7 @@ class Pipeline:
         question = self.check(question)
         started = time.perf_counter()
         ans = self.start(question)
+        ans.scope = scope  # routed and searched only inside it (None: everything)
         self.steps(ans, history or [], on_text)
         ans.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         return self.finish(ans, context)
@@ -128,6 +130,8 @@ class Pipeline:
         written = self.write(ans, by_chunk, claude, on_text)
         clock.lap("answer")
         self.conclude(ans, gate.decision, written, hits)
+        self.check_claims(ans, written, claude)
+        clock.lap("check")
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -147,8 +151,12 @@ class Pipeline:
         ans = Answer(question, question, ABSTAIN, "", offline=self.client is None)
         ans.models = {"embed": self.engine.embedder.name}
         if self.client is not None:
-            ans.models |= {k: self.models.get(k) for k in ("condense", "extract", "answer")}
-        ans.prompts = {n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer")}
+            ans.models |= {
+                k: self.models.get(k) for k in ("condense", "extract", "answer", "check")
+            }
+        ans.prompts = {
+            n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer", "check")
+        }
         return ans
 
     def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
@@ -210,8 +218,9 @@ class Pipeline:
         self, ans: Answer, query_vec: np.ndarray | None, claude: Claude, loaded: Loaded
     ) -> list[Hit]:
         with_claude = claude if claude.client is not None else None
-        decision = loaded.router.route(ans.condensed, query_vec, k=10, claude=with_claude)
-        ans.route = decision.to_dict()
+        router = self.engine.router_for(loaded, ans.scope)
+        decision = router.route(ans.condensed, query_vec, k=10, claude=with_claude)
+        ans.route = decision.to_dict() | ({"scope": ans.scope.describe()} if ans.scope else {})
         if decision.note and decision.note not in ans.notes:  # e.g. the reranker fell back
             ans.notes.append(decision.note)
         if decision.usage:
@@ -301,6 +310,17 @@ class Pipeline:
         ans.decision = PARTIAL if why else ANSWER
         ans.caveat = CAVEATS.get(why, "")
         ans.sources = [s for s in ans.sources if s.n in verified] or ans.sources
+
+    def check_claims(self, ans: Answer, written: compose.Written, claude: Claude) -> None:
+        """The claim check (router/claims.py), after the answer is written so streaming is not
+        held up: an unsupported sentence turns ANSWER into PARTIAL, naming it."""
+        if ans.decision == ABSTAIN:
+            return
+        model = self.models.get("check") or self.models.get("extract", "")
+        checked = claims.check(claude, model, written.blocks, ans.citations)
+        if checked.usage:
+            add_usage(ans.usage, "check", checked.usage)
+        claims.apply(ans, checked)
 
     def abstain(self, ans: Answer, hits: list[Hit]) -> None:
         """ "Not in the docs", saying why when the evidence knows (a name the docs never mention,

@@ -177,11 +177,11 @@ def test_with_claude_a_question_in_another_language_is_rewritten_for_retrieval(
     question = "Wie rotiere ich das Signaturgeheimnis eines Webhooks?"
     ans = p.answer(question)
     condense = next(b for b in fake.seen if "rewrite a follow-up" in json.dumps(b["system"]))
-    assert "written in English" in condense["system"]
+    assert "written in English" in condense["system"][0]["text"]
     assert question in condense["messages"][0]["content"]
     # retrieval reads the rewritten question; the answer step gets the user's own words
     assert ans.condensed == "How do I rotate the webhook signing secret?"
-    assert f"Question: {question}" in json.dumps(fake.seen[-1]["messages"][0]["content"])
+    assert f"Question: {question}" in json.dumps(fake.calls("answer")[-1]["messages"][0]["content"])
     # an English question is not rewritten
     fake.seen.clear()
     p.answer("How do I verify the signature of a webhook?")

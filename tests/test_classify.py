@@ -69,7 +69,9 @@ def test_valid_answer(stub, offline):
         "intent"
     ]["enum"]
     assert enum == ["authentication", "billing", "general"]
-    assert "API keys and OAuth" in sent["system"] and "How do I rotate a key?" in sent["system"]
+    [system] = sent["system"]  # one block, the end of the cached prefix
+    assert system["cache_control"] == {"type": "ephemeral"}
+    assert "API keys and OAuth" in system["text"] and "How do I rotate a key?" in system["text"]
 
 
 def test_intent_outside_the_taxonomy_falls_back(stub, offline):

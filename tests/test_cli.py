@@ -56,13 +56,10 @@ def test_every_setting_is_documented():
 
 
 def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
-    import shutil
 
     from tests.conftest import EXAMPLES
 
-    set_dir = tmp_path / "set"
-    shutil.copytree(EXAMPLES, set_dir / "docs")
-    shutil.copy(EXAMPLES.parent / "questions.jsonl", set_dir / "questions.jsonl")
+    set_dir = EXAMPLES.parent  # docs/ and questions.jsonl: an eval set, read only
     out_json = tmp_path / "out.json"
     assert (
         main(
@@ -173,8 +170,8 @@ def test_ask_with_claude_honours_base_url_and_model_settings(
         ans["offline"] is False and ans["decision"] == "ANSWER" and ans["citations"][0]["verified"]
     )
     models = [body["model"] for body in fake.seen]
-    # classify, extract, answer
-    assert models == ["claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-6"]
+    # classify, extract, answer, claim check
+    assert models == ["claude-haiku-4-5", "claude-haiku-4-5", "claude-opus-4-6", "claude-haiku-4-5"]
     assert "test-key" in json.dumps(stub.calls("/v1/messages")[0].headers)
 
 
@@ -187,3 +184,63 @@ def test_a_partial_answer_is_marked_in_the_cli(examples_db, stub, monkeypatch, c
     assert main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db]) == 0
     out = capsys.readouterr().out
     assert out.startswith("⚠ Partial answer: ") and "(PARTIAL · " in out
+
+
+def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypatch, capsys):
+    from bot.state.sqlite import SqliteState
+    from bot.testing.stubs import FakeClaude
+    from index.store import open_db
+
+    stub.route("/v1/messages", FakeClaude())
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.url)
+    for q in ("How do I verify the signature of a webhook?", "How often should I rotate keys?"):
+        assert main(["ask", q, "--db", examples_db]) == 0
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db]) == 0
+    rows = SqliteState(open_db(examples_db)).list_answers()
+    SqliteState(open_db(examples_db)).record_feedback(rows[-1]["id"], "U1", "helpful")
+    # each answer's row keeps its tokens per step, with the model that billed them
+    assert rows[-1]["usage"]["answer"]["model"] == "claude-sonnet-4-6"
+    assert set(rows[-1]["usage"]["check"]) == {
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    }
+    capsys.readouterr()
+    assert main(["audit", "--stats", "--json", "--db", examples_db]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["questions"] == 3 and sum(s["decisions"].values()) == 3
+    assert s["feedback"] == {"helpful": 1}
+    sonnet, haiku = s["models"]["claude-sonnet-4-6"], s["models"]["claude-haiku-4-5"]
+    assert sonnet["calls"] == 2 and haiku["calls"] == 6  # classify, extract, check twice
+    expected = (sonnet["input_tokens"] * 3 + sonnet["output_tokens"] * 15) / 1e6
+    assert abs(sonnet["cost_usd"] - expected) < 1e-6
+    assert abs(s["cost_usd"] - sonnet["cost_usd"] - haiku["cost_usd"]) < 1e-6
+    # a price table of one's own; a model without a price is named, not guessed
+    prices = {"claude-sonnet": {"input": 1, "output": 1, "cache_write": 1, "cache_read": 1}}
+    monkeypatch.setenv("FIELDGUIDE_PRICES", json.dumps(prices))
+    assert main(["audit", "--stats", "--db", examples_db, "--since", "2000-01-01"]) == 0
+    out = capsys.readouterr().out
+    assert "Answers since 2000-01-01T00:00:00+00:00: 3" in out and "| claude-haiku-4-5 | 6 |" in out
+    assert "No price for claude-haiku-4-5: add it to FIELDGUIDE_PRICES." in out
+    assert main(["audit", "--stats", "--db", examples_db, "--since", "2999-01-01"]) == 0
+    assert "Answers since 2999-01-01T00:00:00+00:00: 0" in capsys.readouterr().out
+
+
+def test_a_bad_price_table_is_refused_with_the_reason(monkeypatch, capsys, tmp_path):
+    from bot.settings import Settings, SettingsError
+
+    for raw, why in [
+        ("{", "is not JSON"),
+        ('{"m": {"input": 1}}', "give exactly input, output, cache_write, cache_read"),
+        ('{"m": {"input": -1, "output": 1, "cache_write": 1, "cache_read": 1}}', "numbers ≥ 0"),
+    ]:
+        try:
+            Settings.load(environ={"FIELDGUIDE_PRICES": raw}, dotenv=None)
+        except SettingsError as e:
+            assert why in str(e) and "FIELDGUIDE_PRICES" in str(e)
+        else:
+            raise AssertionError(raw)

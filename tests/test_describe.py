@@ -114,7 +114,7 @@ def test_claude_routing_sees_each_intents_headings(stub, examples_db, local_embe
     assert result.source == "claude" and result.ranked == [("webhooks", 0.8)]
     [call] = stub.calls("/v1/messages")
     assert call.json["tool_choice"]["name"] == CLASSIFY_TOOL
-    system = call.json["system"]
+    system = call.json["system"][0]["text"]
     for intent in intents:
         line = f"- {intent['name']}: {intent['description'] or '(no description)'}"
         assert line + f"\n    headings: {'; '.join(headings[intent['name']])}" in system

@@ -57,12 +57,18 @@ class Fleet:
         wait(lambda: all(self.answers_in(ts) for ts in stamps))
 
 
-def _new_database(pg_server, template: str, work: Path) -> tuple[str, str]:
-    """A new fleet database with the example docs' index published to it, and that index."""
+def _new_database(
+    pg_server, template: str, work: Path, docs: Path | None = None, embedder=None
+) -> tuple[str, str]:
+    """A new fleet database with the example docs' index published to it, and that index (built
+    from `docs`, a copy of the example docs, when given: the source /docs-reindex then uses)."""
+    from index.indexer import index_folder
     from index.pg import upgrade
 
     builder = str(work / "builder.db")
     shutil.copyfile(template, builder)
+    if docs is not None:  # the same docs elsewhere: nothing to embed, the source recorded
+        index_folder(builder, docs, embedder, replace=True)
     url = pg_server.create_database("fleet_" + uuid.uuid4().hex[:8])
     upgrade(url)
     publish(url, builder)
@@ -70,11 +76,11 @@ def _new_database(pg_server, template: str, work: Path) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def fleet(pg_server, examples_template, tmp_path_factory):
+def fleet(pg_server, examples_template, local_embedder, tmp_path_factory):
     work = tmp_path_factory.mktemp("fleet")
-    url, builder = _new_database(pg_server, examples_template, work)
-    mock = FleetSlack()
     docs = shutil.copytree(EXAMPLES, work / "docs")  # what /docs-reindex indexes
+    url, builder = _new_database(pg_server, examples_template, work, Path(docs), local_embedder)
+    mock = FleetSlack()
     replicas = [
         Replica(name, url, mock.url, work, FIELDGUIDE_ADMINS="UADMIN", FIELDGUIDE_DOCS=str(docs))
         for name in ("r1", "r2")
@@ -114,7 +120,7 @@ def test_the_same_event_to_two_replicas_is_answered_once(fleet):
 
 
 def test_a_publish_reaches_every_replica_without_restart(fleet, tmp_path, monkeypatch):
-    docs = Path(shutil.copytree(EXAMPLES, tmp_path / "docs"))
+    docs = fleet.docs  # the fleet's docs source (another folder would be refused)
     write_docs(
         docs,
         {
@@ -327,6 +333,14 @@ def socket_fleet(pg_server, examples_template, tmp_path_factory):
             r.stop()
         socket.close()
         mock.close()
+
+
+def test_socket_mode_replicas_report_slack_the_index_and_postgresql_healthy(socket_fleet):
+    for replica in socket_fleet.replicas:  # each on its FIELDGUIDE_HEALTH_PORT
+        status, report = replica.health()
+        assert status == 200 and report["ok"], report
+        assert report["postgres"] == {"ok": True, "detail": "reachable"}
+        assert report["slack"]["ok"] and report["index"]["ok"]
 
 
 def test_socket_mode_replicas_share_events_and_slack_retries_are_answered_once(socket_fleet):

@@ -10,7 +10,7 @@ import pytest
 
 from bot.cli import main
 from bot.state.postgres import PostgresState
-from index.pg import FleetError, open_pool, upgrade
+from index.pg import MIGRATIONS, FleetError, open_pool, upgrade
 from index.publish import local_generation
 from index.store import get_meta, open_db
 from tests.conftest import write_docs
@@ -29,17 +29,18 @@ def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
     url = pg_server.create_database("upgrade_check")
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", url)
     assert main(["db", "upgrade"]) == 0
-    assert "upgraded from version 0 to 2" in capsys.readouterr().out
+    assert "upgraded from version 0 to 3" in capsys.readouterr().out
     assert main(["db", "upgrade"]) == 0
-    assert "already at version 2" in capsys.readouterr().out
+    assert "already at version 3" in capsys.readouterr().out
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,), (2,)]
-    assert upgrade(url) == (2, 2)
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,), (2,), (3,)]
+    assert upgrade(url) == (3, 3)
     # a database deployed at version 1 (no event kept with its claim) gets the column
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ALTER TABLE event_claims DROP COLUMN event")
-        conn.execute("DELETE FROM schema_version WHERE version = 2")
-    assert upgrade(url) == (1, 2)
+        conn.execute("DROP TABLE handoffs")
+        conn.execute("DELETE FROM schema_version WHERE version >= 2")
+    assert upgrade(url) == (1, 3)
     with psycopg.connect(url) as conn:
         assert conn.execute(
             "SELECT 1 FROM information_schema.columns"
@@ -57,7 +58,7 @@ def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypa
     assert "Traceback" not in err
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_server.create_database("not_upgraded"))
     assert main(["audit"]) == 2
-    assert "schema is at version 0, this fieldguide needs 2: run fieldguide db upgrade" in (
+    assert f"version 0, this fieldguide needs {len(MIGRATIONS)}: run fieldguide db upgrade" in (
         capsys.readouterr().err
     )
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")
@@ -144,6 +145,28 @@ def _answer():
     return Answer("How are webhooks retried?", "", "ANSWER", "8 times.")
 
 
+def test_a_handoff_is_made_once_across_replicas(two_states):
+    a, b = two_states
+    aid = a.record_answer(_answer(), {"channel": "C9", "user": "U1", "thread_ts": "7.0"})
+    assert aid is not None
+    results: list = []
+
+    def click(state, target):
+        results.append(state.claim_handoff(aid, "U1", "S1", target))
+
+    threads = [threading.Thread(target=click, args=st) for st in ((a, "#a"), (b, "#b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    [first] = [r for r in results if r is not None]  # the loser is told where it went
+    assert None in results and first in ("#a", "#b")
+    assert b.get_answer(aid)["handoff"] == first
+    a.release_handoff(aid)  # the post failed: the button may be tried again
+    assert b.claim_handoff(aid, "U2", "S1", "#c") is None
+    assert a.get_answer(aid)["handoff"] == "#c" and a.get_answer(aid + 1000) is None
+
+
 def test_audit_and_feedback_are_read_from_postgres(pg_url, monkeypatch, capsys):
     state = PostgresState(pg_url)
     try:
@@ -159,6 +182,26 @@ def test_audit_and_feedback_are_read_from_postgres(pg_url, monkeypatch, capsys):
     [row] = json.loads(capsys.readouterr().out)
     assert row["question"] == "How are webhooks retried?" and row["channel"] == "C9"
     assert row["feedback"] == {"U2": "not_helpful"}
+
+
+def test_audit_stats_read_from_postgres(pg_url, monkeypatch, capsys):
+    from router.claude import add_usage
+
+    state = PostgresState(pg_url)
+    try:
+        for n in range(3):
+            ans = _answer()
+            step = {"model": "claude-haiku-4-5", "input_tokens": 1_000_000, "output_tokens": n}
+            add_usage(ans.usage, "extract", step | {"cache_read_input_tokens": 0})
+            state.record_answer(ans, {})
+    finally:
+        state.close()
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", pg_url)
+    assert main(["audit", "--stats", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    haiku = s["models"]["claude-haiku-4-5"]
+    assert s["questions"] >= 3 and haiku["calls"] == 3 and haiku["input_tokens"] == 3_000_000
+    assert haiku["cost_usd"] == round(3.0 + 3 * 5 / 1e6, 6)  # $1 / $5 per million tokens
 
 
 def test_index_publishes_and_shares_embeddings(pg_url, tmp_path, monkeypatch, capsys):
@@ -205,7 +248,7 @@ def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedde
     follower = start_follower(settings, replica, engine)
     try:
         docs = write_docs(tmp_path / "docs", {"zz.md": "# Zanzibar\n\nZanzibar rotation.\n"})
-        index_folder(builder, docs, local_embedder)
+        index_folder(builder, docs, local_embedder, replace=True)  # other docs: a swap
         publish(pg_url, builder)
         _wait(lambda: engine._loaded is not old)
         assert local_generation(replica) == 2

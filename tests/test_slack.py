@@ -3,7 +3,6 @@ Slack does. Scenarios that every transport must pass take the `slack` fixture (b
 HTTP-only ones (signatures, body size) take `http`."""
 
 import json
-import shutil
 import threading
 
 import anthropic
@@ -37,7 +36,7 @@ from tests.conftest import EXAMPLES
 @pytest.fixture
 def make_harness(examples_db, local_embedder, tmp_path):
     made = []
-    docs = shutil.copytree(EXAMPLES, tmp_path / "docs")
+    docs = EXAMPLES  # the source examples_db was built from (/docs-reindex never swaps)
 
     def make(transport="http", anthropic_client=None, db=None, **overrides):
         db = db or examples_db
@@ -534,6 +533,23 @@ def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(
     # the placeholder went when the stream began; nothing else was posted
     assert all(m["text"] != WORKING for m in h.mock.messages.values())
     assert h.mock.updates() == []
+
+
+def test_an_unsupported_claim_adds_its_caveat_to_the_streamed_answer(make_harness, claude_stub):
+    reply = [
+        ("Compare the signature header with your HMAC.", [(0, 0, 1)]),
+        (" Signatures expire after 90 days.", [(0, 0, 1)]),
+    ]
+    client = claude_stub(answer=reply, unsupported=("90 days",), words_per_second=400)
+    h = make_harness("http", client)
+    h.event(mention("How do I verify the signature of a webhook?"), "EvS9")
+    [answer] = answer_in(h.mock, "C1")
+    # the words were streamed as written; the stop added the caveat naming the sentence
+    assert answer["state"] == "stopped" and "Signatures expire after 90 days." in answer["text"]
+    caveat = answer["blocks"][0]["text"]
+    assert caveat.startswith("_⚠ Partial answer:") and "Signatures expire after 90 days." in caveat
+    [row] = h.pipeline.state.list_answers()
+    assert row["decision"] == "PARTIAL" and row["usage"]["check"]["output_tokens"] > 0
 
 
 def test_a_refused_stream_still_delivers_the_whole_answer(make_harness, claude_stub):

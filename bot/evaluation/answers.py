@@ -98,8 +98,11 @@ def run_answers(
     stopwords: frozenset[str],
     seed: int = 0,
     progress: Callable[[int], object] | None = None,
+    judge: Callable[[str, str, Answer], dict] | None = None,
 ) -> dict:
-    """Ask every question through `ask` and score the answers."""
+    """Ask every question through `ask` and score the answers; with `judge` (bot/evaluation/
+    judge.py), each answer to a question with a reference answer is graded too (an abstention
+    is not asked about: it is incorrect and has nothing to be faithful to)."""
     answers, off = [], []
     for q in questions:
         ans = ask(q["question"])
@@ -108,6 +111,12 @@ def run_answers(
         abstained = ans.decision == ABSTAIN
         item["recall"] = 0.0 if abstained else round(recall, 3)
         item["precision"] = None if abstained else round(precision, 3)
+        if judge is not None and q["answer"]:
+            item["judge"] = (
+                {"faithfulness": None, "correctness": 0.0, "grades": ["abstained"]}
+                if abstained
+                else judge(q["question"], q["answer"], ans)
+            )
         if q["gold"]:
             gold_docs = {g["doc"] for g in q["gold"]}
             item["gold_cited"] = any(s.doc in gold_docs for s in ans.sources) and not abstained
@@ -146,6 +155,13 @@ def summarise(answers: list[dict], offtopic: list[dict], seed: int = 0) -> dict:
         "p50_ms": round(float(np.percentile(ms, 50)), 1) if ms else None,
         "p95_ms": round(float(np.percentile(ms, 95)), 1) if ms else None,
     }
+    judged = [a["judge"] for a in answers if "judge" in a]
+    if judged:
+        graded = [j for j in judged if "error" not in j]
+        faithful = [j["faithfulness"] for j in graded if j["faithfulness"] is not None]
+        out["judge_faithfulness"] = _rate(faithful, seed)
+        out["judge_correctness"] = _rate([j["correctness"] for j in graded], seed)
+        out["judge_failed"] = len(judged) - len(graded)
     return out
 
 
@@ -174,6 +190,19 @@ def format_summary(name: str, s: dict) -> str:
         else:
             lo, hi = r["ci95"]
             lines.append(f"| {label} | {r['value']:.3f} | {lo:.3f}–{hi:.3f} | {r['n']} |")
+    judged = [
+        ("judge_faithfulness", "judged faithfulness"),
+        ("judge_correctness", "judged correctness"),
+    ]
+    for key, label in judged if "judge_correctness" in s else []:
+        r = s[key]
+        if r["value"] is None:
+            lines.append(f"| {label} | — | — | 0 |")
+        else:
+            lo, hi = r["ci95"]
+            lines.append(f"| {label} | {r['value']:.3f} | {lo:.3f}–{hi:.3f} | {r['n']} |")
+    if s.get("judge_failed"):
+        lines.append(f"| answers the judge could not grade | {s['judge_failed']} | | |")
     lines.append(f"| median answer chars | {s['median_chars']} | | |")
     lines.append(f"| p50 / p95 ms | {s['p50_ms']} / {s['p95_ms']} | | |")
     return "\n".join(lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slack_bolt import App
 
-from . import actions, assistant, commands, events
+from . import actions, assistant, commands, events, home
 from .common import Bot
 
 __all__ = ["Bot", "register"]
@@ -16,3 +16,4 @@ def register(app: App, bot: Bot) -> None:
     events.register(app, bot)
     actions.register(app, bot)
     commands.register(app, bot)
+    home.register(app, bot)

@@ -32,6 +32,7 @@ class Bot:
     reindexer: Reindexer
     app: App
     sweeper: Any = None  # bot/orphans.py's Sweeper, in a fleet
+    refresher: Any = None  # bot/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
 
     def ask(
         self,
@@ -108,4 +109,6 @@ class Bot:
     def close(self) -> None:
         if self.sweeper is not None:
             self.sweeper.close()
+        if self.refresher is not None:
+            self.refresher.stop()
         self.answerer.close()

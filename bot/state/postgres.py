@@ -32,6 +32,7 @@ has one restores its session from it (docs/deploy.md counts them for a fleet).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -54,7 +55,7 @@ from index.pg import (
 )
 from index.store import utc_now
 
-from .sqlite import InProcess, answer_filter, answer_row, decode_row
+from .sqlite import USAGE_BATCH, InProcess, answer_filter, answer_row, decode_row
 
 log = logging.getLogger(__name__)
 
@@ -304,16 +305,67 @@ class PostgresState:
         self._enqueue(("feedback", [answer_id, user, value, utc_now()]))
 
     def list_answers(
-        self, since: str | None = None, decision: str | None = None, limit: int = 50
+        self,
+        since: str | None = None,
+        decision: str | None = None,
+        limit: int = 50,
+        where: tuple[str, list] | None = None,
     ) -> list[dict]:
-        where_sql, args = answer_filter(since, decision, "%s")
+        where_sql, args = answer_filter(since, decision, "%s", where)
         sql = f"""SELECT a.*, (SELECT json_object_agg(f."user", f.value)::text FROM feedback f
-                               WHERE f.answer_id = a.id) AS feedback
+                               WHERE f.answer_id = a.id) AS feedback,
+                              (SELECT h.target FROM handoffs h WHERE h.answer_id = a.id) AS handoff
                   FROM answers a {where_sql} ORDER BY a.id DESC LIMIT %s"""
         with self.pool.connection() as conn:
             cur = conn.execute(sql, [*args, limit])
             names = [d.name for d in cur.description or []]
             return [decode_row(dict(zip(names, r, strict=True))) for r in cur.fetchall()]
+
+    def usage_rows(self, since: str | None = None) -> Iterator[dict]:
+        where_sql, args = answer_filter(since, None, "%s")
+        sql = f"""SELECT a.decision, a.usage, (SELECT json_object_agg(f."user", f.value)::text
+                      FROM feedback f WHERE f.answer_id = a.id) AS feedback
+                  FROM answers a {where_sql} ORDER BY a.id"""
+        # a server-side cursor: the rows come in batches, however many answers there are
+        with (
+            self.pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor(name="usage_rows") as cur,
+        ):
+            cur.itersize = USAGE_BATCH
+            cur.execute(sql, args)
+            for decision, usage, feedback in cur:
+                yield {
+                    "decision": decision,
+                    "usage": json.loads(usage or "{}"),
+                    "feedback": json.loads(feedback or "{}"),
+                }
+
+    def get_answer(self, answer_id: int) -> dict | None:
+        rows = self.list_answers(limit=1, where=("a.id = %s", [answer_id]))
+        return rows[0] if rows else None
+
+    def claim_handoff(self, answer_id: int, user: str, owner: str, target: str) -> str | None:
+        # one statement: of two replicas clicking at once, one inserts, the other reads its row
+        rows = self._run(
+            """WITH ins AS (
+                   INSERT INTO handoffs (answer_id, "user", owner, target, created)
+                   VALUES (%s, %s, %s, %s, %s) ON CONFLICT (answer_id) DO NOTHING
+                   RETURNING answer_id)
+               SELECT (SELECT count(*) FROM ins),
+                      (SELECT target FROM handoffs WHERE answer_id = %s)""",
+            [answer_id, user, owner, target, utc_now(), answer_id],
+        )
+        inserted, earlier = rows[0]
+        if inserted:
+            return None
+        if earlier is None:  # the other insert committed after this statement's snapshot
+            found = self._run("SELECT target FROM handoffs WHERE answer_id = %s", [answer_id])
+            earlier = found[0][0] if found else ""
+        return earlier
+
+    def release_handoff(self, answer_id: int) -> None:
+        self._run("DELETE FROM handoffs WHERE answer_id = %s", [answer_id])
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         if (channel, thread_ts) in self._threads:

@@ -44,6 +44,8 @@ CREATE TABLE IF NOT EXISTS feedback (
     answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
 CREATE TABLE IF NOT EXISTS slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS slack_events_claimed ON slack_events(claimed);
+CREATE TABLE IF NOT EXISTS handoffs (
+    answer_id INTEGER PRIMARY KEY, user TEXT, owner TEXT, target TEXT, created TEXT);
 """
 EVENT_TTL = 3600.0  # seconds a claimed Slack event stays claimed (Slack retries within minutes)
 
@@ -63,6 +65,11 @@ class State(Protocol):
         self, since: str | None = None, decision: str | None = None, limit: int = 50
     ) -> list[dict]: ...
 
+    def usage_rows(self, since: str | None = None) -> Iterator[dict]:
+        """Every answer since `since` as {"decision", "usage", "feedback"} (for `audit
+        --stats`), read in batches."""
+        ...
+
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         """Has an answer been posted in this thread (so a reply there is a follow-up)?"""
         ...
@@ -80,6 +87,19 @@ class State(Protocol):
 
     def allow_question(self, user: str, per_minute: int) -> bool:
         """Per-user rate limit over a sliding minute."""
+        ...
+
+    def get_answer(self, answer_id: int) -> dict | None:
+        """One audit row, as list_answers gives it; None when it is not (or no longer) there."""
+        ...
+
+    def claim_handoff(self, answer_id: int, user: str, owner: str, target: str) -> str | None:
+        """Record that `user` handed answer `answer_id` to `owner` (posted to `target`), once per
+        answer across every replica: None when this call recorded it, else the earlier target."""
+        ...
+
+    def release_handoff(self, answer_id: int) -> None:
+        """Forget a hand-off whose message could not be posted, so it can be tried again."""
         ...
 
     def reindex_lock(self) -> Any:
@@ -179,17 +199,21 @@ def prune_answers(db: sqlite_utils.Database, retention_days: int) -> int:
     """Delete answers (and their feedback) older than `retention_days`; how many went."""
     cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="seconds")
     with _write_lock, db.atomic():
-        db.execute(
-            "DELETE FROM feedback WHERE answer_id IN (SELECT id FROM answers WHERE created < ?)",
-            [cutoff],
-        )
+        for table in ("feedback", "handoffs"):
+            db.execute(
+                f"DELETE FROM {table} WHERE answer_id IN"
+                " (SELECT id FROM answers WHERE created < ?)",
+                [cutoff],
+            )
         return db.execute("DELETE FROM answers WHERE created < ?", [cutoff]).rowcount
 
 
-def answer_filter(since: str | None, decision: str | None, mark: str) -> tuple[str, list]:
+def answer_filter(
+    since: str | None, decision: str | None, mark: str, extra: tuple[str, list] | None = None
+) -> tuple[str, list]:
     """The WHERE clause (and its arguments) of an audit listing; `mark`: the driver's placeholder
-    (`?` for SQLite, `%s` for psycopg)."""
-    where, args = [], []
+    (`?` for SQLite, `%s` for psycopg); `extra`: one more condition and its arguments."""
+    where, args = [extra[0]] if extra else [], list(extra[1]) if extra else []
     if since:
         where.append(f"a.created >= {mark}")
         args.append(since)
@@ -204,12 +228,52 @@ def list_answers(
     since: str | None = None,
     decision: str | None = None,
     limit: int = 50,
+    where: tuple[str, list] | None = None,
 ) -> list[dict]:
-    where_sql, args = answer_filter(since, decision, "?")
+    where_sql, args = answer_filter(since, decision, "?", where)
     sql = f"""SELECT a.*, (SELECT json_group_object(f.user, f.value) FROM feedback f
-                           WHERE f.answer_id = a.id) AS feedback
+                           WHERE f.answer_id = a.id) AS feedback,
+                          (SELECT h.target FROM handoffs h WHERE h.answer_id = a.id) AS handoff
               FROM answers a {where_sql} ORDER BY a.id DESC LIMIT ?"""
     return [decode_row(r) for r in db.query(sql, [*args, limit])]
+
+
+USAGE_BATCH = 500  # audit rows read at a time by `audit --stats`
+
+
+def usage_rows(db: sqlite_utils.Database, since: str | None = None) -> Iterator[dict]:
+    where_sql, args = answer_filter(since, None, "?")
+    sql = f"""SELECT a.id, a.decision, a.usage, (SELECT json_group_object(f.user, f.value)
+                  FROM feedback f WHERE f.answer_id = a.id) AS feedback
+              FROM answers a {where_sql} {"AND" if where_sql else "WHERE"} a.id > ?
+              ORDER BY a.id LIMIT {USAGE_BATCH}"""
+    last = 0
+    while True:
+        rows = list(db.query(sql, [*args, last]))
+        for r in rows:
+            yield {
+                "decision": r["decision"],
+                "usage": json.loads(r["usage"] or "{}"),
+                "feedback": json.loads(r["feedback"] or "{}"),
+            }
+        if len(rows) < USAGE_BATCH:
+            return
+        last = rows[-1]["id"]
+
+
+def claim_handoff(
+    db: sqlite_utils.Database, answer_id: int, user: str, owner: str, target: str
+) -> str | None:
+    with _write_lock, db.atomic():
+        inserted = db.execute(
+            "INSERT OR IGNORE INTO handoffs (answer_id, user, owner, target, created)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [answer_id, user, owner, target, utc_now()],
+        ).rowcount
+        if inserted:
+            return None
+        row = db.execute("SELECT target FROM handoffs WHERE answer_id = ?", [answer_id])
+        return row.fetchone()[0]
 
 
 class InProcess:
@@ -314,6 +378,23 @@ class SqliteState(InProcess):
             return list_answers(self.db, since, decision, limit)
         except sqlite3.OperationalError:
             return []  # a read-only index made before the audit tables existed: no answers
+
+    def usage_rows(self, since: str | None = None) -> Iterator[dict]:
+        try:
+            yield from usage_rows(self.db, since)
+        except sqlite3.OperationalError:
+            return  # a read-only index made before the audit tables existed: no answers
+
+    def get_answer(self, answer_id: int) -> dict | None:
+        rows = list_answers(self.db, limit=1, where=("a.id = ?", [answer_id]))
+        return rows[0] if rows else None
+
+    def claim_handoff(self, answer_id: int, user: str, owner: str, target: str) -> str | None:
+        return claim_handoff(self.db, answer_id, user, owner, target)
+
+    def release_handoff(self, answer_id: int) -> None:
+        with _write_lock, self.db.atomic():
+            self.db.execute("DELETE FROM handoffs WHERE answer_id = ?", [answer_id])
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
         try:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.error import HTTPError
 from urllib.parse import urlencode
 from urllib.request import urlopen
 
@@ -46,6 +47,8 @@ class Replica:
         )
         if socket:
             clean["SLACK_APP_TOKEN"] = "xapp-test"  # the same app token on every replica
+            # Socket Mode has no HTTP port of its own: its health endpoint gets self.port
+            clean.setdefault("FIELDGUIDE_HEALTH_PORT", str(self.port))
         transport = [] if socket else ["--http", str(self.port), "--host", "127.0.0.1"]
         self.log = open(workdir / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
@@ -74,6 +77,14 @@ class Replica:
             except OSError:
                 time.sleep(0.05)
         raise AssertionError(f"{self.name} did not start:\n{Path(self.log.name).read_text()}")
+
+    def health(self) -> tuple[int, dict]:
+        """GET /healthz: (status, the JSON report)."""
+        try:
+            with urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except HTTPError as e:
+            return e.code, json.loads(e.read())
 
     def event(self, event: dict, event_id: str, retry: int = 0) -> int:
         body = event_payload(event, event_id)

@@ -7,6 +7,7 @@ JSON) or bytes.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -140,7 +141,6 @@ class StubServer:
 
 def voyage_embeddings(dim: int = 8):
     """A Voyage /embeddings handler: deterministic vectors from each text's hash."""
-    import hashlib
 
     def handler(req: Request):
         texts = req.json["input"]
@@ -235,6 +235,59 @@ def words(text: str) -> list[str]:
 
 Cite = tuple  # (search_result_index, start_block_index, end_block_index)
 
+# Prompt caching as the Messages API bills it. The stub has no tokenizer: a token is taken to be
+# about 3.5 characters of the request's JSON (Anthropic's rule of thumb for English text).
+CHARS_PER_TOKEN = 3.5
+# the shortest prefix each model caches (Anthropic's prompt-caching docs, 2026-11): shorter ones
+# are billed as plain input, with no error
+MIN_CACHEABLE = {
+    "claude-haiku-4-5": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+MIN_CACHEABLE_DEFAULT = 1024  # Sonnet 4.x, Opus 4 / 4.1
+CACHE_TTL = 300.0  # seconds an ephemeral entry lives after its last use
+MAX_BREAKPOINTS = 4
+
+
+def estimate_tokens(part: object) -> int:
+    text = json.dumps(part, sort_keys=True, ensure_ascii=False)
+    return max(1, round(len(text) / CHARS_PER_TOKEN))
+
+
+def min_cacheable(model: str) -> int:
+    return next(
+        (n for prefix, n in MIN_CACHEABLE.items() if model.startswith(prefix)),
+        MIN_CACHEABLE_DEFAULT,
+    )
+
+
+def prompt_parts(body: dict) -> list[tuple[object, bool]]:
+    """The request's prompt in the order the API caches it (tools, system, messages), block by
+    block: (the block without its cache_control, whether it ends a cached prefix)."""
+    parts: list[tuple[object, bool]] = []
+
+    def add(block: object) -> None:
+        if isinstance(block, dict) and "cache_control" in block:
+            parts.append(({k: v for k, v in block.items() if k != "cache_control"}, True))
+        else:
+            parts.append((block, False))
+
+    for tool in body.get("tools") or []:
+        add(tool)
+    system = body.get("system")
+    for block in [system] if isinstance(system, str) else system or []:
+        add(block)
+    for m in body.get("messages", []):
+        content = m.get("content")
+        for block in [content] if isinstance(content, str) else content or []:
+            add(block)
+    if body.get("tool_choice"):  # a change of tool_choice changes what follows the tools
+        parts.append((body["tool_choice"], False))
+    return parts
+
 
 class FakeClaude:
     """The Messages API as the pipeline meets it, answering as the real API does.
@@ -261,6 +314,10 @@ class FakeClaude:
         latency: float = 0.0,
         first_token: float = 0.0,
         words_per_second: float | None = None,
+        cache: bool = True,
+        unsupported: tuple[str, ...] = (),
+        uncited: str = "no_claim",
+        judgement: dict | list[dict] | None = None,
     ):
         self.answer: list[Any] = (
             answer
@@ -272,6 +329,7 @@ class FakeClaude:
         )
         self.passages = passages  # None: chunk 1's first paragraph (or `quote` sentences of it)
         self.quote = quote
+        self.default_intents = intents is None
         self.intents = intents or [{"intent": "authentication", "confidence": 0.9}]
         self.condensed = condensed
         self.stop_reasons = list(stop_reasons or ["end_turn"])
@@ -282,6 +340,18 @@ class FakeClaude:
         )
         self.seen: list[dict] = []
         self.lock = threading.Lock()
+        # prompt caching: honoured (cache_control breakpoints billed as the API bills them) or,
+        # with cache=False, every prompt billed in full, as without cache_control
+        self.cache_on = cache
+        self.cache: dict[str, float] = {}  # prefix hash -> when it expires
+        # the claim check's verdicts: a sentence holding one of `unsupported` is unsupported, a
+        # sentence that cites no passage gets `uncited`, any other is supported
+        self.unsupported, self.uncited = unsupported, uncited
+        self.judgement: dict | list[dict] = judgement or {
+            "faithfulness": "faithful",
+            "correctness": "correct",
+            "reason": "The answer states what its passages say.",
+        }
 
     def kind(self, body: dict) -> str:
         tools = [t.get("name") for t in body.get("tools", [])]
@@ -289,6 +359,10 @@ class FakeClaude:
             return "classify"
         if "record_passages" in tools:
             return "extract"
+        if "check_claims" in tools:
+            return "check"
+        if "grade_answer" in tools:
+            return "judge"
         if self.search_results(body):
             return "answer"
         return "condense"
@@ -309,6 +383,16 @@ class FakeClaude:
 
     def __call__(self, req: Request):
         body = req.json
+        breakpoints = sum(flag for _, flag in prompt_parts(body))
+        if breakpoints > MAX_BREAKPOINTS:
+            return 400, {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control"
+                    f" may be provided. Found {breakpoints}.",
+                },
+            }
         with self.lock:
             self.seen.append(body)
         kind = self.kind(body)
@@ -317,6 +401,8 @@ class FakeClaude:
         else:
             time.sleep(self.latency)
             message = getattr(self, kind)(body)
+        message["model"] = body.get("model", message["model"])
+        message["usage"] = self.bill(body, message)
         if body.get("stream"):
             return 200, self.events(message, kind, body)
         if kind == "answer":
@@ -326,11 +412,85 @@ class FakeClaude:
             )
         return 200, message
 
+    def bill(self, body: dict, message: dict) -> dict:
+        """The usage the API reports: the longest cached prefix still alive is read
+        (cache_read_input_tokens), the rest of the prompt up to the last breakpoint is written
+        (cache_creation_input_tokens) when that prefix is at least the model's minimum, and
+        input_tokens counts what follows the last breakpoint (or all of it, uncached)."""
+        parts = prompt_parts(body)
+        total = sum(estimate_tokens(p) for p, _ in parts)
+        output = sum(estimate_tokens(b.get("text") or b.get("input")) for b in message["content"])
+        read = written = 0
+        if self.cache_on:
+            model = body.get("model", "")
+            minimum = min_cacheable(model)
+            prefixes, length, digest = [], 0, hashlib.sha256(model.encode())
+            for part, breakpoint in parts:
+                length += estimate_tokens(part)
+                digest.update(json.dumps(part, sort_keys=True).encode())
+                if breakpoint and length >= minimum:
+                    prefixes.append((digest.copy().hexdigest(), length))
+            with self.lock:
+                now = time.monotonic()
+                hits = [n for key, n in prefixes if self.cache.get(key, 0.0) > now]
+                read = max(hits, default=0)
+                for key, _ in prefixes:
+                    self.cache[key] = now + CACHE_TTL  # written or refreshed
+            written = max((n for _, n in prefixes), default=0) - read if prefixes else 0
+        return {
+            "input_tokens": total - read - written,
+            "output_tokens": output,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
+        }
+
     # -- the replies -------------------------------------------------------------------------------
 
-    def classify(self, body: dict) -> dict:
+    def check(self, body: dict) -> dict:
+        """Verdicts for the claim check's numbered sentences (see __init__)."""
+        text = body["messages"][0]["content"]
+        if isinstance(text, list):
+            text = "".join(b.get("text", "") for b in text)
+        verdicts = []
+        for n, cites, sentence in re.findall(
+            r'<sentence number="(\d+)" cites="([^"]*)">(.*?)</sentence>', text, re.S
+        ):
+            verdict = (
+                "unsupported"
+                if any(u in sentence for u in self.unsupported)
+                else "supported"
+                if cites.strip()
+                else self.uncited
+            )
+            verdicts.append({"sentence": int(n), "verdict": verdict})
         return claude_message(
-            tool_use("choose_intent", {"intents": self.intents}), stop_reason="tool_use"
+            tool_use("check_claims", {"sentences": verdicts}), stop_reason="tool_use"
+        )
+
+    def judge(self, body: dict) -> dict:
+        """The `judgement` (a list: served in turn, the last repeating)."""
+        given = self.judgement
+        if isinstance(given, list):
+            with self.lock:
+                n = len(self.calls_unlocked("judge")) - 1
+            given = given[min(n, len(given) - 1)]
+        return claude_message(tool_use("grade_answer", given), stop_reason="tool_use")
+
+    def calls_unlocked(self, kind: str) -> list[dict]:
+        return [b for b in self.seen if self.kind(b) == kind]
+
+    def classify(self, body: dict) -> dict:
+        """`intents` as given, or (the default, on a taxonomy without its first intent) the
+        taxonomy's first intent: another set's questions still get an answer from the tool's
+        enum, as a strict tool's reply must be."""
+        names = body["tools"][0]["input_schema"]["properties"]["intents"]["items"]["properties"][
+            "intent"
+        ].get("enum", [])
+        intents = self.intents
+        if self.default_intents and names and intents[0]["intent"] not in names:
+            intents = [{"intent": names[0], "confidence": 0.9}]
+        return claude_message(
+            tool_use("choose_intent", {"intents": intents}), stop_reason="tool_use"
         )
 
     def extract(self, body: dict) -> dict:
@@ -467,6 +627,11 @@ SERVER_ERROR = (500, b"<html>Internal Server Error</html>")
 RESPONSE_URL_POSTS = 5  # per response_url, in 30 minutes
 
 
+def permalink(channel: str, ts: str) -> str:
+    """A message's link as Slack's chat.getPermalink gives it."""
+    return f"https://tidewater.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+
+
 def _blocks(value) -> list:
     if not value:
         return []
@@ -503,6 +668,8 @@ class SlackMock(StubServer):
         self.socket_url = ""  # set by a SocketModeServer: apps.connections.open returns it
         self.respond_posts: dict[str, int] = {}
         self.refuse_blocks = ""  # an error for every message with blocks (e.g. invalid_blocks)
+        self.channels: dict[str, str] = {}  # id -> name, listed by conversations.list
+        self.home_views: dict[str, dict] = {}  # user -> the Home tab views.publish set
 
         def method(name, handler):
             def serve(req: Request):
@@ -526,6 +693,16 @@ class SlackMock(StubServer):
         method("chat.stopStream", self._stop_stream)
         method("conversations.replies", self._replies)
         method("apps.connections.open", self._connections_open)
+        method("conversations.list", self._list_channels)
+        method("views.publish", self._publish_view)
+        method(
+            "chat.getPermalink",
+            lambda f: (
+                {"channel": f["channel"], "permalink": permalink(f["channel"], f["message_ts"])}
+                if f.get("channel") and f.get("message_ts")
+                else slack_error("invalid_arguments")
+            ),
+        )
         for name in (
             "assistant.threads.setStatus",
             "assistant.threads.setSuggestedPrompts",
@@ -665,6 +842,43 @@ class SlackMock(StubServer):
         more = start + limit < len(self.thread_messages)
         meta = {"next_cursor": str(start + limit) if more else ""}
         return {"messages": page, "has_more": more, "response_metadata": meta}
+
+    def _publish_view(self, f: dict):
+        """views.publish as Slack checks it: a user and a view of type home with at most 100
+        blocks, each with a type (invalid_arguments otherwise)."""
+        try:
+            view = json.loads(f["view"]) if isinstance(f.get("view"), str) else f.get("view")
+        except ValueError:
+            return slack_error("invalid_arguments")
+        blocks = (view or {}).get("blocks")
+        if (
+            not f.get("user_id")
+            or not isinstance(view, dict)
+            or view.get("type") != "home"
+            or not isinstance(blocks, list)
+            or len(blocks) > 100
+            or not all(isinstance(b, dict) and b.get("type") for b in blocks)
+        ):
+            return slack_error("invalid_arguments")
+        if _block_error(blocks):
+            return slack_error("invalid_blocks")
+        with self.lock:
+            self.home_views[f["user_id"]] = view
+        return {"view": {"id": f"V{len(self.home_views)}", "type": "home", **view}}
+
+    def _list_channels(self, f: dict):
+        """Pages of `limit` channels (at most 1,000, as Slack caps it) with a next_cursor."""
+        limit = min(int(f.get("limit") or 100), 1000)
+        start = int(f.get("cursor") or 0)
+        ids = sorted(self.channels)
+        page = [{"id": i, "name": self.channels[i], "is_channel": True} for i in ids][
+            start : start + limit
+        ]
+        more = start + limit < len(ids)
+        return {
+            "channels": page,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def _connections_open(self, f: dict):
         if not self.socket_url:

@@ -1,0 +1,83 @@
+"""`fieldguide audit --stats`: questions, decisions, feedback, tokens and an estimated cost by
+model, from the usage each audit row keeps per step (router/claude.py `usage_of`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from router.claude import TOKENS
+
+# a usage field → the price it is billed at (settings.PRICE_KEYS)
+PRICED = {
+    "input_tokens": "input",
+    "output_tokens": "output",
+    "cache_creation_input_tokens": "cache_write",
+    "cache_read_input_tokens": "cache_read",
+}
+
+
+def price_for(model: str, prices: dict[str, dict[str, float]]) -> dict[str, float] | None:
+    """The prices of the longest table key `model` starts with (a dated id takes its alias's)."""
+    keys = [k for k in prices if model.startswith(k)]
+    return prices[max(keys, key=len)] if keys else None
+
+
+def stats(rows: Iterable[dict], prices: dict[str, dict[str, float]]) -> dict:
+    """Figures over audit rows ({"decision", "usage", "feedback"}, as State.usage_rows gives)."""
+    out: dict = {"questions": 0, "decisions": {}, "feedback": {}, "models": {}}
+    for r in rows:
+        out["questions"] += 1
+        out["decisions"][r["decision"]] = out["decisions"].get(r["decision"], 0) + 1
+        for value in (r["feedback"] or {}).values():
+            out["feedback"][value] = out["feedback"].get(value, 0) + 1
+        for step in (r["usage"] or {}).values():
+            if not isinstance(step, dict):
+                continue  # the answer's totals, kept beside its steps
+            model = step.get("model") or "(unknown model)"
+            m = out["models"].setdefault(model, dict.fromkeys(TOKENS, 0) | {"calls": 0})
+            m["calls"] += 1
+            for k in TOKENS:
+                m[k] += int(step.get(k) or 0)
+    total, unpriced = 0.0, []
+    for model, m in out["models"].items():
+        p = price_for(model, prices)
+        if p is None:
+            m["cost_usd"] = None
+            unpriced.append(model)
+            continue
+        m["cost_usd"] = round(sum(m[k] * p[PRICED[k]] for k in TOKENS) / 1_000_000, 6)
+        total += m["cost_usd"]
+    out["cost_usd"] = round(total, 6)
+    out["cost_per_question_usd"] = round(total / out["questions"], 6) if out["questions"] else 0.0
+    out["unpriced_models"] = unpriced
+    return out
+
+
+def format_stats(s: dict, since: str | None) -> str:
+    counts = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"  # noqa: E731
+    lines = [
+        f"Answers{' since ' + since if since else ''}: {s['questions']}",
+        f"Decisions: {counts(s['decisions'])}",
+        f"Feedback: {counts(s['feedback'])}",
+        "",
+        "| model | calls | input | cache write | cache read | output | est. cost (USD) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for model, m in sorted(s["models"].items()):
+        cost = "no price" if m["cost_usd"] is None else f"{m['cost_usd']:.4f}"
+        lines.append(
+            f"| {model} | {m['calls']} | {m['input_tokens']:,} | "
+            f"{m['cache_creation_input_tokens']:,} | {m['cache_read_input_tokens']:,} | "
+            f"{m['output_tokens']:,} | {cost} |"
+        )
+    if not s["models"]:
+        lines.append("| (no Claude calls) | 0 | 0 | 0 | 0 | 0 | 0.0000 |")
+    lines += [
+        "",
+        f"Estimated cost: ${s['cost_usd']:.4f} (${s['cost_per_question_usd']:.5f} a question)",
+    ]
+    if s["unpriced_models"]:
+        lines.append(
+            f"No price for {', '.join(s['unpriced_models'])}: add it to FIELDGUIDE_PRICES."
+        )
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""The App Home tab: what an admin (FIELDGUIDE_ADMINS) or a docs owner sees when they open it —
+the index (docs, chunks, the last refresh and its result), the last 7 days (questions, answered /
+partial / not in the docs, 👍 / 👎), the top gaps of their intents (bot/gaps.py), and for admins a
+reindex button (the same lock as /docs-reindex). Anyone else gets a short how-to."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from index.indexer import last_runs
+from index.store import load_owners, owner_of
+
+from .gaps import find_topics, top_intent
+from .slack_format import escape
+
+REINDEX_ACTION = "home_reindex"
+DAYS = 7
+TOP_GAPS = 5
+MAX_BLOCKS = 100  # Slack's limit for a view
+HOME_QUESTIONS = 500  # unanswered questions clustered for the tab (bench/gaps.py)
+HOW_TO = (
+    "Mention me in a channel, or send me a direct message, with a question about the docs:"
+    " I answer from them only, with links to the sections I used."
+)
+
+
+def section(text: str) -> dict:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
+
+
+def owned_intents(user: str, owners: tuple[dict[str, str], dict[str, str]], db: Any) -> set[str]:
+    """The intents whose owner is `user`, or that hold a doc `user` owns."""
+    mine = {i for i, o in owners[1].items() if o == user}
+    for path, intent in db.execute("SELECT path, intent FROM docs"):
+        if owner_of(owners, path, intent) == user:
+            mine.add(intent)
+    return mine
+
+
+def figures(rows: list[dict]) -> dict:
+    decisions = Counter(r["decision"] for r in rows)
+    votes = Counter(v for r in rows for v in (r.get("feedback") or {}).values())
+    return {
+        "questions": len(rows),
+        "answered": decisions["ANSWER"],
+        "partial": decisions["PARTIAL"],
+        "not_in_docs": decisions["ABSTAIN"],
+        "helpful": votes["helpful"],
+        "not_helpful": votes["not_helpful"],
+    }
+
+
+def home_view(user: str, admin: bool, state: Any, engine: Any, db_path: str) -> dict:
+    """The Home tab's view for `user`."""
+    db = engine.db
+    owners = load_owners(db)
+    mine = owned_intents(user, owners, db)
+    if not admin and not mine:
+        return {"type": "home", "blocks": [section(f"*fieldguide*\n{HOW_TO}")]}
+    blocks: list[dict] = [
+        {"type": "header", "text": {"type": "plain_text", "text": "fieldguide"}},
+        section(HOW_TO),
+        {"type": "divider"},
+    ]
+    (docs,) = db.execute("SELECT count(*) FROM docs").fetchone()
+    (chunks,) = db.execute("SELECT count(*) FROM chunks").fetchone()
+    runs = last_runs(db_path, 1)
+    last = (
+        f"last refresh {runs[0]['finished']}: *{runs[0]['status']}* (added {runs[0]['added']},"
+        f" changed {runs[0]['changed']}, removed {runs[0]['removed']})"
+        if runs
+        else "never refreshed"
+    )
+    blocks.append(section(f"*The index*\n{docs} docs · {chunks} chunks · {last}"))
+    since = (datetime.now(UTC) - timedelta(days=DAYS)).isoformat(timespec="seconds")
+    rows = state.list_answers(since, None, 100_000)
+    if not admin:  # an owner sees the questions of their intents
+        rows = [r for r in rows if top_intent(r) in mine]
+    f = figures(rows)
+    yours = "" if admin else f" (your intents: {', '.join(sorted(mine))})"
+    blocks.append(
+        section(
+            f"*The last {DAYS} days*{yours}\n"
+            f"{f['questions']} questions · {f['answered']} answered · {f['partial']} partial ·"
+            f" {f['not_in_docs']} not in the docs · 👍 {f['helpful']} · 👎 {f['not_helpful']}"
+        )
+    )
+    # the newest HOME_QUESTIONS only: the tab is built while its opener waits (~2 s at 500)
+    searcher = engine.loaded().searcher
+    topics, _ = find_topics(rows, engine.embedder, searcher, owners, most=HOME_QUESTIONS)
+    if topics:
+        lines = [
+            f"• *{t.count}* × “{escape(t.questions[0])}” — {escape(t.doc or '-')}"
+            f" ({escape(t.intent or '-')})"
+            for t in topics[:TOP_GAPS]
+        ]
+        blocks.append(section("*Top gaps*\n" + "\n".join(lines)))
+    else:
+        blocks.append(section("*Top gaps*\nNone: every question was answered."))
+    if admin:
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": REINDEX_ACTION,
+                        "text": {"type": "plain_text", "text": "Reindex the docs"},
+                        "style": "primary",
+                    }
+                ],
+            }
+        )
+    return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}

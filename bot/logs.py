@@ -1,0 +1,41 @@
+"""`fieldguide serve`'s logging: the level (FIELDGUIDE_LOG_LEVEL) and the format
+(FIELDGUIDE_LOG_FORMAT): `text` lines for a person, or `json`, one object a line, for a log
+collector (time, level, logger, message, and the traceback when there is one)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+def configure(level: str, form: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(TEXT))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warnings too, in the same format
+
+
+def say(message: str) -> None:
+    """A start-up line of `serve`: as written in text format (people and tests read it), and as a
+    log record in JSON format, so a collector gets nothing but JSON."""
+    if any(isinstance(h.formatter, JsonFormatter) for h in logging.getLogger().handlers):
+        logging.getLogger("fieldguide").info(message.removeprefix("fieldguide: "))
+    else:
+        print(message, file=sys.stderr)

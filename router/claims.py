@@ -1,0 +1,189 @@
+"""The claim check: once the answer is written (after the last streamed word), each of its
+sentences is checked against the passages it cites. With Claude a cheap model gives a verdict per
+sentence through a strict tool call (prompts/check.md); an unsupported sentence, or a factual one
+that cites nothing, turns ANSWER into PARTIAL with a caveat naming it. Offline the answer is made
+of verbatim quotes, each its own support: the check only reads whether each quote was found in its
+chunk. A check that cannot run (API error, no time left) changes nothing and says so in a note.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from prompts import render
+
+from .answer import ANSWER, PARTIAL, Answer, Citation
+from .claude import Claude, Unusable, cached_system, strict_tool, tool_input, usage_of
+
+CHECK_TOOL = "check_claims"
+SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
+TOOL = strict_tool(
+    CHECK_TOOL,
+    "Record, for every numbered sentence of the answer, whether its cited passages support it.",
+    {
+        "type": "object",
+        "properties": {
+            "sentences": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "sentence": {"type": "integer"},
+                        "verdict": {"type": "string", "enum": [SUPPORTED, UNSUPPORTED, NO_CLAIM]},
+                    },
+                    "required": ["sentence", "verdict"],
+                },
+            }
+        },
+        "required": ["sentences"],
+    },
+)
+MAX_TOKENS = 1000
+NAMED = 2  # unsupported sentences named in the caveat; the rest are counted
+NAME_CHARS = 90
+
+FENCE = re.compile(r"(```.*?(?:```|$))", re.S)
+# a sentence ends at . ! ? followed by space and not inside a number or an abbreviation's dots
+# ("e.g. ", "v1.2"): the split needs a space after the mark and a capital, digit or mark after it
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[*`]?[A-Z0-9])")
+WORDS = re.compile(r"\w")
+
+
+@dataclass
+class Sentence:
+    text: str
+    passages: list[str]  # the cited_text of the verified citations of its block
+    verdict: str = ""
+
+
+@dataclass
+class Checked:
+    ran: bool
+    by: str  # "claude" | "offline"
+    sentences: list[Sentence] = field(default_factory=list)
+    why_not: str = ""  # why the check did not run
+    usage: dict = field(default_factory=dict)
+
+    @property
+    def unsupported(self) -> list[str]:
+        return [s.text for s in self.sentences if s.verdict == UNSUPPORTED]
+
+
+def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
+    """The answer's sentences, each with the passages its text block cites. A code block is one
+    unit; list items and lines are split apart, then sentences within them."""
+    out = []
+    for text, cits in blocks:
+        passages = list(dict.fromkeys(c.cited_text for c in cits if c.verified))
+        for piece in FENCE.split(text):
+            units = [piece] if piece.startswith("```") else piece.split("\n")
+            for unit in units:
+                for s in [unit] if unit.startswith("```") else SENTENCE_END.split(unit):
+                    if WORDS.search(s):
+                        out.append(Sentence(s.strip(), passages))
+    return out
+
+
+def request(items: list[Sentence]) -> str:
+    """The check's user message: the cited passages numbered once, then the sentences."""
+    ids: dict[str, str] = {}
+    for s in items:
+        for p in s.passages:
+            ids.setdefault(p, f"P{len(ids) + 1}")
+    esc = html.escape
+    passages = "\n".join(
+        f'<passage id="{i}">{esc(p, quote=False)}</passage>' for p, i in ids.items()
+    )
+    lines = "\n".join(
+        f'<sentence number="{n}" cites="{" ".join(ids[p] for p in s.passages)}">'
+        f"{esc(s.text, quote=False)}</sentence>"
+        for n, s in enumerate(items, 1)
+    )
+    return f"<passages>\n{passages}\n</passages>\n\n<sentences>\n{lines}\n</sentences>"
+
+
+def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
+    """Sets each sentence's verdict from Claude's; the usage. Unusable unless every sentence got
+    exactly one verdict."""
+    msg = client.messages.create(
+        model=model,
+        max_tokens=MAX_TOKENS,
+        system=cached_system(render("check")),
+        tools=[TOOL],
+        tool_choice={"type": "tool", "name": CHECK_TOOL},
+        messages=[{"role": "user", "content": request(items)}],
+    )
+    given = tool_input(msg, CHECK_TOOL).get("sentences")
+    if not isinstance(given, list):
+        raise Unusable("no sentences in the check")
+    verdicts: dict[int, str] = {}
+    for v in given:
+        n = v.get("sentence") if isinstance(v, dict) else None
+        if not isinstance(n, int) or not 1 <= n <= len(items) or n in verdicts:
+            raise Unusable(f"a verdict for sentence {n!r}")
+        if v.get("verdict") not in (SUPPORTED, UNSUPPORTED, NO_CLAIM):
+            raise Unusable(f"verdict {v.get('verdict')!r}")
+        verdicts[n] = v["verdict"]
+    if len(verdicts) != len(items):
+        raise Unusable(f"verdicts for {len(verdicts)} of {len(items)} sentences")
+    for n, s in enumerate(items, 1):
+        # a sentence citing nothing cannot be supported by its passages, whatever the model says
+        s.verdict = UNSUPPORTED if verdicts[n] == SUPPORTED and not s.passages else verdicts[n]
+    return usage_of(msg)
+
+
+def offline(citations: list[Citation]) -> Checked:
+    """The offline answer's quotes: each supports itself when it was found in its chunk."""
+    items = [
+        Sentence(c.cited_text, [c.cited_text], SUPPORTED if c.verified else UNSUPPORTED)
+        for c in citations
+    ]
+    return Checked(True, "offline", items)
+
+
+def check(
+    claude: Claude, model: str, blocks: list[tuple[str, list[Citation]]], citations: list[Citation]
+) -> Checked:
+    """Claude's check of a written answer's `blocks`; the offline check of the quotes (their
+    `citations`) when the answer was not written by Claude."""
+    if not claude.available:
+        return offline(citations)
+    items = sentences(blocks)
+    if not items:
+        return Checked(True, "claude", [])
+    usage, why = claude.attempt("check", lambda client: with_claude(client, model, items))
+    if usage is None:
+        return Checked(False, "claude", why_not=why)
+    return Checked(True, "claude", items, usage=usage)
+
+
+def apply(ans: Answer, checked: Checked) -> None:
+    """The decision after the check: an unsupported sentence makes an ANSWER PARTIAL, its caveat
+    naming it (a PARTIAL answer's caveat names it too); a check that did not run leaves the
+    decision as it was and says so."""
+    if not checked.ran:
+        ans.notes.append(f"the claim check did not run ({checked.why_not})")
+        return
+    bad = checked.unsupported
+    if not bad:
+        return
+    # the note (kept in the audit trail) names every unsupported sentence; the caveat the first few
+    ans.notes.append(
+        f"claim check ({checked.by}): {len(bad)} of {len(checked.sentences)} sentences"
+        " not supported by the passages they cite: " + "; ".join(f"“{_short(t)}”" for t in bad)
+    )
+    named = "; ".join(f"“{_short(t)}”" for t in bad[:NAMED])
+    more = f" and {len(bad) - NAMED} more" if len(bad) > NAMED else ""
+    line = f"the docs it cites do not support {named}{more}."
+    if ans.decision == ANSWER:
+        ans.decision, ans.caveat = PARTIAL, f"Partial answer: {line}"
+    elif ans.decision == PARTIAL:
+        ans.caveat = f"{ans.caveat} Also, {line}".strip()
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= NAME_CHARS else text[: NAME_CHARS - 1].rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,311 @@
+"""Issue 29 against the Messages API stub with the real anthropic client: citations checked by
+content, the claim check after the answer, and prompt caching."""
+
+import json
+import time
+
+import pytest
+
+from bot.testing.stubs import (
+    OVERLOADED,
+    FakeClaude,
+    Request,
+    estimate_tokens,
+    min_cacheable,
+    prompt_parts,
+)
+from router import claims
+from router.answer import Answer, Citation
+from router.pipeline import ANSWER, PARTIAL
+from tests.test_pipeline import SIGNATURE_Q, make_pipeline
+
+ROTATE_Q = "How often should I rotate API keys?"
+
+
+def test_a_citation_in_the_right_place_with_a_fabricated_text_is_unverified(
+    examples_db, local_embedder, stub
+):
+    fabricated = {
+        "type": "search_result_location",
+        "source": "x",
+        "title": "x",
+        "cited_text": "Tidewater never signs webhooks.",
+        "search_result_index": 0,
+        "start_block_index": 0,
+        "end_block_index": 1,
+    }
+    stub.route("/v1/messages", FakeClaude(answer=[("Check the header.", [fabricated])]))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    [cit] = ans.citations
+    assert not cit.verified and cit.cited_text == "Tidewater never signs webhooks."
+    assert ans.decision == PARTIAL and "[1]" not in ans.text
+
+
+def test_cited_text_is_compared_whitespace_aside(examples_db, local_embedder, stub):
+    fake = FakeClaude(answer=[("Check the header.", [(0, 0, 1)])])
+    real = fake.citation
+
+    def respaced(results, index, start, end):  # the same text with its spacing changed
+        cit = real(results, index, start, end)
+        return cit | {"cited_text": "  " + "\n".join(cit["cited_text"].split()) + " "}
+
+    fake.citation = respaced  # type: ignore[method-assign]
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert [c.verified for c in ans.citations] == [True] and ans.decision == ANSWER
+
+
+def test_an_unsupported_sentence_turns_answer_into_partial_naming_it(
+    examples_db, local_embedder, stub
+):
+    reply = [
+        ("Compare the signature header with your own HMAC.", [(0, 0, 1)]),
+        (" Signatures expire after 90 days.", [(0, 0, 1)]),
+    ]
+    fake = FakeClaude(answer=reply, unsupported=("90 days",))
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == PARTIAL
+    assert "“Signatures expire after 90 days.”" in ans.caveat
+    assert "HMAC" not in ans.caveat  # the supported sentence is not named
+    assert "claim check (claude): 1 of 2 sentences not supported" in ans.notes[-1]
+    # the check: after the answer, a strict tool, each sentence with the passages it cites
+    [check] = fake.calls("check")
+    assert fake.seen.index(check) > fake.seen.index(fake.calls("answer")[-1])
+    assert check["tools"][0]["strict"] is True and check["tool_choice"]["name"] == "check_claims"
+    sent = check["messages"][0]["content"]
+    assert sent.count('cites="P1"') == 2 and ans.passages[0].text.split()[0] in sent
+    assert ans.usage["check"]["output_tokens"] > 0
+
+
+@pytest.mark.parametrize("says", ["supported", "unsupported"])
+def test_an_uncited_factual_sentence_counts_as_unsupported(examples_db, local_embedder, stub, says):
+    reply = [("Compare the signature header.", [(0, 0, 1)]), " Keys last 90 days."]
+    stub.route("/v1/messages", FakeClaude(answer=reply, uncited=says))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    # a model calling it supported is overruled: a sentence citing nothing has no support
+    assert ans.decision == PARTIAL and "“Keys last 90 days.”" in ans.caveat
+
+
+def test_a_sentence_stating_nothing_passes(examples_db, local_embedder, stub):
+    reply = ["Here is how:\n\n", ("Compare the signature header.", [(0, 0, 1)])]
+    stub.route("/v1/messages", FakeClaude(answer=reply))  # uncited lead-in: no_claim
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == ANSWER and not ans.caveat
+
+
+def failing_check(fake: FakeClaude, result):
+    def handler(req: Request):
+        if fake.kind(req.json) == "check":
+            return result() if callable(result) else result
+        return fake(req)
+
+    return handler
+
+
+def test_a_check_that_fails_leaves_the_decision_and_says_so(examples_db, local_embedder, stub):
+    fake = FakeClaude(unsupported=("header",))
+    stub.route("/v1/messages", failing_check(fake, OVERLOADED))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == ANSWER and not ans.offline and "check" not in ans.usage
+    assert "the claim check did not run (OverloadedError)" in ans.notes
+
+
+def test_a_check_past_the_deadline_leaves_the_decision(examples_db, local_embedder, stub):
+    fake = FakeClaude()
+
+    def slow():
+        time.sleep(4)
+        return 200, {}
+
+    stub.route("/v1/messages", failing_check(fake, slow))
+    p = make_pipeline(examples_db, local_embedder, stub)
+    p.deadline = 2.5
+    p.engine.loaded(), p.engine.embed_query("warm up")
+    started = time.perf_counter()
+    ans = p.answer(SIGNATURE_Q)
+    assert time.perf_counter() - started < 2.5 + 1.0
+    assert ans.decision == ANSWER and not ans.offline
+    assert any(n.startswith("the claim check did not run (") for n in ans.notes)
+
+
+def test_an_unusable_check_leaves_the_decision(examples_db, local_embedder, stub):
+    from bot.testing.stubs import claude_message, tool_use
+
+    fake = FakeClaude()
+    reply = claude_message(tool_use("check_claims", {"sentences": []}), stop_reason="tool_use")
+    stub.route("/v1/messages", failing_check(fake, (200, reply)))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == ANSWER
+    assert any("did not run (unusable reply" in n for n in ans.notes)
+
+
+def test_offline_the_quotes_are_their_own_support(examples_db, local_embedder):
+    ans = make_pipeline(examples_db, local_embedder).answer(SIGNATURE_Q)
+    assert ans.decision == ANSWER and not any("claim check" in n for n in ans.notes)
+    quotes = [Citation(1, "d", "s", "u", "found", True), Citation(1, "d", "s", "u", "not", False)]
+    checked = claims.offline(quotes)
+    assert checked.ran and checked.unsupported == ["not"]
+    ans = Answer("q", "q", ANSWER, "text")
+    claims.apply(ans, checked)
+    assert ans.decision == PARTIAL and "“not”" in ans.caveat
+
+
+def test_sentences_keep_code_blocks_whole_and_split_lines():
+    cit = Citation(1, "d", "s", "u", "passage", True)
+    text = "Run this:\n```sh\nfoo --bar. Baz\n```\n- First. Second e.g. this.\n- v1.2 is out"
+    got = [(s.text, s.passages) for s in claims.sentences([(text, [cit])])]
+    assert [t for t, _ in got] == [
+        "Run this:",
+        "```sh\nfoo --bar. Baz\n```",
+        "- First.",
+        "Second e.g. this.",
+        "- v1.2 is out",
+    ]
+    assert all(p == ["passage"] for _, p in got)
+
+
+# -- prompt caching ------------------------------------------------------------------------------
+
+
+def cached_prefix(body: dict) -> list:
+    """The request's prompt up to its last cache_control breakpoint."""
+    parts = prompt_parts(body)
+    last = max(i for i, (_, breakpoint) in enumerate(parts) if breakpoint)
+    return [p for p, _ in parts[: last + 1]]
+
+
+def test_each_step_caches_a_prefix_identical_across_questions(examples_db, local_embedder, stub):
+    fake = FakeClaude()
+    stub.route("/v1/messages", fake)
+    p = make_pipeline(examples_db, local_embedder, stub)
+    p.answer(SIGNATURE_Q)
+    p.answer(ROTATE_Q)
+    for kind in ("classify", "extract", "answer", "check"):
+        first, second = fake.calls(kind)
+        assert first != second  # the questions differ ...
+        # ... their cached prefixes (tools and system prompt) do not
+        assert cached_prefix(first) == cached_prefix(second) != []
+        prefix = json.dumps(cached_prefix(first))
+        assert SIGNATURE_Q not in prefix and ROTATE_Q not in prefix
+        assert first["system"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def long_request(model: str, system_tokens: int, question: str) -> dict:
+    text = "Rules for the assistant. " * round(system_tokens * 3.5 / 25)
+    return {
+        "model": model,
+        "max_tokens": 10,
+        "system": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": question}],
+    }
+
+
+def bill(fake: FakeClaude, body: dict) -> dict:
+    return fake.bill(body, fake.condense(body))
+
+
+def test_the_stub_bills_cache_writes_and_reads_as_the_api_does():
+    fake = FakeClaude()
+    body = long_request("claude-sonnet-4-6", 1500, "first question")
+    total = sum(estimate_tokens(p) for p, _ in prompt_parts(body))
+    first = bill(fake, body)
+    assert first["cache_read_input_tokens"] == 0 and first["cache_creation_input_tokens"] > 1024
+    assert first["input_tokens"] + first["cache_creation_input_tokens"] == total
+    second = bill(fake, long_request("claude-sonnet-4-6", 1500, "another question"))
+    assert second["cache_read_input_tokens"] == first["cache_creation_input_tokens"]
+    assert second["cache_creation_input_tokens"] == 0 and second["input_tokens"] < 20
+    # the cache is per model; below a model's minimum nothing is cached (Haiku 4.5: 4,096)
+    assert min_cacheable("claude-haiku-4-5") == 4096 and min_cacheable("claude-sonnet-4-6") == 1024
+    haiku = bill(fake, long_request("claude-haiku-4-5", 1500, "first question"))
+    assert haiku["cache_creation_input_tokens"] == haiku["cache_read_input_tokens"] == 0
+    assert haiku["input_tokens"] == total
+    # without caching every prompt is billed in full
+    off = FakeClaude(cache=False)
+    bill(off, body)
+    assert bill(off, body)["input_tokens"] == total
+
+
+def test_the_stub_refuses_more_than_four_breakpoints(stub):
+    import anthropic
+
+    stub.route("/v1/messages", FakeClaude())
+    client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0)
+    block = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
+    with pytest.raises(anthropic.BadRequestError):
+        client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=10,
+            system=[block] * 5,  # type: ignore[list-item]
+            messages=[{"role": "user", "content": "hi"}],
+        )
+
+
+# -- judged eval ---------------------------------------------------------------------------------
+
+
+def test_eval_answers_judged_by_claude_with_intervals(
+    tmp_path, capsys, examples_db, stub, monkeypatch
+):
+    from bot.cli import main
+    from tests.conftest import ROOT
+
+    grades = [
+        {"faithfulness": "faithful", "correctness": "correct", "reason": "r"},
+        {"faithfulness": "partly_faithful", "correctness": "incorrect", "reason": "r"},
+        {"faithfulness": "faithful", "correctness": "partly_correct", "reason": "r"},
+    ]
+    fake = FakeClaude(judgement=grades)
+    judged = 0
+
+    def handler(req: Request):
+        nonlocal judged
+        if fake.kind(req.json) == "judge":
+            judged += 1
+            if judged == 4:  # one grade the judge fails to give
+                return OVERLOADED
+        return fake(req)
+
+    stub.route("/v1/messages", handler)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.url)
+    monkeypatch.setenv("FIELDGUIDE_MAX_RETRIES", "0")
+    off = tmp_path / "off.jsonl"
+    off.write_text(json.dumps({"id": "o1", "question": "What is the capital of Australia?"}) + "\n")
+    out = tmp_path / "answers.json"
+    argv = ["eval", str(ROOT / "examples"), "--answers", "--judge", "--db", examples_db]
+    argv += ["--limit", "5", "--offtopic", str(off), "--json", str(out)]
+    assert main([*argv, "--judge-model", "claude-opus-4-6"]) == 0
+    printed = capsys.readouterr().out
+    assert "judged faithfulness" in printed and "judged correctness" in printed
+    result = json.loads(out.read_text())
+    s = result["summary"]
+    assert s["judge_model"] == "claude-opus-4-6" and s["judge_failed"] == 1
+    answered = [a for a in result["answers"] if a["decision"] != "ABSTAIN"]
+    assert s["judge_faithfulness"]["n"] == len(answered) - 1
+    for key in ("judge_faithfulness", "judge_correctness"):
+        lo, hi = s[key]["ci95"]
+        assert lo <= s[key]["value"] <= hi and lo < hi  # grades differ: a real interval
+    calls = fake.calls("judge")
+    assert {c["model"] for c in calls} == {"claude-opus-4-6"}
+    first = calls[0]
+    assert first["tools"][0]["strict"] is True and first["system"][0]["cache_control"]
+    item = next(a for a in answered if "error" not in a["judge"])
+    question = next(
+        json.loads(line)
+        for line in (ROOT / "examples" / "questions.jsonl").open()
+        if json.loads(line)["id"] == item["id"]
+    )
+    sent = next(c for c in calls if item["question"] in c["messages"][0]["content"])
+    text = sent["messages"][0]["content"]
+    assert question["answer"][:40] in text.replace("&amp;", "&")  # the reference answer
+    assert "<cited_passages>" in text and "(the answer cites no passage)" not in text
+    # the judge's model from the settings; no key, no judge
+    monkeypatch.setenv("FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-4-6")
+    fake.seen.clear()
+    assert main([*argv, "--limit", "1"]) == 0
+    assert {c["model"] for c in fake.calls("judge")} == {"claude-sonnet-4-6"}
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "--judge needs ANTHROPIC_API_KEY" in capsys.readouterr().err
