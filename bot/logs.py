@@ -26,9 +26,16 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure(level: str, form: str) -> None:
+    """serve's log handler on the root logger, in place of one an earlier call added (handlers
+    others installed, such as a test's capture, stay)."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "fieldguide", False)]:
+        root.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
+    handler.fieldguide = True  # type: ignore[attr-defined]
     handler.setFormatter(JsonFormatter() if form == "json" else logging.Formatter(TEXT))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    root.addHandler(handler)
+    root.setLevel(level)
     logging.captureWarnings(True)  # a library's warnings too, in the same format
 
 
