@@ -26,7 +26,7 @@ channels:
 @pytest.fixture
 def make_harness(examples_db, local_embedder, tmp_path):
     made = []
-    docs = shutil.copytree(EXAMPLES, tmp_path / "docs")
+    docs = EXAMPLES  # the source examples_db was built from (/docs-reindex never swaps)
 
     def make(channels=None, **overrides):
         mock = SlackMock()
@@ -193,7 +193,7 @@ def owned_db(examples_db, local_embedder, tmp_path):
     (docs / "intents.yaml").write_text(text)
     sso = docs / "authentication" / "sso.md"  # one doc owned by a person
     sso.write_text(sso.read_text().replace("---\n", "---\nowner: U0SSO\n", 1))
-    index_folder(examples_db, docs, local_embedder)
+    index_folder(examples_db, docs, local_embedder, replace=True)  # the same docs, owned: a swap
     return examples_db
 
 
