@@ -205,7 +205,7 @@ def test_ask_a_person_posts_once_to_the_owners_channel_and_is_recorded(make_harn
     from bot.testing.slack_harness import blocks_of, wait
 
     h = make_harness()
-    question = "Can I pay my invoice with Bitcoin?"
+    question = "Can I pay my invoice with Dogecoin?"
     h.event(mention(question, channel="C1", ts="1700000010.000100"), "EvA1")
     [answer] = answer_in(h.mock, "C1")
     row = audit(h, "C1")
@@ -357,13 +357,13 @@ def test_ask_a_person_from_a_dm_goes_to_the_owner_by_dm(make_harness, examples_d
     with open_db(examples_db).conn as conn:  # every doc owned by one person (as intents.yaml says)
         conn.execute("UPDATE intents SET owner = 'U0DOCS'")
     h = make_harness()
-    h.event(dm("Can I pay my invoice with Bitcoin?"), "EvDM1")
+    h.event(dm("Can I pay my invoice with Dogecoin?"), "EvDM1")
     answer_in(h.mock, "D1")
     row = audit(h, "D1")
     assert row["decision"] in ("ABSTAIN", "PARTIAL")
     h.click("U1", str(row["id"]), action_id="ask_person")
     [sent] = wait(lambda: [p for p in h.mock.posts() if p["channel"] == "U0DOCS"], what="a DM")
-    assert "Bitcoin" in sent["text"] and "(asked in a direct message)" in sent["text"]
+    assert "Dogecoin" in sent["text"] and "(asked in a direct message)" in sent["text"]
     [told] = wait(lambda: ephemerals(h.mock), what="the asker told")
     assert told["text"].startswith("Sent to <@U0DOCS>") and told["channel"] == "D1"
 
