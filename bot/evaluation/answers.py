@@ -183,18 +183,11 @@ def format_summary(name: str, s: dict) -> str:
         "| figure | value | 95% CI | n |",
         "|---|---|---|---|",
     ]
-    for key, label in RATES:
-        r = s[key]
-        if r["value"] is None:
-            lines.append(f"| {label} | — | — | 0 |")
-        else:
-            lo, hi = r["ci95"]
-            lines.append(f"| {label} | {r['value']:.3f} | {lo:.3f}–{hi:.3f} | {r['n']} |")
-    judged = [
+    judged = (
         ("judge_faithfulness", "judged faithfulness"),
         ("judge_correctness", "judged correctness"),
-    ]
-    for key, label in judged if "judge_correctness" in s else []:
+    )
+    for key, label in RATES + (judged if "judge_correctness" in s else ()):
         r = s[key]
         if r["value"] is None:
             lines.append(f"| {label} | — | — | 0 |")
