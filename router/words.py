@@ -158,6 +158,7 @@ def prepare(searcher: Searcher) -> None:
     """Build what the decision reads of words ahead of the first questions that need it."""
     docs_words(searcher).spell  # noqa: B018
     _english_speller()
+    zipf("the")  # wordfreq's English table
 
 
 # a lowercase word, or the question's first word capitalised ("Recieve webhooks?")
