@@ -26,9 +26,13 @@ _docs_lock, _english_lock, _spell_lock = threading.Lock(), threading.Lock(), thr
 
 @lru_cache(maxsize=65536)
 def zipf(word: str) -> float:
+    """A word's frequency in English on wordfreq's zipf scale (0: never seen). A word over MAX_WORD
+    letters is no English word: 0 without reading wordfreq's table."""
+    if len(word) > MAX_WORD:
+        return 0.0
     from wordfreq import zipf_frequency
 
-    return float(zipf_frequency(word[:MAX_WORD], "en"))
+    return float(zipf_frequency(word, "en"))
 
 
 @cache
