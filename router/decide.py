@@ -29,9 +29,9 @@ fit did not carry to a corpus it was not fitted on (bench/RESULTS.md, section ca
 A logistic regression turns the signals into p = P(the docs answer the question); ANSWER, PARTIAL
 and ABSTAIN are bands of p. Weights and bands are data (`router/decision.json`), written by
 `fieldguide calibrate` (bot/evaluation/calibrate.py) from answerable questions, close off-topic
-ones, answerable ones with their gold sections hidden from the search and the docs' own headings
-as questions; one model per embedder, and an embedder-free one (`lexical`) for an embedder that was
-not calibrated and for a search without vectors.
+ones and answerable ones with their gold sections hidden from the search (the docs' own headings
+as questions are measured, not fitted on); one model per embedder, and an embedder-free one
+(`lexical`) for an embedder that was not calibrated and for a search without vectors.
 """
 
 from __future__ import annotations
@@ -60,8 +60,6 @@ NAME_SIGNALS = ("rare", "missing", "phrase")  # what the question's names say, n
 # figures vary by <= 0.07 over that range: bench/RESULTS.md, section calibration)
 RARE_ZIPF = 4.0
 
-
-# -- what the asker pasted, and their own values --
 
 # -- names: runs of specific words that must stand side by side in the docs --
 
@@ -93,7 +91,7 @@ def known_phrase(phrase: str, searcher: Searcher) -> bool:
     versions = {t for w in phrase.split() if VERSION.fullmatch(w) for t in tokenize(w)}
     terms = [t for t in tokenize(phrase) if t in versions or not common(t)]
     if len(terms) < 2:
-        return True  # one word: `unknown` weighs it
+        return True  # one word: `rare` weighs it
     rows = _rows_with(terms, bm25)
     if rows is None or rows.size == 0:
         return False
