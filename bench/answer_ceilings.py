@@ -34,7 +34,7 @@ from bot.settings import Settings
 from bot.wiring import make_pipeline
 from index.search import Hit
 from router import citations, offline
-from router.answer import ABSTAIN, Answer, Passage
+from router.answer import ABSTAIN, Passage
 
 SETS = {
     "claude-docs": (".fieldguide/eval/claude-docs.db", None),
@@ -70,10 +70,9 @@ def oracle(units: list[offline.Unit], reference: str, stop: frozenset[str], budg
 
 def composed(question: str, passages: list[Passage], hits: list[Hit]) -> str:
     """The passages as the offline answer step writes them."""
-    ans = Answer(question, question, ABSTAIN, "", offline=True)
-    ans.hits = [h.chunk for h in hits]
-    by_chunk = citations.number_sources(passages, {h.chunk["id"]: h.chunk for h in hits}, "")
-    return offline.compose(passages, by_chunk, ans)
+    chunks = {h.chunk["id"]: h.chunk for h in hits}
+    by_chunk = citations.number_sources(passages, chunks, "")
+    return offline.compose(passages, by_chunk, chunks).text
 
 
 def measure(name: str, db: str, limit: int | None) -> dict[str, list]:

@@ -41,9 +41,9 @@ def main() -> None:
             ]
         )
         if name.startswith("claude"):
-            for stage in answers[0].timings_ms:
+            for stage in answers[0].trace.timings_ms:
                 stage_rows[stage] = float(
-                    np.median([a.timings_ms.get(stage, 0.0) for a in answers])
+                    np.median([a.trace.timings_ms.get(stage, 0.0) for a in answers])
                 )
     print(rows, stage_rows)
     body = f"""## Answers, offline

@@ -164,8 +164,8 @@ def latency(db, qs: list[str]) -> tuple[list, dict]:
             if not last[0]:
                 continue  # abstained: nothing streamed
             after.append(done - last[0])
-            check.append(ans.timings_ms.get("check", 0.0) / 1000)
-            checked += "check" in ans.usage
+            check.append(ans.trace.timings_ms.get("check", 0.0) / 1000)
+            checked += "check" in ans.trace.usage
     finally:
         server.close()
 

@@ -68,7 +68,7 @@ def run(pipeline: Pipeline, items: list[dict], stop) -> tuple[float, float, int]
         recall.append(
             0.0 if ans.decision == ABSTAIN else token_scores(ans.text, q["answer"], stop)[0]
         )
-        fixed += any(n.startswith(TYPO_NOTE) for n in ans.notes)
+        fixed += any(n.startswith(TYPO_NOTE) for n in ans.trace.notes)
     return float(np.mean(abstained)), float(np.mean(recall)), fixed
 
 

@@ -415,9 +415,9 @@ def format_answer(ans: Answer) -> str:
             ago = updated_ago(s.updated)
             lines.append(f"  [{s.n}] {s.label} — {s.url}" + (f" ({ago})" if ago else ""))
     intent = ans.intents[0] if ans.intents else "none"
-    stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.timings_ms.items())
+    stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.trace.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
-    lines += [f"Note: {n}" for n in ans.notes]
+    lines += [f"Note: {n}" for n in ans.trace.notes]
     if ans.scope is not None:
         lines.append(f"Note: searched only the scope {ans.scope.describe()}")
     return "\n".join(lines)
@@ -456,13 +456,13 @@ def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         out = ans.to_json()
         if args.show_context:
-            out["context"] = ans.hits
+            out["context"] = ans.trace.hits
             out["passages"] = [p.__dict__ for p in ans.passages]
         _print_json(out)
         return 0
     if args.show_context:
         print("Retrieved:")
-        for i, h in enumerate(ans.hits, 1):
+        for i, h in enumerate(ans.trace.hits, 1):
             print(f"  {i:>2}. {h['score']:.3f} {h['doc']} · {label(h['title'], h['heading_path'])}")
         print("Passages:")
         for p in ans.passages:

@@ -132,11 +132,11 @@ def markdown_block(text: str) -> dict:
 def context_line(ans: Answer) -> str:
     parts = [DECISIONS.get(ans.decision, ans.decision.lower())]
     parts.append(f"intent: {ans.intents[0] if ans.intents else 'none'}")
-    if ans.offline:
+    if ans.trace.offline:
         parts.append("answered without Claude")
-    if any("keyword search only" in n for n in ans.notes):
+    if any("keyword search only" in n for n in ans.trace.notes):
         parts.append("keyword search only (embeddings unavailable)")
-    parts += [n for n in ans.notes if n.startswith(TYPO_NOTE)]
+    parts += [n for n in ans.trace.notes if n.startswith(TYPO_NOTE)]
     if ans.scope is not None:
         parts.append(f"searched: {ans.scope.describe()}")
     return escape(" · ".join(parts))[:2000]

@@ -49,34 +49,45 @@ class Citation:
 
 
 @dataclass
-class Answer:
-    question: str
-    condensed: str
-    decision: str
-    text: str
-    sources: list[Source] = field(default_factory=list)
-    citations: list[Citation] = field(default_factory=list)
+class Trace:
+    """How an answer came about, for the audit log, `--json`, eval and the footnotes: what each
+    step recorded as it ran. No step reads it to decide anything."""
+
+    offline: bool = False  # answered without Claude (no key, or a Claude step fell back)
     route: dict = field(default_factory=dict)
-    hits: list[dict] = field(default_factory=list)
-    passages: list[Passage] = field(default_factory=list)
-    dropped_passages: int = 0
-    offline: bool = False
-    notes: list[str] = field(default_factory=list)
+    hits: list[dict] = field(default_factory=list)  # the ranked chunks, with their scores
+    evidence: dict = field(default_factory=dict)  # the decision's signals and probability
+    dropped_passages: int = 0  # passages Claude quoted that are not in their chunk
+    notes: list[str] = field(default_factory=list)  # a typo read, a fallback, the claim check
     timings_ms: dict = field(default_factory=dict)
     usage: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     prompts: dict = field(default_factory=dict)
-    evidence: dict = field(default_factory=dict)
+
+
+@dataclass
+class Answer:
+    """What the question got: the decision, the text, its sources and checked citations."""
+
+    question: str
+    condensed: str  # the question as searched (thread context folded in, typos read)
+    decision: str
+    text: str
+    sources: list[Source] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
     # with a PARTIAL answer, the one line that says why it is partial (shown above the answer)
     caveat: str = ""
-    audit_id: int | None = None
     scope: Any = None  # the router.engine.Scope searched (None: everything)
+    trace: Trace = field(default_factory=Trace)
+    audit_id: int | None = None
 
     @property
     def intents(self) -> list[str]:
-        return [i["intent"] for i in self.route.get("intents", [])]
+        return [i["intent"] for i in self.trace.route.get("intents", [])]
 
     def to_json(self) -> dict:
+        t = self.trace
         return {
             "question": self.question,
             "condensed": self.condensed,
@@ -86,13 +97,13 @@ class Answer:
             "citations": [asdict(c) for c in self.citations],
             "sources": [asdict(s) | {"section": s.section, "label": s.label} for s in self.sources],
             "intents": self.intents,
-            "routing": self.route,
-            "offline": self.offline,
-            "notes": self.notes,
-            "timings_ms": self.timings_ms,
-            "usage": self.usage,
-            "evidence": self.evidence,
-            "dropped_passages": self.dropped_passages,
+            "routing": t.route,
+            "offline": t.offline,
+            "notes": t.notes,
+            "timings_ms": t.timings_ms,
+            "usage": t.usage,
+            "evidence": t.evidence,
+            "dropped_passages": t.dropped_passages,
         }
 
 

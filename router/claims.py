@@ -15,7 +15,7 @@ from typing import Any
 
 from prompts import render
 
-from .answer import ANSWER, PARTIAL, Answer, Citation
+from .answer import ANSWER, PARTIAL, Citation
 from .claude import Claude, Unusable, cached_system, strict_tool, tool_input, usage_of
 
 CHECK_TOOL = "check_claims"
@@ -160,28 +160,27 @@ def check(
     return Checked(True, "claude", items, usage=usage)
 
 
-def apply(ans: Answer, checked: Checked) -> None:
-    """The decision after the check: an unsupported sentence makes an ANSWER PARTIAL, its caveat
-    naming it (a PARTIAL answer's caveat names it too); a check that did not run leaves the
-    decision as it was and says so."""
+def judged(decision: str, caveat: str, checked: Checked) -> tuple[str, str, str]:
+    """(decision, caveat, note) after the check: an unsupported sentence makes an ANSWER PARTIAL,
+    its caveat naming it (a PARTIAL answer's caveat names it too); the note, for the trace, names
+    every unsupported sentence, or says the check did not run (the decision stays as it was)."""
     if not checked.ran:
-        ans.notes.append(f"the claim check did not run ({checked.why_not})")
-        return
+        return decision, caveat, f"the claim check did not run ({checked.why_not})"
     bad = checked.unsupported
     if not bad:
-        return
-    # the note (kept in the audit trail) names every unsupported sentence; the caveat the first few
-    ans.notes.append(
+        return decision, caveat, ""
+    note = (
         f"claim check ({checked.by}): {len(bad)} of {len(checked.sentences)} sentences"
         " not supported by the passages they cite: " + "; ".join(f"“{_short(t)}”" for t in bad)
     )
     named = "; ".join(f"“{_short(t)}”" for t in bad[:NAMED])
     more = f" and {len(bad) - NAMED} more" if len(bad) > NAMED else ""
     line = f"the docs it cites do not support {named}{more}."
-    if ans.decision == ANSWER:
-        ans.decision, ans.caveat = PARTIAL, f"Partial answer: {line}"
-    elif ans.decision == PARTIAL:
-        ans.caveat = f"{ans.caveat} Also, {line}".strip()
+    if decision == ANSWER:
+        return PARTIAL, f"Partial answer: {line}", note
+    if decision == PARTIAL:
+        return decision, f"{caveat} Also, {line}".strip(), note
+    return decision, caveat, note
 
 
 def _short(text: str) -> str:

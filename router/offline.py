@@ -19,7 +19,8 @@ from index.chunker import LIST_ITEM, SENTENCE_END, block_spans, context_header
 from index.embedders import Embedder, EmbeddingError
 from index.search import BM25, Hit, tokenize
 
-from .answer import Answer, Citation, Passage, Source, occurs_in
+from .answer import Citation, Passage, Source, occurs_in
+from .compose import OK, Written
 
 # a unit's score = CHUNK_WEIGHT * its chunk's fused score + the rest from the unit itself
 CHUNK_WEIGHT = 0.5
@@ -414,26 +415,24 @@ def source_label(src: Source) -> str:
     return src.heading_path[-1] if src.heading_path else src.title
 
 
-def compose(passages: list[Passage], by_chunk: dict[str, Source], ans: Answer) -> str:
+def compose(
+    passages: list[Passage], by_chunk: dict[str, Source], chunks: dict[str, dict]
+) -> Written:
     """The passages quoted, those of one chunk together under one attribution; each quote is a
-    citation of its chunk."""
-    chunk_text = {h["id"]: h["text"] for h in ans.hits}
+    citation of its chunk (`chunks`: chunk id → chunk, whose text each quote is checked in)."""
     groups: dict[str, list[Passage]] = {}
     for p in passages:
         groups.setdefault(p.chunk_id, []).append(p)
-    out = []
+    out, cited = [], []
     for cid, group in groups.items():
         src = by_chunk[cid]
         lines: list[str] = []
         for p in group:
-            ans.citations.append(
-                Citation(
-                    src.n, src.doc, src.section, src.url, p.text, occurs_in(p.text, chunk_text[cid])
-                )
-            )
+            verified = occurs_in(p.text, chunks[cid]["text"])
+            cited.append(Citation(src.n, src.doc, src.section, src.url, p.text, verified))
             if lines and not (p.text.startswith("|") and lines[-1].startswith("|")):
                 lines.append(ELLIPSIS)
             lines += p.text.split("\n")
         quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
         out.append(f"{quoted}\n— {source_label(src)} [{src.n}]")
-    return "From the docs:\n\n" + "\n\n".join(out)
+    return Written(OK, "From the docs:\n\n" + "\n\n".join(out), cited)

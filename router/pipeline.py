@@ -23,7 +23,7 @@ from prompts import prompt_hash
 
 from . import citations, claims, compose, condense, decide, language, offline, words
 from . import extract as claude_extract
-from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source
+from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Loaded, Scope
 
@@ -81,57 +81,87 @@ class Pipeline:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
-        `context`: where the question came from (Slack channel, user, thread), for the audit."""
+        `scope`: route and search only inside it (None: everything). `context`: where the
+        question came from (Slack channel, user, thread), for the audit."""
         question = self.check(question)
         started = time.perf_counter()
-        ans = self.start(question)
-        ans.scope = scope  # routed and searched only inside it (None: everything)
-        self.steps(ans, history or [], on_text)
-        ans.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
+        trace = self.new_trace()
+        ans = self.steps(question, history or [], on_text, scope, trace)
+        trace.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         return self.finish(ans, context)
 
     def steps(
-        self, ans: Answer, history: list[dict], on_text: Callable[[str], None] | None
-    ) -> None:
-        claude = Claude(
-            self.client, self.deadline, lambda step, why: self.fell_back(ans, step, why)
-        )
-        clock = Laps(ans)
+        self,
+        question: str,
+        history: list[dict],
+        on_text: Callable[[str], None] | None,
+        scope: Scope | None,
+        trace: Trace,
+    ) -> Answer:
+        """The question's path; each step returns what it found, and records in `trace` what it
+        used (tokens, notes, timings)."""
+        claude = Claude(self.client, self.deadline, lambda step, why: fell_back(trace, step, why))
+        clock = Laps(trace.timings_ms)
 
         loaded = self.engine.loaded()  # one index generation for the whole answer
         searcher = loaded.searcher
-        question = self.condense(ans.question, history, claude, ans, searcher)
-        ans.condensed, typos = self.correct_typos(question, searcher)
-        ans.notes += [words.typo_note(typos)] if typos else []
+        condensed = self.condense(question, history, claude, trace, searcher)
+        condensed, typos = words.correct_typos(condensed, searcher)
+        trace.notes += [words.typo_note(typos)] if typos else []
         clock.lap("condense")
-        query_vec, note = self.engine.embed_query(ans.condensed)
-        ans.notes += [note] if note else []
+        query_vec, note = self.engine.embed_query(condensed)
+        trace.notes += [note] if note else []
         clock.lap("embed")
-        hits = self.route(ans, query_vec, claude, loaded)
+        hits = self.route(condensed, query_vec, claude, loaded, scope, trace)
         clock.lap("route_retrieve")
-        offline_verdict, gate = self.assess(ans.condensed, query_vec, hits, searcher, claude)
-        ans.evidence = gate.evidence()
+
+        def abstain(near: list[Hit], text: str = "") -> Answer:
+            """ "Not in the docs", saying why when the evidence knows (a name the docs never
+            mention, another language), else naming the `near` sections that came closest."""
+            text = text or decide.abstain_message(trace.evidence) or abstain_text(near)
+            return Answer(question, condensed, ABSTAIN, text, scope=scope, trace=trace)
+
+        offline_verdict, gate = self.assess(condensed, query_vec, hits, searcher, claude)
+        trace.evidence = gate.evidence()
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
-            return self.abstain(ans, [])
-        ans.passages = self.extract(ans, query_vec, hits, searcher.bm25, claude)
+            return abstain([])
+        passages = self.extract(condensed, query_vec, hits, searcher.bm25, claude, trace)
         clock.lap("extract")
         # Claude was to check the passages but failed: the offline decision holds alone
         if claude.failed and gate is not offline_verdict:
             gate = offline_verdict
-            ans.evidence = gate.evidence()
+            trace.evidence = gate.evidence()
             if gate.decision == ABSTAIN:
-                return self.abstain(ans, [])
-        if not ans.passages:
-            return self.abstain(ans, hits)
-        by_chunk = citations.number_sources(
-            ans.passages, {h["id"]: h for h in ans.hits}, self.docs_base_url
-        )
-        ans.sources = list(by_chunk.values())
-        written = self.write(ans, by_chunk, claude, on_text)
+                return abstain([])
+        if not passages:
+            return abstain(hits)
+        chunks = {h["id"]: h for h in trace.hits}
+        by_chunk = citations.number_sources(passages, chunks, self.docs_base_url)
+        written = self.write(question, passages, by_chunk, chunks, claude, on_text, trace)
         clock.lap("answer")
-        self.conclude(ans, gate.decision, written, hits)
-        self.check_claims(ans, written, claude)
+        if written.status in (compose.NOT_COVERED, compose.EMPTY):
+            trace.notes += ["Claude's answer was empty"] if written.status == compose.EMPTY else []
+            return abstain(hits)
+        if written.status == compose.REFUSED:
+            trace.notes.append("Claude refused (stop_reason refusal)")
+            return abstain([], REFUSED)
+        decision, caveat, sources = conclude(gate.decision, written, list(by_chunk.values()))
+        checked = self.check_claims(written, claude, trace)
+        decision, caveat, note = claims.judged(decision, caveat, checked)
+        trace.notes += [note] if note else []
         clock.lap("check")
+        return Answer(
+            question,
+            condensed,
+            decision,
+            written.text,
+            sources,
+            written.citations,
+            passages,
+            caveat,
+            scope,
+            trace,
+        )
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -147,21 +177,16 @@ class Pipeline:
         cut = question[: MAX_QUESTION_CHARS + 1]
         return cut.rsplit(None, 1)[0] if " " in cut else cut[:MAX_QUESTION_CHARS]
 
-    def start(self, question: str) -> Answer:
-        ans = Answer(question, question, ABSTAIN, "", offline=self.client is None)
-        ans.models = {"embed": self.engine.embedder.name}
+    def new_trace(self) -> Trace:
+        trace = Trace(offline=self.client is None, models={"embed": self.engine.embedder.name})
         if self.client is not None:
-            ans.models |= {
+            trace.models |= {
                 k: self.models.get(k) for k in ("condense", "extract", "answer", "check")
             }
-        ans.prompts = {
+        trace.prompts = {
             n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer", "check")
         }
-        return ans
-
-    def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
-        """The question with its typos read as the words they stand for (words.correct_typos)."""
-        return words.correct_typos(question, searcher)
+        return trace
 
     def assess(
         self,
@@ -195,7 +220,7 @@ class Pipeline:
         question: str,
         history: list[dict],
         claude: Claude,
-        ans: Answer,
+        trace: Trace,
         searcher: Searcher,
     ) -> str:
         question = condense.plain(question)  # without "Hi team," and "Thanks!"
@@ -209,132 +234,91 @@ class Pipeline:
             text, usage = condense.with_claude(
                 client, self.models["condense"], question, history, docs_language
             )
-            add_usage(ans.usage, "condense", usage)
+            add_usage(trace.usage, "condense", usage)
             return text
 
         return claude.run("condense", ask, lambda: condense.offline(question, history))
 
     def route(
-        self, ans: Answer, query_vec: np.ndarray | None, claude: Claude, loaded: Loaded
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        claude: Claude,
+        loaded: Loaded,
+        scope: Scope | None,
+        trace: Trace,
     ) -> list[Hit]:
         with_claude = claude if claude.client is not None else None
-        router = self.engine.router_for(loaded, ans.scope)
-        decision = router.route(ans.condensed, query_vec, k=10, claude=with_claude)
-        ans.route = decision.to_dict() | ({"scope": ans.scope.describe()} if ans.scope else {})
-        if decision.note and decision.note not in ans.notes:  # e.g. the reranker fell back
-            ans.notes.append(decision.note)
+        router = self.engine.router_for(loaded, scope)
+        decision = router.route(question, query_vec, k=10, claude=with_claude)
+        trace.route = decision.to_dict() | ({"scope": scope.describe()} if scope else {})
+        if decision.note and decision.note not in trace.notes:  # e.g. the reranker fell back
+            trace.notes.append(decision.note)
         if decision.usage:
-            add_usage(ans.usage, "classify", decision.usage)
-        ans.hits = [
+            add_usage(trace.usage, "classify", decision.usage)
+        trace.hits = [
             h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits
         ]
         return decision.hits
 
     def extract(
         self,
-        ans: Answer,
+        question: str,
         query_vec: np.ndarray | None,
         hits: list[Hit],
         bm25: BM25,
         claude: Claude,
+        trace: Trace,
     ) -> list[Passage]:
         top = hits[:CONTEXT_CHUNKS]
 
         def ask(client) -> list[Passage]:
             found, dropped, usage = claude_extract.extract(
-                client, self.models["extract"], ans.condensed, top
+                client, self.models["extract"], question, top
             )
-            ans.dropped_passages += dropped
-            add_usage(ans.usage, "extract", usage)
+            trace.dropped_passages += dropped
+            add_usage(trace.usage, "extract", usage)
             return found
 
         return claude.run(
             "extract",
             ask,
-            lambda: offline.extract(ans.condensed, query_vec, top[:3], bm25, self.engine.embedder),
+            lambda: offline.extract(question, query_vec, top[:3], bm25, self.engine.embedder),
         )
 
     def write(
         self,
-        ans: Answer,
+        question: str,
+        passages: list[Passage],
         by_chunk: dict[str, Source],
+        chunks: dict[str, dict],
         claude: Claude,
         on_text: Callable[[str], None] | None,
+        trace: Trace,
     ) -> compose.Written:
         def ask(client) -> compose.Written:
             written = compose.compose(
-                client, self.models["answer"], ans.question, ans.passages, by_chunk, on_text
+                client, self.models["answer"], question, passages, by_chunk, on_text
             )
-            add_usage(ans.usage, "answer", written.usage)
-            ans.citations = written.citations
+            add_usage(trace.usage, "answer", written.usage)
             return written
 
-        def quote() -> compose.Written:
-            ans.citations = []
-            return compose.Written(compose.OK, offline.compose(ans.passages, by_chunk, ans))
+        return claude.run("answer", ask, lambda: offline.compose(passages, by_chunk, chunks))
 
-        return claude.run("answer", ask, quote)
-
-    def conclude(
-        self,
-        ans: Answer,
-        strength: str,
-        written: compose.Written,
-        hits: list[Hit],
-    ) -> None:
-        """The decision from the evidence and what the answer step returned: an answer with no
-        verified citation is never ANSWER."""
-        if written.status in (compose.NOT_COVERED, compose.EMPTY):
-            if written.status == compose.EMPTY:
-                ans.notes.append("Claude's answer was empty")
-            return self.abstain(ans, hits)
-        if written.status == compose.REFUSED:
-            ans.text, ans.sources, ans.decision = REFUSED, [], ABSTAIN
-            ans.notes.append("Claude refused (stop_reason refusal)")
-            return
-        ans.text = written.text
-        verified = {c.source for c in ans.citations if c.verified}
-        why = (
-            "incomplete"
-            if written.status == compose.INCOMPLETE
-            else "uncited"
-            if not verified
-            else "unverified"
-            if any(not c.verified for c in ans.citations)
-            else "not_covered"
-            if "docs don't cover" in ans.text.lower()
-            else "loose"
-            if strength == PARTIAL
-            else ""
-        )
-        ans.decision = PARTIAL if why else ANSWER
-        ans.caveat = CAVEATS.get(why, "")
-        ans.sources = [s for s in ans.sources if s.n in verified] or ans.sources
-
-    def check_claims(self, ans: Answer, written: compose.Written, claude: Claude) -> None:
+    def check_claims(
+        self, written: compose.Written, claude: Claude, trace: Trace
+    ) -> claims.Checked:
         """The claim check (router/claims.py), after the answer is written so streaming is not
-        held up: an unsupported sentence turns ANSWER into PARTIAL, naming it."""
-        if ans.decision == ABSTAIN:
-            return
+        held up."""
         model = self.models.get("check") or self.models.get("extract", "")
-        checked = claims.check(claude, model, written.blocks, ans.citations)
+        checked = claims.check(claude, model, written.blocks, written.citations)
         if checked.usage:
-            add_usage(ans.usage, "check", checked.usage)
-        claims.apply(ans, checked)
-
-    def abstain(self, ans: Answer, hits: list[Hit]) -> None:
-        """ "Not in the docs", saying why when the evidence knows (a name the docs never mention,
-        another language), else naming the `hits` that came closest."""
-        text = decide.abstain_message(ans.evidence) or abstain_text(hits)
-        ans.decision, ans.sources, ans.text = ABSTAIN, [], text
-
-    def fell_back(self, ans: Answer, step: str, why: str) -> None:
-        ans.offline = True
-        ans.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
+            add_usage(trace.usage, "check", checked.usage)
+        return checked
 
     def finish(self, ans: Answer, context: dict | None) -> Answer:
         if self.client is None:
-            ans.notes.append(OFFLINE_NOTE)
+            ans.trace.notes.append(OFFLINE_NOTE)
         if self.state is not None:
             try:
                 ans.audit_id = self.state.record_answer(ans, context or {})
@@ -343,15 +327,46 @@ class Pipeline:
         return ans
 
 
-class Laps:
-    """Each step's milliseconds into ans.timings_ms."""
+def conclude(
+    strength: str, written: compose.Written, sources: list[Source]
+) -> tuple[str, str, list[Source]]:
+    """(decision, caveat, sources) of a written answer: one with no verified citation is never
+    ANSWER, and only the sources it verifiably cites are listed."""
+    verified = {c.source for c in written.citations if c.verified}
+    why = (
+        "incomplete"
+        if written.status == compose.INCOMPLETE
+        else "uncited"
+        if not verified
+        else "unverified"
+        if any(not c.verified for c in written.citations)
+        else "not_covered"
+        if "docs don't cover" in written.text.lower()
+        else "loose"
+        if strength == PARTIAL
+        else ""
+    )
+    return (
+        PARTIAL if why else ANSWER,
+        CAVEATS.get(why, ""),
+        [s for s in sources if s.n in verified] or sources,
+    )
 
-    def __init__(self, ans: Answer):
-        self.ans, self.clock = ans, time.perf_counter()
+
+def fell_back(trace: Trace, step: str, why: str) -> None:
+    trace.offline = True
+    trace.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
+
+
+class Laps:
+    """Each step's milliseconds into `timings`."""
+
+    def __init__(self, timings: dict):
+        self.timings, self.clock = timings, time.perf_counter()
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
-        self.ans.timings_ms[name] = round((now - self.clock) * 1000, 1)
+        self.timings[name] = round((now - self.clock) * 1000, 1)
         self.clock = now
 
 

@@ -70,7 +70,7 @@ def test_offline_answers_quote_the_few_lines_that_answer_cleanly(tmp_path, local
     assert ans.text.count("balance of bass and treble") <= 1
     # the attribution names the section once
     assert "\n— Equalizer [1]" in ans.text and "›" not in ans.text
-    chunk_text = {h["id"]: h["text"] for h in ans.hits}
+    chunk_text = {h["id"]: h["text"] for h in ans.trace.hits}
     for c in ans.citations:
         assert c.verified and any(occurs_in(c.cited_text, t) for t in chunk_text.values())
 
@@ -198,4 +198,4 @@ def test_when_claude_fails_the_offline_decision_holds(examples_db, local_embedde
     models = {"condense": "h", "extract": "h", "answer": "s"}
     p = Pipeline(Engine(examples_db, local_embedder, client, "h"), client, models)
     ans = p.answer("How do I forward Tidewater webhooks to Amazon EventBridge?")
-    assert ans.offline and ans.decision == ABSTAIN and "EventBridge" in ans.text
+    assert ans.trace.offline and ans.decision == ABSTAIN and "EventBridge" in ans.text

@@ -15,7 +15,7 @@ from bot.testing.stubs import (
     prompt_parts,
 )
 from router import claims
-from router.answer import Answer, Citation
+from router.answer import Citation
 from router.pipeline import ANSWER, PARTIAL
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
@@ -68,14 +68,14 @@ def test_an_unsupported_sentence_turns_answer_into_partial_naming_it(
     assert ans.decision == PARTIAL
     assert "“Signatures expire after 90 days.”" in ans.caveat
     assert "HMAC" not in ans.caveat  # the supported sentence is not named
-    assert "claim check (claude): 1 of 2 sentences not supported" in ans.notes[-1]
+    assert "claim check (claude): 1 of 2 sentences not supported" in ans.trace.notes[-1]
     # the check: after the answer, a strict tool, each sentence with the passages it cites
     [check] = fake.calls("check")
     assert fake.seen.index(check) > fake.seen.index(fake.calls("answer")[-1])
     assert check["tools"][0]["strict"] is True and check["tool_choice"]["name"] == "check_claims"
     sent = check["messages"][0]["content"]
     assert sent.count('cites="P1"') == 2 and ans.passages[0].text.split()[0] in sent
-    assert ans.usage["check"]["output_tokens"] > 0
+    assert ans.trace.usage["check"]["output_tokens"] > 0
 
 
 @pytest.mark.parametrize("says", ["supported", "unsupported"])
@@ -107,8 +107,8 @@ def test_a_check_that_fails_leaves_the_decision_and_says_so(examples_db, local_e
     fake = FakeClaude(unsupported=("header",))
     stub.route("/v1/messages", failing_check(fake, OVERLOADED))
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    assert ans.decision == ANSWER and not ans.offline and "check" not in ans.usage
-    assert "the claim check did not run (OverloadedError)" in ans.notes
+    assert ans.decision == ANSWER and not ans.trace.offline and "check" not in ans.trace.usage
+    assert "the claim check did not run (OverloadedError)" in ans.trace.notes
 
 
 def test_a_check_past_the_deadline_leaves_the_decision(examples_db, local_embedder, stub):
@@ -125,8 +125,8 @@ def test_a_check_past_the_deadline_leaves_the_decision(examples_db, local_embedd
     started = time.perf_counter()
     ans = p.answer(SIGNATURE_Q)
     assert time.perf_counter() - started < 2.5 + 1.0
-    assert ans.decision == ANSWER and not ans.offline
-    assert any(n.startswith("the claim check did not run (") for n in ans.notes)
+    assert ans.decision == ANSWER and not ans.trace.offline
+    assert any(n.startswith("the claim check did not run (") for n in ans.trace.notes)
 
 
 def test_an_unusable_check_leaves_the_decision(examples_db, local_embedder, stub):
@@ -137,18 +137,17 @@ def test_an_unusable_check_leaves_the_decision(examples_db, local_embedder, stub
     stub.route("/v1/messages", failing_check(fake, (200, reply)))
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == ANSWER
-    assert any("did not run (unusable reply" in n for n in ans.notes)
+    assert any("did not run (unusable reply" in n for n in ans.trace.notes)
 
 
 def test_offline_the_quotes_are_their_own_support(examples_db, local_embedder):
     ans = make_pipeline(examples_db, local_embedder).answer(SIGNATURE_Q)
-    assert ans.decision == ANSWER and not any("claim check" in n for n in ans.notes)
+    assert ans.decision == ANSWER and not any("claim check" in n for n in ans.trace.notes)
     quotes = [Citation(1, "d", "s", "u", "found", True), Citation(1, "d", "s", "u", "not", False)]
     checked = claims.offline(quotes)
     assert checked.ran and checked.unsupported == ["not"]
-    ans = Answer("q", "q", ANSWER, "text")
-    claims.apply(ans, checked)
-    assert ans.decision == PARTIAL and "“not”" in ans.caveat
+    decision, caveat, note = claims.judged(ANSWER, "", checked)
+    assert decision == PARTIAL and "“not”" in caveat and "1 of 2 sentences" in note
 
 
 def test_sentences_keep_code_blocks_whole_and_split_lines():

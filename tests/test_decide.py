@@ -39,7 +39,7 @@ def test_a_product_the_docs_never_mention_abstains_and_says_which(examples_db, l
     ok = ask(
         examples_db, local_embedder, "How do I sign in to the Tidewater dashboard through Okta?"
     )
-    assert ok.decision != ABSTAIN and "okta" not in ok.evidence["unknown_words"]
+    assert ok.decision != ABSTAIN and "okta" not in ok.trace.evidence["unknown_words"]
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_a_product_the_docs_never_mention_abstains_and_says_which(examples_db, l
 )
 def test_everyday_words_never_get_a_question_refused(examples_db, local_embedder, question):
     ans = ask(examples_db, local_embedder, question)
-    assert ans.decision != ABSTAIN, ans.evidence
+    assert ans.decision != ABSTAIN, ans.trace.evidence
 
 
 def test_a_typo_is_read_as_the_word_a_name_is_not(examples_db, local_embedder):
@@ -66,7 +66,7 @@ def test_a_typo_is_read_as_the_word_a_name_is_not(examples_db, local_embedder):
         assert words.correct_typos(question, searcher) == (question, {})
     ans = ask(examples_db, local_embedder, "How many times is a failed webhok retried?")
     assert ans.decision == ANSWER and "8 attempts" in ans.text
-    assert 'read "webhok" as "webhook"' in ans.notes and 'read "webhok"' in context_line(ans)
+    assert 'read "webhok" as "webhook"' in ans.trace.notes and 'read "webhok"' in context_line(ans)
 
 
 def test_a_word_is_known_in_any_form_the_docs_write_it(tmp_path, local_embedder):

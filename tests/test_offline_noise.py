@@ -339,7 +339,7 @@ def test_offline_answers_over_noisy_docs_are_clean_and_checked(tmp_path, local_e
             assert not re.search(r"\[(NOTE|IMPORTANT)\]|\[!\w+\]|^-{4}|^={4}|!!!|!\[", line), line
             assert not re.match(r"```[ \t]+\S", line), line  # no text glued to a fence
         assert ans.citations and all(c.verified for c in ans.citations)
-        chunks = {h["id"]: h["text"] for h in ans.hits}
+        chunks = {h["id"]: h["text"] for h in ans.trace.hits}
         assert all(any(occurs_in(c.cited_text, t) for t in chunks.values()) for c in ans.citations)
 
 

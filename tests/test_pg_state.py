@@ -192,7 +192,7 @@ def test_audit_stats_read_from_postgres(pg_url, monkeypatch, capsys):
         for n in range(3):
             ans = _answer()
             step = {"model": "claude-haiku-4-5", "input_tokens": 1_000_000, "output_tokens": n}
-            add_usage(ans.usage, "extract", step | {"cache_read_input_tokens": 0})
+            add_usage(ans.trace.usage, "extract", step | {"cache_read_input_tokens": 0})
             state.record_answer(ans, {})
     finally:
         state.close()

@@ -49,7 +49,7 @@ def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, lo
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    assert ans.decision == ANSWER and not ans.offline
+    assert ans.decision == ANSWER and not ans.trace.offline
     assert ans.text == "Check the header see docs.[1] That is all."  # the model's link is stripped
     [cit] = ans.citations
     assert cit.verified and cit.source == 1 and cit.doc == ans.sources[0].doc
@@ -60,10 +60,12 @@ def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, lo
         results[0]["citations"] == {"enabled": True} and answer_call["model"] == "claude-sonnet-4-6"
     )
     steps = ("classify", "extract", "answer", "check")
-    assert set(steps) <= set(ans.usage)
-    assert ans.usage["check"]["model"] == "claude-haiku-4-5"  # the check model (extract's here)
-    assert ans.usage["input_tokens"] == sum(ans.usage[s]["input_tokens"] for s in steps)
-    assert set(ans.timings_ms) >= {"route_retrieve", "extract", "answer", "check", "total"}
+    assert set(steps) <= set(ans.trace.usage)
+    assert (
+        ans.trace.usage["check"]["model"] == "claude-haiku-4-5"
+    )  # the check model (extract's here)
+    assert ans.trace.usage["input_tokens"] == sum(ans.trace.usage[s]["input_tokens"] for s in steps)
+    assert set(ans.trace.timings_ms) >= {"route_retrieve", "extract", "answer", "check", "total"}
 
 
 def test_extracted_passage_not_in_the_source_is_dropped(examples_db, local_embedder, stub):
@@ -78,7 +80,7 @@ def test_extracted_passage_not_in_the_source_is_dropped(examples_db, local_embed
         {"chunk": 99, "text": real},
     ]
     ans = p.answer(SIGNATURE_Q)
-    assert [x.text for x in ans.passages] == [real] and ans.dropped_passages == 2
+    assert [x.text for x in ans.passages] == [real] and ans.trace.dropped_passages == 2
 
 
 FABRICATED = {
@@ -127,7 +129,7 @@ def test_empty_answer_abstains(examples_db, local_embedder, stub):
     stub.route("/v1/messages", FakeClaude(answer=[]))
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == ABSTAIN and "couldn't find this in the docs" in ans.text
-    assert not ans.sources and "Claude's answer was empty" in ans.notes
+    assert not ans.sources and "Claude's answer was empty" in ans.trace.notes
 
 
 def test_refusal_is_said_plainly(examples_db, local_embedder, stub):
@@ -144,7 +146,7 @@ def test_max_tokens_is_retried_once_with_more_room(examples_db, local_embedder, 
     assert second["max_tokens"] > first["max_tokens"]
     # both replies are billed: the same text twice
     one = sum(estimate_tokens(b["text"]) for b in fake.answer_message(first)["content"])
-    assert ans.decision == ANSWER and ans.usage["answer"]["output_tokens"] == 2 * one
+    assert ans.decision == ANSWER and ans.trace.usage["answer"]["output_tokens"] == 2 * one
 
 
 def test_cut_short_twice_is_a_marked_partial_answer(examples_db, local_embedder, stub):
@@ -161,8 +163,8 @@ def test_a_200_that_is_not_json_falls_back_offline(examples_db, local_embedder, 
         "/v1/messages", (200, b"<html>upstream proxy error</html>", {"content-type": content_type})
     )
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    assert ans.offline and ans.text.startswith("From the docs:") and ans.decision != ABSTAIN
-    assert any("unusable reply" in n for n in ans.notes)
+    assert ans.trace.offline and ans.text.startswith("From the docs:") and ans.decision != ABSTAIN
+    assert any("unusable reply" in n for n in ans.trace.notes)
 
 
 def test_a_reply_missing_fields_falls_back_offline(examples_db, local_embedder, stub):
@@ -175,8 +177,8 @@ def test_a_reply_missing_fields_falls_back_offline(examples_db, local_embedder, 
 
     stub.route("/v1/messages", broken_answer)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    assert ans.offline and ans.text.startswith("From the docs:")
-    assert any(n.startswith("answer: unusable reply") for n in ans.notes)
+    assert ans.trace.offline and ans.text.startswith("From the docs:")
+    assert any(n.startswith("answer: unusable reply") for n in ans.trace.notes)
 
 
 def test_tool_schemas_are_strict(examples_db, local_embedder, stub):
@@ -213,14 +215,14 @@ def test_overloaded_then_success(examples_db, local_embedder, stub):
 
     stub.route("/v1/messages", flaky)
     ans = make_pipeline(examples_db, local_embedder, stub, retries=2).answer(SIGNATURE_Q)
-    assert ans.decision == ANSWER and not ans.offline and ans.citations
+    assert ans.decision == ANSWER and not ans.trace.offline and ans.citations
 
 
 def test_overloaded_every_time_falls_back_offline(examples_db, local_embedder, stub):
     stub.route("/v1/messages", OVERLOADED)
     ans = make_pipeline(examples_db, local_embedder, stub, retries=1).answer(SIGNATURE_Q)
-    assert ans.offline and ans.decision in (ANSWER, PARTIAL)
-    assert any(OFFLINE_NOTE in n for n in ans.notes)
+    assert ans.trace.offline and ans.decision in (ANSWER, PARTIAL)
+    assert any(OFFLINE_NOTE in n for n in ans.trace.notes)
     assert ans.text.startswith("From the docs:") and ans.sources
     # classify tried twice (one retry); after it failed, extract and answer ran offline at once
     assert len(stub.calls("/v1/messages")) == 2
@@ -237,7 +239,7 @@ def test_timeout_falls_back_offline(examples_db, local_embedder, stub):
         SIGNATURE_Q
     )
     assert time.perf_counter() - t < 10
-    assert ans.offline and any("APITimeoutError" in n for n in ans.notes)
+    assert ans.trace.offline and any("APITimeoutError" in n for n in ans.trace.notes)
 
 
 def test_follow_up_is_condensed_with_the_thread(examples_db, local_embedder, stub):
@@ -257,10 +259,10 @@ def test_follow_up_is_condensed_with_the_thread(examples_db, local_embedder, stu
 def test_offline_end_to_end(examples_db, local_embedder):
     p = make_pipeline(examples_db, local_embedder)
     ans = p.answer("How many times is a failed webhook delivery retried?")
-    assert ans.decision == ANSWER and ans.offline and OFFLINE_NOTE in ans.notes
+    assert ans.decision == ANSWER and ans.trace.offline and OFFLINE_NOTE in ans.trace.notes
     assert ans.text.startswith("From the docs:") and "8" in ans.text
     for passage in ans.passages:  # every quote is verbatim from its chunk (lines reflowed)
-        chunk = next(h for h in ans.hits if h["id"] == passage.chunk_id)
+        chunk = next(h for h in ans.trace.hits if h["id"] == passage.chunk_id)
         assert occurs_in(passage.text, chunk["text"])
     assert ans.citations and all(c.verified for c in ans.citations)
     # api (deliveries) is close
@@ -324,7 +326,9 @@ def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
         "How many times is a failed webhook delivery retried?"
     )
     assert (
-        any("keyword search only" in n for n in ans.notes) and ans.hits and ans.decision != ABSTAIN
+        any("keyword search only" in n for n in ans.trace.notes)
+        and ans.trace.hits
+        and ans.decision != ABSTAIN
     )
 
 
@@ -343,7 +347,7 @@ def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
         and row["feedback"] == {"U2": "not_helpful"}
     )
     assert (
-        row["hits"][0]["id"] == ans.hits[0]["id"]
+        row["hits"][0]["id"] == ans.trace.hits[0]["id"]
         and row["prompts"]["answer"]
         and row["timings_ms"]["total"] > 0
     )
@@ -393,10 +397,10 @@ def test_claude_never_replying_still_answers_within_the_deadline(examples_db, st
         elapsed = time.perf_counter() - t
     finally:
         release.set()
-    assert elapsed < 1.0 + 1.5 and ans.offline and ans.text.startswith("From the docs:")
+    assert elapsed < 1.0 + 1.5 and ans.trace.offline and ans.text.startswith("From the docs:")
     # one attempt at classify (no retry fits in the time left), then every step offline
     assert len(stub.calls("/v1/messages")) == 1
-    assert any(n.startswith("classify: APITimeoutError") for n in ans.notes)
+    assert any(n.startswith("classify: APITimeoutError") for n in ans.trace.notes)
 
 
 def test_default_deadline_is_45_s_and_each_call_gets_the_time_left(examples_db, local_embedder):

@@ -114,9 +114,11 @@ def test_the_answer_reads_the_reranked_order(stub, examples_db, local_embedder):
     stub.route("/v1/rerank", voyage_rerank(prefer=liked["search_text"]))
     pipeline = Pipeline(engine, None, {}, "", state=SqliteState(open_db(examples_db)))
     ans = pipeline.answer(question)
-    assert ans.route["reranked"] and ans.hits[0]["id"] == liked["id"]
-    assert ans.evidence and ans.sources  # the evidence and extraction steps ran on this order
+    assert ans.trace.route["reranked"] and ans.trace.hits[0]["id"] == liked["id"]
+    assert ans.trace.evidence and ans.sources  # the evidence and extraction steps ran on this order
     stub.route("/v1/rerank", (503, {"detail": "unavailable"}))
     ans = pipeline.answer(question)
-    assert ans.hits[0]["id"] == fused.hits[0].chunk["id"] and not ans.route["reranked"]
-    assert "reranking unavailable (ServiceUnavailableError); results in fused order" in ans.notes
+    assert ans.trace.hits[0]["id"] == fused.hits[0].chunk["id"] and not ans.trace.route["reranked"]
+    assert (
+        "reranking unavailable (ServiceUnavailableError); results in fused order" in ans.trace.notes
+    )

@@ -50,7 +50,7 @@ def test_nothing_is_streamed_for_an_abstention(examples_db, local_embedder, stub
 def test_nothing_is_streamed_offline(examples_db, local_embedder):
     pieces: list[str] = []
     ans = make_pipeline(examples_db, local_embedder).answer(SIGNATURE_Q, on_text=pieces.append)
-    assert ans.offline and ans.text and pieces == []
+    assert ans.trace.offline and ans.text and pieces == []
 
 
 def test_first_words_are_held_until_they_cannot_be_not_in_docs():

@@ -316,13 +316,19 @@ def test_app_home_shows_an_admin_the_index_the_week_and_the_gaps(make_harness):
 
 
 def test_app_home_shows_an_owner_their_intents(make_harness, owned_db):
-    from router.answer import Answer
+    from router.answer import Answer, Trace
 
     h = make_harness()
     for intent, decision in [("authentication", "ANSWER"), ("authentication", "ABSTAIN")] + [
         ("billing", "ABSTAIN")
     ] * 3:
-        ans = Answer("q", "q", decision, "…", route={"intents": [{"intent": intent, "score": 1}]})
+        ans = Answer(
+            "q",
+            "q",
+            decision,
+            "…",
+            trace=Trace(route={"intents": [{"intent": intent, "score": 1}]}),
+        )
         h.pipeline.state.record_answer(ans, {"channel": "C1"})
     text = home_text(home_opened(h, "U0SSO", "EvH3"))  # owns authentication/sso.md
     assert "(your intents: authentication)" in text

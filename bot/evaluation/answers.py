@@ -86,8 +86,8 @@ def _item(q: dict, ans: Answer) -> dict:
             {"source": c.source, "cited_text": c.cited_text, "verified": c.verified}
             for c in ans.citations
         ],
-        "timings_ms": ans.timings_ms,
-        "evidence": ans.evidence,
+        "timings_ms": ans.trace.timings_ms,
+        "evidence": ans.trace.evidence,
     }
 
 

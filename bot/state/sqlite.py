@@ -123,7 +123,7 @@ def answer_row(ans: Any, context: dict) -> dict:
         "condensed": ans.condensed,
         "decision": ans.decision,
         "intents": json.dumps(ans.intents),
-        "routing": json.dumps(ans.route),
+        "routing": json.dumps(ans.trace.route),
         "hits": json.dumps(
             [
                 {
@@ -134,20 +134,20 @@ def answer_row(ans: Any, context: dict) -> dict:
                     "vector": round(h["vector"], 4),
                     "score": round(h["score"], 4),
                 }
-                for h in ans.hits
+                for h in ans.trace.hits
             ]
         ),
         "passages": json.dumps([asdict(p) for p in ans.passages]),
-        "dropped_passages": ans.dropped_passages,
-        "models": json.dumps(ans.models),
-        "prompts": json.dumps(ans.prompts),
+        "dropped_passages": ans.trace.dropped_passages,
+        "models": json.dumps(ans.trace.models),
+        "prompts": json.dumps(ans.trace.prompts),
         "answer": ans.text,
         "citations": json.dumps([asdict(c) for c in ans.citations]),
-        "evidence": json.dumps(ans.evidence),
-        "offline": int(ans.offline),
-        "notes": json.dumps(ans.notes),
-        "timings_ms": json.dumps(ans.timings_ms),
-        "usage": json.dumps(ans.usage),
+        "evidence": json.dumps(ans.trace.evidence),
+        "offline": int(ans.trace.offline),
+        "notes": json.dumps(ans.trace.notes),
+        "timings_ms": json.dumps(ans.trace.timings_ms),
+        "usage": json.dumps(ans.trace.usage),
         "channel": context.get("channel"),
         "user": context.get("user"),
         "thread_ts": context.get("thread_ts"),
