@@ -68,6 +68,14 @@ model, as a seventh signal or folded into `rare` (it tells "Rancher" in "install
 from "things" in a chat question): left out, because with answerable questions of the two training
 sets almost never losing meaning that way its weight is unconstrained and it cost the left-out set
 (claude-docs off-topic 0.60-0.67 for 0.70, examples answerable abstain 0.10-0.23 for 0.067).
+
+The two other constants of the signals, chosen the same way (left-out answerable / off-topic
+abstain, claude-docs | openshift-4.15 | examples): decide.COMMON_SHARE, the share of chunks above
+which a word is the docs' vocabulary and not part of a name, at 0.03: 0.010/0.567 | 0.025/0.833 |
+0.067/1.000; 0.1: 0.010/0.700 | 0.030/0.833 | 0.067/1.000; 0.3: 0.040/0.700 | 0.019/0.767 |
+0.033/0.960 (0.1 kept). words.ROOT_INSIDE, the shortest stem looked for inside the docs'
+identifiers, 4 to 7: identical figures on the three sets (no question of theirs turns on it); 6
+is kept so that a short stem ("pay", "run") is not found inside some long identifier by chance.
 """
     write_section("calibration", body)
 
