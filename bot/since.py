@@ -4,7 +4,6 @@ text compares the times."""
 
 from __future__ import annotations
 
-import argparse
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -30,11 +29,3 @@ def parse_since(text: str, now: datetime | None = None) -> str:
             ) from None
         when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     return when.isoformat(timespec="seconds")
-
-
-def since_arg(text: str) -> str:
-    """parse_since as an argparse `type`: a bad value is a usage error naming the option."""
-    try:
-        return parse_since(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None

@@ -3,6 +3,8 @@ objects."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,6 +228,27 @@ def index_docs(
     if current() == before and local_generation(db) is not None:
         return summary, None  # nothing changed: the published generation stays the newest
     return summary, publish(settings.database_url, db, source=source.identity)
+
+
+@contextlib.contextmanager
+def fleet_reindex_lock(settings: Settings) -> Iterator[None]:
+    """With FIELDGUIDE_DATABASE_URL set, one index run at a time across the fleet (the lock a
+    replica's /docs-reindex takes too)."""
+    if not settings.database_url:
+        yield
+        return
+    from index.pg import POOL_ERRORS, FleetError, connect, reindex_unlock, try_reindex_lock
+
+    with connect(settings.database_url) as conn:
+        if not try_reindex_lock(conn):
+            raise FleetError("A reindex is already running in the fleet; try again when it ends")
+        try:
+            yield  # the lock ends with the connection at the latest
+        finally:
+            # released now: the server ends a closed connection's backend (and its locks) a
+            # moment later, which a run started right after this one could still find holding it
+            with contextlib.suppress(*POOL_ERRORS):  # a lost connection took the lock with it
+                reindex_unlock(conn)
 
 
 def sync_published(settings: Settings, db: str) -> int | None:

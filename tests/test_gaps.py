@@ -63,7 +63,7 @@ def test_gaps_json_finds_the_three_planted_topics_with_their_counts(examples_db,
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["gaps", "--db", examples_db, "--since", "yesterday"])
-    assert "argument --since: 'yesterday' is neither" in capsys.readouterr().err
+    assert "Invalid value for '--since': 'yesterday' is neither" in capsys.readouterr().err
 
 
 # -- the HTML report in a real browser -------------------------------------------------------------

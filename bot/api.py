@@ -1,0 +1,436 @@
+"""fieldguide as a Python library: what each `fieldguide` command does, as a function that returns
+its result and prints nothing (bot/cli.py prints it).
+
+    from bot import api
+
+    api.index("examples/docs", "docs.db")
+    ans = api.ask("How many times is a failed webhook retried?", "docs.db")
+    print(ans.decision, ans.text, [s.label for s in ans.sources])
+
+Every function takes `settings` (default: `Settings.load()`, the environment then .env) and `db`,
+the index file (default: FIELDGUIDE_DB). Errors are exceptions whose message is fit to show:
+ValueError (a bad question, eval set or scope), index.indexer.IndexError_ (no docs, another docs
+source), index.store.IndexMissing and ModelMismatch, index.embedding.EmbeddingError,
+sqlite3.DatabaseError, and with FIELDGUIDE_DATABASE_URL index.pg.FleetError.
+
+`progress`, where taken, is told how long work goes: `progress(stage, total)` as a counted stage
+starts ("Embedding" texts, "Scoring" or "Asking" questions) returns what is called with each step's
+count; `progress(line, 0)` is news without a count ("Reading examples ...").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .settings import Settings
+from .wiring import (
+    docs_source,
+    embedder_for,
+    fleet_reindex_lock,
+    index_docs,
+    make_anthropic,
+    make_engine,
+    make_pipeline,
+    make_scopes,
+    make_state,
+)
+
+if TYPE_CHECKING:
+    from bot.evaluation.judge import Judge
+    from bot.gaps import Topic
+    from index.embedders import Embedder
+    from index.indexer import RunSummary
+    from router.answer import Answer
+    from router.engine import Scope
+    from router.policy import RouteDecision
+
+    from .wiring import DocsSource
+
+Progress = Callable[[str, int], Callable[[int], object]]
+DECISION_FILE = Path(__file__).resolve().parents[1] / "router" / "decision.json"
+EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
+GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+
+
+def _settings(settings: Settings | None) -> Settings:
+    return Settings.load() if settings is None else settings
+
+
+def _db(db: str | Path | None, settings: Settings) -> str:
+    return str(db or settings.db)
+
+
+def _stage(progress: Progress | None, name: str, total: int = 0) -> Callable[[int], object] | None:
+    return progress(name, total) if progress else None
+
+
+def _embedding(progress: Progress | None) -> dict[str, Any]:
+    """An index run's callbacks, reporting its embedding to `progress` (when there is any)."""
+    if progress is None:
+        return {}
+    steps: list[Callable[[int], object]] = []
+
+    def start(total: int) -> None:
+        if total:
+            steps.append(progress("Embedding", total))
+
+    return {"on_embed_start": start, "on_embedded": lambda n: steps and steps[-1](n)}
+
+
+@dataclass
+class Indexed:
+    """What `index` did: the run's counts (`summary`), the docs source it read and, in a fleet,
+    the generation it published ({"generation", "bytes", "stored", "seconds"}; None when not)."""
+
+    summary: RunSummary
+    source: DocsSource
+    published: dict | None = None
+
+    def to_json(self) -> dict:
+        out = {"source": self.source.identity, **self.summary.counts()}
+        if self.published:
+            out["published"] = {k: round(v, 3) for k, v in self.published.items()}
+        return out
+
+
+def index(
+    docs: str | Path | None = None,
+    db: str | Path | None = None,
+    *,
+    replace: bool = False,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> Indexed:
+    """Index a folder of markdown docs into `db`, incrementally: only changed text is embedded.
+    `docs`: the folder (default: FIELDGUIDE_DOCS, or the repository FIELDGUIDE_DOCS_GIT, pulled
+    first). `replace`: index these docs even though the index was built from another source (its
+    docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
+    set, one run at a time across the fleet, published to it."""
+    settings = _settings(settings)
+    db = _db(db, settings)
+    source = docs_source(settings, db, docs)
+    with fleet_reindex_lock(settings):
+        summary, published = index_docs(
+            settings, db, source, embedder_for(settings), replace=replace, **_embedding(progress)
+        )
+    return Indexed(summary, source, published)
+
+
+def intents(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
+    """The intents of the index, by name: {"name", "description", "examples", "docs", "chunks",
+    "owner"} each."""
+    from index.store import load_intents, open_db
+
+    return load_intents(open_db(_db(db, _settings(settings)), create=False))
+
+
+def draft_intents(
+    db: str | Path | None = None, *, settings: Settings | None = None
+) -> tuple[str, list[str]]:
+    """A draft intents.yaml, and notes on the drafts Claude could not write. Intents that have a
+    description keep theirs; the others get one drafted from their headings, by Claude when
+    ANTHROPIC_API_KEY is set (FIELDGUIDE_ANSWER_MODEL), else offline."""
+    from index.store import chunk_headings, load_intents, open_db
+    from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
+
+    settings = _settings(settings)
+    conn = open_db(_db(db, settings), create=False)
+    headings = intent_headings(chunk_headings(conn))
+    client = make_anthropic(settings)
+    drafts, notes = {}, []
+    for i in load_intents(conn):
+        if i["description"]:
+            drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
+        elif client is None:
+            drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
+        else:
+            drafts[i["name"]], note = draft_with_claude(
+                client, settings.answer_model, i["name"], headings.get(i["name"], [])
+            )
+            notes += [note] if note else []
+    source = "offline, from headings" if client is None else f"with {settings.answer_model}"
+    return to_yaml(drafts, source), notes
+
+
+def search(
+    question: str, db: str | Path | None = None, *, k: int = 10, settings: Settings | None = None
+) -> RouteDecision:
+    """Route `question` and search the index; no answer is written. The RouteDecision's `hits`
+    are the `k` best chunks (index.search.Hit: `score`, `bm25`, `vector`, and `chunk`, the
+    chunk's record), its `to_dict()` the routing (intents and scores, buckets searched)."""
+    question = question.strip()
+    if not question:
+        raise ValueError("the question is empty")
+    settings = _settings(settings)
+    return make_engine(settings, _db(db, settings)).route(question, k=k)
+
+
+def ask(
+    question: str,
+    db: str | Path | None = None,
+    *,
+    history: list[dict] | None = None,
+    channel: str | None = None,
+    scope: str | None = None,
+    settings: Settings | None = None,
+) -> Answer:
+    """Answer `question` from the docs, offline without ANTHROPIC_API_KEY: a router.answer.Answer
+    with its `decision` (ANSWER, PARTIAL or ABSTAIN), `text`, numbered `sources` and checked
+    `citations`. `history`: the thread's earlier messages, oldest first, as {"role", "text"}.
+    `channel` (a Slack channel id or #name) or `scope` (an entry of FIELDGUIDE_SCOPES): search
+    only what that scope holds. The answer is recorded in the audit trail (`audit`)."""
+    settings = _settings(settings)
+    db = _db(db, settings)
+    where = _scope(settings, db, channel, scope)
+    return make_pipeline(settings, db).answer(question, history, scope=where)
+
+
+def _scope(settings: Settings, db: str, channel: str | None, key: str | None) -> Scope | None:
+    """The FIELDGUIDE_SCOPES entry of `channel`, or the one under `key`; None: everything."""
+    from .scopes import ScopeError
+
+    if not (channel or key):
+        return None
+    scopes = make_scopes(settings, db)
+    if scopes is None:
+        raise ScopeError("--channel and --scope need FIELDGUIDE_SCOPES (a scopes file)")
+    if channel:
+        return scopes.for_channel(channel)
+    assert key is not None
+    found = scopes.by_key.get(key) or scopes.by_key.get("#" + key.lstrip("#"))
+    if found is None:
+        raise ScopeError(
+            f"no scope {key!r} in {settings.scopes}: it has {', '.join(scopes.by_key)}"
+        )
+    return found
+
+
+def audit(
+    db: str | Path | None = None,
+    *,
+    since: str | None = None,
+    decision: str | None = None,
+    limit: int = 50,
+    settings: Settings | None = None,
+) -> list[dict]:
+    """The recorded answers, newest first: at most `limit`, only `decision` (ANSWER, PARTIAL or
+    ABSTAIN) when given, only those on or after `since` (an ISO date/time, UTC unless it has a
+    zone, or a time ago: 30m, 24h, 7d, 2w)."""
+    from .since import parse_since
+
+    settings = _settings(settings)
+    since = parse_since(since) if since else None
+    return make_state(settings, _db(db, settings)).list_answers(since, decision, limit)
+
+
+def audit_stats(
+    db: str | Path | None = None, *, since: str | None = None, settings: Settings | None = None
+) -> dict:
+    """Questions, decisions, feedback, tokens and estimated cost by model (prices:
+    FIELDGUIDE_PRICES) of the answers since `since` (as `audit` reads it), as bot/costs.py counts
+    them."""
+    from .costs import stats
+    from .settings import parse_prices
+    from .since import parse_since
+
+    settings = _settings(settings)
+    since = parse_since(since) if since else None
+    rows = make_state(settings, _db(db, settings)).usage_rows(since)
+    return stats(rows, parse_prices(settings.prices))
+
+
+@dataclass
+class Gaps:
+    """What `gaps` found: the topics (bot.gaps.Topic, biggest first), figures about the
+    clustering ({"unanswered", "cut", "silhouette"}) and the audit rows it read."""
+
+    topics: list[Topic]
+    info: dict
+    rows: list[dict]
+
+
+def gaps(
+    db: str | Path | None = None,
+    *,
+    since: str | None = None,
+    intent: str | None = None,
+    settings: Settings | None = None,
+) -> Gaps:
+    """The questions the docs did not answer well (not in the docs, partial, 👎, handed to a
+    person) since `since` (as `audit` reads it), routed to `intent` when given, grouped into
+    topics with the nearest doc and its owner."""
+    from index.store import load_owners
+
+    from .gaps import find_topics
+    from .since import parse_since
+
+    settings = _settings(settings)
+    db = _db(db, settings)
+    engine = make_engine(settings, db)
+    since = parse_since(since) if since else None
+    rows = make_state(settings, db).list_answers(since, None, GAPS_ROWS)
+    rows = [r for r in rows if not intent or (r["intents"] or [""])[0] == intent]
+    topics, info = find_topics(
+        rows, engine.embedder, engine.loaded().searcher, load_owners(engine.db)
+    )
+    return Gaps(topics, info, rows)
+
+
+def _set_index(work: str | Path, set_dir: Path, embedder: Embedder) -> str:
+    """Where an eval set's index is kept: named after the set and the embedder."""
+    return str(Path(work) / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db")
+
+
+def evaluate(
+    set_dir: str | Path,
+    db: str | Path | None = None,
+    *,
+    questions: str | Path | None = None,
+    modes: list[str] | None = None,
+    answers: bool = False,
+    offtopic: str | Path | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    judge: bool = False,
+    judge_model: str | None = None,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Index an eval set (shared/eval format: `set_dir`/docs and questions.jsonl, or `questions`
+    kept elsewhere) incrementally into `db` (default: .fieldguide/eval/SET-EMBEDDER.db) and score
+    retrieval and routing on its questions in each of `modes` (default: all of ALL_MODES in
+    bot/evaluation/retrieval.py; `reranked` only with VOYAGE_API_KEY). With `answers`, score whole
+    answers (the ask path) instead: `limit` answerable questions sampled with `seed` (default:
+    all) and the off-topic ones (`offtopic`, default: `set_dir`/offtopic.jsonl if present); with
+    `judge` (needs ANTHROPIC_API_KEY) Claude (`judge_model`, default FIELDGUIDE_JUDGE_MODEL) grades
+    each answer. Returns every figure, as `fieldguide eval --json` writes them."""
+    from bot.evaluation.retrieval import load_questions
+
+    settings = _settings(settings)
+    set_dir = Path(set_dir)
+    qfile = Path(questions or set_dir / "questions.jsonl")
+    if not qfile.is_file() or not (set_dir / "docs").is_dir():
+        raise ValueError(f"{set_dir} needs docs/ and questions.jsonl (or --questions FILE)")
+    asked = load_questions(qfile)
+    embedder = embedder_for(settings)
+    db = str(db or _set_index(EVAL_WORK, set_dir, embedder))
+    summary, _ = index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
+    _stage(progress, f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)")
+    if answers:
+        grader = _judge(settings, judge_model) if judge else None
+        off_file = Path(offtopic or set_dir / "offtopic.jsonl")
+        return _eval_answers(settings, set_dir, qfile, off_file, db, limit, seed, grader, progress)
+    from bot.evaluation.retrieval import ALL_MODES, run_eval
+
+    engine = make_engine(settings, db)
+    loaded = engine.loaded()
+    modes = modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
+    if "reranked" in modes and engine.reranker is None:
+        raise ValueError("the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)")
+    result = run_eval(
+        asked,
+        loaded.searcher,
+        embedder.embed_query,
+        modes,
+        loaded.router.route,
+        bm25_weight=settings.bm25_weight,
+        progress=_stage(progress, "Scoring", len(asked) * len(modes)),
+    )
+    return {
+        "set": set_dir.resolve().name,
+        **result,
+        "embedder": embedder.name,
+        "router": "claude" if engine.anthropic is not None else "offline",
+        "reranker": engine.reranker.name if engine.reranker else None,
+    }
+
+
+def _judge(settings: Settings, model: str | None) -> Judge:
+    """Claude grading answers (`model`, default FIELDGUIDE_JUDGE_MODEL)."""
+    from bot.evaluation.judge import Judge
+
+    client = make_anthropic(settings)
+    if client is None:
+        raise ValueError("--judge needs ANTHROPIC_API_KEY (Claude grades the answers)")
+    return Judge(client, model or settings.judge_model, settings.timeout)
+
+
+def _eval_answers(
+    settings: Settings,
+    set_dir: Path,
+    qfile: Path,
+    off_file: Path,
+    db: str,
+    limit: int | None,
+    seed: int,
+    grader: Judge | None,
+    progress: Progress | None,
+) -> dict:
+    """`evaluate(answers=True)`: the whole ask path on the set's questions and off-topic ones."""
+    from bot.evaluation.answers import load_stopwords, run_answers, sample, split_offtopic
+    from bot.evaluation.retrieval import load_items
+
+    answerable, offtopic = split_offtopic(load_items(qfile))
+    questions = sample(answerable, limit, seed)
+    offtopic += load_items(off_file) if off_file.is_file() else []
+    pipeline = make_pipeline(settings, db)
+    pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
+    pipeline.answer("warm up: load the model and the index")
+    result = run_answers(
+        pipeline.answer,
+        questions,
+        offtopic,
+        load_stopwords(set_dir),
+        seed=seed,
+        progress=_stage(progress, "Asking", len(questions) + len(offtopic)),
+        judge=grader,
+    )
+    result["summary"] = {
+        "set": set_dir.resolve().name,
+        "sampled": limit is not None and limit < len(answerable),
+        "seed": seed,
+        "offline": pipeline.client is None,
+        "embedder": pipeline.engine.embedder.name,
+        "judge_model": grader.model if grader else None,
+        **result["summary"],
+    }
+    return result
+
+
+def calibrate(
+    set_dirs: list[str | Path],
+    *,
+    write: str | Path = DECISION_FILE,
+    work: str | Path = EVAL_WORK,
+    seed: int = 0,
+    headings: int = 150,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> tuple[str, dict]:
+    """Fit the answer decision (router/decide.py) on two eval sets or more, each indexed into
+    `work`, and write it to `write`: (the leave-one-set-out figures as markdown, what was
+    written). `headings` of each set's headings, sampled with `seed`, are read as questions."""
+    from bot.evaluation import calibrate as fit
+    from router.engine import Engine
+
+    settings = _settings(settings)
+    sets = [Path(d) for d in set_dirs]
+    for set_dir in sets:
+        if not (set_dir / "questions.jsonl").is_file() or not (set_dir / "docs").is_dir():
+            raise ValueError(f"{set_dir} needs docs/ and questions.jsonl")
+    if len(sets) < 2:
+        raise ValueError("calibrate needs two eval sets or more (one is left out)")
+    embedder = embedder_for(settings)
+    data = {}
+    for set_dir in sets:
+        name = set_dir.resolve().name
+        db = _set_index(work, set_dir, embedder)
+        index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
+        _stage(progress, f"Reading {name} ...")
+        items = fit.load_set(set_dir)
+        data[name] = fit.corpus_examples(name, items, Engine(db, embedder), seed, headings)
+    report = fit.report(data)
+    return report, fit.write_models(data, embedder.name, Path(write))
