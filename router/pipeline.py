@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from index.clean import valid_text
-from index.search import BM25, Hit, Searcher
+from index.search import Hit, Searcher
 from prompts import prompt_hash
 
 from . import citations, claims, compose, condense, decide, language, offline, words
@@ -113,7 +113,7 @@ class Pipeline:
         ans.evidence = gate.evidence()
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return self.abstain(ans, [])
-        ans.passages = self.extract(ans, query_vec, hits, searcher.bm25, claude)
+        ans.passages = self.extract(ans, query_vec, hits, searcher, claude)
         clock.lap("extract")
         # Claude was to check the passages but failed: the offline decision holds alone
         if claude.failed and gate is not offline_verdict:
@@ -235,7 +235,7 @@ class Pipeline:
         ans: Answer,
         query_vec: np.ndarray | None,
         hits: list[Hit],
-        bm25: BM25,
+        searcher: Searcher,
         claude: Claude,
     ) -> list[Passage]:
         top = hits[:CONTEXT_CHUNKS]
@@ -251,7 +251,14 @@ class Pipeline:
         return claude.run(
             "extract",
             ask,
-            lambda: offline.extract(ans.condensed, query_vec, top[:3], bm25, self.engine.embedder),
+            lambda: offline.extract(
+                ans.condensed,
+                query_vec,
+                top[:3],
+                searcher.bm25,
+                self.engine.embedder,
+                searcher.furniture,
+            ),
         )
 
     def write(
