@@ -376,15 +376,66 @@ def _choose(units: list[Unit]) -> list[Unit]:
 
 
 def _companions(u: Unit, siblings: list[Unit]) -> list[Unit]:
-    """What a chosen unit brings: a lead-in ("To add more test cases:") the units that follow it;
-    a row, the other rows of a small table whose rows answer alike ("US" and "EU" of the egress
-    IPs). `siblings`: the units of its chunk."""
+    """What a chosen unit brings, in the order of the text: a lead-in ("To add more test
+    cases:"), what it introduces (_introduced); a step of a numbered list, its procedure
+    (_procedure); a row, the other rows of a small table whose rows answer alike ("US" and "EU"
+    of the egress IPs). `siblings`: the units of its chunk."""
     if u.text.rstrip().endswith(":"):
-        return sorted((v for v in siblings if v.start > u.start), key=lambda v: v.start)[:4]
+        return _introduced(u, siblings)
+    if u.kind == "item" and STEP.match(u.text):
+        return _procedure(u, siblings)
     rows = [v for v in siblings if u.kind == "row" and v.block == u.block]
     if len(rows) <= SMALL_TABLE and all(v.score >= SIBLING_ROW * u.score for v in rows):
         return sorted(rows, key=lambda v: v.start)
     return []
+
+
+STEP = re.compile(r"\s*\d+[.)]\s")  # a numbered list's item: a procedure's step
+
+
+def _list_blocks(siblings: list[Unit]) -> set[int]:
+    """The blocks of list items and code: a procedure's steps and the commands between them (the
+    chunker cuts a list around the code blocks in it)."""
+    kinds: dict[int, set[str]] = {}
+    for v in siblings:
+        kinds.setdefault(v.block, set()).add(v.kind)
+    return {b for b, k in kinds.items() if k in ({"item"}, {"code"})}
+
+
+def _run(block: int, inside: set[int]) -> range:
+    """The consecutive blocks of `inside` around `block`."""
+    lo, hi = block, block
+    while lo - 1 in inside:
+        lo -= 1
+    while hi + 1 in inside:
+        hi += 1
+    return range(lo, hi + 1)
+
+
+def _in_order(units: list[Unit], u: Unit) -> list[Unit]:
+    return sorted((v for v in units if v is not u), key=lambda v: v.start)
+
+
+def _introduced(u: Unit, siblings: list[Unit]) -> list[Unit]:
+    """What a lead-in introduces: when it ends its block and a list follows, all of that list
+    (its items, and the code and list blocks it runs on into: a procedure); else the four units
+    after it."""
+    later = _in_order([v for v in siblings if v.start > u.start], u)
+    inside = _list_blocks(siblings)
+    if later and later[0].block != u.block and later[0].block in inside:
+        blocks = _run(later[0].block, inside)
+        return [v for v in later if v.block in blocks]
+    return later[:4]
+
+
+def _procedure(u: Unit, siblings: list[Unit]) -> list[Unit]:
+    """The procedure a step is in: the lead-in just before it, and all its steps (with the code
+    between them)."""
+    blocks = _run(u.block, _list_blocks(siblings))
+    before = [v for v in siblings if v.block == blocks.start - 1]
+    lead = [max(before, key=lambda v: v.start)] if before else []
+    lead = [v for v in lead if v.text.rstrip().endswith(":")]
+    return _in_order(lead + [v for v in siblings if v.block in blocks], u)
 
 
 def _passages(chosen: list[Unit]) -> list[Passage]:

@@ -1,6 +1,7 @@
 """Answers keep what answers (issue 24, item 5): page furniture (page numbers, running headers and
 footers) is found by statistics over the corpus and never quoted, while content said twice stays
-quotable; a table's answering row comes with its header."""
+quotable; a procedure's steps, a table's answering rows with its header and a list's items are
+quoted whole."""
 
 from index.furniture import Counts, most_pages, normal, page_number
 from index.indexer import index_folder
@@ -142,8 +143,17 @@ def test_answers_over_a_converted_manual_never_quote_its_furniture(tmp_path, loc
         assert ans.citations and all(c.verified for c in ans.citations)
 
 
-def test_a_table_row_comes_with_its_header(tmp_path, local_embedder):
+def test_a_procedure_is_quoted_whole_and_a_table_row_with_its_header(tmp_path, local_embedder):
     p = Pipeline(Engine(build(tmp_path, local_embedder), local_embedder))
+    steps = [line for line in PAGES[2].split("\n") if line[:2] in {f"{n}." for n in range(1, 6)}]
+    for question in [
+        "How do I pair the remote with the TV?",
+        "Which buttons do I hold to pair the remote?",  # a step answers: its procedure comes
+    ]:
+        ans = p.answer(question)
+        assert ans.decision != ABSTAIN, question
+        quoted = [line[2:] for line in ans.text.split("\n") if line.startswith("> ")]
+        assert [line for line in quoted if line in steps] == steps, ans.text
     ans = p.answer("The sound is distorted, what can I do?")
     assert "| Problem | Solution |" in ans.text
     assert "| Sound is distorted | Lower the volume" in ans.text
