@@ -100,7 +100,7 @@ def measure(name: str, db: str, limit: int | None) -> dict[str, list]:
             whole = " ".join(h.chunk["text"] for h in hits[:k])
             add(f"retrieval: whole text of top {k} chunks", whole, ref)
         for k, budget in [(OFFLINE_CHUNKS, b) for b in BUDGETS] + [(5, BUDGETS[-1])]:
-            units = [u for h in hits[:k] for u in offline.units_of(h)]
+            units = [u for h in hits[:k] for u in offline.units_of(h, loaded.searcher.furniture)]
             chosen = oracle(units, ref, stop, budget)
             text = composed(q["question"], offline._passages(chosen), hits[:k]) if chosen else None
             add(f"selection oracle: units of top {k}, <= {budget} chars quoted", text, ref)

@@ -2,8 +2,10 @@
 
 Per index generation, one file beside the SQLite index (`index.db.gen-7.arrays`) holds what search
 needs per row as flat arrays: the embedding matrix (float32), the BM25 postings and vocabulary, each
-row's intent id and section id, and the chunk ids. It is written once per generation (by the index
-run that made it, or by the first process that opens it) and memory-mapped by every process after:
+row's intent id and section id, and the chunk ids; and the corpus's page furniture, which the
+offline quoter reads (index/furniture.py: the keys of the lines on most pages and of its titles).
+It is written once per generation (by the index run that made it, or by the first process that
+opens it) and memory-mapped by every process after:
 opening costs a header read, and the operating system pages in only what queries touch, sharing
 those pages between processes. Chunk records (text, title, url…) stay in SQLite and are read by
 chunk id for the hits used (`Records`).
@@ -25,11 +27,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .furniture import Counts, Furniture
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
 from .store import IndexMissing, check_model, doc_updated, open_db, record
 
 MAGIC = b"FGARRAY1"
-FORMAT = 1
+FORMAT = 2  # 2: the furniture arrays
 ALIGN = 64
 
 
@@ -150,19 +153,23 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
     intents = np.zeros(n, dtype=np.int32)
     section_of: dict[tuple[str, str], int] = {}
     sections = np.zeros(n, dtype=np.int32)
+    furniture = Counts()
 
     def rows():
         cursor = conn.execute(
-            """SELECT c.id, c.doc, c.heading_path, c.search_text, d.intent, e.vector
+            """SELECT c.id, c.doc, c.heading_path, c.search_text, d.intent, e.vector, c.text,
+                      c.start, d.title
                FROM chunks c JOIN docs d ON d.path = c.doc
                LEFT JOIN embeddings e ON e.text_hash = c.text_hash AND e.model = ?
                ORDER BY c.doc, c.ord""",
             [model],
         )
-        for i, (cid, doc, path, search_text, intent, blob) in enumerate(cursor):
+        for i, row in enumerate(cursor):
+            cid, doc, path, search_text, intent, blob, text, start, title = row
             ids.append(cid.encode())
             intents[i] = intent_of.setdefault(intent, len(intent_of))
             sections[i] = section_of.setdefault((doc, path), len(section_of))
+            furniture.add(doc, title, json.loads(path), text, start)
             if blob is not None:
                 vectors[i] = np.frombuffer(blob, dtype=np.float32)
             yield bm25_tokens(search_text)
@@ -186,6 +193,7 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
         "sections": sections,
         "vectors": vectors,
         **bm25.arrays(),
+        **furniture.result().arrays(),
     }
     return header, arrays
 
@@ -243,5 +251,6 @@ def open_searcher(db_path: str | Path, model: str | None) -> tuple[int, Searcher
         vectors,
         BM25.from_arrays(a),
         Records(db_path, a["ids"]),
+        Furniture.from_arrays(a),
     )
     return head["generation"], searcher

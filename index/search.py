@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from .furniture import Furniture, count
+
 TOKEN = re.compile(r"[a-z0-9]+")
 # A term is at most this long: a SHA-256 hex digest (64), the longest identifier people paste to
 # look up, is still one whole term; a longer run of letters (a 4,000-letter "word", a base64 blob)
@@ -273,8 +275,8 @@ def read_together(hits: list[Hit]) -> list[Hit]:
 class Searcher:
     """What search needs, per index generation, shared by every query: the BM25 postings, the
     embedding matrix (both possibly memory-mapped), each row's intent (a small id into
-    `intent_names`) and section. Chunk records are read through `fetch(rows)` only for the hits
-    used.
+    `intent_names`) and section; and the corpus's page furniture, which the offline quoter reads.
+    Chunk records are read through `fetch(rows)` only for the hits used.
 
     `Searcher(records, vectors)` builds one in memory from full records (tests, benches);
     `Searcher.from_arrays` is how an index is opened (index/mapped.py)."""
@@ -298,6 +300,7 @@ class Searcher:
             vectors,
             bm25 or BM25(bm25_tokens(r["search_text"]) for r in records),
             lambda rows: [records[r] for r in rows],
+            count(r for r in records if "text" in r),
         )
 
     @classmethod
@@ -309,12 +312,15 @@ class Searcher:
         vectors: np.ndarray | None,
         bm25: BM25,
         fetch: Fetch,
+        furniture: Furniture | None = None,
     ) -> Searcher:
         searcher = cls.__new__(cls)
-        searcher._setup(intent_ids, intent_names, sections, vectors, bm25, fetch)
+        searcher._setup(
+            intent_ids, intent_names, sections, vectors, bm25, fetch, furniture or Furniture()
+        )
         return searcher
 
-    def _setup(self, intent_ids, intent_names, sections, vectors, bm25, fetch) -> None:
+    def _setup(self, intent_ids, intent_names, sections, vectors, bm25, fetch, furniture) -> None:
         self.size = len(intent_ids)
         self.intent_ids = intent_ids
         self.intent_names = intent_names
@@ -322,6 +328,7 @@ class Searcher:
         self.vectors = vectors
         self.bm25 = bm25
         self.fetch = fetch
+        self.furniture = furniture
         self.base: np.ndarray | None = None  # a scope's rows (within()); None: every row
         order = np.argsort(intent_ids, kind="stable")
         bounds = np.searchsorted(intent_ids[order], np.arange(len(intent_names) + 1))

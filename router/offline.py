@@ -17,6 +17,7 @@ import numpy as np
 
 from index.chunker import LIST_ITEM, SENTENCE_END, block_spans, context_header
 from index.embedders import Embedder, EmbeddingError
+from index.furniture import Furniture
 from index.search import BM25, Hit, tokenize
 
 from .answer import Citation, Passage, Source, occurs_in
@@ -44,21 +45,9 @@ URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+|\]\([^)\s]*\)")
 LINKS_ONLY = re.compile(
     r"^\s*(?:[-*+]|\d+[.)])?\s*(?:\[[^\]]*\](?:\([^)]*\)|\[[^\]]*\])[\s|,;·•/-]*)+$"
 )
-# a breadcrumb: the site's root, then one or more pages ("Home > Guides > Install")
+# a breadcrumb: the site's root, then one or more pages ("Home > Guides > Install"); a line that
+# differs on every page (its last part is the page's name), which line statistics cannot see
 BREADCRUMB = re.compile(r"^\s*(?:home|docs|documentation)\s*(?:[>›»/|]|->|→)\s*[^.!?]*$", re.I)
-# a page's chrome
-CHROME = re.compile(
-    r"^\s*(?:[←«‹]\s*)?(?:edit (?:this|on)\b|was this (?:page|article|section) helpful"
-    r"|on this page\b|table of contents\b|skip to\b|back to top\b|(?:previous|next)\s*(?:page)?"
-    r"\s*[:→»›]|last (?:updated|modified)\b)",
-    re.I,
-)
-# sections whose lists are links to elsewhere, not an answer
-NAVIGATION = re.compile(
-    r"^\s*(?:additional resources|see also|related(?: \w+)?|further reading|learn more"
-    r"|next steps?|what'?s next|more information|references)\s*$",
-    re.I,
-)
 ELLIPSIS = "…"
 
 
@@ -84,15 +73,14 @@ def reflow(text: str) -> str:
 
 
 def furniture(text: str) -> bool:
-    """Page furniture and navigation, never worth quoting: page numbers ("- 37 -"), a word or two
-    ("xlinkedin"), a bare link or URL, a breadcrumb ("Home > Docs > Install"), page chrome ("Edit
-    this page"), a run of title-case link labels without a sentence, a scraped menu or tab bar
-    that says itself twice ("Rate limitsSupported regions xlinkedin Rate limitsSupported
-    regions xlinkedin Python Typescript PythonTypescript")."""
+    """A unit never worth quoting, whatever the corpus: a word or two ("xlinkedin", "- 37 -"), a
+    bare link or URL, a breadcrumb ("Home > Docs > Install"), a run of title-case link labels
+    without a sentence, a scraped menu or tab bar that says itself twice ("Rate
+    limitsSupported regions xlinkedin Rate limitsSupported regions xlinkedin Python Typescript
+    PythonTypescript"). The corpus's own furniture (lines on most pages, page numbers, its
+    titles) is left out by `units_of`."""
     words = WORDS.findall(URL.sub(" ", text))
     if len(words) < 3 or LINKS_ONLY.match(text) or BREADCRUMB.match(text):
-        return True
-    if CHROME.match(text) and len(words) <= 6 and not re.search(r"[.!]\s*$", text):
         return True
     if re.search(r"[.!?:]\s*$", text):
         return False
@@ -152,22 +140,29 @@ def link_list(text: str, items: list[tuple[int, int]]) -> bool:
     )
 
 
-def _items(text: str, lines: list[tuple[int, int]], last: bool) -> list[tuple[int, int]]:
-    """A list's items (an item with its continuation lines); none when the list ends its chunk
-    after other content (`last`), with no lead-in, and is a list of bare link titles; only the
-    sentences when a navigation label ("See also") introduces it."""
+def _items(
+    text: str, lines: list[tuple[int, int]], last: bool, corpus: Furniture
+) -> list[tuple[int, int]]:
+    """A list's items (an item with its continuation lines, cut at a furniture line: a page
+    break inside an item); none when the list ends its chunk after other content (`last`), with
+    no lead-in, and is a list of bare link titles; only the sentences when most items are titles
+    of the corpus's own sections (a list of cross-references: "See also", "Additional
+    resources", in any language)."""
     items: list[list[int]] = []
+    cut = True  # the next line starts an item
     for s, e in lines:
-        if LIST_ITEM.match(text[s:e]) or not items:
+        if corpus.line(text[s:e]):
+            cut = True
+        elif cut or LIST_ITEM.match(text[s:e]):
             items.append([s, e])
+            cut = False
         else:
             items[-1][1] = e
     spans = [(s, e) for s, e in items]
     before = text[: lines[0][0]].rstrip()
-    if last and before and not before.endswith(":") and link_list(text, spans):
+    if spans and last and before and not before.endswith(":") and link_list(text, spans):
         return []
-    # under a label of its own ("**See also**", "##### Related topics"), only sentences are content
-    if NAVIGATION.match(before.rsplit("\n", 1)[-1].strip("#*_: \t")):
+    if sum(corpus.title(text[s:e]) for s, e in spans) * 2 > len(spans):
         return [(s, e) for s, e in spans if re.search(r"[.!?]$", text[s:e].rstrip())]
     return spans
 
@@ -230,15 +225,19 @@ def said_twice(text: str, lines: list[tuple[int, int]]) -> set[int]:
     return out
 
 
-def _prose_units(hit: Hit, kind: str, lines: list[tuple[int, int]], b: int) -> list[Unit]:
+def _prose_units(
+    hit: Hit, kind: str, lines: list[tuple[int, int]], b: int, corpus: Furniture
+) -> list[Unit]:
     """The sentences of a paragraph (a run of labels: a line each) or of a blockquote's lines,
-    which are quoted without their ">"; lines a scraped page says twice (said_twice) are left
-    out."""
+    which are quoted without their ">"; furniture lines (a page number, a running header) and
+    lines a scraped page says twice (said_twice) are left out, the text on either side of them
+    quoted apart."""
     text = hit.chunk["text"]
     if kind == "quote":
-        runs = [(False, [line]) for line in lines]
+        runs = [(False, [line]) for line in lines if not corpus.line(text[line[0] : line[1]])]
     else:
         twice = said_twice(text, lines)
+        twice.update(i for i, (s, e) in enumerate(lines) if corpus.line(text[s:e]))
         runs = []
         part: list[tuple[int, int]] = []  # the lines since the last one left out
         for i, line in enumerate(lines):
@@ -256,14 +255,17 @@ def _prose_units(hit: Hit, kind: str, lines: list[tuple[int, int]], b: int) -> l
     return out
 
 
-def units_of(hit: Hit) -> list[Unit]:
+NO_FURNITURE = Furniture()
+
+
+def units_of(hit: Hit, corpus: Furniture = NO_FURNITURE) -> list[Unit]:
     """The quotable units of a chunk: sentences of paragraphs and blockquote lines, list items,
-    table rows and short code blocks; markup lines (chunker.MARKUP_LINE), furniture, the link
-    titles listed in a navigation section ("Additional resources", "See also": items that are no
-    sentence) and a list of bare link titles ending a chunk are left out."""
+    table rows and short code blocks. Left out: markup lines (chunker.MARKUP_LINE), the corpus's
+    furniture lines (`corpus`: page numbers, lines on most pages), a unit that is only the title
+    of one of the corpus's sections or docs (a cross-reference, a table of contents), the link
+    titles of a list of cross-references (items that are no sentence), a list of bare link
+    titles ending a chunk, and `furniture`."""
     text = hit.chunk["text"]
-    path = hit.chunk.get("heading_path") or []
-    navigation = bool(path) and bool(NAVIGATION.match(path[-1]))
     blocks = block_spans(text)
     out: list[Unit] = []
     for b, (kind, lines) in enumerate(blocks):
@@ -275,29 +277,39 @@ def units_of(hit: Hit) -> list[Unit]:
             rule = len(lines) > 1 and TABLE_RULE.match(text[lines[1][0] : lines[1][1]])
             header = (lines[0][0], lines[1][1]) if rule else None
             for s, e in lines[2:] if rule else lines:
-                if WORDS.search(text[s:e]) or re.search(r"\d", text[s:e]):
+                # a line without a pipe that a table takes in (GFM) may be a running footer
+                lazy = not text[s:e].lstrip().startswith("|") and corpus.line(text[s:e])
+                if (WORDS.search(text[s:e]) or re.search(r"\d", text[s:e])) and not lazy:
                     out.append(Unit(hit, s, e, "row", html.unescape(text[s:e].strip()), b, header))
         elif kind == "list":
             last = 0 < b == len(blocks) - 1  # the last block, after some content
             out += [
-                Unit(hit, s, e, "item", reflow(text[s:e]), b) for s, e in _items(text, lines, last)
+                Unit(hit, s, e, "item", reflow(text[s:e]), b)
+                for s, e in _items(text, lines, last, corpus)
             ]
         else:
-            out += _prose_units(hit, kind, lines, b)
-    if navigation:  # a navigation section's list items are link titles, unless sentences
-        out = [u for u in out if u.kind != "item" or re.search(r"[.!?]$", u.text)]
-    return [u for u in out if u.kind in ("row", "code") or not furniture(u.text)]
+            out += _prose_units(hit, kind, lines, b, corpus)
+    return [
+        u
+        for u in out
+        if u.kind in ("row", "code") or not (furniture(u.text) or corpus.title(u.text))
+    ]
 
 
 def extract(
-    question: str, query_vec: np.ndarray | None, hits: list[Hit], bm25: BM25, embedder: Embedder
+    question: str,
+    query_vec: np.ndarray | None,
+    hits: list[Hit],
+    bm25: BM25,
+    embedder: Embedder,
+    corpus: Furniture = NO_FURNITURE,
 ) -> list[Passage]:
     """The units of the top chunks that score best against the question, by the retrieval's own
     signals: the chunk's fused score, and the unit's idf-weighted term coverage (alone and read
     with its chunk's title and heading path: a row under "#### TW-1429" is about TW-1429) and
-    cosine similarity."""
+    cosine similarity. `corpus`: the index's page furniture (Searcher.furniture)."""
     q = tokenize(question)
-    units = [u for h in hits for u in units_of(h)]
+    units = [u for h in hits for u in units_of(h, corpus)]
     if not units:
         return []
     headers = {
@@ -365,15 +377,66 @@ def _choose(units: list[Unit]) -> list[Unit]:
 
 
 def _companions(u: Unit, siblings: list[Unit]) -> list[Unit]:
-    """What a chosen unit brings: a lead-in ("To add more test cases:") the units that follow it;
-    a row, the other rows of a small table whose rows answer alike ("US" and "EU" of the egress
-    IPs). `siblings`: the units of its chunk."""
+    """What a chosen unit brings, in the order of the text: a lead-in ("To add more test
+    cases:"), what it introduces (_introduced); a step of a numbered list, its procedure
+    (_procedure); a row, the other rows of a small table whose rows answer alike ("US" and "EU"
+    of the egress IPs). `siblings`: the units of its chunk."""
     if u.text.rstrip().endswith(":"):
-        return sorted((v for v in siblings if v.start > u.start), key=lambda v: v.start)[:4]
+        return _introduced(u, siblings)
+    if u.kind == "item" and STEP.match(u.text):
+        return _procedure(u, siblings)
     rows = [v for v in siblings if u.kind == "row" and v.block == u.block]
     if len(rows) <= SMALL_TABLE and all(v.score >= SIBLING_ROW * u.score for v in rows):
         return sorted(rows, key=lambda v: v.start)
     return []
+
+
+STEP = re.compile(r"\s*\d+[.)]\s")  # a numbered list's item: a procedure's step
+
+
+def _list_blocks(siblings: list[Unit]) -> set[int]:
+    """The blocks of list items and code: a procedure's steps and the commands between them (the
+    chunker cuts a list around the code blocks in it)."""
+    kinds: dict[int, set[str]] = {}
+    for v in siblings:
+        kinds.setdefault(v.block, set()).add(v.kind)
+    return {b for b, k in kinds.items() if k in ({"item"}, {"code"})}
+
+
+def _run(block: int, inside: set[int]) -> range:
+    """The consecutive blocks of `inside` around `block`."""
+    lo, hi = block, block
+    while lo - 1 in inside:
+        lo -= 1
+    while hi + 1 in inside:
+        hi += 1
+    return range(lo, hi + 1)
+
+
+def _in_order(units: list[Unit], u: Unit) -> list[Unit]:
+    return sorted((v for v in units if v is not u), key=lambda v: v.start)
+
+
+def _introduced(u: Unit, siblings: list[Unit]) -> list[Unit]:
+    """What a lead-in introduces: when it ends its block and a list follows, all of that list
+    (its items, and the code and list blocks it runs on into: a procedure); else the four units
+    after it."""
+    later = _in_order([v for v in siblings if v.start > u.start], u)
+    inside = _list_blocks(siblings)
+    if later and later[0].block != u.block and later[0].block in inside:
+        blocks = _run(later[0].block, inside)
+        return [v for v in later if v.block in blocks]
+    return later[:4]
+
+
+def _procedure(u: Unit, siblings: list[Unit]) -> list[Unit]:
+    """The procedure a step is in: the lead-in just before it, and all its steps (with the code
+    between them)."""
+    blocks = _run(u.block, _list_blocks(siblings))
+    before = [v for v in siblings if v.block == blocks.start - 1]
+    lead = [max(before, key=lambda v: v.start)] if before else []
+    lead = [v for v in lead if v.text.rstrip().endswith(":")]
+    return _in_order(lead + [v for v in siblings if v.block in blocks], u)
 
 
 def _passages(chosen: list[Unit]) -> list[Passage]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from index.clean import valid_text
-from index.search import BM25, Hit, Searcher
+from index.search import Hit, Searcher
 from prompts import prompt_hash
 
 from . import citations, claims, compose, condense, decide, language, offline, words
@@ -125,7 +125,7 @@ class Pipeline:
         trace.evidence = gate.evidence()
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return abstain([])
-        passages = self.extract(condensed, query_vec, hits, searcher.bm25, claude, trace)
+        passages = self.extract(condensed, query_vec, hits, searcher, claude, trace)
         clock.lap("extract")
         # Claude was to check the passages but failed: the offline decision holds alone
         if claude.failed and gate is not offline_verdict:
@@ -266,7 +266,7 @@ class Pipeline:
         question: str,
         query_vec: np.ndarray | None,
         hits: list[Hit],
-        bm25: BM25,
+        searcher: Searcher,
         claude: Claude,
         trace: Trace,
     ) -> list[Passage]:
@@ -283,7 +283,14 @@ class Pipeline:
         return claude.run(
             "extract",
             ask,
-            lambda: offline.extract(question, query_vec, top[:3], bm25, self.engine.embedder),
+            lambda: offline.extract(
+                question,
+                query_vec,
+                top[:3],
+                searcher.bm25,
+                self.engine.embedder,
+                searcher.furniture,
+            ),
         )
 
     def write(

@@ -1,11 +1,14 @@
 """Offline answers quote text, never markup or navigation: admonition markers and block delimiters
 of docs converted from AsciiDoc, MkDocs / Docusaurus / GitHub admonitions, images, link lists,
 breadcrumbs and page chrome stay out of every quote, the text they mark stays in, and every quote
-is still a verbatim piece of its chunk."""
+is still a verbatim piece of its chunk. Chrome and lists of cross-references are found by the
+corpus's statistics (index/furniture.py), so the docs here are pages of one site, each ending
+with its chrome, beside the pages their navigation lists link to."""
 
 import re
 
 from index.chunker import block_spans, chunk_doc
+from index.furniture import count
 from index.indexer import index_folder
 from index.loader import parse_doc
 from index.search import Hit
@@ -134,7 +137,25 @@ and press Renew.
 Was this page helpful?
 """
 
-DOCS: dict[str, str | bytes] = {"pruning.md": ASCIIDOC, "caching.md": MKDOCS, "tokens.md": GITHUB}
+# the pages the navigation lists link to: their titles are what a list of cross-references lists
+LINKED = [
+    "Cache eviction policies",
+    "Sizing the cache disk",
+    "Worker pools and their limits",
+    "Adding a replication repository to the web console",
+    "Configuring the image pruner",
+]
+# the site's chrome, at the end of every page
+CHROME = "\n[Edit this page](https://example.com/edit)\n\nWas this page helpful?\n"
+DOCS: dict[str, str | bytes] = {
+    "pruning.md": ASCIIDOC + CHROME,
+    "caching.md": MKDOCS + CHROME,
+    "tokens.md": GITHUB,
+    **{
+        f"linked-{i}.md": f"# {title}\n\nThis page is about {title.lower()}, at length.\n{CHROME}"
+        for i, title in enumerate(LINKED)
+    },
+}
 MARKUP = re.compile(
     r"\[(NOTE|IMPORTANT|TIP|WARNING|CAUTION)\]|\[!\w+\]|-{4}|={4}|\*{3}|!\[|!!!|\?\?\?|:::"
     r"|<!--|<img|^>|::|\{\{|\[!\[|\[\[|:product"
@@ -154,30 +175,41 @@ NAVIGATION = [
 ]
 
 
-def hits_of() -> list[Hit]:
-    """Each chunk of the docs as a search hit, its record as the index stores it."""
-    hits = []
+def records() -> list[dict]:
+    """Each chunk of the docs, its record as the index stores it."""
+    out = []
     for name in sorted(DOCS):
         text = DOCS[name]
         doc = parse_doc(name, text.encode() if isinstance(text, str) else text)
-        for i, c in enumerate(chunk_doc(doc)):
-            record: dict = {
-                "id": c.id,
-                "doc": c.doc,
-                "title": doc.title,
-                "heading_path": c.heading_path,
-                "text": c.text,
-            }
+        for c in chunk_doc(doc):
+            out.append(
+                {
+                    "id": c.id,
+                    "doc": c.doc,
+                    "title": doc.title,
+                    "heading_path": c.heading_path,
+                    "text": c.text,
+                    "start": c.start,
+                }
+            )
+    return out
 
-            def fetch(rows: list[int], r: dict = record) -> list[dict]:
-                return [r]
 
-            hits.append(Hit(i, 1.0, 1.0, 1.0, "general", i, fetch))
+def hits_of() -> list[Hit]:
+    """Each chunk of the docs as a search hit."""
+    hits = []
+    for i, record in enumerate(records()):
+
+        def fetch(rows: list[int], r: dict = record) -> list[dict]:
+            return [r]
+
+        hits.append(Hit(i, 1.0, 1.0, 1.0, "general", i, fetch))
     return hits
 
 
 def test_no_unit_quotes_markup_or_navigation_and_each_is_verbatim():
-    units = [u for h in hits_of() for u in units_of(h)]
+    corpus = count(records())
+    units = [u for h in hits_of() for u in units_of(h, corpus)]
     texts = [u.text for u in units]
     for u in units:
         assert occurs_in(u.text, u.hit.chunk["text"]), u.text
@@ -274,15 +306,18 @@ def test_a_colon_or_semicolon_running_on_in_lowercase_does_not_end_a_sentence():
 
 
 def test_navigation_and_chrome_are_furniture_menu_paths_are_not():
+    corpus = count(records())
+    # a site's chrome is on every page: found by the statistics, whatever its words
+    for line in ["Was this page helpful?", "[Edit this page](https://example.com/edit)"]:
+        assert corpus.line(line), line
+    assert not corpus.line("This page is about sizing the cache disk, at length.")
     for nav in [
         "https://kubernetes.io/docs/concepts/containers/images#specifying-imagepullsecrets",
         "* [Creating an access token](create.md)",
         "[Edit this page](https://x.test/edit) | [Report a problem](https://x.test/issue)",
         "Home > Guides > Access tokens",
         "Docs › Getting started › Install",
-        "Edit this page",
-        "Was this page helpful?",
-        "← Previous: Installing",
+        "[← Previous: Installing](install.md)",
         "AWS CLI AWS CLI",
         "Boto3 (Python) Boto3 (Python)",
         "Python Python TypeScript TypeScript",
