@@ -69,6 +69,13 @@ from "things" in a chat question): left out, because with answerable questions o
 sets almost never losing meaning that way its weight is unconstrained and it cost the left-out set
 (claude-docs off-topic 0.60-0.67 for 0.70, examples answerable abstain 0.10-0.23 for 0.067).
 
+Whether a single sentence of the top sections says the thing asked, the extractor's own evidence
+read before deciding, does not lift the ceiling either: the best unit's cosine (of the 8 units
+ranked first by coverage, read with their headings) and the best unit's idf coverage, as signals
+beside the six, give left-out answerable / off-topic abstain 0.010/0.700 | 0.022/0.833 |
+0.133/1.000 (cosine) and 0.000/0.667 | 0.014/0.800 | 0.133/1.000 (coverage), and claude-docs'
+ceiling at answerable 0.03 stays 0.80-0.83. Not shipped.
+
 The two other constants of the signals, chosen the same way (left-out answerable / off-topic
 abstain, claude-docs | openshift-4.15 | examples): decide.COMMON_SHARE, the share of chunks above
 which a word is the docs' vocabulary and not part of a name, at 0.03: 0.010/0.567 | 0.025/0.833 |
