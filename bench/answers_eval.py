@@ -91,8 +91,9 @@ off-topic; openshift-4.15: 100 questions sampled with seed 0 + 30 off-topic; exa
 questions + 25 off-topic (its own 5 and examples/offtopic.jsonl). Before: the rule-based decision
 (commit 30a8556); after: the calibrated one (router/decision.json, `fieldguide calibrate`, whose
 leave-one-set-out figures are in the section "calibration"). These sets are also the calibration
-data, so their figures here are in-sample. Latency is on a shared 2-core machine under load from
-other jobs. Full answers: bench/answers-SET.json.
+data, so their figures here are in-sample. Latency: "before" was taken on the 2-core machine
+under load from other jobs, "after" with nothing else running (with the test suite running beside
+it, the after p50 was 87 / 146 / 61 ms). Full answers: bench/answers-SET.json.
 
 {table(["set", "code", *COLUMNS], rows)}
 """

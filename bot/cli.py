@@ -533,14 +533,25 @@ def doctor(settings: Settings | SettingsError, docs: str | None, as_json: bool, 
     help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
 )
 def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
+    from .logs import configure, unconfigure
+
+    configure(settings.log_level, settings.log_format)
+    try:
+        return run_bot(settings, http, host, db)
+    finally:
+        unconfigure()
+
+
+def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
+    """serve's work, its logging configured: the bot until it is stopped, or why it cannot
+    start."""
     import logging
 
     from .health import Health, auth_test_slack, serve_health, socket_mode_slack
-    from .logs import configure, say
+    from .logs import say
     from .slack_app import SlackStartupError, build_bot, http_server
     from .wiring import make_pipeline
 
-    configure(settings.log_level, settings.log_format)
     redact_logs(*settings.urls())  # the handlers configure added redact too
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
