@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-from _util import ROOT, SHARED, eval_db, table, write_section
+from harness import ROOT, SHARED, eval_db, table, write_section
 
 from bot.costs import stats
 from bot.settings import DEFAULT_PRICES, Settings
@@ -36,7 +36,6 @@ from bot.testing.stubs import (
 )
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
-from index.indexer import index_folder
 
 QUESTIONS = 20
 COST_HEADERS = [
@@ -185,8 +184,7 @@ def latency(db, qs: list[str]) -> tuple[list, dict]:
 
 def main() -> None:
     embedder = make_embedder()
-    examples = ROOT / ".fieldguide" / "bench" / "examples.db"
-    index_folder(examples, ROOT / "examples" / "docs", embedder)
+    examples = eval_db("examples", embedder)
     claude_docs = eval_db("claude-docs", embedder)
     ours = questions(ROOT / "examples" / "questions.jsonl")
     sets = [

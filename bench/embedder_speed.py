@@ -20,9 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from harness import ROOT, eval_path
 
 from index.onnx_model import DEFAULT_DIR, OnnxEmbedder, export  # noqa: E402  (no torch import)
 
@@ -83,7 +81,7 @@ def main() -> None:
         "--db",
         action="append",
         help="chunk databases; the first is sampled (default: the "
-        "openshift-4.15 and claude-docs indexes in .fieldguide/bench, built by the other benches)",
+        "openshift-4.15 and claude-docs indexes in .fieldguide/eval, as fieldguide eval builds)",
     )
     ap.add_argument("--sample", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
@@ -93,11 +91,7 @@ def main() -> None:
     t = time.perf_counter()
     export(args.onnx_dir)
     print(f"ONNX model in {args.onnx_dir} (export or check: {time.perf_counter() - t:.1f} s)")
-    bench = ROOT / ".fieldguide" / "bench"
-    default = [
-        str(bench / f"{s}-local-all-MiniLM-L6-v2-int8.db")
-        for s in ("openshift-4.15", "claude-docs")
-    ]
+    default = [str(eval_path(s)) for s in ("openshift-4.15", "claude-docs")]
     texts, notes = load_texts(args.db or default, args.sample, args.seed)
     print(
         f"texts: {len(texts)} ({'; '.join(notes)}), "

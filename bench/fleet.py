@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness import ROOT, WORK, ms, table, write_section
+from harness import ROOT, WORK, eval_path, ms, table, write_section
 
 sys.path.insert(0, str(ROOT))
 
@@ -206,7 +206,7 @@ def publish_figures(server: PgServer, work: Path) -> str:
     rows = []
     for name, db in (
         ("examples (226 chunks)", work / "builder.db"),
-        ("openshift-4.15 (26k chunks)", ROOT / ".fieldguide" / "eval" / "openshift-4.15.db"),
+        ("openshift-4.15 (26k chunks)", eval_path("openshift-4.15")),
     ):
         if not db.is_file():
             continue

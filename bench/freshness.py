@@ -23,7 +23,7 @@ import subprocess
 import time
 from datetime import UTC, datetime
 
-from _util import ROOT, SHARED, WORK, ms, table, write_section
+from harness import ROOT, SHARED, WORK, ms, table, write_section
 
 from bot.reindex import Refresher, Reindexer
 from bot.settings import Settings

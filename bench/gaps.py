@@ -18,7 +18,7 @@ import resource
 import time
 
 import numpy as np
-from _util import SHARED, table, write_section
+from harness import SHARED, table, write_section
 
 from bot.gaps import MAX_QUESTIONS, cluster
 from bot.testing.gap_topics import TOPICS

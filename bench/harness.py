@@ -24,12 +24,26 @@ def ms(samples) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
 
+def set_dir(set_name: str) -> Path:
+    return ROOT / "examples" if set_name == "examples" else SHARED / set_name
+
+
+def eval_path(set_name: str, embedder=None) -> Path:
+    """Where `fieldguide eval` keeps the set's index for `embedder` (default: the local model),
+    built or not."""
+    from bot.api import EVAL_WORK, eval_index
+    from index.embedders import make_embedder
+
+    return Path(eval_index(ROOT / EVAL_WORK, set_dir(set_name), embedder or make_embedder()))
+
+
 def eval_db(set_name: str, embedder) -> Path:
-    """The eval set indexed with `embedder` (incremental: built once, then reused)."""
+    """The eval set indexed with `embedder` where `fieldguide eval` keeps it (.fieldguide/eval,
+    incremental: built once, then shared by eval, calibrate and every bench)."""
     from index.indexer import index_folder
 
-    db = WORK / f"{set_name}-{embedder.name.replace(':', '-')}.db"
-    index_folder(db, SHARED / set_name / "docs", embedder)
+    db = eval_path(set_name, embedder)
+    index_folder(db, set_dir(set_name) / "docs", embedder)
     return db
 
 

@@ -8,13 +8,12 @@ measured and not shipped, and their figures, are in RESULTS.md with the commit t
 from __future__ import annotations
 
 import numpy as np
-from harness import ROOT, SHARED, WORK, eval_db, table, write_section
+from harness import ROOT, SHARED, eval_db, table, write_section
 
 from bot.evaluation.retrieval import load_questions, paired_difference, score_question
 from bot.settings import Settings
 from bot.wiring import make_engine
 from index.embedders import make_embedder
-from index.indexer import index_folder
 
 SETS = ("claude-docs", "openshift-4.15", "examples")
 # ../shared beside the repo, or two levels up from a worktree in wt/
@@ -22,17 +21,11 @@ SETS_DIR = next((p for p in (SHARED, ROOT.parents[1] / "shared" / "eval") if p.e
 
 
 def open_set(name: str, embedder):
-    """(engine, questions): the indexed sets in .fieldguide/eval are reused (never re-embed
-    openshift); the examples are indexed here (seconds)."""
-    if name == "examples":
-        db = WORK / "examples-local.db"
-        index_folder(db, ROOT / "examples" / "docs", embedder)
-        qfile = ROOT / "examples" / "questions.jsonl"
-    else:
-        cached = ROOT / ".fieldguide" / "eval" / f"{name}.db"
-        db = cached if cached.exists() else eval_db(name, embedder)
-        qfile = SETS_DIR / name / "questions.jsonl"
-    return make_engine(Settings.load(environ={}, dotenv=None), str(db)), load_questions(qfile)
+    """(engine, questions): the set's index as `fieldguide eval` keeps it (harness.eval_db)."""
+    folder = ROOT / "examples" if name == "examples" else SETS_DIR / name
+    db = eval_db(name, embedder)
+    engine = make_engine(Settings.load(environ={}, dotenv=None), str(db))
+    return engine, load_questions(folder / "questions.jsonl")
 
 
 def metric_of(questions) -> str:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _util import ROOT, table, write_section
+from harness import ROOT, table, write_section
 
 
 def du(path: Path) -> int:

@@ -11,26 +11,22 @@ import re
 
 import numpy as np
 from answers_eval import EVAL
-from harness import ROOT, table, write_section
+from harness import ROOT, eval_db, table, write_section
 
 from bot.evaluation.answers import load_stopwords, sample, split_offtopic, token_scores
 from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
 from bot.wiring import make_pipeline
+from index.embedders import make_embedder
 from router.answer import ABSTAIN
 from router.pipeline import Pipeline
 from router.words import TYPO_NOTE
 
-# set folder, index, questions sampled (None: all), off-topic questions file (None: the set's own)
+# set folder, questions sampled (None: all), off-topic questions file (None: the set's own)
 SETS = {
-    "claude-docs": (EVAL / "claude-docs", ".fieldguide/eval/claude-docs.db", None, None),
-    "openshift-4.15": (EVAL / "openshift-4.15", ".fieldguide/eval/openshift-4.15.db", 100, None),
-    "examples": (
-        ROOT / "examples",
-        ".fieldguide/eval/examples-local-all-MiniLM-L6-v2-int8.db",
-        None,
-        ROOT / "bench" / "offtopic.jsonl",
-    ),
+    "claude-docs": (EVAL / "claude-docs", None, None),
+    "openshift-4.15": (EVAL / "openshift-4.15", 100, None),
+    "examples": (ROOT / "examples", None, ROOT / "examples" / "offtopic.jsonl"),
 }
 
 
@@ -74,12 +70,13 @@ def run(pipeline: Pipeline, items: list[dict], stop) -> tuple[float, float, int]
 
 def main() -> None:
     settings = Settings.load(environ={}, dotenv=None)
+    embedder = make_embedder()
     rows = []
-    for name, (set_dir, db, limit, extra) in SETS.items():
+    for name, (set_dir, limit, extra) in SETS.items():
         answerable, _ = split_offtopic(load_items(set_dir / "questions.jsonl"))
         items = sample(answerable, limit, 0)
         stop = load_stopwords(set_dir)
-        shipped = make_pipeline(settings, str(ROOT / db))
+        shipped = make_pipeline(settings, str(eval_db(name, embedder)))
         shipped.state = None
         before = NoCorrection(
             shipped.engine, None, shipped.models, shipped.docs_base_url, None, shipped.deadline

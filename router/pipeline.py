@@ -106,7 +106,7 @@ class Pipeline:
         loaded = self.engine.loaded()  # one index generation for the whole answer
         searcher = loaded.searcher
         condensed = self.condense(question, history, claude, trace, searcher)
-        condensed, typos = words.correct_typos(condensed, searcher)
+        condensed, typos = self.correct_typos(condensed, searcher)
         trace.notes += [words.typo_note(typos)] if typos else []
         clock.lap("condense")
         query_vec, note = self.engine.embed_query(condensed)
@@ -176,6 +176,10 @@ class Pipeline:
         # cut at a word boundary: half a word ("padd") would read as a name the docs never mention
         cut = question[: MAX_QUESTION_CHARS + 1]
         return cut.rsplit(None, 1)[0] if " " in cut else cut[:MAX_QUESTION_CHARS]
+
+    def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
+        """The question with its typos read as the words they stand for (words.correct_typos)."""
+        return words.correct_typos(question, searcher)
 
     def new_trace(self) -> Trace:
         trace = Trace(offline=self.client is None, models={"embed": self.engine.embedder.name})

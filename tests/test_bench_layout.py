@@ -24,3 +24,21 @@ def test_bench_holds_no_experiments_and_imports_no_tests():
     assert scripts and not [p.name for p in scripts if p.name.startswith("_")]
     for p in scripts:
         assert not re.search(r"^\s*(?:from|import) tests\b", p.read_text(), re.M), p.name
+
+
+def test_every_bench_imports_what_exists():
+    """A bench's imports name modules that exist: the project's packages, its fellow scripts
+    (harness.py) and installed libraries; a renamed helper breaks no bench silently."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        for p in sorted((ROOT / "bench").glob("*.py")):
+            for name in re.findall(
+                r"^(?:from ([\w.]+) import|import ([\w.]+))", p.read_text(), re.M
+            ):
+                module = (name[0] or name[1]).split(".")[0]
+                assert importlib.util.find_spec(module), f"{p.name} imports {module}"
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
