@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from .wiring import DocsSource
 
 Progress = Callable[[str, int], Callable[[int], object]]
-DECISION_FILE = Path(__file__).resolve().parents[1] / "router" / "decision.json"
 EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
 GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
 
@@ -279,8 +278,9 @@ def gaps(
     return Gaps(topics, info, rows)
 
 
-def _set_index(work: str | Path, set_dir: Path, embedder: Embedder) -> str:
-    """Where an eval set's index is kept: named after the set and the embedder."""
+def eval_index(work: str | Path, set_dir: Path, embedder: Embedder) -> str:
+    """Where an eval set's index is kept (`fieldguide eval` and `calibrate` in EVAL_WORK, and the
+    benches): named after the set and the embedder."""
     return str(Path(work) / f"{set_dir.resolve().name}-{embedder.name.replace(':', '-')}.db")
 
 
@@ -316,7 +316,7 @@ def evaluate(
         raise ValueError(f"{set_dir} needs docs/ and questions.jsonl (or --questions FILE)")
     asked = load_questions(qfile)
     embedder = embedder_for(settings)
-    db = str(db or _set_index(EVAL_WORK, set_dir, embedder))
+    db = str(db or eval_index(EVAL_WORK, set_dir, embedder))
     summary, _ = index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
     _stage(progress, f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)")
     if answers:
@@ -403,17 +403,19 @@ def _eval_answers(
 def calibrate(
     set_dirs: list[str | Path],
     *,
-    write: str | Path = DECISION_FILE,
+    write: str | Path | None = None,
     work: str | Path = EVAL_WORK,
     seed: int = 0,
-    headings: int = 150,
+    headings: int | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
 ) -> tuple[str, dict]:
     """Fit the answer decision (router/decide.py) on two eval sets or more, each indexed into
-    `work`, and write it to `write`: (the leave-one-set-out figures as markdown, what was
-    written). `headings` of each set's headings, sampled with `seed`, are read as questions."""
+    `work`, and write it to `write` (default: router/decision.json, what the decision reads):
+    (the leave-one-set-out figures as markdown, what was written). `headings` of each set's
+    headings (default 150), sampled with `seed`, are read as questions."""
     from bot.evaluation import calibrate as fit
+    from router.decide import MODEL_FILE
     from router.engine import Engine
 
     settings = _settings(settings)
@@ -427,10 +429,11 @@ def calibrate(
     data = {}
     for set_dir in sets:
         name = set_dir.resolve().name
-        db = _set_index(work, set_dir, embedder)
+        db = eval_index(work, set_dir, embedder)
         index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
         _stage(progress, f"Reading {name} ...")
         items = fit.load_set(set_dir)
-        data[name] = fit.corpus_examples(name, items, Engine(db, embedder), seed, headings)
+        engine = Engine(db, embedder)
+        data[name] = fit.corpus_examples(name, items, engine, seed, headings or fit.HEADINGS)
     report = fit.report(data)
-    return report, fit.write_models(data, embedder.name, Path(write))
+    return report, fit.write_models(data, embedder.name, Path(write or MODEL_FILE))

@@ -652,18 +652,17 @@ def db_(settings: Settings, action: str) -> int:
 @click.argument(
     "set_dirs", nargs=-1, required=True, metavar="SET_DIR...", help="eval sets (shared/eval format)"
 )
-@option(
-    "--write",
-    default=str(api.DECISION_FILE),
-    help="the decision file to write (default: the package's router/decision.json)",
-)
+@option("--write", help="the decision file to write (default: the package's router/decision.json)")
 @option("--seed", type=int, default=0, help="seed of the headings sampled (default 0)")
-@option(
-    "--headings", type=int, default=150, help="headings read as questions per set (default 150)"
-)
+@option("--headings", type=int, help="headings read as questions per set (default 150)")
 @option("--work", default=str(api.EVAL_WORK), help="folder of the sets' indexes (as for eval)")
 def calibrate(
-    settings: Settings, set_dirs: tuple[str, ...], write: str, seed: int, headings: int, work: str
+    settings: Settings,
+    set_dirs: tuple[str, ...],
+    write: str | None,
+    seed: int,
+    headings: int | None,
+    work: str,
 ) -> int:
     with progress_bars() as progress:
         report, body = api.calibrate(
@@ -676,7 +675,8 @@ def calibrate(
             progress=progress,
         )
     print(report)
-    print(f"wrote {write} ({sum(body['examples'].values())} examples)", file=sys.stderr)
+    written = write or "router/decision.json"
+    print(f"wrote {written} ({sum(body['examples'].values())} examples)", file=sys.stderr)
     return 0
 
 

@@ -233,11 +233,11 @@ def _prose_units(
     lines a scraped page says twice (said_twice) are left out, the text on either side of them
     quoted apart."""
     text = hit.chunk["text"]
+    stamped = {i for i, (s, e) in enumerate(lines) if corpus.line(text[s:e])}
     if kind == "quote":
-        runs = [(False, [line]) for line in lines if not corpus.line(text[line[0] : line[1]])]
+        runs = [(False, [line]) for i, line in enumerate(lines) if i not in stamped]
     else:
-        twice = said_twice(text, lines)
-        twice.update(i for i, (s, e) in enumerate(lines) if corpus.line(text[s:e]))
+        twice = said_twice(text, lines) | stamped
         runs = []
         part: list[tuple[int, int]] = []  # the lines since the last one left out
         for i, line in enumerate(lines):

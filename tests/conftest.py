@@ -6,9 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bot.testing.stubs import StubServer
+from bot.settings import Settings
+from bot.state.sqlite import SqliteState
+from bot.testing.slack_harness import Harness
+from bot.testing.stubs import SlackMock, StubServer
 from index.embedders import make_embedder
 from index.search import Searcher
+from index.store import open_db
+from router.engine import Engine
+from router.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "docs"
@@ -124,3 +130,38 @@ def pg_url(pg_server) -> str:
     url = pg_server.create_database("t_" + uuid.uuid4().hex[:12])
     upgrade(url)
     return url
+
+
+@pytest.fixture
+def make_harness(examples_db, local_embedder):
+    """A Bolt app over signed HTTP (or Socket Mode) on the examples index, against a SlackMock:
+    `make(transport, anthropic_client, db, channels, **settings)`."""
+    made = []
+    docs = EXAMPLES  # the source examples_db was built from (/docs-reindex never swaps)
+
+    def make(transport="http", anthropic_client=None, db=None, channels=None, **overrides):
+        db = db or examples_db
+        mock = SlackMock()
+        mock.channels = channels or {}
+        settings = Settings(
+            db=db,
+            docs=str(docs),
+            slack_signing_secret="test-signing-secret",
+            admins="UADMIN",
+            **overrides,
+        )
+        models = {"condense": "m", "extract": "m", "answer": "m"} if anthropic_client else {}
+        pipeline = Pipeline(
+            Engine(db, local_embedder, anthropic_client),
+            anthropic_client,
+            models,
+            state=SqliteState(open_db(db)),
+        )
+        h = Harness(transport, settings, pipeline, mock)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+        h.mock.close()

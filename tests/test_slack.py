@@ -8,9 +8,7 @@ import threading
 import anthropic
 import pytest
 
-from bot.settings import Settings
 from bot.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
-from bot.state.sqlite import SqliteState
 from bot.testing.slack_harness import (
     Harness,
     answer_in,
@@ -23,46 +21,9 @@ from bot.testing.stubs import (
     BOT,
     RATELIMITED,
     SERVER_ERROR,
-    SlackMock,
     StubServer,
     slack_error,
 )
-from index.store import open_db
-from router.engine import Engine
-from router.pipeline import Pipeline
-from tests.conftest import EXAMPLES
-
-
-@pytest.fixture
-def make_harness(examples_db, local_embedder, tmp_path):
-    made = []
-    docs = EXAMPLES  # the source examples_db was built from (/docs-reindex never swaps)
-
-    def make(transport="http", anthropic_client=None, db=None, **overrides):
-        db = db or examples_db
-        mock = SlackMock()
-        settings = Settings(
-            db=db,
-            docs=str(docs),
-            slack_signing_secret="test-signing-secret",
-            admins="UADMIN",
-            **overrides,
-        )
-        models = {"condense": "m", "extract": "m", "answer": "m"} if anthropic_client else {}
-        pipeline = Pipeline(
-            Engine(db, local_embedder, anthropic_client),
-            anthropic_client,
-            models,
-            state=SqliteState(open_db(db)),
-        )
-        h = Harness(transport, settings, pipeline, mock)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close()
-        h.mock.close()
 
 
 @pytest.fixture(params=["http", "socket"])

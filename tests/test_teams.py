@@ -7,13 +7,9 @@ import shutil
 import pytest
 
 from bot.scopes import ScopeError, load_scopes
-from bot.settings import Settings
-from bot.state.sqlite import SqliteState
 from bot.testing.slack_harness import Harness, answer_in, mention
 from bot.testing.stubs import SlackMock
 from index.store import open_db
-from router.engine import Engine
-from router.pipeline import Pipeline
 from tests.conftest import EXAMPLES
 
 SCOPES = """
@@ -21,34 +17,6 @@ channels:
   CBILLING: {intents: [billing]}
   "#platform": {folders: [api/]}
 """
-
-
-@pytest.fixture
-def make_harness(examples_db, local_embedder, tmp_path):
-    made = []
-    docs = EXAMPLES  # the source examples_db was built from (/docs-reindex never swaps)
-
-    def make(channels=None, **overrides):
-        mock = SlackMock()
-        mock.channels = channels or {}
-        settings = Settings(
-            db=examples_db,
-            docs=str(docs),
-            slack_signing_secret="test-signing-secret",
-            admins="UADMIN",
-            **overrides,
-        )
-        pipeline = Pipeline(
-            Engine(examples_db, local_embedder), state=SqliteState(open_db(examples_db))
-        )
-        h = Harness("http", settings, pipeline, mock)
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close()
-        h.mock.close()
 
 
 def audit(h: Harness, channel: str) -> dict:
@@ -64,7 +32,7 @@ def test_a_scoped_channel_answers_from_its_scope_only_an_unscoped_one_from_all(
 ):
     path = tmp_path / "scopes.yaml"
     path.write_text(SCOPES)
-    h = make_harness({"CPLATFORM": "platform", "COTHER": "random"}, scopes=str(path))
+    h = make_harness(channels={"CPLATFORM": "platform", "COTHER": "random"}, scopes=str(path))
     question = "How many times is a failed webhook retried?"
     h.event(mention(question, channel="CBILLING", ts="1700000001.000100"), "EvS1")
     h.event(mention(question, channel="CPLATFORM", ts="1700000002.000100"), "EvS2")
@@ -90,7 +58,7 @@ def test_a_scoped_channel_answers_from_its_scope_only_an_unscoped_one_from_all(
 def test_a_default_scope_covers_dms_and_unlisted_channels(make_harness, tmp_path):
     path = tmp_path / "scopes.yaml"
     path.write_text(SCOPES + "  default: {intents: [webhooks]}\n")
-    h = make_harness({"CPLATFORM": "platform"}, scopes=str(path))
+    h = make_harness(channels={"CPLATFORM": "platform"}, scopes=str(path))
     h.event(mention("What does error TW-1429 mean?", channel="C9"), "EvD1")
     answer_in(h.mock, "C9")
     row = audit(h, "C9")
@@ -102,7 +70,7 @@ def test_a_channel_name_the_app_cannot_see_stops_start_up_with_its_name(make_har
     path = tmp_path / "scopes.yaml"
     path.write_text(SCOPES)
     with pytest.raises(ScopeError, match="#platform"):
-        make_harness({"COTHER": "random"}, scopes=str(path))
+        make_harness(channels={"COTHER": "random"}, scopes=str(path))
 
 
 def test_a_bad_scopes_file_names_every_problem_at_once(tmp_path):
