@@ -199,12 +199,13 @@ def load_chunks(
 
 
 def chunk_headings(db: sqlite_utils.Database) -> Iterator[dict]:
-    """Each chunk's intent, doc title and heading path (what router.describe.intent_headings
+    """Each chunk's doc, intent, doc title and heading path (what router.describe.intent_headings
     reads), streamed rather than loaded."""
-    for intent, title, path in db.execute(
-        "SELECT d.intent, d.title, c.heading_path FROM chunks c JOIN docs d ON d.path = c.doc"
+    for doc, intent, title, path in db.execute(
+        "SELECT d.path, d.intent, d.title, c.heading_path FROM chunks c"
+        " JOIN docs d ON d.path = c.doc"
     ):
-        yield {"intent": intent, "title": title, "heading_path": json.loads(path)}
+        yield {"doc": doc, "intent": intent, "title": title, "heading_path": json.loads(path)}
 
 
 def load_intents(db: sqlite_utils.Database) -> list[dict]:

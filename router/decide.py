@@ -50,7 +50,15 @@ from index.search import BM25, STOPWORDS, Hit, Searcher, tokenize
 from .answer import ABSTAIN, ANSWER, PARTIAL
 from .condense import without_own_values
 from .language import language_name
-from .words import VERSION, DocsWords, docs_words, snowball, specific_phrases, zipf
+from .words import (
+    VERSION,
+    DocsWords,
+    Postings,
+    docs_words,
+    snowball,
+    specific_phrases,
+    zipf,
+)
 
 MODEL_FILE = Path(__file__).with_name("decision.json")
 FEATURES = ("sim", "gap", "rare", "missing", "phrase", "agree")
@@ -71,7 +79,7 @@ COMMON_SHARE = 0.1
 PHRASE_CANDIDATES = 400
 
 
-def _rows_with(terms: list[str], bm25: BM25) -> np.ndarray | None:
+def _rows_with(terms: list[str], bm25: BM25 | Postings) -> np.ndarray | None:
     rows = None
     for t in dict.fromkeys(terms):
         v = bm25.vocab.get(t)
@@ -87,7 +95,7 @@ def _rows_with(terms: list[str], bm25: BM25) -> np.ndarray | None:
 def known_phrase(phrase: str, searcher: Searcher) -> bool:
     """Whether the phrase's words stand side by side somewhere in the docs (the docs' everyday
     words allowed between them; a version kept: "Opus 4" is not "Claude 3 Opus ... 4")."""
-    bm25 = searcher.bm25
+    bm25 = docs_words(searcher).bm25  # the scope's postings when searcher is a scope's
     common = lambda t: docs_words(searcher).df(t) > COMMON_SHARE * bm25.size  # noqa: E731
     versions = {t for w in phrase.split() if VERSION.fullmatch(w) for t in tokenize(w)}
     terms = [t for t in tokenize(phrase) if t in versions or not common(t)]

@@ -109,12 +109,17 @@ class Engine:
         classifier: OfflineClassifier | ClaudeClassifier
         classifier = OfflineClassifier(searcher, examples, self.bm25_weight)
         if self.anthropic is not None:
+            headings = chunk_headings(self.db)
+            if searcher.base is not None:  # a scope's router: only its docs' headings
+                docs = searcher.docs()
+                inside = {docs[r] for r in searcher.base.tolist()}
+                headings = (h for h in headings if h["doc"] in inside)
             classifier = ClaudeClassifier(
                 self.anthropic,
                 self.classify_model,
                 intents,
                 classifier,
-                intent_headings(chunk_headings(self.db)),
+                intent_headings(headings),
             )
         return Router(
             searcher,

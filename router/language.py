@@ -45,9 +45,10 @@ def language_name(code: str) -> str:
 
 @lru_cache(maxsize=4)
 def docs_language(searcher: Searcher) -> str:
-    """The language most of the docs are written in (a sample of the chunks)."""
-    step = max(1, searcher.size // 40)
-    rows = list(range(0, searcher.size, step))[:40]
+    """The language most of the docs are written in (a sample of the chunks; of a scope's
+    chunks when `searcher` is a scope's view)."""
+    every = range(searcher.size) if searcher.base is None else searcher.base.tolist()
+    rows = list(every[:: max(1, len(every) // 40)])[:40]
     sample = "\n".join(r["text"][:300] for r in searcher.fetch(rows))
     return language_of(sample)[0] if sample.strip() else "en"
 

@@ -104,7 +104,9 @@ class Pipeline:
         clock = Laps(trace.timings_ms)
 
         loaded = self.engine.loaded()  # one index generation for the whole answer
-        searcher = loaded.searcher
+        # what the question's words are read against: the scope's docs only (its spelling,
+        # signals and messages know nothing of the docs outside it), else the whole index
+        searcher = self.engine.router_for(loaded, scope).searcher
         condensed = self.condense(question, history, claude, trace, searcher)
         condensed, typos = self.correct_typos(condensed, searcher)
         trace.notes += [words.typo_note(typos)] if typos else []

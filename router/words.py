@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from functools import cache, cached_property, lru_cache
 from importlib import resources
 
-from index.search import BM25, STOPWORDS, Searcher, tokenize
+import numpy as np
+
+from index.search import BM25, STOPWORDS, Searcher, Vocab, tokenize
 
 # A word longer than this is no word a spelling, stem or name check can help with (the longest
 # English words and identifiers in the eval docs are under 40 letters): it is read as unknown, at a
@@ -68,10 +71,31 @@ def _built_english_speller():
     return spell
 
 
-class DocsWords:
-    """What the docs' vocabulary knows, built once per index generation (`docs_words`)."""
+class Postings:
+    """The postings of a scope's chunks only (`Searcher.within`): the terms they hold, each with
+    the rows holding it, and `size` their number. What DocsWords reads of a scope, so that a
+    scoped question's spelling, signals and messages know nothing of the docs outside it (a word
+    of another team's docs is as unknown there as a word no doc holds)."""
 
-    def __init__(self, bm25: BM25):
+    def __init__(self, bm25: BM25, rows: np.ndarray):
+        inside = np.zeros(bm25.size, dtype=bool)
+        inside[rows] = True
+        keep = inside[bm25.postings_docs]
+        seen = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+        per_term = seen[bm25.offsets[1:]] - seen[bm25.offsets[:-1]]
+        terms = np.flatnonzero(per_term)
+        self.size = int(rows.size)
+        self.vocab = Vocab.of([bm25.vocab[int(t)].decode() for t in terms])  # still byte order
+        self.postings_docs = bm25.postings_docs[keep]
+        self.offsets = np.zeros(terms.size + 1, dtype=np.int64)
+        np.cumsum(per_term[terms], out=self.offsets[1:])
+
+
+class DocsWords:
+    """What the docs' vocabulary knows, built once per index generation and scope
+    (`docs_words`)."""
+
+    def __init__(self, bm25: BM25 | Postings):
         words = [w for w in bm25.vocab.words() if len(w) <= MAX_WORD]
         self.bm25 = bm25
         self.words = words
@@ -152,14 +176,19 @@ class DocsWords:
 EDIT = 1e-3
 
 
-@lru_cache(maxsize=4)
-def _docs_words(searcher: Searcher) -> DocsWords:
-    return DocsWords(searcher.bm25)
+# per searcher: an index generation, or a scope's view of one (kept while the searcher is)
+_built: weakref.WeakKeyDictionary[Searcher, DocsWords] = weakref.WeakKeyDictionary()
 
 
 def docs_words(searcher: Searcher) -> DocsWords:
+    """The words of the docs `searcher` searches: the whole index's, or only its scope's."""
     with _docs_lock:
-        return _docs_words(searcher)
+        found = _built.get(searcher)
+        if found is None:
+            bm25 = searcher.bm25
+            found = DocsWords(bm25 if searcher.base is None else Postings(bm25, searcher.base))
+            _built[searcher] = found
+        return found
 
 
 def prepare(searcher: Searcher) -> None:
