@@ -273,7 +273,10 @@ def gaps(
     rows = make_state(settings, db).list_answers(since, None, GAPS_ROWS)
     rows = [r for r in rows if not intent or (r["intents"] or [""])[0] == intent]
     topics, info = find_topics(
-        rows, engine.embedder, engine.loaded().searcher, load_owners(engine.db)
+        rows,
+        engine.embedder,
+        engine.loaded().searcher,
+        load_owners(engine.db, settings.honour_doc_owners),
     )
     return Gaps(topics, info, rows)
 

@@ -81,12 +81,20 @@ def message(row: dict, asker: str, link: str) -> str:
     )
 
 
-def hand_off(client: WebClient, state: State, index_db: Any, answer_id: int, user: str) -> str:
-    """Hand answer `answer_id` to its owner for `user`, once; what to tell the asker."""
+def hand_off(
+    client: WebClient,
+    state: State,
+    index_db: Any,
+    answer_id: int,
+    user: str,
+    doc_owners: bool = False,
+) -> str:
+    """Hand answer `answer_id` to its owner for `user`, once; what to tell the asker.
+    `doc_owners`: a doc's own front-matter owner is honoured (FIELDGUIDE_DOC_OWNERS=on)."""
     row = state.get_answer(answer_id)
     if row is None:
         return GONE
-    owner = owner_for(row, load_owners(index_db))
+    owner = owner_for(row, load_owners(index_db, doc_owners))
     if not owner:
         return NO_OWNER
     channel, thread = row["channel"] or "", row["thread_ts"]

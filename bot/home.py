@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from index.indexer import last_runs
-from index.store import load_owners, owner_of
+from index.store import load_owners
 
 from .gaps import find_topics, top_intent
 from .slack_format import escape
@@ -30,13 +30,11 @@ def section(text: str) -> dict:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
 
 
-def owned_intents(user: str, owners: tuple[dict[str, str], dict[str, str]], db: Any) -> set[str]:
-    """The intents whose owner is `user`, or that hold a doc `user` owns."""
-    mine = {i for i, o in owners[1].items() if o == user}
-    for path, intent in db.execute("SELECT path, intent FROM docs"):
-        if owner_of(owners, path, intent) == user:
-            mine.add(intent)
-    return mine
+def owned_intents(user: str, owners: tuple[dict[str, str], dict[str, str]]) -> set[str]:
+    """The intents whose owner (intents.yaml's, the deployment's) is `user`. Owning a doc gives
+    none: any doc may join any intent, so its front matter cannot make its author see the
+    questions of an intent it joins."""
+    return {i for i, o in owners[1].items() if o == user}
 
 
 def figures(rows: list[dict]) -> dict:
@@ -52,11 +50,13 @@ def figures(rows: list[dict]) -> dict:
     }
 
 
-def home_view(user: str, admin: bool, state: Any, engine: Any, db_path: str) -> dict:
-    """The Home tab's view for `user`."""
+def home_view(
+    user: str, admin: bool, state: Any, engine: Any, db_path: str, doc_owners: bool = False
+) -> dict:
+    """The Home tab's view for `user` (`doc_owners`: FIELDGUIDE_DOC_OWNERS, for gaps' owners)."""
     db = engine.db
-    owners = load_owners(db)
-    mine = owned_intents(user, owners, db)
+    owners = load_owners(db, doc_owners)
+    mine = owned_intents(user, owners)
     if not admin and not mine:
         return {"type": "home", "blocks": [section(f"*fieldguide*\n{HOW_TO}")]}
     blocks: list[dict] = [

@@ -310,6 +310,13 @@ class Settings:
         "",
         "YAML file mapping Slack channels to the intents/folders they search; empty = all",
     )
+    doc_owners: str = _setting(
+        "FIELDGUIDE_DOC_OWNERS",
+        "off",
+        "on: a doc's front-matter owner gets the hand-offs about that doc (whoever can commit a"
+        " doc may then receive them); off: owners come from intents.yaml only",
+        one_of("off", "on"),
+    )
     health_port: int = _setting(
         "FIELDGUIDE_HEALTH_PORT",
         0,
@@ -389,6 +396,10 @@ class Settings:
     def refresh_seconds(self) -> float:
         """FIELDGUIDE_REFRESH_EVERY in seconds; 0 = no scheduled refresh."""
         return seconds_of(self.refresh_every)
+
+    @property
+    def honour_doc_owners(self) -> bool:
+        return self.doc_owners == "on"
 
     @property
     def admin_ids(self) -> set[str]:

@@ -226,9 +226,17 @@ def load_intents(db: sqlite_utils.Database) -> list[dict]:
     return out
 
 
-def load_owners(db: sqlite_utils.Database) -> tuple[dict[str, str], dict[str, str]]:
-    """({doc path: owner}, {intent: owner}): the owners named in front matter and intents.yaml."""
-    docs = dict(db.execute("SELECT path, owner FROM docs WHERE owner IS NOT NULL AND owner != ''"))
+def load_owners(
+    db: sqlite_utils.Database, doc_owners: bool = False
+) -> tuple[dict[str, str], dict[str, str]]:
+    """({doc path: owner}, {intent: owner}): the owners intents.yaml names, and those named in a
+    doc's front matter only with `doc_owners` (FIELDGUIDE_DOC_OWNERS=on: whoever can commit a doc
+    may then receive the questions about it; never its intent's)."""
+    docs: dict[str, str] = {}
+    if doc_owners:
+        docs = dict(
+            db.execute("SELECT path, owner FROM docs WHERE owner IS NOT NULL AND owner != ''")
+        )
     intents = dict(
         db.execute("SELECT name, owner FROM intents WHERE owner IS NOT NULL AND owner != ''")
     )

@@ -137,8 +137,9 @@ def test_owners_are_read_checked_and_stored(tmp_path, local_embedder):
     from index.store import open_db
 
     conn = open_db(db)
-    owners = load_owners(conn)
+    owners = load_owners(conn, doc_owners=True)  # FIELDGUIDE_DOC_OWNERS=on
     assert owner_of(owners, "billing/refunds.md", "billing") == "U0REFUND"
+    assert owner_of(load_owners(conn), "billing/refunds.md", "billing") == "#billing-docs"
     assert owner_of(owners, "billing/plans.md", "billing") == "#billing-docs"
     assert [i["owner"] for i in load_intents(conn)] == ["#billing-docs"]
     (docs / "intents.yaml").write_text("billing: {description: money, owner: billing team}\n")
@@ -286,6 +287,8 @@ def test_app_home_shows_an_admin_the_index_the_week_and_the_gaps(make_harness):
 def test_app_home_shows_an_owner_their_intents(make_harness, owned_db):
     from router.answer import Answer, Trace
 
+    with open_db(owned_db).conn as conn:  # authentication's owner, as intents.yaml would name
+        conn.execute("UPDATE intents SET owner = 'U0AUTH' WHERE name = 'authentication'")
     h = make_harness()
     for intent, decision in [("authentication", "ANSWER"), ("authentication", "ABSTAIN")] + [
         ("billing", "ABSTAIN")
@@ -298,10 +301,12 @@ def test_app_home_shows_an_owner_their_intents(make_harness, owned_db):
             trace=Trace(route={"intents": [{"intent": intent, "score": 1}]}),
         )
         h.pipeline.state.record_answer(ans, {"channel": "C1"})
-    text = home_text(home_opened(h, "U0SSO", "EvH3"))  # owns authentication/sso.md
+    text = home_text(home_opened(h, "U0AUTH", "EvH3"))
     assert "(your intents: authentication)" in text
     assert "2 questions · 1 answered · 0 partial · 1 not in the docs" in text
     assert "home_reindex" not in text  # an owner, not an admin
+    # owning a doc (authentication/sso.md's front matter) gives no intent's figures
+    assert "questions ·" not in home_text(home_opened(h, "U0SSO", "EvH4"))
 
 
 def test_views_publish_is_checked_as_slack_checks_it():

@@ -89,3 +89,76 @@ def test_claude_routes_a_scoped_question_on_its_scopes_headings_only(two_teams, 
         assert "Vault access" not in taxonomy  # bravo's own docs: outside the scope
     finally:
         stub.close()
+
+
+# -- 2. owners of an intent come from the deployment, not from a doc -----------------------------
+
+INTENTS_YAML = "alpha: {description: alpha's docs}\nbravo: {description: vault, owner: U0BRAVO}\n"
+EVIL = (  # under alpha's folder, joining bravo's intent and naming its author as owner
+    "---\nintent: bravo\nowner: U0EVIL\n---\n# Vault recovery\n\n"
+    "Vault recovery is handled by the recovery team on request.\n"
+)
+
+
+@pytest.fixture
+def enrolled_db(tmp_path, local_embedder) -> str:
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "alpha/keys.md": ALPHA_KEYS,
+            "alpha/recovery.md": EVIL,
+            "bravo/vault.md": BRAVO_VAULT,
+            "intents.yaml": INTENTS_YAML,
+        },
+    )
+    db = str(tmp_path / "index.db")
+    index_folder(db, docs, local_embedder)
+    return db
+
+
+def record_bravo_question(state, question: str, doc: str, user: str = "U1") -> int:
+    """An unanswered DM question routed to bravo, whose first section looked at is in `doc`."""
+    from router.answer import Answer, Trace
+
+    hit = {"id": "x", "doc": doc, "heading_path": ["H"], "bm25": 0, "vector": 0, "score": 0}
+    trace = Trace(route={"intents": [{"intent": "bravo", "score": 1}]}, hits=[hit])
+    ans = Answer(question, question, "ABSTAIN", "…", trace=trace)
+    aid = state.record_answer(ans, {"channel": "D1", "user": user, "thread_ts": "1.1"})
+    assert aid is not None
+    return aid
+
+
+def home_text(h, user: str, event_id: str) -> str:
+    from bot.testing.slack_harness import wait
+
+    h.mock.home_views.pop(user, None)
+    h.event({"type": "app_home_opened", "user": user, "tab": "home"}, event_id)
+    return json.dumps(wait(lambda: h.mock.home_views.get(user), what="the Home tab")["blocks"])
+
+
+def test_a_doc_cannot_enrol_its_author_as_owner_of_an_intent(make_harness, enrolled_db):
+    from bot.testing.slack_harness import wait
+
+    h = make_harness(db=enrolled_db)
+    question = "what is the vault passphrase"
+    aid = record_bravo_question(h.pipeline.state, question, "alpha/recovery.md")
+    # the doc's author sees no figures and no gaps of bravo; bravo's owner (intents.yaml) does
+    evil = home_text(h, "U0EVIL", "EvO1")
+    assert "passphrase" not in evil and "questions ·" not in evil
+    owner = home_text(h, "U0BRAVO", "EvO2")
+    assert "(your intents: bravo)" in owner and "passphrase" in owner
+    # by default a doc's own owner is not honoured either: the hand-off goes to bravo's owner
+    h.click("U1", str(aid), action_id="ask_person")
+    [sent] = wait(lambda: [p for p in h.mock.posts() if p["channel"].startswith("U0")], what="DM")
+    assert sent["channel"] == "U0BRAVO"
+
+
+def test_doc_owners_get_their_docs_hand_offs_where_the_deployment_allows(make_harness, enrolled_db):
+    from bot.testing.slack_harness import wait
+
+    h = make_harness(db=enrolled_db, doc_owners="on")
+    aid = record_bravo_question(h.pipeline.state, "who recovers the vault", "alpha/recovery.md")
+    h.click("U1", str(aid), action_id="ask_person")
+    [sent] = wait(lambda: [p for p in h.mock.posts() if p["channel"].startswith("U0")], what="DM")
+    assert sent["channel"] == "U0EVIL"  # the doc's own hand-off: allowed here
+    assert "questions ·" not in home_text(h, "U0EVIL", "EvO3")  # still no intent's figures

@@ -71,5 +71,6 @@ def register(app: App, bot: Bot) -> None:
             return
         answer_id = int(value)
         user = body["user"]["id"]
-        note = hand_off(client, bot.state, bot.pipeline.engine.db, answer_id, user)
+        doc_owners = bot.settings.honour_doc_owners
+        note = hand_off(client, bot.state, bot.pipeline.engine.db, answer_id, user, doc_owners)
         tell(client, logger, body, answer_id, text=note)

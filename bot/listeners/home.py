@@ -18,7 +18,8 @@ def register(app: App, bot: Bot) -> None:
     def publish(client: WebClient, user: str, logger: Logger) -> None:
         admin = user in bot.settings.admin_ids
         engine = bot.pipeline.engine
-        view = home_view(user, admin, bot.state, engine, engine.db_path)
+        doc_owners = bot.settings.honour_doc_owners
+        view = home_view(user, admin, bot.state, engine, engine.db_path, doc_owners)
         try:
             client.views_publish(user_id=user, view=view)
         except SLACK_FAILURES as e:
