@@ -389,8 +389,10 @@ class Settings:
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def urls(self) -> list[str]:
-        """The settings that are URLs (their passwords are never shown: index/redact.py)."""
-        return [str(getattr(self, f.name)) for f in fields(self) if f.name.endswith("_url")]
+        """The settings that are URLs (their passwords are never shown: index/redact.py), the
+        docs repository's included."""
+        names = [f.name for f in fields(self) if f.name.endswith("_url") or f.name == "docs_git"]
+        return [str(getattr(self, n)) for n in names]
 
     @property
     def refresh_seconds(self) -> float:

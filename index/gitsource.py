@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -43,15 +43,38 @@ def is_url(source: str) -> bool:
     return "://" in source or re.match(r"[\w.-]+@[\w.-]+:", source) is not None
 
 
-def split_credentials(url: str) -> tuple[str, str, str]:
-    """(the URL without its user part, user, password) of an http(s) URL; other URLs and paths are
-    returned as they are."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or "@" not in parts.netloc:
-        return url, "", ""
-    userinfo, _, host = parts.netloc.rpartition("@")
+# a URL's host and port, as what follows the user part's '@' must be ("[::1]" and "host:8443" too)
+HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(?::\d*)?(?=[/?#]|\Z)")
+
+
+def split_credentials(url: str) -> tuple[str, str, str, str]:
+    """(the URL without its user part, user, password, the user part as written) of an http(s)
+    URL, user and password percent-decoded (`tok%23x` is the password `tok#x`); other URLs and
+    paths are returned as they are.
+
+    People paste passwords holding '#', '/', '?' or '@' unencoded, which a standard parser
+    (urlsplit) reads as the end of the host: `http://alice:tok#SECRET/1@host/d.git` would be the
+    host `alice:tok` and a fragment, the password printed in every message and stored in the
+    clone's config. So the user part runs to the authority's last '@' when it has one, and else,
+    when what stands before the first '/', '?' or '#' is no host (`alice:tok`) or a '?' or '#'
+    follows it, to the first '@' that a host follows."""
+    m = re.match(r"(?i)(https?://)(.*)\Z", url, re.S)
+    if not m:
+        return url, "", "", ""
+    scheme, rest = m.groups()
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" in authority:
+        at = authority.rindex("@")
+    else:
+        ends_early = rest[len(authority) : len(authority) + 1] in ("?", "#")
+        if HOST.fullmatch(authority) and not ends_early:
+            return url, "", "", ""
+        at = next((i for i, c in enumerate(rest) if c == "@" and HOST.match(rest, i + 1)), -1)
+        if at < 0:
+            return url, "", "", ""
+    userinfo = rest[:at]
     user, _, password = userinfo.partition(":")
-    return urlunsplit(parts._replace(netloc=host)), user, password
+    return scheme + rest[at + 1 :], unquote(user), unquote(password), userinfo
 
 
 @dataclass
@@ -71,11 +94,13 @@ class GitSource:
 
     def __post_init__(self) -> None:
         self.checkout = Path(self.checkout)
-        self.url, self.user, password = split_credentials(self.url)
+        self.url, self.user, password, written = split_credentials(self.url)
         self.token = self.token or password
         if not is_url(self.url):  # a local path: absolute, so the working copy can fetch from it
             self.url = str(Path(self.url).expanduser().resolve())
-        self.secrets = [s for s in (self.token, password) if s]
+        # the password as written and as decoded: either may turn up in what git says
+        raw = written.partition(":")[2]
+        self.secrets = [s for s in (self.token, password, raw) if s]
 
     @property
     def identity(self) -> str:

@@ -162,3 +162,71 @@ def test_doc_owners_get_their_docs_hand_offs_where_the_deployment_allows(make_ha
     [sent] = wait(lambda: [p for p in h.mock.posts() if p["channel"].startswith("U0")], what="DM")
     assert sent["channel"] == "U0EVIL"  # the doc's own hand-off: allowed here
     assert "questions ·" not in home_text(h, "U0EVIL", "EvO3")  # still no intent's figures
+
+
+# -- 3. credentials in a git URL, reserved characters and all ------------------------------------
+
+
+def test_credentials_with_reserved_characters_are_split_off_and_decoded():
+    from index.gitsource import split_credentials
+
+    assert split_credentials("http://alice:tok#SECRET/123@host/docs.git")[:3] == (
+        "http://host/docs.git",
+        "alice",
+        "tok#SECRET/123",
+    )
+    assert split_credentials("https://alice:tok%23SECRET@host:8443/d.git")[:3] == (
+        "https://host:8443/d.git",
+        "alice",
+        "tok#SECRET",
+    )
+    # the user part ends at the authority's last '@'
+    found = split_credentials("https://bob:p@ss@host/d.git")[:3]
+    assert found == ("https://host/d.git", "bob", "p@ss")
+    # an '@' in the path, with no user part, is no credential
+    assert split_credentials("https://host/team@corp/docs.git")[:3] == (
+        "https://host/team@corp/docs.git",
+        "",
+        "",
+    )
+
+
+@pytest.mark.parametrize("written", ["tok#SECRET/123", "tok%23SECRET%2F123"])
+def test_a_password_with_reserved_characters_authenticates_and_is_never_shown(
+    written, tmp_path, monkeypatch, capsys, caplog
+):
+    import logging
+
+    from bot.cli import main
+    from bot.testing.githttp import GitHttpServer
+    from tests.test_freshness import Repo, docs_reindex
+
+    repo = Repo(tmp_path)
+    repo.commit({"auth/login.md": ALPHA_KEYS})
+    server = GitHttpServer(repo.bare.parent, token="tok#SECRET/123", user="alice")
+    caplog.set_level(logging.DEBUG)
+    try:
+        db = str(tmp_path / "index.db")
+        host = server.url.removeprefix("http://")
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", f"http://alice:{written}@{host}/docs.git")
+        assert main(["index", "--db", db, "--quiet"]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert f"Indexed {server.url}/docs.git (branch default)" in out
+        assert {r["user"] for r in server.requests} == {"alice"}  # every request authenticated
+        # unreachable now: the index error, doctor and /docs-reindex's reply say so without it
+        unreachable = f"http://alice:{written}@127.0.0.1:9/docs.git"
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", unreachable)
+        assert main(["index", "--db", db, "--quiet", "--replace"]) == 2
+        assert main(["doctor", "--db", db]) == 1
+        from bot.settings import Settings
+
+        said = docs_reindex(Settings(db=db, docs_git=unreachable, git_timeout=20))
+        shown = capsys.readouterr()
+        text = shown.out + shown.err + said + caplog.text
+        assert "could not pull http://127.0.0.1:9/docs.git" in text
+        stored = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+        for secret in ("SECRET", "tok#", "tok%23", "alice:"):
+            assert secret not in text
+        assert b"SECRET" not in stored and b"alice" not in stored
+    finally:
+        server.close()
