@@ -43,15 +43,24 @@ def _escape_line(line: str) -> str:
     return prefix + escape(rest)
 
 
-_LINK = re.compile(r"!?\[([^\]\n]*)\]\(([^)\n]*)\)")
-_LINK_DEFINITION = re.compile(r"^(\s{0,3})\[([^\]\n]+)\]:", re.MULTILINE)
+# an inline link or image, its label holding at most one level of brackets ("[a [b]](u)")
+_LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(([^)\n]*)\)")
+# a reference definition, also inside a blockquote or a list item ("> [r]: url")
+_LINK_DEFINITION = re.compile(r"^([ \t>*+\-\d.)]*)\[([^\]\n]+)\]:", re.MULTILINE)
+# a `]` that closes a link's text: before `(` (inline) or `[` (a reference), not escaped already
+# (an even run of backslashes before it escapes only themselves)
+_LINK_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\](?=[(\[])")
 
 
 def safe_markdown(text: str) -> str:
     """Model or doc text made safe for a `markdown` block: links reduced to their labels (inline
-    and reference definitions), then every line escaped."""
+    and reference definitions), then every `]` that could still close a link's text escaped (a
+    label nesting brackets deeper, `[a [b [c]]](u)`, or any form the label pattern misses: no
+    link of the text can form, whatever its brackets), then every line escaped. Code is no
+    exception, as links in it were never kept either."""
     text = _LINK.sub(lambda m: m.group(1), text)
     text = _LINK_DEFINITION.sub(lambda m: f"{m.group(1)}\\[{m.group(2)}\\]:", text)
+    text = _LINK_CLOSE.sub(lambda m: m.group(1) + "\\]", text)
     return "\n".join(_escape_line(line) for line in text.split("\n"))
 
 
