@@ -26,7 +26,7 @@ from .embedders import Embedder
 from .gitsource import doc_dates
 from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
 from .mapped import prepare
-from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob
+from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob, writing
 
 
 class SharedVectors(Protocol):
@@ -174,7 +174,7 @@ def index_folder(
         summary.embedded = _embed_missing(
             db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch, shared
         )
-        with db.atomic():
+        with writing(db):
             _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name, dates)
             set_meta(db, docs_source=source)
             for path in undated:  # docs indexed before their last change was recorded
@@ -282,7 +282,7 @@ def _embed_missing(
 
 
 def _save_vectors(db, model: str, blobs: dict[str, bytes]) -> None:
-    with db.atomic():
+    with writing(db):
         db["embeddings"].upsert_all(
             ({"text_hash": h, "model": model, "vector": b} for h, b in blobs.items()),
             pk=("text_hash", "model"),

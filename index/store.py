@@ -7,6 +7,7 @@ adds answers and feedback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -80,6 +81,31 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
             uri += "&immutable=1"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     return sqlite_utils.Database(conn)
+
+
+@contextlib.contextmanager
+def writing(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """One write transaction that takes SQLite's write lock as it begins (BEGIN IMMEDIATE),
+    waiting for it up to the connection's busy timeout. A deferred one (sqlite-utils' `atomic`)
+    that reads before it writes (sqlite-utils reads the table's columns first) fails at once with
+    "database is locked" (SQLITE_BUSY_SNAPSHOT) when another connection committed in between: an
+    index run committing beside answers being audited lost their rows so. Inside a transaction
+    already: a savepoint of it."""
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.conn.rollback()
+        raise
+    try:
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db.conn.rollback()
+        raise
 
 
 def add_owner_columns(conn: sqlite3.Connection) -> None:

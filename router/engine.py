@@ -71,13 +71,14 @@ class Engine:
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
 
-    def loaded(self) -> Loaded:
+    def loaded(self, wait: bool = False) -> Loaded:
         """The index as search needs it, reopened when a reindex has committed a new generation.
-        While one thread reopens it, the others go on answering from the previous one."""
+        While one thread reopens it, the others go on answering from the previous one (`wait`:
+        this caller waits for the new one instead)."""
         old = self._loaded
         if old is not None and old.generation == generation(self.db):
             return old
-        if not self._lock.acquire(blocking=old is None):
+        if not self._lock.acquire(blocking=old is None or wait):
             return old  # type: ignore[return-value]  # not None: a non-blocking acquire
         try:
             current = generation(self.db)

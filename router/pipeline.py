@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from index.clean import valid_text
-from index.search import Hit, Searcher
+from index.search import Hit, IndexChanged, Searcher
 from prompts import prompt_hash
 
 from . import citations, claims, compose, condense, decide, language, offline, words
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 CONTEXT_CHUNKS = 5  # top chunks handed to Claude's extraction; offline reads the top 3
 MAX_QUESTION_CHARS = condense.MAX_QUESTION_CHARS
+# times a question is asked again when a reindex takes a chunk it found (IndexChanged): each time
+# on the newest generation, so only reindexes committing faster than one answer exhaust them
+INDEX_RETRIES = 3
 
 # the one line shown above a PARTIAL answer (Answer.caveat), by why it is partial
 CAVEATS = {
@@ -85,8 +88,26 @@ class Pipeline:
         question came from (Slack channel, user, thread), for the audit."""
         question = self.check(question)
         started = time.perf_counter()
-        trace = self.new_trace()
-        ans = self.steps(question, history or [], on_text, scope, trace)
+        streamed = False
+
+        def sent(delta: str) -> None:
+            nonlocal streamed
+            streamed = True
+            assert on_text is not None
+            on_text(delta)
+
+        for attempt in range(INDEX_RETRIES + 1):
+            trace = self.new_trace()
+            try:
+                ans = self.steps(question, history or [], on_text and sent, scope, trace)
+                break
+            except IndexChanged:
+                # a reindex committed while answering and took a chunk it found: asked again on
+                # the new generation (waiting for it to load), unless words are out already
+                if streamed or attempt == INDEX_RETRIES:
+                    raise
+                log.info("the index changed while answering; asking again on the new one")
+                self.engine.loaded(wait=True)
         trace.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         return self.finish(ans, context)
 

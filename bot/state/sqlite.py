@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import sqlite_utils
 
-from index.store import utc_now
+from index.store import utc_now, writing
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def decode_row(r: dict) -> dict:
 
 
 def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
-    with _write_lock, db.atomic():
+    with _write_lock, writing(db):
         pk = db.table("answers").insert(answer_row(ans, context)).last_pk
     assert pk is not None  # an AUTOINCREMENT id
     return int(pk)
@@ -188,7 +188,7 @@ def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
 
 def record_feedback(db: sqlite_utils.Database, answer_id: int, user: str, value: str) -> None:
     """Last choice per user and answer wins."""
-    with _write_lock, db.atomic():
+    with _write_lock, writing(db):
         db.table("feedback").upsert(
             {"answer_id": answer_id, "user": user, "value": value, "created": utc_now()},
             pk=("answer_id", "user"),
@@ -198,7 +198,7 @@ def record_feedback(db: sqlite_utils.Database, answer_id: int, user: str, value:
 def prune_answers(db: sqlite_utils.Database, retention_days: int) -> int:
     """Delete answers (and their feedback) older than `retention_days`; how many went."""
     cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="seconds")
-    with _write_lock, db.atomic():
+    with _write_lock, writing(db):
         for table in ("feedback", "handoffs"):
             db.execute(
                 f"DELETE FROM {table} WHERE answer_id IN"
@@ -264,7 +264,7 @@ def usage_rows(db: sqlite_utils.Database, since: str | None = None) -> Iterator[
 def claim_handoff(
     db: sqlite_utils.Database, answer_id: int, user: str, owner: str, target: str
 ) -> str | None:
-    with _write_lock, db.atomic():
+    with _write_lock, writing(db):
         inserted = db.execute(
             "INSERT OR IGNORE INTO handoffs (answer_id, user, owner, target, created)"
             " VALUES (?, ?, ?, ?, ?)",
@@ -393,7 +393,7 @@ class SqliteState(InProcess):
         return claim_handoff(self.db, answer_id, user, owner, target)
 
     def release_handoff(self, answer_id: int) -> None:
-        with _write_lock, self.db.atomic():
+        with _write_lock, writing(self.db):
             self.db.execute("DELETE FROM handoffs WHERE answer_id = ?", [answer_id])
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
@@ -418,7 +418,7 @@ class SqliteState(InProcess):
         return super().claim_event(*keys)
 
     def _claim_in_db(self, keys: tuple[str, ...], now: float) -> bool:
-        with _write_lock, self.db.atomic():
+        with _write_lock, writing(self.db):
             # expired claims go first, so the table holds about an hour of events
             self.db.execute("DELETE FROM slack_events WHERE claimed < ?", [now - self.event_ttl])
             marks = ",".join("?" * len(keys))
