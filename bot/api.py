@@ -318,6 +318,8 @@ def evaluate(
     if not qfile.is_file() or not (set_dir / "docs").is_dir():
         raise ValueError(f"{set_dir} needs docs/ and questions.jsonl (or --questions FILE)")
     asked = load_questions(qfile)
+    if not asked:
+        raise ValueError(f"{qfile} holds no questions")
     embedder = embedder_for(settings)
     db = str(db or eval_index(EVAL_WORK, set_dir, embedder))
     summary, _ = index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
@@ -428,6 +430,8 @@ def calibrate(
             raise ValueError(f"{set_dir} needs docs/ and questions.jsonl")
     if len(sets) < 2:
         raise ValueError("calibrate needs two eval sets or more (one is left out)")
+    questions = {d.resolve().name: fit.load_set(d) for d in sets}
+    fit.check_sets(questions)  # before anything is indexed or read
     embedder = embedder_for(settings)
     data = {}
     for set_dir in sets:
@@ -435,7 +439,7 @@ def calibrate(
         db = eval_index(work, set_dir, embedder)
         index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
         _stage(progress, f"Reading {name} ...")
-        items = fit.load_set(set_dir)
+        items = questions[name]
         engine = Engine(db, embedder)
         data[name] = fit.corpus_examples(name, items, engine, seed, headings or fit.HEADINGS)
     report = fit.report(data)

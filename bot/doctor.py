@@ -235,6 +235,19 @@ def check_scopes(settings: Settings, db: str) -> Check:
     return Check("scopes", "ok", f"{len(scopes.by_key)} channel scopes, all known{later}")
 
 
+def check_decision(path: Path | None = None) -> Check:
+    """The answer decision's file (router/decision.json, written by `fieldguide calibrate`) loads
+    and each model can decide (router/decide.py's checks)."""
+    from router import decide
+
+    path = path or decide.MODEL_FILE
+    try:
+        models = decide.load_models(path)
+    except decide.DecisionFileError as e:
+        return Check("decision", "FAIL", str(e))
+    return Check("decision", "ok", f"{path}: models {', '.join(sorted(models))}")
+
+
 def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
     from .wiring import embedder_for
 
@@ -243,6 +256,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
         *check_index(db, embedder_for(settings).name),
         check_git_docs(settings) if settings.docs_git and not docs else check_docs(docs),
         check_scopes(settings, db),
+        check_decision(),
         check_local_model(settings),
         check_claude(settings),
         check_voyage(settings),

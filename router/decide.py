@@ -251,10 +251,52 @@ class Model:
         )
 
 
+class DecisionFileError(ValueError):
+    """The decision file cannot be used; the message names it and says why."""
+
+
 @lru_cache(maxsize=4)
 def load_models(path: Path = MODEL_FILE) -> dict[str, Model]:
-    data = json.loads(path.read_text())
-    return {name: Model.from_dict(m) for name, m in data["models"].items()}
+    """The models of the decision file at `path`, each checked (`check_model`); a file that is
+    not one, or a model that cannot decide, is a DecisionFileError naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        models = {name: Model.from_dict(m) for name, m in data["models"].items()}
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        why = e.strerror if isinstance(e, OSError) else str(e) or type(e).__name__
+        raise DecisionFileError(
+            f"{path}: not a decision file ({why}); refit it with fieldguide calibrate"
+        ) from None
+    problems = [f"model {name!r} {p}" for name, m in models.items() if (p := check_model(m))]
+    if "lexical" not in models:
+        problems.append("no 'lexical' model (the one without vectors)")
+    if problems:
+        raise DecisionFileError(
+            f"{path}: {'; '.join(problems)}; refit it with fieldguide calibrate"
+        )
+    return models
+
+
+def check_model(m: Model) -> str:
+    """What makes a model unable to decide ("" when nothing does): signals it does not know,
+    arrays of another length, numbers that are not finite, bands outside 0-1, or no weight on
+    any signal (p is then the same for every question: everything answered, or nothing)."""
+    n = len(m.features)
+    if not n or set(m.features) - set(FEATURES):
+        return f"has unknown signals {sorted(set(m.features) - set(FEATURES))}"
+    for name in ("mean", "scale", "weights"):
+        values = getattr(m, name)
+        if values.shape != (n,) or not np.isfinite(values).all():
+            return f"has {name} that are not {n} finite numbers"
+    if (m.scale <= 0).any() or not math.isfinite(m.bias):
+        return "has a scale of 0 or a bias that is not a finite number"
+    if set(m.bands) != {"answer", "partial", "claude"} or not all(
+        0 <= v <= 1 for v in m.bands.values()
+    ):
+        return f"has bands {m.bands} (answer, partial and claude, each between 0 and 1)"
+    if not np.any(m.weights):
+        return "weighs no signal (every weight 0): it decides every question alike"
+    return ""
 
 
 def model_for(embedder: str, vectors: bool, path: Path = MODEL_FILE) -> tuple[str, Model]:

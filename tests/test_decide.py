@@ -150,20 +150,25 @@ def test_a_few_english_words_or_a_slang_word_are_never_another_language(
 
 
 def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
+    # with the examples' 30 answerable questions, 60 altogether: ten per signal (calibrate's least)
+    topics = [f"{t}{i}" for t in ("picture", "sound", "network") for i in range(10)]
     other = write_docs(
         tmp_path / "tv" / "docs",
         {
             f"{t}.md": f"# {t.title()}\n\n## Set up {t}\n\nOpen Settings and choose {t}.\n"
-            for t in ("picture", "sound", "network", "apps", "updates", "remote")
+            for t in topics
         },
     )
     (other.parent / "questions.jsonl").write_text(
         "\n".join(
             json.dumps({"id": t, "question": f"How do I set up {t}?", "intents": ["general"]})
-            for t in ("picture", "sound", "network")
+            for t in topics
         )
         + "\n"
-        + json.dumps({"id": "off", "question": "How do I bake bread?", "intents": []})
+        + "\n".join(
+            json.dumps({"id": f"off{i}", "question": q, "intents": []})
+            for i, q in enumerate(["How do I bake bread?", "Who won the 1998 World Cup?"] * 3)
+        )
         + "\n"
     )
     out = tmp_path / "decision.json"

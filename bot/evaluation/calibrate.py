@@ -45,6 +45,11 @@ ABSTAIN_SHARE, PARTIAL_SHARE, CLAUDE_SHARE = 0.02, 0.02, 0.005
 FIT_KINDS = ("question", "offtopic", "hidden")
 HEADINGS = 150  # headings sampled per corpus (seeded)
 L2 = 1.0
+# Enough to fit on: the fit of every set together needs this many examples of each label per
+# signal it weighs (events per variable >= 10, Peduzzi et al. 1996: fewer, and the weights are
+# noise), and each set needs answerable and off-topic questions, as it is measured on both when
+# left out (none of a kind: NaN figures, or a fit that reads nothing).
+EVENTS_PER_SIGNAL = 10
 
 
 @dataclass
@@ -206,6 +211,9 @@ def write_models(data: dict[str, list[Example]], embedder: str, path: Path) -> d
     corpus."""
     everything = [e for ex in data.values() for e in ex]
     models = {embedder: fit(everything, FEATURES), "lexical": fit(everything, LEXICAL)}
+    problems = [f"{name} {p}" for name, m in models.items() if (p := decide.check_model(m))]
+    if problems:  # never written: the bot would load it and decide every question alike
+        raise ValueError(f"calibrate fitted no usable decision: {'; '.join(problems)}")
     counts: dict[str, int] = {}
     for e in everything:
         counts[f"{e.corpus}/{e.kind}"] = counts.get(f"{e.corpus}/{e.kind}", 0) + 1
@@ -221,8 +229,37 @@ def write_models(data: dict[str, list[Example]], embedder: str, path: Path) -> d
     return body
 
 
+def check_sets(sets: dict[str, list[dict]]) -> None:
+    """ValueError saying what is missing when these sets (name → their question items) are not
+    enough to fit on: a set without answerable or off-topic questions, or fewer than
+    EVENTS_PER_SIGNAL per signal of either label altogether (answerable; off-topic, and
+    answerable ones whose gold sections are hidden)."""
+    problems, yes, no = [], 0, 0
+    for name, items in sets.items():
+        answerable, offtopic = split_offtopic(items)
+        problems += [f"{name} has no answerable questions"] if not answerable else []
+        problems += [f"{name} has no off-topic questions"] if not offtopic else []
+        yes += len(answerable)
+        no += len(offtopic) + sum(any(g.get("doc") for g in q["gold"]) for q in answerable)
+    need = EVENTS_PER_SIGNAL * len(FEATURES)
+    if yes < need or no < need:
+        problems.append(
+            f"a fit needs at least {need} answerable questions and {need} that the docs do not"
+            f" answer (off-topic ones, and answerable ones with gold sections to hide), ten per"
+            f" signal; these sets have {yes} answerable and {no}"
+        )
+    if problems:
+        raise ValueError(
+            "calibrate cannot fit on these sets: " + "; ".join(problems) + " (off-topic"
+            " questions: offtopic.jsonl, or questions with no intents, gold or answer)"
+        )
+
+
 def load_set(set_dir: Path, offtopic: Path | None = None) -> list[dict]:
+    """The questions of an eval set (its off-topic ones too); ValueError when it has none."""
     items = load_items(set_dir / "questions.jsonl")
+    if not items:
+        raise ValueError(f"{set_dir / 'questions.jsonl'} holds no questions")
     for extra in (set_dir / "offtopic.jsonl", offtopic):
         if extra and Path(extra).is_file():
             items += load_items(extra)
