@@ -148,8 +148,12 @@ class Engine:
         return router
 
     def warm(self) -> None:
-        """Load the index, the model and what the decision reads of the docs' words now, not on
-        the first question (`serve` starts with it)."""
+        """Load the index, the model, the decision file (a bad one stops `serve` here, named,
+        rather than failing every question) and what the decision reads of the docs' words now,
+        not on the first question (`serve` starts with it)."""
+        from .decide import load_models
+
+        load_models()
         words.prepare(self.loaded().searcher)
         self.embed_query("warm up")
 
