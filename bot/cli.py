@@ -530,7 +530,8 @@ def doctor(settings: Settings | SettingsError, docs: str | None, as_json: bool, 
 @option(
     "--host",
     default="0.0.0.0",
-    help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
+    help="address to bind with --http (default 0.0.0.0; the health port binds"
+    " FIELDGUIDE_HEALTH_HOST)",
 )
 def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
     from .logs import configure, unconfigure
@@ -589,10 +590,11 @@ def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
     health = Health(pipeline.engine, settings.database_url)
     if settings.health_port:  # up before Slack is reached: a probe sees why it is not ready
         try:
-            serve_health(health, settings.health_port, host)
+            serve_health(health, settings.health_port, settings.health_host)
         except OSError as e:  # in use, or a privileged port
             print(
-                f"fieldguide: cannot serve /healthz on {host}:{settings.health_port}"
+                f"fieldguide: cannot serve /healthz on {settings.health_host}:"
+                f"{settings.health_port}"
                 f" (FIELDGUIDE_HEALTH_PORT): {e.strerror or e}",
                 file=sys.stderr,
             )

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from router.engine import Engine
@@ -22,6 +21,8 @@ log = logging.getLogger(__name__)
 
 # how long a Slack auth.test result stands before a probe asks Slack again (HTTP mode)
 AUTH_TEST_EVERY = 60.0
+# how long one health report answers every probe (a probe every few seconds still sees it fresh)
+REPORT_SECONDS = 1.0
 
 
 class Health:
@@ -31,6 +32,8 @@ class Health:
         self.engine = engine
         self.database_url = database_url
         self.slack: Callable[[], tuple[bool, str]] = lambda: (False, "not connected yet")
+        self._lock = threading.Lock()
+        self._last: tuple[float, tuple[int, dict]] | None = None
 
     def index(self) -> tuple[bool, str]:
         """The index file read afresh (the bot's own connection would not notice it gone or
@@ -61,6 +64,15 @@ class Health:
         return True, "reachable"
 
     def report(self) -> tuple[int, dict]:
+        """(status, body), computed at most once per REPORT_SECONDS: a burst of probes (or many
+        at once) shares one report instead of each reading the index and asking Slack."""
+        with self._lock:
+            now = time.monotonic()
+            if self._last is None or now - self._last[0] >= REPORT_SECONDS:
+                self._last = (now, self._report())
+            return self._last[1]
+
+    def _report(self) -> tuple[int, dict]:
         checks = {"slack": self.slack(), "index": self.index()}
         if self.database_url:
             checks["postgres"] = self.postgres()
@@ -116,26 +128,47 @@ def respond(health: Health) -> tuple[str, bytes]:
     return status, json.dumps(body).encode() + b"\n"
 
 
-def serve_health(health: Health, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
-    """GET /healthz on `port`, in a daemon thread; anything else is 404."""
+def health_app(health: Health):
+    """The health port's WSGI application: GET /healthz; anything else is 404."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path.split("?")[0] != "/healthz":
-                status, body = "404 Not Found", b'{"error": "not found: try /healthz"}\n'
-            else:
-                status, body = respond(health)
-            self.send_response(int(status.split()[0]))
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") != "/healthz":
+            status, body = "404 Not Found", b'{"error": "not found: try /healthz"}\n'
+        else:
+            status, body = respond(health)
+        start_response(status, [("content-type", "application/json")])
+        return [body]
 
-        def log_message(self, format, *args):  # probes every few seconds: not worth a log line
-            pass
+    return app
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
-    log.info("health endpoint at http://%s:%d/healthz", host, port)
+
+# The health port's limits (issue 35): probes come from one orchestrator now and then, each request
+# whole at once, so a few connections and a short idle time serve them all; anything holding more
+# is not a probe. Requests are read asynchronously (waitress), so a half-sent one holds no thread.
+HEALTH_CONNECTIONS = 20  # open at once; more wait in the listen backlog
+HEALTH_IDLE_SECONDS = 2  # a connection sending nothing for this long is closed
+HEALTH_THREADS = 2  # reports computed at once (they are cached for REPORT_SECONDS)
+
+
+def serve_health(health: Health, port: int, host: str = "127.0.0.1"):
+    """GET /healthz on `host`:`port` (localhost unless told: FIELDGUIDE_HEALTH_HOST), served by
+    waitress in a daemon thread within the limits above; the server (`effective_port`). OSError
+    when the port cannot be had."""
+    import waitress
+
+    server = waitress.create_server(
+        health_app(health),
+        host=host,
+        port=port,
+        threads=HEALTH_THREADS,
+        connection_limit=HEALTH_CONNECTIONS,
+        channel_timeout=HEALTH_IDLE_SECONDS,
+        cleanup_interval=1,
+        max_request_header_size=8 * 1024,
+        max_request_body_size=1024,
+        asyncore_use_poll=True,
+        ident="fieldguide",
+    )
+    threading.Thread(target=server.run, name="healthz", daemon=True).start()
+    log.info("health endpoint at http://%s:%s/healthz", host, server.effective_port)
     return server

@@ -324,6 +324,12 @@ class Settings:
         " Mode too; 0 = off",
         between(0, 65_535),
     )
+    health_host: str = _setting(
+        "FIELDGUIDE_HEALTH_HOST",
+        "127.0.0.1",
+        "address the health port binds: 127.0.0.1 answers probes from this machine (or"
+        " container) only; 0.0.0.0 from anywhere that reaches it (a Kubernetes probe)",
+    )
     log_level: str = _setting(
         "FIELDGUIDE_LOG_LEVEL",
         "INFO",

@@ -182,7 +182,8 @@ def test_health_says_when_the_index_cannot_be_read(slack, examples_db, tmp_path)
         assert bot.health()[0] == 200
         with open(bot.db, "r+b") as f:  # the file is damaged under the running bot
             f.write(b"not an index any more " * 200)
-        status, report = bot.health()
+        # the next report (one stands for REPORT_SECONDS) says so
+        status, report = wait_for(lambda: (s := bot.health())[0] == 503 and s, timeout=5)
         assert status == 503 and report["slack"]["ok"] and not report["index"]["ok"], report
         assert report["index"]["detail"].startswith(f"cannot read {bot.db}")
     finally:
@@ -201,7 +202,7 @@ def test_a_health_port_in_use_is_a_short_message(slack, examples_db, tmp_path):
         assert bot.proc.wait(60) == 1
         bot.stop()
     log = bot.log_text()
-    assert f"cannot serve /healthz on 0.0.0.0:{port} (FIELDGUIDE_HEALTH_PORT)" in log, log
+    assert f"cannot serve /healthz on 127.0.0.1:{port} (FIELDGUIDE_HEALTH_PORT)" in log, log
     assert "Traceback" not in log
 
 
