@@ -12,6 +12,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from index.loader import MAX_DOC_BYTES
+
 from .settings import Settings
 
 TIMEOUT = 5.0  # seconds for each service call
@@ -104,7 +106,8 @@ def check_git_docs(settings: Settings) -> Check:
     return Check("docs", "ok", f"{git.identity}: reachable")
 
 
-def check_docs(docs: str) -> Check:
+def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
+    from index.indexer import too_large
     from index.loader import DocError, load_intents_yaml, parse_doc, walk_docs
 
     if not docs:
@@ -123,6 +126,11 @@ def check_docs(docs: str) -> Check:
     problems = [f"{s['path']}: {s['reason']}" for s in walk.skipped]
     for path in walk.files:
         try:
+            if (size := path.stat().st_size) > max_bytes:  # skipped unread by an index run too
+                problems.append(
+                    f"{path.relative_to(root).as_posix()}: {too_large(size, max_bytes)}"
+                )
+                continue
             parse_doc(path.relative_to(root).as_posix(), path.read_bytes())
         except (DocError, OSError) as e:
             problems.append(f"{path.relative_to(root).as_posix()}: {e}")
@@ -254,7 +262,9 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
     return [
         check_settings(settings, dotenv),
         *check_index(db, embedder_for(settings).name),
-        check_git_docs(settings) if settings.docs_git and not docs else check_docs(docs),
+        check_git_docs(settings)
+        if settings.docs_git and not docs
+        else check_docs(docs, settings.max_doc_bytes),
         check_scopes(settings, db),
         check_decision(),
         check_local_model(settings),

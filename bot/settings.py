@@ -185,6 +185,12 @@ class Settings:
     docs_git_token: str = _setting(
         "FIELDGUIDE_DOCS_GIT_TOKEN", "", "token for an https repository (sent as a header)"
     )
+    max_doc_mb: float = _setting(
+        "FIELDGUIDE_MAX_DOC_MB",
+        5.0,
+        "largest doc indexed, in MB; a file over it is skipped with its reason (0 < x <= 1,024)",
+        positive_at_most(1024),
+    )
     git_timeout: float = _setting(
         "FIELDGUIDE_GIT_TIMEOUT", 120.0, "seconds each git step may take", positive_at_most(3600)
     )
@@ -404,6 +410,10 @@ class Settings:
     def refresh_seconds(self) -> float:
         """FIELDGUIDE_REFRESH_EVERY in seconds; 0 = no scheduled refresh."""
         return seconds_of(self.refresh_every)
+
+    @property
+    def max_doc_bytes(self) -> int:
+        return int(self.max_doc_mb * 1024 * 1024)
 
     @property
     def honour_doc_owners(self) -> bool:

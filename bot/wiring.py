@@ -203,7 +203,9 @@ def index_docs(
             raise SourceUnreachable(
                 f"could not pull {source.identity} ({e}); the index is unchanged"
             ) from None
-    kwargs: dict[str, Any] = dict(source=source.identity, replace=replace, **callbacks)
+    kwargs: dict[str, Any] = dict(
+        source=source.identity, replace=replace, max_doc_bytes=settings.max_doc_bytes, **callbacks
+    )
     if not settings.database_url:
         return index_folder(db, source.root, embedder, settings.chunk_chars, **kwargs), None
     from index.pg import open_pool

@@ -24,7 +24,16 @@ import sqlite_utils
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder
 from .gitsource import doc_dates
-from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
+from .loader import (
+    INTENT,
+    MAX_DOC_BYTES,
+    Doc,
+    DocError,
+    content_hash,
+    load_intents_yaml,
+    parse_doc,
+    walk_docs,
+)
 from .mapped import prepare
 from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob, writing
 
@@ -126,6 +135,7 @@ def index_folder(
     source: str | None = None,
     replace: bool = False,
     dated: Callable[[list[str]], dict[str, str]] | None = None,
+    max_doc_bytes: int = MAX_DOC_BYTES,
 ) -> RunSummary:
     """Bring the index at `db_path` up to date with the markdown under `root`.
 
@@ -138,6 +148,8 @@ def index_folder(
     remembers it and refuses another (SourceMismatch) unless `replace`. `dated(paths)` gives the
     last change (UTC ISO 8601) of the docs at those paths (default: git's commit date when `root`
     is in a git working copy, else the file's time); it is asked for new and changed docs.
+    A file over `max_doc_bytes` is skipped unread, with the reason (its earlier version, if any,
+    stays).
     """
     t0 = time.perf_counter()
     root = Path(root)
@@ -153,7 +165,7 @@ def index_folder(
     db = open_db(db_path)
     started = utc_now()
     summary = RunSummary(model=embedder.name, skipped=list(walked.skipped))
-    old_hashes, fresh, present = _read_changed(db, root, files, summary, max_chars)
+    old_hashes, fresh, present = _read_changed(db, root, files, summary, max_chars, max_doc_bytes)
     summary.removed = sorted(set(old_hashes) - present)
     try:
         intents_info = load_intents_yaml(root)
@@ -198,7 +210,9 @@ def index_folder(
     return summary
 
 
-def _read_changed(db, root: Path, files: list[Path], summary: RunSummary, max_chars: int):
+def _read_changed(
+    db, root: Path, files: list[Path], summary: RunSummary, max_chars: int, max_bytes: int
+):
     """Read every file; parse and chunk the new and changed ones. Returns (the stored hashes by
     path, [(doc, chunks)] to write, the paths still present)."""
     old_hashes = {}
@@ -215,6 +229,9 @@ def _read_changed(db, root: Path, files: list[Path], summary: RunSummary, max_ch
         rel = path.relative_to(root).as_posix()
         present.add(rel)
         try:
+            if (size := path.stat().st_size) > max_bytes:  # never read: it would hold the run up
+                summary.skipped.append({"path": rel, "reason": too_large(size, max_bytes)})
+                continue
             data = path.read_bytes()
         except OSError as e:
             summary.skipped.append({"path": rel, "reason": f"cannot read: {e.strerror}"})
@@ -237,6 +254,11 @@ def _read_changed(db, root: Path, files: list[Path], summary: RunSummary, max_ch
         (summary.changed if rel in old_hashes else summary.added).append(rel)
         fresh.append((doc, chunks))
     return old_hashes, fresh, present
+
+
+def too_large(size: int, cap: int) -> str:
+    mb = 1024 * 1024
+    return f"{size / mb:.1f} MB, over the {cap / mb:g} MB cap on a doc (FIELDGUIDE_MAX_DOC_MB)"
 
 
 def _embed_missing(

@@ -30,6 +30,11 @@ MAX_DESCRIPTION = 2000
 MAX_EXAMPLES = 50
 MAX_EXAMPLE = 500
 MAX_FRONT_MATTER = 256 * 1024  # characters of YAML before the body
+# A doc over this size is skipped unread (FIELDGUIDE_MAX_DOC_MB): the largest doc of the eval sets
+# is 278 KB (openshift-4.15's release notes), so 5 MB is ~18x any real page, and at the measured
+# ~135 chunks/s a doc at the cap (~2,600 chunks) embeds in ~20 s; a 50 MB file took an index run
+# past 600 s and 970 MB.
+MAX_DOC_BYTES = 5 * 1024 * 1024
 MAX_INTENTS_YAML = 1024 * 1024
 
 
