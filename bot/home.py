@@ -9,7 +9,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from index.indexer import last_runs
+from index.indexer import run_status
 from index.store import load_owners
 
 from .gaps import find_topics, top_intent
@@ -66,13 +66,20 @@ def home_view(
     ]
     (docs,) = db.execute("SELECT count(*) FROM docs").fetchone()
     (chunks,) = db.execute("SELECT count(*) FROM chunks").fetchone()
-    runs = last_runs(db_path, 1)
-    last = (
-        f"last refresh {runs[0]['finished']}: *{runs[0]['status']}* (added {runs[0]['added']},"
-        f" changed {runs[0]['changed']}, removed {runs[0]['removed']})"
-        if runs
-        else "never refreshed"
-    )
+    run = run_status(db_path)
+    if run is None:
+        last = "never refreshed"
+    elif run["status"] != "ok":
+        last = (
+            f"last refresh {run['finished']}: *failing* since {run['failing_since']}"
+            f" ({escape(run['error'] or 'no reason recorded')}); answering from the last good"
+            f" refresh ({run['last_ok'] or 'none yet'})"
+        )
+    else:
+        last = (
+            f"last refresh {run['finished']}: *ok* (added {run['added']},"
+            f" changed {run['changed']}, removed {run['removed']})"
+        )
     blocks.append(section(f"*The index*\n{docs} docs · {chunks} chunks · {last}"))
     since = (datetime.now(UTC) - timedelta(days=DAYS)).isoformat(timespec="seconds")
     rows = state.list_answers(since, None, 100_000)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from bot.state.sqlite import State
 from index.embedders import Embedder
-from index.indexer import IndexError_, RunSummary, SourceMismatch, last_runs
+from index.indexer import IndexError_, RunSummary, SourceMismatch, run_status
 
 from .settings import Settings
 from .slack_format import escape
@@ -205,10 +205,15 @@ class Reindexer:
     def status(self) -> str:
         if self.started is not None:
             return f"A reindex has been running for {time.monotonic() - self.started:.0f} s."
-        runs = last_runs(self.settings.db, 1)
-        if not runs:
+        r = run_status(self.settings.db)
+        if r is None:
             return "No index run yet."
-        r = runs[0]
+        if r["status"] != "ok":
+            return (
+                f"Last run {r['finished']} failed, failing since {r['failing_since']}:"
+                f" {escape(r['error'] or 'no reason recorded')}. The index is the last good"
+                f" run's ({r['last_ok'] or 'none yet'})."
+            )
         return (
             f"Last run {r['finished']} ({r['status']}): added {r['added']}, "
             f"changed {r['changed']}, removed {r['removed']}, unchanged {r['unchanged']}; "

@@ -190,7 +190,7 @@ def index_docs(
     are taken from PostgreSQL, and a run that changed the index is published as the newest
     generation. Returns (RunSummary, publish figures or None)."""
     from index.gitsource import GitError
-    from index.indexer import SourceUnreachable, check_source, index_folder
+    from index.indexer import SourceUnreachable, check_source, index_folder, record_failed_pull
 
     source = docs if isinstance(docs, DocsSource) else docs_source(settings, db, docs)
     if settings.database_url:
@@ -200,9 +200,9 @@ def index_docs(
         try:
             source.git.pull()
         except GitError as e:
-            raise SourceUnreachable(
-                f"could not pull {source.identity} ({e}); the index is unchanged"
-            ) from None
+            why = f"could not pull {source.identity} ({e}); the index is unchanged"
+            record_failed_pull(db, source.root, embedder.name, why)  # for status and App Home
+            raise SourceUnreachable(why) from None
     kwargs: dict[str, Any] = dict(
         source=source.identity, replace=replace, max_doc_bytes=settings.max_doc_bytes, **callbacks
     )

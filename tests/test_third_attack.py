@@ -591,3 +591,40 @@ def test_a_doc_over_the_size_cap_is_skipped_with_its_reason(tmp_path, monkeypatc
     # doctor says so too, without reading it
     main(["doctor", "--db", db, "--docs", str(docs)])
     assert "would be skipped: alpha/huge.md: 30.0 MB, over the" in capsys.readouterr().out
+
+
+# -- 10. a failing pull is shown as failing, and since when --------------------------------------
+
+
+def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, local_embedder):
+    from bot.home import home_view
+    from bot.reindex import Reindexer
+    from bot.settings import Settings
+    from bot.state.sqlite import SqliteState
+    from index.store import open_db
+    from tests.test_freshness import Repo, lock_only
+
+    repo = Repo(tmp_path)
+    repo.commit({"alpha/keys.md": ALPHA_KEYS})
+    db = str(tmp_path / "index.db")
+    settings = Settings(db=db, docs_git=str(repo.bare), git_timeout=20)
+    reindexer = Reindexer(settings, local_embedder, lock_only())
+    assert reindexer.refresh() is not None
+    assert "(ok)" in reindexer.status()
+    repo.bare.rename(tmp_path / "moved.git")  # the repository is gone
+    assert reindexer.refresh() is None
+    with open_db(db).conn as conn:
+        (since,) = conn.execute("SELECT max(started) FROM runs").fetchone()
+    assert reindexer.refresh() is None and reindexer.refresh() is None
+    status = reindexer.status()
+    assert "(ok)" not in status and f"failing since {since}" in status
+    assert "could not pull" in status and "last good run" in status
+    engine = Engine(db, local_embedder)
+    home = json.dumps(home_view("UADMIN", True, SqliteState(open_db(db)), engine, db))
+    assert "*ok*" not in home and "*failing*" in home and f"since {since}" in home
+    assert "could not pull" in home
+    with open_db(db).conn as conn:  # one row for the whole streak, not one per try
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+    (tmp_path / "moved.git").rename(repo.bare)
+    assert reindexer.refresh() is not None
+    assert "(ok)" in reindexer.status() and "failing" not in reindexer.status()
