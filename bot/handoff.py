@@ -37,6 +37,16 @@ GROUP_IN_DM = (
     " ask in their channel, or mention them there."
 )
 FAILED = ":warning: I couldn't reach the owners just now: please try the button again in a minute."
+NOT_YOURS = (
+    "Only the person who asked (or a fieldguide admin) can hand this question on: ask it"
+    " yourself and press the button under your answer."
+)
+
+
+def may_hand_off(row: dict, user: str, admin: bool) -> bool:
+    """Whether `user` may hand the answer `row` on: its asker, or an admin. Anyone else would send
+    someone's question (a private one, from a DM) to its owners under their own name."""
+    return admin or (bool(row.get("user")) and row.get("user") == user)
 
 
 def owner_for(row: dict, owners: tuple[dict[str, str], dict[str, str]]) -> str:
@@ -88,12 +98,16 @@ def hand_off(
     answer_id: int,
     user: str,
     doc_owners: bool = False,
+    admin: bool = False,
 ) -> str:
-    """Hand answer `answer_id` to its owner for `user`, once; what to tell the asker.
-    `doc_owners`: a doc's own front-matter owner is honoured (FIELDGUIDE_DOC_OWNERS=on)."""
+    """Hand answer `answer_id` to its owner for `user` (its asker, or an admin: `admin`), once;
+    what to tell them. `doc_owners`: a doc's own front-matter owner is honoured
+    (FIELDGUIDE_DOC_OWNERS=on)."""
     row = state.get_answer(answer_id)
     if row is None:
         return GONE
+    if not may_hand_off(row, user, admin):
+        return NOT_YOURS
     owner = owner_for(row, load_owners(index_db, doc_owners))
     if not owner:
         return NO_OWNER

@@ -197,16 +197,28 @@ def ask_person_block(answer_id: int, text: str = "") -> list[dict]:
     return blocks
 
 
+# an audit row id as a button carries it: ASCII digits, no sign or leading zero, at most 18 of
+# them (under SQLite's and PostgreSQL's 64-bit integers: a longer one raised OverflowError)
+ANSWER_ID = re.compile(r"[1-9][0-9]{0,17}")
+
+
+def answer_id_of(value: object) -> int | None:
+    """The answer id a button's value holds, or None when it holds none (`str.isdigit` took "²"
+    and 40 digits)."""
+    text = str(value)
+    return int(text) if ANSWER_ID.fullmatch(text) else None
+
+
 def parse_feedback(action: dict) -> tuple[int, str] | None:
     """(answer id, "helpful" | "not_helpful") from a feedback click, native or legacy; None when
     the value is not ours."""
     value = str(action.get("value", ""))
-    if action.get("action_id") in LEGACY_FEEDBACK_ACTIONS and value.isdigit():
+    if action.get("action_id") in LEGACY_FEEDBACK_ACTIONS and (found := answer_id_of(value)):
         choice = HELPFUL if action["action_id"] == LEGACY_FEEDBACK_ACTIONS[0] else NOT_HELPFUL
-        return int(value), choice
+        return found, choice
     choice, _, answer_id = value.partition(":")
-    if choice in (HELPFUL, NOT_HELPFUL) and answer_id.isdigit():
-        return int(answer_id), choice
+    if choice in (HELPFUL, NOT_HELPFUL) and (found := answer_id_of(answer_id)):
+        return found, choice
     return None
 
 

@@ -628,3 +628,40 @@ def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, loc
     (tmp_path / "moved.git").rename(repo.bare)
     assert reindexer.refresh() is not None
     assert "(ok)" in reindexer.status() and "failing" not in reindexer.status()
+
+
+# -- 11. only the asker (or an admin) hands an answer on; ids are checked ------------------------
+
+
+def test_only_the_asker_or_an_admin_can_hand_an_answer_on(make_harness, enrolled_db, caplog):
+    import logging
+
+    from bot.testing.slack_harness import wait
+
+    caplog.set_level(logging.WARNING)
+    h = make_harness(db=enrolled_db)
+    state = h.pipeline.state
+    private = record_bravo_question(state, "my private vault question", "bravo/vault.md", user="U1")
+    h.click("U2", str(private), action_id="ask_person")  # someone else's DM answer
+    [note] = wait(lambda: [p for p in ephemerals(h) if p["user"] == "U2"], what="U2 told")
+    assert "only the person who asked" in note["text"].lower()
+    assert not [p for p in h.mock.posts() if "private vault" in (p.get("text") or "")]
+    assert state.get_answer(private)["handoff"] is None
+    # a 👎 from someone else offers them nothing to press
+    h.click("U2", f"not_helpful:{private}")
+    h.click("UADMIN", str(private), action_id="ask_person")  # an admin may
+    [sent] = wait(lambda: [p for p in h.mock.posts() if p["channel"] == "U0BRAVO"], what="a DM")
+    assert "private vault" in sent["text"] and "<@UADMIN>" in sent["text"]
+    assert not [p for p in ephemerals(h) if p["user"] == "U2" and p.get("blocks")]
+    # ids that are no answer id: ignored, never an error
+    for value in ("9" * 40, "²", "-1", "0x10", " 1", "1" * 19):
+        h.click("U1", value, action_id="ask_person")
+        h.click("U1", f"helpful:{value}")
+    mine = record_bravo_question(state, "mine", "bravo/vault.md", user="U1")
+    h.click("U1", str(mine), action_id="ask_person")
+    wait(lambda: len([p for p in h.mock.posts() if p["channel"] == "U0BRAVO"]) == 2, what="2nd")
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def ephemerals(h) -> list[dict]:
+    return [r.form for r in h.mock.calls("/api/chat.postEphemeral")]

@@ -11,12 +11,13 @@ from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
 from ..answers import SLACK_FAILURES
-from ..handoff import hand_off
+from ..handoff import hand_off, may_hand_off
 from ..slack_format import (
     ASK_PERSON,
     FEEDBACK_ACTION,
     LEGACY_FEEDBACK_ACTIONS,
     NOT_HELPFUL,
+    answer_id_of,
     ask_person_block,
     parse_feedback,
 )
@@ -49,8 +50,11 @@ def register(app: App, bot: Bot) -> None:
             logger.warning("feedback click with an unknown value: %r", action.get("value"))
             return
         answer_id, value = parsed
-        bot.state.record_feedback(answer_id, body["user"]["id"], value)
-        if value == NOT_HELPFUL:
+        user = body["user"]["id"]
+        bot.state.record_feedback(answer_id, user, value)
+        row = bot.state.get_answer(answer_id) or {}
+        # a person is offered only to whoever may hand the answer on (bot/handoff.py)
+        if value == NOT_HELPFUL and may_hand_off(row, user, user in bot.settings.admin_ids):
             tell(
                 client,
                 logger,
@@ -65,12 +69,18 @@ def register(app: App, bot: Bot) -> None:
         ack: Ack, body: dict, action: dict, client: WebClient, logger: Logger
     ) -> None:
         ack()
-        value = str(action.get("value", ""))
-        if not value.isdigit():
-            logger.warning("ask-a-person click with an unknown value: %r", value)
+        answer_id = answer_id_of(action.get("value", ""))
+        if answer_id is None:
+            logger.warning("ask-a-person click with an unknown value: %r", action.get("value"))
             return
-        answer_id = int(value)
         user = body["user"]["id"]
-        doc_owners = bot.settings.honour_doc_owners
-        note = hand_off(client, bot.state, bot.pipeline.engine.db, answer_id, user, doc_owners)
+        note = hand_off(
+            client,
+            bot.state,
+            bot.pipeline.engine.db,
+            answer_id,
+            user,
+            bot.settings.honour_doc_owners,
+            admin=user in bot.settings.admin_ids,
+        )
         tell(client, logger, body, answer_id, text=note)
