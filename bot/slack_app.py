@@ -169,13 +169,82 @@ def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
         return False
 
 
+# What Bolt and the listeners read of a payload, and the type each field must have when present
+# (a tuple: any of them). A signed body of another shape is no Slack payload, whoever signed it:
+# 400, before Bolt or a listener indexes into a string or a list (a 500 and a traceback before).
+PAYLOAD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "type": str,
+    "event_id": str,
+    "team_id": str,
+    "api_app_id": str,
+    "event": dict,
+    "user": (dict, str),
+    "channel": (dict, str),
+    "team": (dict, str),
+    "enterprise": (dict, str),
+    "container": dict,
+    "message": dict,
+    "view": dict,
+    "actions": list,
+    "authorizations": list,
+}
+EVENT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "type": str,
+    "subtype": str,
+    "user": str,
+    "bot_id": str,
+    "channel": str,
+    "channel_type": str,
+    "team": str,
+    "tab": str,
+    "text": str,
+    "ts": str,
+    "thread_ts": str,
+    "event_ts": str,
+    "edited": dict,
+    "bot_profile": dict,
+    "message": dict,
+    "previous_message": dict,
+    "assistant_thread": dict,
+    "files": list,
+    "blocks": list,
+}
+
+
+def payload_problem(body: bytes, content_type: str | None) -> str:
+    """Why a (signed) body is no Slack payload ("" when it is one): read as Bolt reads it (JSON,
+    `payload=` JSON, or a form), it must be an object whose fields above have their types, each
+    action and authorization an object, and an interactive payload's `user` one with an id."""
+    from slack_bolt.request import BoltRequest
+
+    try:
+        data = BoltRequest(body=body.decode("utf-8"), headers={"content-type": content_type or ""})
+        payload = data.body
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+        return f"unreadable ({type(e).__name__})"
+    if not isinstance(payload, dict):
+        return "not an object"
+    for fields, where in ((PAYLOAD_FIELDS, payload), (EVENT_FIELDS, payload.get("event") or {})):
+        for key, kind in fields.items():
+            if key in where and where[key] is not None and not isinstance(where[key], kind):
+                return f"'{key}' is a {type(where[key]).__name__}"
+    for key in ("actions", "authorizations"):
+        if not all(isinstance(a, dict) for a in payload.get(key) or []):
+            return f"'{key}' holds a non-object"
+    user = payload.get("user")
+    if isinstance(user, dict) and not isinstance(user.get("id"), str):
+        return "'user' has no id"
+    return ""
+
+
 def make_wsgi(
     app: App, signing_secret: str = "", max_body: int = MAX_BODY_BYTES, health: Health | None = None
 ):
     """The WSGI application `serve --http` runs under waitress: Bolt at /slack/events, /healthz for
     probes (bot/health.py's JSON report with `health`, else a plain `ok`). Before Bolt sees a
     request, bodies over `max_body` get 413 (unread) and, when a signing secret is set, a missing
-    or bad signature gets 401 (unparsed)."""
+    or bad signature gets 401 (unparsed); a signed body that is no Slack payload gets 400
+    (`payload_problem`)."""
     from slack_bolt.adapter.wsgi import SlackRequestHandler
 
     slack = SlackRequestHandler(app)
@@ -201,6 +270,9 @@ def make_wsgi(
         body = environ["wsgi.input"].read(length) if length else b""
         if verifier is not None and not signed(verifier, body, environ):
             return reply(start_response, "401 Unauthorized", "invalid signature")
+        if problem := payload_problem(body, environ.get("CONTENT_TYPE")):
+            log.warning("refused a signed request that is no Slack payload: %s", problem)
+            return reply(start_response, "400 Bad Request", f"not a Slack payload: {problem}")
         environ["wsgi.input"] = io.BytesIO(body)
         return slack(environ, start_response)
 
