@@ -296,9 +296,10 @@ def test_a_docs_deceptive_link_is_no_link_in_slack(make_harness, tmp_path, local
 
 
 def test_questions_during_reindexes_are_all_answered_and_recorded(tmp_path, local_embedder):
-    """Reindexes committing one after another (a doc rewritten before each, so the chunks a
-    question found leave the index) while three threads ask about that doc: every question gets
-    its answer, none raises, and every answer has its audit row."""
+    """A reindex committing every half second (twice the attack's /docs-reindex rate, and a doc
+    rewritten before each, so the chunks a question found leave the index) while three threads
+    ask about that doc: every question gets its answer, none raises, and every answer has its
+    audit row."""
     import threading
     import time
 
@@ -334,6 +335,7 @@ def test_questions_during_reindexes_are_all_answered_and_recorded(tmp_path, loca
             except Exception as e:  # noqa: BLE001 - counted: the test says which
                 errors.append(f"reindex: {type(e).__name__}: {e}")
             n += 1
+            stop.wait(0.5)
 
     def ask() -> None:
         while not stop.is_set():
