@@ -1,8 +1,9 @@
 """`/healthz` for an orchestrator's probes: is Slack connected, is the index loaded and readable,
 and (in a fleet) is PostgreSQL reachable. JSON, 200 when every check is ok, else 503.
 
-Served at /healthz on `serve --http`'s port, and on its own small port (FIELDGUIDE_HEALTH_PORT)
-in either mode: Socket Mode has no HTTP port of its own for a probe to reach."""
+Served at /healthz on `serve --http`'s port, and on its own small port (FIELDGUIDE_HEALTH_PORT,
+bound to FIELDGUIDE_HEALTH_HOST: 127.0.0.1 unless told) in either mode: Socket Mode has no HTTP
+port of its own for a probe to reach."""
 
 from __future__ import annotations
 
