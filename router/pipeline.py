@@ -35,9 +35,11 @@ log = logging.getLogger(__name__)
 CONTEXT_CHUNKS = 5  # top chunks handed to Claude's extraction; offline reads the top 3
 MAX_QUESTION_CHARS = condense.MAX_QUESTION_CHARS
 
+# offline, a question the docs may not answer gets the closest sections quoted under this line
+UNSURE = "I'm not sure the docs answer this; the closest sections are:"
 # the one line shown above a PARTIAL answer (Answer.caveat), by why it is partial
 CAVEATS = {
-    "loose": "Partial answer: the docs match this question only loosely.",
+    "loose": UNSURE,
     "uncited": "Partial answer: Claude's answer cites no passage of the docs, so it is unchecked.",
     "unverified": "Partial answer: a citation could not be checked against the docs.",
     "not_covered": "Partial answer: the docs cover only part of this question.",
@@ -137,7 +139,8 @@ class Pipeline:
             return abstain(hits)
         chunks = {h["id"]: h for h in trace.hits}
         by_chunk = citations.number_sources(passages, chunks, self.docs_base_url)
-        written = self.write(question, passages, by_chunk, chunks, claude, on_text, trace)
+        unsure = gate.decision == PARTIAL
+        written = self.write(question, passages, by_chunk, chunks, claude, on_text, trace, unsure)
         clock.lap("answer")
         if written.status in (compose.NOT_COVERED, compose.EMPTY):
             trace.notes += ["Claude's answer was empty"] if written.status == compose.EMPTY else []
@@ -204,7 +207,7 @@ class Pipeline:
         offline bands, and with Claude in its own band (Claude's extraction and answer decide the
         rest). Offline, a question not answered may be in another language than the docs."""
         if not hits:
-            nothing = decide.Signals(None, None, 0, 0, 0, 0, [], [], [])
+            nothing = decide.Signals(None, None, 0, 0, 0, 0, 0, [], [], [])
             verdict = decide.Decision(ABSTAIN, 0.0, nothing, "", "sim")
             return verdict, verdict
         used, model = decide.model_for(self.engine.embedder.name, query_vec is not None)
@@ -306,7 +309,11 @@ class Pipeline:
         claude: Claude,
         on_text: Callable[[str], None] | None,
         trace: Trace,
+        unsure: bool = False,
     ) -> compose.Written:
+        """Claude's answer, else the passages quoted: under "From the docs:", or `unsure` under
+        the caveat alone (UNSURE names them the closest sections)."""
+
         def ask(client) -> compose.Written:
             written = compose.compose(
                 client, self.models["answer"], question, passages, by_chunk, on_text
@@ -314,7 +321,8 @@ class Pipeline:
             add_usage(trace.usage, "answer", written.usage)
             return written
 
-        return claude.run("answer", ask, lambda: offline.compose(passages, by_chunk, chunks))
+        lead = "" if unsure else offline.LEAD
+        return claude.run("answer", ask, lambda: offline.compose(passages, by_chunk, chunks, lead))
 
     def check_claims(
         self, written: compose.Written, claude: Claude, trace: Trace
