@@ -129,6 +129,7 @@ class Signals:
     unknown_words: list[str]
     missing_words: list[str]
     unknown_phrases: list[str]
+    message: bool = False  # more than one sentence: decided in its own bands (`decide`)
 
     def vector(self, names: tuple[str, ...]) -> np.ndarray:
         return np.array([float(getattr(self, n) or 0.0) for n in names])
@@ -160,7 +161,8 @@ def signals(
     """What the question and the hits (best first) say about whether the docs answer it: the
     lexical signals read only what the question asks (`reading.read(...).asking`), closeness the
     whole question."""
-    asked = reading.read(question).asking or question
+    read = reading.read(question)
+    asked = read.asking or question
     words = docs_words(searcher)
     top = hits[:3]
     top_terms = {t for h in top for t in tokenize(h.chunk["search_text"])}
@@ -203,6 +205,7 @@ def signals(
         unknown_words=unknown,
         missing_words=missing,
         unknown_phrases=phrases,
+        message=len(read.sentences) > 1,
     )
 
 
@@ -218,9 +221,9 @@ class Model:
     scale: np.ndarray
     weights: np.ndarray
     bias: float
-    bands: dict[
-        str, float
-    ]  # answer, partial (p below: ABSTAIN), claude (with Claude: abstain below)
+    # answer, partial (p below: ABSTAIN) of a one-sentence question, answer_message and
+    # partial_message of a message of several, claude (with Claude: abstain below)
+    bands: dict[str, float]
 
     def contributions(self, s: Signals) -> dict[str, float]:
         """Each signal's share of the log-odds (standardised value times weight)."""
@@ -286,15 +289,19 @@ class Decision:
 
 
 def decide(s: Signals, model: Model, name: str, claude: bool = False) -> Decision:
-    """The band of p. With Claude (its extraction and answer check the passages), only a question
-    with nothing near at all stops here: closeness alone below the `claude` band."""
+    """The band of p: a question of one sentence in its bands, a message of several (context,
+    what was tried, pasted output around the question) in its own, each fitted on questions like
+    it. With Claude (its extraction and answer check the passages), only a question with nothing
+    near at all stops here: closeness alone below the `claude` band."""
     p, bands = model.p(s), model.bands
     parts = model.contributions(s)
     why = min(parts, key=lambda k: parts[k])
     if claude:
         near = model.p(s, near_only=True)
         return Decision(ABSTAIN if near < bands["claude"] else ANSWER, near, s, name, why)
-    verdict = ANSWER if p >= bands["answer"] else PARTIAL if p >= bands["partial"] else ABSTAIN
+    style = "_message" if s.message and "answer_message" in bands else ""
+    answer, partial = bands["answer" + style], bands["partial" + style]
+    verdict = ANSWER if p >= answer else PARTIAL if p >= partial else ABSTAIN
     return Decision(verdict, p, s, name, why)
 
 

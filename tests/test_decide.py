@@ -24,7 +24,7 @@ def test_the_decision_file_holds_a_model_per_embedder_and_an_embedder_free_one(l
     assert data["written_by"] == "fieldguide calibrate" and data["examples"]
     assert {local_embedder.name, "lexical"} <= set(data["models"])
     for name, model in decide.load_models().items():
-        assert 0 < model.bands["partial"] <= model.bands["answer"] < 1, name
+        assert 0 < model.bands["partial"] <= model.bands["answer"] <= 1, name
     assert decide.model_for("voyage:voyage-3.5", True)[0] == "lexical"  # not calibrated
     assert decide.model_for(local_embedder.name, False)[0] == "lexical"  # no vectors
 

@@ -147,13 +147,26 @@ def fit(examples: list[Example], features: tuple[str, ...]) -> Model:
     for e in examples:
         if e.kind == "question":
             near.setdefault(e.corpus, []).append(model.p(e.signals, near_only=True))
-    partial, answer = cheapest_bands(model, examples)
-    model.bands = {
-        "claude": min(float(np.quantile(p, CLAUDE_SHARE)) for p in near.values()),
-        "partial": partial,
-        "answer": answer,
-    }
+    model.bands = {"claude": min(float(np.quantile(p, CLAUDE_SHARE)) for p in near.values())}
+    model.bands |= style_bands(model, examples)
     return model
+
+
+def style_bands(model: Model, examples: list[Example], costs: dict = COSTS) -> dict[str, float]:
+    """The band edges of least cost for one-sentence questions ("partial", "answer") and for
+    messages of several sentences ("partial_message", "answer_message"), each among questions of
+    its kind: a message's closeness is read through its context and pasted output, and weighs
+    otherwise (measured leave-one-corpus-out: section calibration of bench/RESULTS.md). A kind
+    the examples lack takes the edges of all of them."""
+    bands: dict[str, float] = {}
+    for style, message in (("", False), ("_message", True)):
+        alike = [e for e in examples if e.signals.message == message]
+        kinds = {e.kind for e in alike}
+        edges = cheapest_bands(
+            model, alike if {"question", "offtopic"} <= kinds else examples, costs
+        )
+        bands |= dict(zip(("partial" + style, "answer" + style), edges, strict=True))
+    return bands
 
 
 def cheapest_bands(
@@ -233,8 +246,7 @@ def leave_one_out(data: dict[str, list[Example]], features: tuple[str, ...]) -> 
         for c in PARTIAL_COSTS:
             costs = COSTS | {("question", PARTIAL): c, ("offtopic", PARTIAL): c / 2}
             other = Model(model.features, model.mean, model.scale, model.weights, model.bias, {})
-            edges = cheapest_bands(other, train, costs)
-            other.bands = dict(zip(("partial", "answer"), edges, strict=True))
+            other.bands = style_bands(other, train, costs)
             trade[c] = rates(other, data[held])
         out[held] = {
             "rates": rates(model, data[held]),
