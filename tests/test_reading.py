@@ -19,7 +19,8 @@ def test_the_askers_material_is_told_from_the_prose():
     assert r.sentences[0] == "uv sync fails with python on my project"
     # what it asks: the opening sentence and each one ending in a question mark
     assert r.asking == (
-        "uv sync fails with python on my project Perhaps the lock changed? How do I pin so it stays?"
+        "uv sync fails with python on my project Perhaps the lock changed?"
+        " How do I pin so it stays?"
     )
 
 
