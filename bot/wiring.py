@@ -33,6 +33,7 @@ def embedder_for(settings: Settings) -> Embedder:
         settings.voyage_base_url,
         settings.timeout,
         settings.model_dir,
+        settings.query_timeout,
     )
 
 
@@ -51,7 +52,8 @@ def make_anthropic(settings: Settings) -> MessagesClient | None:
 
 
 def make_reranker(settings: Settings) -> VoyageReranker | None:
-    """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty."""
+    """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty: at
+    question time, one try of FIELDGUIDE_QUERY_TIMEOUT seconds, then the fused order."""
     if not settings.voyage_api_key or not settings.rerank_model:
         return None
     from index.rerank import VoyageReranker
@@ -61,8 +63,8 @@ def make_reranker(settings: Settings) -> VoyageReranker | None:
         settings.rerank_model,
         settings.rerank_depth,
         settings.voyage_base_url,
-        settings.timeout,
-        settings.max_retries,
+        settings.query_timeout,
+        max_retries=0,
     )
 
 
@@ -125,6 +127,7 @@ def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
         settings.docs_base_url,
         state=make_state(settings, db),
         deadline=settings.deadline,
+        path=settings.claude_path,
     )
 
 
