@@ -4,12 +4,15 @@ objects."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .settings import Settings
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
     from bot.scopes import Scopes
@@ -113,6 +116,15 @@ def make_scopes(settings: Settings, db: str | None = None) -> Scopes | None:
 def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
     from router.pipeline import Pipeline
 
+    if settings.anthropic_api_key:
+        from .costs import unpriced
+
+        if no_price := unpriced(settings):
+            log.warning(
+                "No price for %s: audit --stats cannot estimate its cost; add it to"
+                " FIELDGUIDE_PRICES",
+                ", ".join(no_price),
+            )
     engine = make_engine(settings, db)
     models = {
         "condense": settings.condense_model,

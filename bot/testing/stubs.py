@@ -417,10 +417,11 @@ class FakeClaude:
             fault = self.faults.pop(0) if self.faults else None
             kind = self.kind(body)
             down = self.down.get(kind)
-        if fault is not None or down is not None:
+        served = fault or down
+        if served is not None:
             with self.lock:
-                self.failed.append((kind, (fault or down)[0]))
-            return fault or down
+                self.failed.append((kind, served[0]))
+            return served
         breakpoints = sum(flag for _, flag in prompt_parts(body))
         if breakpoints > MAX_BREAKPOINTS:
             return 400, {
