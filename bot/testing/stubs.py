@@ -330,6 +330,7 @@ class FakeClaude:
         judgement: dict | list[dict] | None = None,
         rules: bool = True,
         timing: dict[str, tuple[float, float]] | None = None,
+        down: dict[str, tuple] | None = None,
     ):
         self.answer: list[Any] = (
             answer
@@ -370,7 +371,7 @@ class FakeClaude:
         # faults served to the next requests, whatever they ask (rate_limited(1), OVERLOADED),
         # and a step that is down (kind → the fault every call of it gets); what was failed
         self.faults: list[tuple] = []
-        self.down: dict[str, tuple] = {}
+        self.down: dict[str, tuple] = dict(down or {})
         self.failed: list[tuple[str, int]] = []
         # model → (seconds to the first token, output tokens per second): MODEL_TIMING
         self.timing = timing
