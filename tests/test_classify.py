@@ -122,3 +122,18 @@ def test_overloaded_once_then_success(stub, offline):
     )
     result = classifier(stub, offline, retries=2).classify("rotate", None)
     assert result.source == "claude" and result.top == "authentication"
+
+
+def test_general_is_named_once_and_none_means_no_intent(stub, offline):
+    """A docs intent called "general" is listed as what it is; the catch-all is NONE, which is no
+    slug (issue 34: the prompt listed "general" twice with two meanings)."""
+    intents = [*INTENTS, {"name": "general", "description": "Everything else", "examples": []}]
+    client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5)
+    claude = ClaudeClassifier(client, "claude-haiku-5-5", intents, offline)
+    stub.route("/v1/messages", answer({"intent": NO_INTENT, "confidence": 0.9}))
+    result = claude.classify("What is the weather?", None)
+    assert result.source == "claude" and result.ranked == []  # no intent: search everything
+    sent = stub.calls("/v1/messages")[0].json
+    system = sent["system"][0]["text"]
+    assert system.count("general") == 1 and "- general: Everything else" in system
+    assert sent["output_config"]["effort"] == "low"  # Haiku 5.5 takes an effort
