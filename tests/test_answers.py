@@ -172,7 +172,11 @@ def test_with_claude_a_question_in_another_language_is_rewritten_for_retrieval(
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5.0)
-    models = {"condense": "claude-haiku-4-5", "extract": "claude-haiku-4-5", "answer": "x"}
+    models = {
+        "condense": "claude-haiku-4-5",
+        "extract": "claude-haiku-4-5",
+        "answer": "claude-sonnet-4-6",
+    }
     p = Pipeline(Engine(examples_db, local_embedder, client, "claude-haiku-4-5"), client, models)
     question = "Wie rotiere ich das Signaturgeheimnis eines Webhooks?"
     ans = p.answer(question)
