@@ -421,6 +421,7 @@ def eval_set(root, name: str, answerable: int, offtopic: int):
 
 def test_calibrate_refuses_too_few_of_each_kind_and_writes_nothing(tmp_path, capsys):
     from bot.cli import main
+    from router.decide import FEATURES
 
     one, two = eval_set(tmp_path, "one", 2, 0), eval_set(tmp_path, "two", 2, 0)
     out = tmp_path / "decision.json"
@@ -429,7 +430,8 @@ def test_calibrate_refuses_too_few_of_each_kind_and_writes_nothing(tmp_path, cap
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.startswith("fieldguide: calibrate cannot fit")
     assert "one has no off-topic questions" in err and "two has no off-topic questions" in err
-    assert "at least 60 answerable questions" in err and "have 4 answerable and 0" in err
+    need = 10 * len(FEATURES)  # ten of each per signal
+    assert f"at least {need} answerable questions" in err and "have 4 answerable and 0" in err
     assert not out.exists()
     # an empty questions file: said so, no traceback
     (one / "questions.jsonl").write_text("")
