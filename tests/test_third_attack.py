@@ -80,8 +80,14 @@ def test_claude_routes_a_scoped_question_on_its_scopes_headings_only(two_teams, 
         fake = FakeClaude(intents=[{"intent": "bravo", "confidence": 0.9}])
         stub.route("/v1/messages", fake)
         client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0)
-        models = {"condense": "m", "extract": "m", "answer": "m", "check": "m"}
-        pipeline = Pipeline(Engine(two_teams, local_embedder, client, "m"), client, models)
+        haiku = "claude-haiku-4-5"  # model ids the Messages API stand-in knows
+        models = {
+            "condense": haiku,
+            "extract": haiku,
+            "answer": "claude-sonnet-4-6",
+            "check": haiku,
+        }
+        pipeline = Pipeline(Engine(two_teams, local_embedder, client, haiku), client, models)
         pipeline.answer("Who takes incidents on call?", scope=Scope("#alpha", folders=("alpha/",)))
         [classify] = fake.calls("classify")
         taxonomy = json.dumps(classify)
