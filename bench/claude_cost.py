@@ -84,7 +84,7 @@ def cost_run(db, qs: list[str], cache: bool, classify: str) -> tuple[list[dict],
     fake = FakeClaude(cache=cache)
     p, server = pipeline_on(db, fake, classify)
     try:
-        usages = [p.answer(q).usage for q in qs]
+        usages = [p.answer(q).trace.usage for q in qs]
     finally:
         server.close()
     return usages, fake
