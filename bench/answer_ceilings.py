@@ -78,7 +78,6 @@ def measure(name: str, db: str, limit: int | None) -> dict[str, list]:
     stop = load_stopwords(set_dir)
     answerable, _ = split_offtopic(load_items(set_dir / "questions.jsonl"))
     pipeline = make_pipeline(Settings.load(environ={}, dotenv=None), db)
-    pipeline.state = None
     engine = pipeline.engine
     loaded = engine.loaded()
     rows: dict[str, list] = {}

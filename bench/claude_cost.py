@@ -67,7 +67,6 @@ def pipeline_on(db, fake: FakeClaude, classify_model: str = ""):
     if classify_model:
         settings = replace(settings, classify_model=classify_model)
     p = make_pipeline(settings)
-    p.state = None
     p.engine.loaded()
     p.engine.embed_query("warm up")
     return p, server

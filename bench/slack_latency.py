@@ -25,7 +25,7 @@ from slack_sdk import WebClient
 from bot.settings import Settings
 from bot.slack_app import build_app, build_bot, make_wsgi
 from bot.testing.stubs import BOT, SlackMock, signed_request
-from bot.wiring import make_pipeline
+from bot.wiring import make_pipeline, make_state
 from index.embedders import make_embedder
 from index.indexer import index_folder
 
@@ -41,7 +41,12 @@ def main() -> None:
     )
     pipeline = make_pipeline(settings)
     pipeline.engine.warm()  # as `fieldguide serve` does before it takes events
-    app = build_app(settings, pipeline, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
+    app = build_app(
+        settings,
+        pipeline,
+        make_state(settings),
+        WebClient(token="xoxb-bench", base_url=mock.url + "/api/"),
+    )
     server = waitress.create_server(make_wsgi(app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"
@@ -172,7 +177,12 @@ def claude_run(db) -> None:
     )
     pipeline = make_pipeline(settings)
     pipeline.engine.warm()
-    bot = build_bot(settings, pipeline, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
+    bot = build_bot(
+        settings,
+        pipeline,
+        make_state(settings),
+        WebClient(token="xoxb-bench", base_url=mock.url + "/api/"),
+    )
     server = waitress.create_server(make_wsgi(bot.app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"

@@ -42,7 +42,6 @@ import index.search
 assert index.search.__file__.startswith(%(root)r), index.search.__file__
 t1 = time.perf_counter()
 p = make_pipeline(Settings.load(environ={}), %(db)r)
-p.state = None
 p.engine.embedder.embed_query("load the model")
 t2 = time.perf_counter()
 p.engine.loaded()

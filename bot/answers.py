@@ -44,6 +44,8 @@ from .slack_rules import (
     small_talk,
     thread_title,
 )
+from .state.sqlite import State
+from .wiring import record
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,7 @@ class Answerer:
     def __init__(
         self,
         pipeline: Pipeline,
+        state: State,
         bot_user: str,
         workers: int = 4,
         queue_size: int = 20,
@@ -98,6 +101,7 @@ class Answerer:
     ):
         """`scopes`: FIELDGUIDE_SCOPES, resolved (None: every channel searches everything)."""
         self.pipeline = pipeline
+        self.state = state
         self.scopes = scopes
         self.bot_user = bot_user
         self.workers = workers
@@ -162,7 +166,7 @@ class Answerer:
             return
         # an event taken over from a dead replica answers in that replica's placeholder
         placeholder = q.extra.get("placeholder") or self._show_work(q)
-        note = getattr(self.pipeline.state, "note_placeholder", None)
+        note = getattr(self.state, "note_placeholder", None)
         if placeholder and q.keys and note is not None and not q.extra.get("placeholder"):
             note(q.keys, placeholder)
         history = self.history(q)
@@ -187,10 +191,10 @@ class Answerer:
             ans = self.pipeline.answer(
                 q.text,
                 history,
-                context,
                 on_text=stream.append if stream else None,
                 scope=self.scopes.for_channel(q.channel) if self.scopes else None,
             )
+            record(self.state, ans, context)
         except QuestionError as e:
             self.deliver_text(q, stream.close() if stream else placeholder, escape(str(e)))
             self._done(q)
@@ -206,8 +210,8 @@ class Answerer:
 
     def _done(self, q: Question) -> None:
         """No answer will be recorded for `q`: close its claim, so no replica answers it again."""
-        if self.pipeline.state is not None and q.keys:
-            self.pipeline.state.done_event(*q.keys)
+        if q.keys:
+            self.state.done_event(*q.keys)
 
     def streams(self, q: Question) -> bool:
         """Claude's answers are streamed into a thread; offline answers (written at once) and

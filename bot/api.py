@@ -36,6 +36,7 @@ from .wiring import (
     make_pipeline,
     make_scopes,
     make_state,
+    record,
 )
 
 if TYPE_CHECKING:
@@ -184,7 +185,8 @@ def ask(
     settings = _settings(settings)
     db = _db(db, settings)
     where = _scope(settings, db, channel, scope)
-    return make_pipeline(settings, db).answer(question, history, scope=where)
+    ans = make_pipeline(settings, db).answer(question, history, scope=where)
+    return record(make_state(settings, db), ans)
 
 
 def _scope(settings: Settings, db: str, channel: str | None, key: str | None) -> Scope | None:
@@ -376,8 +378,7 @@ def _eval_answers(
     answerable, offtopic = split_offtopic(load_items(qfile))
     questions = sample(answerable, limit, seed)
     offtopic += load_items(off_file) if off_file.is_file() else []
-    pipeline = make_pipeline(settings, db)
-    pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
+    pipeline = make_pipeline(settings, db)  # an eval run is not a user's question: not audited
     pipeline.answer("warm up: load the model and the index")
     result = run_answers(
         pipeline.answer,

@@ -550,7 +550,7 @@ def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
     from .health import Health, auth_test_slack, serve_health, socket_mode_slack
     from .logs import say
     from .slack_app import SlackStartupError, build_bot, http_server
-    from .wiring import make_pipeline
+    from .wiring import make_pipeline, make_state
 
     redact_logs(*settings.urls())  # the handlers configure added redact too
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
@@ -598,7 +598,7 @@ def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
             )
             return 1
     try:
-        bot = build_bot(settings, pipeline)
+        bot = build_bot(settings, pipeline, make_state(settings, db))
     except SlackStartupError as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return 1

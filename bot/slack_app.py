@@ -32,6 +32,7 @@ from .health import Health, respond
 from .listeners import Bot, register
 from .reindex import Refresher, Reindexer
 from .settings import Settings
+from .state.sqlite import State
 from .wiring import make_scopes
 
 log = logging.getLogger(__name__)
@@ -94,16 +95,16 @@ def connect(client: WebClient, within: float) -> dict:
         delay *= 2
 
 
-def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None = None) -> Bot:
-    """The Bolt App with every listener, and what they share."""
+def build_bot(
+    settings: Settings, pipeline: Pipeline, state: State, client: WebClient | None = None
+) -> Bot:
+    """The Bolt App with every listener, and what they share; `state` records the answers."""
     client = client or make_client(settings)
     identity = connect(client, settings.slack_startup_seconds)
     app = App(client=client, signing_secret=settings.slack_signing_secret or None)
     scopes = make_scopes(settings, pipeline.engine.db_path)
     if scopes is not None:
         scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
-    state = pipeline.state
-    assert state is not None, "the Slack app needs a State (de-duplication, audit, feedback)"
     bot = Bot(
         settings=settings,
         pipeline=pipeline,
@@ -111,6 +112,7 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
         bot_user=identity.get("user_id", ""),
         answerer=Answerer(
             pipeline,
+            state,
             identity.get("user_id", ""),
             settings.answer_workers,
             settings.answer_queue,
@@ -153,8 +155,10 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
     return bot
 
 
-def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None = None) -> App:
-    return build_bot(settings, pipeline, client).app
+def build_app(
+    settings: Settings, pipeline: Pipeline, state: State, client: WebClient | None = None
+) -> App:
+    return build_bot(settings, pipeline, state, client).app
 
 
 def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:

@@ -4,6 +4,7 @@ objects."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +20,13 @@ if TYPE_CHECKING:  # imported for annotations only: the commands import what the
     from index.indexer import RunSummary
     from index.publish import Follower
     from index.rerank import VoyageReranker
+    from router.answer import Answer
     from router.claude import MessagesClient
     from router.engine import Engine
     from router.pipeline import Pipeline
+
+
+log = logging.getLogger(__name__)
 
 
 def embedder_for(settings: Settings) -> Embedder:
@@ -97,6 +102,16 @@ def make_state(settings: Settings, db: str | None = None) -> State:
     )
 
 
+def record(state: State, ans: Answer, context: dict | None = None) -> Answer:
+    """`ans` with its audit id, once `state` has recorded it (with `context`: where the question
+    came from); an audit that fails is logged and costs the user nothing."""
+    try:
+        ans.audit_id = state.record_answer(ans, context or {})
+    except Exception:  # the audit log must never cost the user an answer
+        log.exception("could not record the answer in the audit table")
+    return ans
+
+
 def make_scopes(settings: Settings, db: str | None = None) -> Scopes | None:
     """FIELDGUIDE_SCOPES read and checked against the index (a ScopeError when bad); None when
     not set (every channel searches everything)."""
@@ -123,7 +138,6 @@ def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
         engine.anthropic,
         models,
         settings.docs_base_url,
-        state=make_state(settings, db),
         deadline=settings.deadline,
     )
 

@@ -151,13 +151,8 @@ def make_harness(examples_db, local_embedder):
             **overrides,
         )
         models = {"condense": "m", "extract": "m", "answer": "m"} if anthropic_client else {}
-        pipeline = Pipeline(
-            Engine(db, local_embedder, anthropic_client),
-            anthropic_client,
-            models,
-            state=SqliteState(open_db(db)),
-        )
-        h = Harness(transport, settings, pipeline, mock)
+        pipeline = Pipeline(Engine(db, local_embedder, anthropic_client), anthropic_client, models)
+        h = Harness(transport, settings, pipeline, SqliteState(open_db(db)), mock)
         made.append(h)
         return h
 

@@ -442,9 +442,9 @@ def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, lo
         slack_signing_secret="test-signing-secret",
     )
     assert Reindexer(settings, local_embedder, lock_only()).refresh() is not None
-    pipeline = Pipeline(Engine(db, local_embedder), None, {}, state=SqliteState(open_db(db)))
+    pipeline = Pipeline(Engine(db, local_embedder), None, {})
     mock = SlackMock()
-    harness = Harness("http", settings, pipeline, mock)
+    harness = Harness("http", settings, pipeline, SqliteState(open_db(db)), mock)
     try:
         refresher = harness.bot.refresher
         assert refresher is not None

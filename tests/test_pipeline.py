@@ -40,9 +40,7 @@ def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0):
             api_key="test", base_url=stub.url, max_retries=retries, timeout=timeout
         )
     engine = Engine(db, local_embedder, client, "claude-haiku-4-5")
-    return Pipeline(
-        engine, client, MODELS, "https://docs.example.com", state=SqliteState(open_db(db))
-    )
+    return Pipeline(engine, client, MODELS, "https://docs.example.com")
 
 
 def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, local_embedder, stub):
@@ -333,14 +331,18 @@ def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
 
 
 def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
-    p = make_pipeline(examples_db, local_embedder)
-    ans = p.answer(
-        "How many times is a failed webhook delivery retried?",
-        context={"channel": "C1", "user": "U1"},
+    from bot.wiring import record
+
+    p, state = make_pipeline(examples_db, local_embedder), SqliteState(open_db(examples_db))
+    ans = record(
+        state,
+        p.answer("How many times is a failed webhook delivery retried?"),
+        {"channel": "C1", "user": "U1"},
     )
-    p.state.record_feedback(ans.audit_id, "U2", "helpful")
-    p.state.record_feedback(ans.audit_id, "U2", "not_helpful")  # the last choice wins
-    [row] = [r for r in p.state.list_answers() if r["id"] == ans.audit_id]
+    assert ans.audit_id is not None
+    state.record_feedback(ans.audit_id, "U2", "helpful")
+    state.record_feedback(ans.audit_id, "U2", "not_helpful")  # the last choice wins
+    [row] = [r for r in state.list_answers() if r["id"] == ans.audit_id]
     assert (
         row["decision"] == ans.decision
         and row["channel"] == "C1"
@@ -351,8 +353,8 @@ def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
         and row["prompts"]["answer"]
         and row["timings_ms"]["total"] > 0
     )
-    assert p.state.list_answers(decision="ABSTAIN") == [
-        r for r in p.state.list_answers() if r["decision"] == "ABSTAIN"
+    assert state.list_answers(decision="ABSTAIN") == [
+        r for r in state.list_answers() if r["decision"] == "ABSTAIN"
     ]
 
 

@@ -20,7 +20,7 @@ channels:
 
 
 def audit(h: Harness, channel: str) -> dict:
-    [row] = [r for r in h.pipeline.state.list_answers() if r["channel"] == channel]
+    [row] = [r for r in h.state.list_answers() if r["channel"] == channel]
     return row
 
 
@@ -243,7 +243,7 @@ def test_app_home_shows_an_admin_the_index_the_week_and_the_gaps(make_harness):
     from router.answer import Answer
 
     h = make_harness()
-    state = h.pipeline.state
+    state = h.state
     for i, decision in enumerate(["ANSWER"] * 4 + ["PARTIAL"] * 2 + ["ABSTAIN"] * 3):
         q = f"Can I pay with Bitcoin, question {i}?" if decision == "ABSTAIN" else f"q{i}"
         aid = state.record_answer(Answer(q, q, decision, "…"), {"channel": "C1"})
@@ -297,7 +297,7 @@ def test_app_home_shows_an_owner_their_intents(make_harness, owned_db):
             "…",
             trace=Trace(route={"intents": [{"intent": intent, "score": 1}]}),
         )
-        h.pipeline.state.record_answer(ans, {"channel": "C1"})
+        h.state.record_answer(ans, {"channel": "C1"})
     text = home_text(home_opened(h, "U0SSO", "EvH3"))  # owns authentication/sso.md
     assert "(your intents: authentication)" in text
     assert "2 questions · 1 answered · 0 partial · 1 not in the docs" in text

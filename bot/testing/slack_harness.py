@@ -19,16 +19,16 @@ SECRET = "test-signing-secret"
 class Harness:
     """Sends what Slack would send; `event`, `command` and `click` return (acked, ack body)."""
 
-    def __init__(self, transport: str, settings, pipeline, mock: SlackMock):
+    def __init__(self, transport: str, settings, pipeline, state, mock: SlackMock):
         from slack_sdk import WebClient
 
         from bot.slack_app import retry_handlers
 
-        self.transport, self.mock, self.pipeline = transport, mock, pipeline
+        self.transport, self.mock, self.pipeline, self.state = transport, mock, pipeline, state
         client = WebClient(
             token="xoxb-test", base_url=mock.url + "/api/", retry_handlers=retry_handlers()
         )
-        self.bot = build_bot(settings, pipeline, client)
+        self.bot = build_bot(settings, pipeline, state, client)
         self.app = self.bot.app
         self.server = self.socket = self.handler = None
         if transport == "http":
