@@ -22,10 +22,10 @@ import waitress
 from harness import ROOT, table, write_section
 from slack_sdk import WebClient
 
+from bot.app import FieldGuide
 from bot.settings import Settings
 from bot.slack_app import build_app, build_bot, make_wsgi
 from bot.testing.stubs import BOT, SlackMock, signed_request
-from bot.wiring import make_pipeline, make_state
 from index.embedders import make_embedder
 from index.indexer import index_folder
 
@@ -39,14 +39,9 @@ def main() -> None:
     settings = Settings(
         db=str(db), docs=str(ROOT / "examples" / "docs"), slack_signing_secret=SECRET
     )
-    pipeline = make_pipeline(settings)
-    pipeline.engine.warm()  # as `fieldguide serve` does before it takes events
-    app = build_app(
-        settings,
-        pipeline,
-        make_state(settings),
-        WebClient(token="xoxb-bench", base_url=mock.url + "/api/"),
-    )
+    guide = FieldGuide.open(settings)
+    guide.engine.warm()  # as `fieldguide serve` does before it takes events
+    app = build_app(guide, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
     server = waitress.create_server(make_wsgi(app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"
@@ -175,14 +170,9 @@ def claude_run(db) -> None:
         anthropic_api_key="bench",
         anthropic_base_url=claude.url,
     )
-    pipeline = make_pipeline(settings)
-    pipeline.engine.warm()
-    bot = build_bot(
-        settings,
-        pipeline,
-        make_state(settings),
-        WebClient(token="xoxb-bench", base_url=mock.url + "/api/"),
-    )
+    guide = FieldGuide.open(settings)
+    guide.engine.warm()
+    bot = build_bot(guide, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
     server = waitress.create_server(make_wsgi(bot.app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"

@@ -10,7 +10,6 @@ import os
 import signal
 import sqlite3
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,7 +184,7 @@ def run(f: Callable[..., int], params: dict[str, Any]) -> int:
         print(f"fieldguide: {redact(str(e), *settings.urls())}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as e:
-        db = params.get("db") or settings.db
+        db = settings.at(params.get("db")).db
         print(f"fieldguide: {database_error(db, e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -223,7 +222,7 @@ def index(
         return 0
     summary, published = done.summary, done.published
     shown = done.source.identity if done.source.git else docs_dir or settings.docs
-    print(f"Indexed {shown} into {db or settings.db} ({summary.model})")
+    print(f"Indexed {shown} into {settings.at(db).db} ({summary.model})")
     print(
         f"  added {len(summary.added)} · changed {len(summary.changed)}"
         f" · removed {len(summary.removed)} · unchanged {len(summary.unchanged)}"
@@ -514,7 +513,8 @@ def doctor(settings: Settings | SettingsError, docs: str | None, as_json: bool, 
     if isinstance(settings, SettingsError):  # they could not be loaded: that is the finding
         checks = [Check("settings", "FAIL", str(settings))]
     else:
-        checks = run_checks(settings, db or settings.db, docs or settings.docs)
+        settings = settings.at(db)
+        checks = run_checks(settings, settings.db, docs or settings.docs)
     if as_json:
         _print_json([c.__dict__ for c in checks])
     else:
@@ -533,100 +533,18 @@ def doctor(settings: Settings | SettingsError, docs: str | None, as_json: bool, 
     help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
 )
 def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
+    from .app import FieldGuide
     from .logs import configure, unconfigure
+    from .slack.serve import CannotServe
 
     configure(settings.log_level, settings.log_format)
     try:
-        return run_bot(settings, http, host, db)
+        FieldGuide.open(settings, db).serve(http, host)
+    except CannotServe as e:
+        print(f"fieldguide: {e}", file=sys.stderr)
+        return e.status
     finally:
         unconfigure()
-
-
-def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
-    """serve's work, its logging configured: the bot until it is stopped, or why it cannot
-    start."""
-    import logging
-
-    from .health import Health, auth_test_slack, serve_health, socket_mode_slack
-    from .logs import say
-    from .slack_app import SlackStartupError, build_bot, http_server
-    from .wiring import make_pipeline, make_state
-
-    redact_logs(*settings.urls())  # the handlers configure added redact too
-    # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    missing = [
-        name
-        for name, value in (
-            ("SLACK_BOT_TOKEN", settings.slack_bot_token),
-            (
-                "SLACK_SIGNING_SECRET" if http else "SLACK_APP_TOKEN",
-                settings.slack_signing_secret if http else settings.slack_app_token,
-            ),
-        )
-        if not value
-    ]
-    if missing:
-        print(
-            f"fieldguide: set {' and '.join(missing)} (see README, 'Set up the Slack app')",
-            file=sys.stderr,
-        )
-        return 2
-    db = db or settings.db
-    if settings.database_url:
-        from .wiring import start_follower, sync_published
-
-        held = sync_published(settings, db)
-        say(
-            f"fieldguide: fleet mode, serving published index generation {held}"
-            if held is not None
-            else "fieldguide: fleet mode, nothing published yet: serving the local index"
-        )
-    pipeline = make_pipeline(settings, db)
-    pipeline.engine.warm()  # the index, the model and the docs' words now, not on a question
-    if settings.database_url:
-        start_follower(settings, db, pipeline.engine)
-    health = Health(pipeline.engine, settings.database_url)
-    if settings.health_port:  # up before Slack is reached: a probe sees why it is not ready
-        try:
-            serve_health(health, settings.health_port, host)
-        except OSError as e:  # in use, or a privileged port
-            print(
-                f"fieldguide: cannot serve /healthz on {host}:{settings.health_port}"
-                f" (FIELDGUIDE_HEALTH_PORT): {e.strerror or e}",
-                file=sys.stderr,
-            )
-            return 1
-    try:
-        bot = build_bot(settings, pipeline, make_state(settings, db))
-    except SlackStartupError as e:
-        print(f"fieldguide: {e}", file=sys.stderr)
-        return 1
-    app = bot.app
-    if http:
-        health.slack = auth_test_slack(app.client)
-        say(f"fieldguide: serving Slack over HTTP at http://{host}:{http}/slack/events")
-        http_server(app, settings.slack_signing_secret, host, http, health=health).run()
-    else:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
-        from slack_bolt.util.utils import get_boot_message
-        from slack_sdk.errors import SlackApiError
-
-        handler = SocketModeHandler(app, settings.slack_app_token)
-        health.slack = socket_mode_slack(handler.client)
-        try:
-            handler.connect()
-        except SlackApiError as e:
-            print(
-                f"fieldguide: Slack refused SLACK_APP_TOKEN ({e.response.get('error', '?')}):"
-                " check the app-level token (xapp-…, with connections:write) and that Socket"
-                " Mode is on",
-                file=sys.stderr,
-            )
-            return 1
-        say("fieldguide: connected to Slack over Socket Mode")
-        app.logger.info(get_boot_message())  # what SocketModeHandler.start() does after connect()
-        threading.Event().wait()
     return 0
 
 

@@ -42,7 +42,7 @@ class Sweeper:
         """Take over and queue what the answer queue has room for; how many were taken."""
         answerer = self.bot.answerer
         room = answerer.queue.maxsize - answerer.queue.qsize()
-        take = getattr(self.bot.state, "take_orphans", None)
+        take = getattr(self.bot.guide.state, "take_orphans", None)
         if take is None:
             return 0
         events = take(min(SWEEP_LIMIT, room))

@@ -12,7 +12,7 @@ import io
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
@@ -25,15 +25,14 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.signature import SignatureVerifier
 
-from router.pipeline import Pipeline
-
 from .answers import Answerer
 from .health import Health, respond
 from .listeners import Bot, register
 from .reindex import Refresher, Reindexer
 from .settings import Settings
-from .state.sqlite import State
-from .wiring import make_scopes
+
+if TYPE_CHECKING:
+    from .app import FieldGuide
 
 log = logging.getLogger(__name__)
 
@@ -95,30 +94,22 @@ def connect(client: WebClient, within: float) -> dict:
         delay *= 2
 
 
-def build_bot(
-    settings: Settings, pipeline: Pipeline, state: State, client: WebClient | None = None
-) -> Bot:
-    """The Bolt App with every listener, and what they share; `state` records the answers."""
+def build_bot(guide: FieldGuide, client: WebClient | None = None) -> Bot:
+    """The Bolt App of `guide` with every listener, and what they share."""
+    settings = guide.settings
     client = client or make_client(settings)
     identity = connect(client, settings.slack_startup_seconds)
     app = App(client=client, signing_secret=settings.slack_signing_secret or None)
-    scopes = make_scopes(settings, pipeline.engine.db_path)
-    if scopes is not None:
-        scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
+    if guide.scopes is not None:
+        guide.scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
+    state = guide.state
     bot = Bot(
-        settings=settings,
-        pipeline=pipeline,
-        state=state,
+        guide=guide,
         bot_user=identity.get("user_id", ""),
         answerer=Answerer(
-            pipeline,
-            state,
-            identity.get("user_id", ""),
-            settings.answer_workers,
-            settings.answer_queue,
-            scopes,
+            guide, identity.get("user_id", ""), settings.answer_workers, settings.answer_queue
         ),
-        reindexer=Reindexer(settings, pipeline.engine.embedder, state),
+        reindexer=Reindexer(settings, guide.embedder, state),
         app=app,
     )
     durable = getattr(state, "durable", None)
@@ -144,7 +135,7 @@ def build_bot(
         bot.sweeper = Sweeper(bot)
     if settings.refresh_seconds:  # pull and reindex the docs on a schedule
         bot.refresher = Refresher(
-            bot.reindexer, settings.refresh_seconds, pipeline.engine.loaded
+            bot.reindexer, settings.refresh_seconds, guide.engine.loaded
         ).start()
         log.info("refreshing the docs every %s", settings.refresh_every)
 
@@ -155,10 +146,8 @@ def build_bot(
     return bot
 
 
-def build_app(
-    settings: Settings, pipeline: Pipeline, state: State, client: WebClient | None = None
-) -> App:
-    return build_bot(settings, pipeline, state, client).app
+def build_app(guide: FieldGuide, client: WebClient | None = None) -> App:
+    return build_bot(guide, client).app
 
 
 def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:

@@ -6,15 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bot.app import FieldGuide
 from bot.settings import Settings
-from bot.state.sqlite import SqliteState
 from bot.testing.slack_harness import Harness
 from bot.testing.stubs import SlackMock, StubServer
 from index.embedders import make_embedder
 from index.search import Searcher
-from index.store import open_db
-from router.engine import Engine
-from router.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "docs"
@@ -150,9 +147,8 @@ def make_harness(examples_db, local_embedder):
             admins="UADMIN",
             **overrides,
         )
-        models = {"condense": "m", "extract": "m", "answer": "m"} if anthropic_client else {}
-        pipeline = Pipeline(Engine(db, local_embedder, anthropic_client), anthropic_client, models)
-        h = Harness(transport, settings, pipeline, SqliteState(open_db(db)), mock)
+        guide = FieldGuide(settings, embedder=local_embedder, anthropic=anthropic_client)
+        h = Harness(transport, guide, mock)
         made.append(h)
         return h
 

@@ -243,7 +243,7 @@ def test_the_retention_setting_reaches_the_state(monkeypatch, examples_db):
     from bot.wiring import make_state
 
     monkeypatch.setenv("FIELDGUIDE_AUDIT_RETENTION_DAYS", "7")
-    state = make_state(Settings.load(), examples_db)
+    state = make_state(Settings.load().at(examples_db))
     assert isinstance(state, SqliteState) and state.retention_days == 7
 
 

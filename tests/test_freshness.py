@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.indexing import checkout_folder
 from bot.reindex import Refresher, Reindexer, Reporter
 from bot.settings import Settings
 from bot.state.sqlite import InProcess, State
 from bot.testing.githttp import GitHttpServer
-from bot.wiring import checkout_folder, make_pipeline
+from bot.wiring import make_pipeline
 from index.indexer import index_folder
 from index.store import open_db
 from router.citations import updated_ago
@@ -356,7 +357,7 @@ def test_the_ci_example_publishes_a_merge_to_the_fleet(pg_url, repo, tmp_path, m
 
     import yaml
 
-    from bot.wiring import sync_published
+    from bot.indexing import sync_published
     from index.publish import local_generation
     from tests.conftest import ROOT
 
@@ -378,14 +379,14 @@ def test_the_ci_example_publishes_a_merge_to_the_fleet(pg_url, repo, tmp_path, m
         argv = shlex.split(steps[name]["run"])
         assert argv[0] == "fieldguide" and main(argv[1:]) == 0, name
     replica = tmp_path / "replica.db"
-    generation = sync_published(Settings.load(dotenv=None), str(replica))
+    generation = sync_published(Settings.load(dotenv=None).at(replica))
     assert generation == local_generation(replica) == 1
     assert set(doc_rows(replica)) == {"ops/pelican.md"}  # FIELDGUIDE_DOCS_GIT_PATH: docs/ only
     assert all(doc_rows(replica).values())  # dated by their commits
     # the next merge: only what changed is indexed, and published as the next generation
     repo.commit({"docs/ops/heron.md": PELICAN.replace("pelican", "heron")})
     assert main(["index", "--quiet"]) == 0
-    assert sync_published(Settings.load(dotenv=None), str(replica)) == 2
+    assert sync_published(Settings.load(dotenv=None).at(replica)) == 2
     assert set(doc_rows(replica)) == {"ops/pelican.md", "ops/heron.md"}
 
 
@@ -428,11 +429,9 @@ def test_the_refresh_period_is_a_duration():
 
 def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, local_embedder):
     """The real Bolt app over signed HTTP, its schedule on (FIELDGUIDE_REFRESH_EVERY=1s)."""
-    from bot.state.sqlite import SqliteState
+    from bot.app import FieldGuide
     from bot.testing.slack_harness import Harness, answer_in, mention, wait
     from bot.testing.stubs import SlackMock
-    from router.engine import Engine
-    from router.pipeline import Pipeline
 
     db = str(tmp_path / "index.db")
     settings = Settings(
@@ -442,9 +441,8 @@ def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, lo
         slack_signing_secret="test-signing-secret",
     )
     assert Reindexer(settings, local_embedder, lock_only()).refresh() is not None
-    pipeline = Pipeline(Engine(db, local_embedder), None, {})
     mock = SlackMock()
-    harness = Harness("http", settings, pipeline, SqliteState(open_db(db)), mock)
+    harness = Harness("http", FieldGuide(settings, embedder=local_embedder), mock)
     try:
         refresher = harness.bot.refresher
         assert refresher is not None

@@ -232,8 +232,8 @@ def test_an_index_written_by_an_older_fieldguide_is_published(pg_url, examples_d
 
 
 def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedder, examples_db):
+    from bot.indexing import start_follower, sync_published
     from bot.settings import Settings
-    from bot.wiring import start_follower, sync_published
     from index.indexer import index_folder
     from index.publish import publish
     from router.engine import Engine
@@ -242,10 +242,10 @@ def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedde
     publish(pg_url, builder)
     settings = Settings(database_url=pg_url)
     replica = str(tmp_path / "replica.db")
-    assert sync_published(settings, replica) == 1
+    assert sync_published(settings.at(replica)) == 1
     engine = Engine(replica, local_embedder)
     old = engine.loaded()
-    follower = start_follower(settings, replica, engine)
+    follower = start_follower(settings, engine)
     try:
         docs = write_docs(tmp_path / "docs", {"zz.md": "# Zanzibar\n\nZanzibar rotation.\n"})
         index_folder(builder, docs, local_embedder, replace=True)  # other docs: a swap

@@ -6,10 +6,8 @@ import time
 import anthropic
 import pytest
 
-from bot.state.sqlite import SqliteState
 from bot.testing.stubs import OVERLOADED, FakeClaude, estimate_tokens
 from index.indexer import index_folder
-from index.store import open_db
 from router import condense
 from router.answer import occurs_in
 from router.citations import link_for
@@ -331,14 +329,15 @@ def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
 
 
 def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
-    from bot.wiring import record
+    from bot.app import FieldGuide
+    from bot.settings import Settings
 
-    p, state = make_pipeline(examples_db, local_embedder), SqliteState(open_db(examples_db))
-    ans = record(
-        state,
-        p.answer("How many times is a failed webhook delivery retried?"),
-        {"channel": "C1", "user": "U1"},
+    guide = FieldGuide(Settings(db=examples_db), embedder=local_embedder)
+    ans = guide.ask(
+        "How many times is a failed webhook delivery retried?",
+        context={"channel": "C1", "user": "U1"},
     )
+    state = guide.state
     assert ans.audit_id is not None
     state.record_feedback(ans.audit_id, "U2", "helpful")
     state.record_feedback(ans.audit_id, "U2", "not_helpful")  # the last choice wins
