@@ -353,8 +353,8 @@ def _eval_answers(
         "set": set_dir.resolve().name,
         "sampled": limit is not None and limit < len(answerable),
         "seed": seed,
-        "offline": pipeline.client is None,
-        "embedder": pipeline.engine.embedder.name,
+        "offline": guide.anthropic is None,
+        "embedder": guide.embedder.name,
         "judge_model": grader.model if grader else None,
         **result["summary"],
     }
