@@ -26,12 +26,12 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
-from bot.testing.fleet import FleetSlack, Replica, mention  # noqa: E402
-from bot.testing.pgserver import PgServer  # noqa: E402
 from index.embedders import make_embedder  # noqa: E402
 from index.indexer import index_folder  # noqa: E402
 from index.pg import upgrade  # noqa: E402
 from index.publish import publish  # noqa: E402
+from tests.standins.fleet import FleetSlack, Replica, mention  # noqa: E402
+from tests.standins.pgserver import PgServer  # noqa: E402
 
 # the statements a replica sends for one event (claim, rate limit, thread lookup, audit row)
 PER_ANSWER = (

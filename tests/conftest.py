@@ -8,10 +8,11 @@ import pytest
 
 from bot.app import FieldGuide
 from bot.settings import Settings
-from bot.testing.slack_harness import Harness
-from bot.testing.stubs import SlackMock, StubServer
 from index.embedders import make_embedder
 from index.search import Searcher
+from tests.standins.server import StubServer
+from tests.standins.slack import SlackMock
+from tests.standins.slack_harness import Harness
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "docs"
@@ -104,10 +105,10 @@ def small_searcher():
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """One real PostgreSQL server for the session (bot/testing/pgserver.py). Without the
+    """One real PostgreSQL server for the session (tests/standins/pgserver.py). Without the
     server binaries the PostgreSQL tests are skipped with the reason, except where
     FIELDGUIDE_REQUIRE_POSTGRES=1 (CI): there they fail."""
-    from bot.testing.pgserver import PgServer, PgUnavailable
+    from tests.standins.pgserver import PgServer, PgUnavailable
 
     try:
         server = PgServer()

@@ -6,17 +6,17 @@ import time
 
 import pytest
 
-from bot.testing.stubs import (
+from router import claims
+from router.answer import Citation
+from router.pipeline import ANSWER, PARTIAL
+from tests.standins.claude import (
     OVERLOADED,
     FakeClaude,
-    Request,
     estimate_tokens,
     min_cacheable,
     prompt_parts,
 )
-from router import claims
-from router.answer import Citation
-from router.pipeline import ANSWER, PARTIAL
+from tests.standins.server import Request
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
 ROTATE_Q = "How often should I rotate API keys?"
@@ -130,7 +130,7 @@ def test_a_check_past_the_deadline_leaves_the_decision(examples_db, local_embedd
 
 
 def test_an_unusable_check_leaves_the_decision(examples_db, local_embedder, stub):
-    from bot.testing.stubs import claude_message, tool_use
+    from tests.standins.claude import claude_message, tool_use
 
     fake = FakeClaude()
     reply = claude_message(tool_use("check_claims", {"sentences": []}), stop_reason="tool_use")

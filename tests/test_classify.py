@@ -2,9 +2,9 @@ import anthropic
 import numpy as np
 import pytest
 
-from bot.testing.stubs import OVERLOADED, claude_message, text_block, tool_use
 from index.search import Searcher
 from router.classify import CLASSIFY_TOOL, ClaudeClassifier, OfflineClassifier
+from tests.standins.claude import OVERLOADED, claude_message, text_block, tool_use
 
 INTENTS = [
     {

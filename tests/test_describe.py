@@ -2,11 +2,12 @@ import anthropic
 import yaml
 
 from bot.cli import main
-from bot.testing.stubs import Request, claude_message, tool_use
 from index.search import Searcher
 from index.store import load_chunks, open_db
 from router.classify import CLASSIFY_TOOL, ClaudeClassifier, OfflineClassifier
 from router.describe import DESCRIBE_TOOL, intent_headings
+from tests.standins.claude import claude_message, tool_use
+from tests.standins.server import Request
 
 
 def describe_answers(req: Request):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.testing.stubs import voyage_embeddings
 from index.embedders import VoyageEmbedder
 from index.indexer import index_folder
 from tests.conftest import ROOT, write_docs
+from tests.standins.voyage import voyage_embeddings
 
 LONG_INTENT = "i" * 64  # the longest valid name
 

@@ -17,12 +17,12 @@ from bot.indexing import checkout_folder
 from bot.reindex import Refresher, Reindexer, Reporter
 from bot.settings import Settings
 from bot.state.sqlite import InProcess, State
-from bot.testing.githttp import GitHttpServer
 from bot.wiring import make_pipeline
 from index.indexer import index_folder
 from index.store import open_db
 from router.citations import updated_ago
 from tests.conftest import write_docs
+from tests.standins.githttp import GitHttpServer
 
 LOGIN = "---\nintent: authentication\n---\n# Login\n\nUse tide login to sign in.\n"
 LIMITS = "---\nintent: api\n---\n# Rate limits\n\nTeam plans get 100 requests a second.\n"
@@ -430,8 +430,8 @@ def test_the_refresh_period_is_a_duration():
 def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, local_embedder):
     """The real Bolt app over signed HTTP, its schedule on (FIELDGUIDE_REFRESH_EVERY=1s)."""
     from bot.app import FieldGuide
-    from bot.testing.slack_harness import Harness, answer_in, mention, wait
-    from bot.testing.stubs import SlackMock
+    from tests.standins.slack import SlackMock
+    from tests.standins.slack_harness import Harness, answer_in, mention, wait
 
     db = str(tmp_path / "index.db")
     settings = Settings(

@@ -1,5 +1,5 @@
 """PostgresState, the schema and index publishing against a real PostgreSQL server (started by the
-suite: bot/testing/pgserver.py)."""
+suite: tests/standins/pgserver.py)."""
 
 import json
 import threading
@@ -49,7 +49,7 @@ def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
 
 
 def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypatch, capsys):
-    from bot.testing.pgserver import free_port
+    from tests.standins.pgserver import free_port
 
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")
     assert main(["audit"]) == 2
@@ -270,7 +270,7 @@ def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_ful
     # issue 27 row 10: PostgreSQL refusing new connections (max_connections reached) left both
     # replicas "unreachable" although their pools worked, and de-duplicating in memory: every
     # retried event answered twice. A session now comes from the pool.
-    from bot.testing.pgserver import PgServer
+    from tests.standins.pgserver import PgServer
 
     server = PgServer({"max_connections": "12"})
     held: list[psycopg.Connection] = []

@@ -6,7 +6,6 @@ import time
 import anthropic
 import pytest
 
-from bot.testing.stubs import OVERLOADED, FakeClaude, estimate_tokens
 from index.indexer import index_folder
 from router import condense
 from router.answer import occurs_in
@@ -22,6 +21,7 @@ from router.pipeline import (
     QuestionError,
 )
 from tests.conftest import EXAMPLES
+from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -310,8 +310,8 @@ def test_empty_and_huge_questions(examples_db, local_embedder):
 
 
 def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
-    from bot.testing.stubs import voyage_embeddings
     from index.embedders import VoyageEmbedder
+    from tests.standins.voyage import voyage_embeddings
 
     stub.route("/v1/embeddings", voyage_embeddings())
     voyage = VoyageEmbedder("k", base_url=stub.url + "/v1", max_retries=0)

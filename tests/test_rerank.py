@@ -1,9 +1,9 @@
 import json
 
 from bot.cli import main
-from bot.testing.stubs import voyage_embeddings, voyage_rate_limited, voyage_rerank
 from index.rerank import VoyageReranker
 from router.engine import Engine
+from tests.standins.voyage import voyage_embeddings, voyage_rate_limited, voyage_rerank
 
 QUESTION = "How do I rotate an API key?"
 

@@ -9,20 +9,15 @@ import anthropic
 import pytest
 
 from bot.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
-from bot.testing.slack_harness import (
+from tests.standins.server import StubServer
+from tests.standins.slack import BOT, RATELIMITED, SERVER_ERROR, slack_error
+from tests.standins.slack_harness import (
     Harness,
     answer_in,
     dm,
     mention,
     sentinel,
     wait,
-)
-from bot.testing.stubs import (
-    BOT,
-    RATELIMITED,
-    SERVER_ERROR,
-    StubServer,
-    slack_error,
 )
 
 
@@ -450,7 +445,7 @@ def test_bodies_over_a_megabyte_get_413(http):
 @pytest.fixture
 def claude_stub():
     """A real anthropic client on a Messages API stub answering as FakeClaude(**kwargs)."""
-    from bot.testing.stubs import FakeClaude
+    from tests.standins.claude import FakeClaude
 
     servers = []
 

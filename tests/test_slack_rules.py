@@ -30,9 +30,9 @@ from bot.slack_rules import (
     thread_title,
 )
 from bot.state.sqlite import SqliteState
-from bot.testing.stubs import SERVER_ERROR, SlackMock, slack_error
 from index.store import open_db
 from router.answer import Answer, Source
+from tests.standins.slack import SERVER_ERROR, SlackMock, slack_error
 
 BOT = "UBOT"
 

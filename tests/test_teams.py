@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 from bot.scopes import ScopeError, load_scopes
-from bot.testing.slack_harness import Harness, answer_in, mention
-from bot.testing.stubs import SlackMock
 from index.store import open_db
 from tests.conftest import EXAMPLES
+from tests.standins.slack import SlackMock
+from tests.standins.slack_harness import Harness, answer_in, mention
 
 SCOPES = """
 channels:
@@ -170,7 +170,7 @@ def ephemerals(mock: SlackMock) -> list[dict]:
 
 
 def test_ask_a_person_posts_once_to_the_owners_channel_and_is_recorded(make_harness, owned_db):
-    from bot.testing.slack_harness import blocks_of, wait
+    from tests.standins.slack_harness import blocks_of, wait
 
     h = make_harness()
     question = "Can I pay my invoice with Dogecoin?"
@@ -200,7 +200,7 @@ def test_ask_a_person_posts_once_to_the_owners_channel_and_is_recorded(make_harn
 def test_a_thumbs_down_offers_a_person_and_a_group_owner_is_mentioned_in_the_thread(
     make_harness, owned_db
 ):
-    from bot.testing.slack_harness import blocks_of, wait
+    from tests.standins.slack_harness import blocks_of, wait
 
     h = make_harness()
     h.event(mention("How many times is a failed webhook retried?", channel="C1"), "EvB1")
@@ -226,7 +226,7 @@ def test_a_thumbs_down_offers_a_person_and_a_group_owner_is_mentioned_in_the_thr
 
 
 def home_opened(h: Harness, user: str, event_id: str) -> dict:
-    from bot.testing.slack_harness import wait
+    from tests.standins.slack_harness import wait
 
     h.mock.home_views.pop(user, None)
     acked, _ = h.event({"type": "app_home_opened", "user": user, "tab": "home"}, event_id)
@@ -239,8 +239,8 @@ def home_text(view: dict) -> str:
 
 
 def test_app_home_shows_an_admin_the_index_the_week_and_the_gaps(make_harness):
-    from bot.testing.slack_harness import wait
     from router.answer import Answer
+    from tests.standins.slack_harness import wait
 
     h = make_harness()
     state = h.state
@@ -326,7 +326,7 @@ def test_views_publish_is_checked_as_slack_checks_it():
 
 
 def test_ask_a_person_from_a_dm_goes_to_the_owner_by_dm(make_harness, examples_db):
-    from bot.testing.slack_harness import dm, wait
+    from tests.standins.slack_harness import dm, wait
 
     with open_db(examples_db).conn as conn:  # every doc owned by one person (as intents.yaml says)
         conn.execute("UPDATE intents SET owner = 'U0DOCS'")

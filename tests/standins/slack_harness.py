@@ -11,7 +11,8 @@ from urllib.parse import urlencode
 from waitress import wasyncore
 
 from bot.slack_app import build_bot, http_server
-from bot.testing.stubs import BOT, TEAM, SlackMock, SocketModeServer, signed_request
+from tests.standins.slack import BOT, TEAM, SlackMock, signed_request
+from tests.standins.socket_mode import SocketModeServer
 
 SECRET = "test-signing-secret"
 
