@@ -171,7 +171,7 @@ def run(args, rng: random.Random, questions: list[str], replicas: list[Replica],
     lost_with_r1 = [t for t in sent_at if t not in counts and acked.get(t) == {0}]
     for r in replicas[1:]:
         r.log.flush()
-    # events another replica's sweeper answered for the killed one (bot/orphans.py)
+    # events another replica's sweeper answered for the killed one (bot/slack/orphans.py)
     taken_over = sum(
         Path(r.log.name).read_text().count("the replica that acknowledged it died")
         for r in replicas[1:]

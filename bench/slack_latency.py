@@ -24,7 +24,7 @@ from slack_sdk import WebClient
 
 from bot.app import FieldGuide
 from bot.settings import Settings
-from bot.slack_app import build_app, build_bot, make_wsgi
+from bot.slack.slack_app import build_app, build_bot, make_wsgi
 from index.embedders import make_embedder
 from index.indexer import index_folder
 from tests.standins.slack import BOT, SlackMock, signed_request

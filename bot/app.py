@@ -42,6 +42,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class CannotServe(Exception):
+    """`serve` cannot start; the message is fit to show, `status` is the exit status."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
 class FieldGuide:
     def __init__(
         self,

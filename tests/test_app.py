@@ -1,14 +1,12 @@
 """fieldguide as one application object (bot/app.py): opened once, each part made once, the
 question's path stateless below it."""
 
-import ast
 import sqlite3
-from pathlib import Path
 
 from bot import api
 from bot.app import FieldGuide
 from bot.settings import Settings
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES
 
 QUESTION = "How many times is a failed webhook delivery retried?"
 
@@ -54,22 +52,3 @@ def test_open_takes_the_index_file_given_over_the_setting(tmp_path):
     assert FieldGuide.open(settings, tmp_path / "other.db").settings.db == str(
         tmp_path / "other.db"
     )
-
-
-def imports_of(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-    return names
-
-
-def test_the_question_path_imports_nothing_from_bot():
-    """router/ is below bot/: the question's path keeps no store and knows no caller."""
-    for path in sorted((ROOT / "router").glob("*.py")):
-        assert not [n for n in imports_of(path) if n.split(".")[0] == "bot"], path.name
-    source = (ROOT / "router" / "pipeline.py").read_text(encoding="utf-8")
-    assert "self.state" not in source and "record_answer" not in source

@@ -14,8 +14,8 @@ import pytest
 
 from bot.cli import main
 from bot.indexing import checkout_folder
-from bot.reindex import Refresher, Reindexer, Reporter
 from bot.settings import Settings
+from bot.slack.reindex import Refresher, Reindexer, Reporter
 from bot.state.sqlite import InProcess, State
 from bot.wiring import make_pipeline
 from index.indexer import index_folder
@@ -141,7 +141,7 @@ def test_the_scheduled_refresh_answers_a_new_commit_within_one_period(
     assert pipeline.answer(question).decision == "ABSTAIN"  # the docs don't say it yet
 
     refresher = Refresher(reindexer, settings.refresh_seconds, pipeline.engine.loaded)
-    caplog.set_level(logging.INFO, logger="bot.reindex")
+    caplog.set_level(logging.INFO, logger="bot.slack.reindex")
     refresher.start()
     try:
         repo.commit({"ops/pelican.md": PELICAN})
@@ -170,7 +170,7 @@ def test_an_unreachable_repository_keeps_the_index_and_says_so_once(
     assert reindexer.refresh() is not None
     before = doc_rows(db)
     repo.bare.rename(tmp_path / "moved.git")
-    caplog.set_level(logging.INFO, logger="bot.reindex")
+    caplog.set_level(logging.INFO, logger="bot.slack.reindex")
     assert reindexer.refresh() is None and reindexer.refresh() is None  # said once, not twice
     [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert line.startswith(f"docs refresh failed: could not pull {repo.bare} (branch default)")
@@ -391,7 +391,7 @@ def test_the_ci_example_publishes_a_merge_to_the_fleet(pg_url, repo, tmp_path, m
 
 
 def test_slack_sources_say_when_each_doc_last_changed():
-    from bot.slack_format import plain_pieces, sources_markdown
+    from bot.slack.slack_format import plain_pieces, sources_markdown
     from router.answer import Answer, Source
 
     when = (datetime.now(UTC) - timedelta(days=3, hours=2)).isoformat(timespec="seconds")

@@ -8,7 +8,7 @@ import threading
 import anthropic
 import pytest
 
-from bot.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
+from bot.slack.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
 from tests.standins.server import StubServer
 from tests.standins.slack import BOT, RATELIMITED, SERVER_ERROR, slack_error
 from tests.standins.slack_harness import (

@@ -7,9 +7,9 @@ import time
 import pytest
 from slack_sdk import WebClient
 
-from bot.reindex import RESPONSE_URL_POSTS, Reporter
-from bot.slack_app import SlackStartupError, connect, retry_handlers
-from bot.slack_format import (
+from bot.slack.reindex import RESPONSE_URL_POSTS, Reporter
+from bot.slack.slack_app import SlackStartupError, connect, retry_handlers
+from bot.slack.slack_format import (
     MARKDOWN_LIMIT,
     answer_messages,
     fallback_text,
@@ -18,7 +18,7 @@ from bot.slack_format import (
     safe_markdown,
     safe_url,
 )
-from bot.slack_rules import (
+from bot.slack.slack_rules import (
     GREETING,
     WORKING,
     history_from,

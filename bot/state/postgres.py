@@ -8,7 +8,7 @@
   died before answering (its session is gone), or has not answered within `LEASE_SECONDS`, is
   answered by the replica that gets it. An answered claim holds for an hour, then expires.
   The claim keeps the event (what Slack sent): an event whose claimer died unanswered is taken
-  over by another replica's sweeper (`take_orphans`, bot/orphans.py), as Slack does not resend
+  over by another replica's sweeper (`take_orphans`, bot/slack/orphans.py), as Slack does not resend
   an event it saw acknowledged.
 - Rate limits: one row per user with the times of their questions in the last minute, updated in
   one statement (the row lock makes concurrent replicas count together).
@@ -17,8 +17,8 @@
 While PostgreSQL is unreachable, answers go on: audit rows and feedback wait in a bounded queue
 and are written on reconnect, de-duplication and rate limits fall back to this process's memory
 (one warning per outage). An event is not acknowledged while its claim cannot be made durable
-(`durable`, checked by bot/slack_app.py before Bolt acks): Slack keeps it and sends it again, to
-this replica or another, so a replica dying during the outage loses nothing it held only in
+(`durable`, checked by bot/slack/slack_app.py before Bolt acks): Slack keeps it and sends it again,
+to this replica or another, so a replica dying during the outage loses nothing it held only in
 memory; Slack's last retry is answered from memory rather than refused for good.
 
 Text PostgreSQL cannot hold (NUL, lone surrogates) is cleaned before it is stored (index/clean.py),

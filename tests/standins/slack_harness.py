@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from waitress import wasyncore
 
-from bot.slack_app import build_bot, http_server
+from bot.slack.slack_app import build_bot, http_server
 from tests.standins.slack import BOT, TEAM, SlackMock, signed_request
 from tests.standins.socket_mode import SocketModeServer
 
@@ -23,7 +23,7 @@ class Harness:
     def __init__(self, transport: str, guide, mock: SlackMock):
         from slack_sdk import WebClient
 
-        from bot.slack_app import retry_handlers
+        from bot.slack.slack_app import retry_handlers
 
         self.transport, self.mock, self.guide = transport, mock, guide
         client = WebClient(

@@ -15,7 +15,7 @@ from ..reindex import Reindexer
 from ..slack_rules import dedupe_keys, plain_text, reply_thread
 
 if TYPE_CHECKING:
-    from ..app import FieldGuide
+    from ...app import FieldGuide
 
 QUESTIONS_PER_MINUTE = 6  # per user
 TOO_FAST = "You're asking faster than I can read: give me a minute and ask again."
@@ -28,8 +28,8 @@ class Bot:
     answerer: Answerer
     reindexer: Reindexer
     app: App
-    sweeper: Any = None  # bot/orphans.py's Sweeper, in a fleet
-    refresher: Any = None  # bot/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
+    sweeper: Any = None  # bot/slack/orphans.py's Sweeper, in a fleet
+    refresher: Any = None  # bot/slack/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
 
     def ask(
         self,
@@ -42,7 +42,7 @@ class Bot:
     ) -> None:
         """Queue the question in `event` once (Slack's retries and double deliveries dropped),
         within the user's rate limit. In a fleet the claim keeps what is needed to answer it, for
-        another replica to answer if this one dies first (bot/orphans.py)."""
+        another replica to answer if this one dies first (bot/slack/orphans.py)."""
         keys = dedupe_keys(body, event)
         stored = {
             "keys": list(keys),

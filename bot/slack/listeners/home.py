@@ -1,5 +1,5 @@
-"""The App Home tab (bot/home.py): published with views.publish for whoever opens it; its reindex
-button (admins only) runs the same Reindexer, under the same lock, as /docs-reindex."""
+"""The App Home tab (bot/slack/home.py): published with views.publish for whoever opens it; its
+reindex button (admins only) runs the same Reindexer, under the same lock, as /docs-reindex."""
 
 from __future__ import annotations
 

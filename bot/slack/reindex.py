@@ -17,8 +17,8 @@ from bot.state.sqlite import State
 from index.embedders import Embedder
 from index.indexer import IndexError_, RunSummary, SourceMismatch, last_runs
 
-from .indexing import docs_source, index_docs
-from .settings import Settings
+from ..indexing import docs_source, index_docs
+from ..settings import Settings
 from .slack_format import escape
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
-"""The Slack app: a WebClient that retries, the Bolt App with its listeners (bot/listeners/), and
-the WSGI entry point for HTTP mode.
+"""The Slack app: a WebClient that retries, the Bolt App with its listeners (listeners/), and the
+WSGI entry point for HTTP mode.
 
-Bolt acknowledges each event at once; answers run on their own bounded pool (bot/answers.py), so
-acks, feedback clicks and commands never wait behind a slow answer. Retries and double deliveries
-are dropped by `State.claim_event`, which survives a restart.
+Bolt acknowledges each event at once; answers run on their own bounded pool (answers.py), so acks,
+feedback clicks and commands never wait behind a slow answer. Retries and double deliveries are
+dropped by `State.claim_event`, which survives a restart.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.signature import SignatureVerifier
 
+from ..health import Health, respond
+from ..settings import Settings
 from .answers import Answerer
-from .health import Health, respond
 from .listeners import Bot, register
 from .reindex import Refresher, Reindexer
-from .settings import Settings
 
 if TYPE_CHECKING:
-    from .app import FieldGuide
+    from ..app import FieldGuide
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 from index.indexer import last_runs
 from index.store import load_owners, owner_of
 
-from .gaps import find_topics, top_intent
+from ..gaps import find_topics, top_intent
 from .slack_format import escape
 
 REINDEX_ACTION = "home_reindex"

@@ -1,6 +1,6 @@
 """Feedback clicks: Slack's native feedback buttons under an answer (and the older 👍/👎 buttons),
 stored last-write-wins per user and answer; a 👎 offers "Ask a person", whose click hands the
-question to the docs' owners (bot/handoff.py)."""
+question to the docs' owners (bot/slack/handoff.py)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ from .slack_rules import (
 )
 
 if TYPE_CHECKING:
-    from .app import FieldGuide
+    from ..app import FieldGuide
 
 log = logging.getLogger(__name__)
 

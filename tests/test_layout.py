@@ -1,0 +1,51 @@
+"""The rooms show the architecture: the question's path (router/) below the application (bot/),
+the Slack runtime in bot/slack/, no product module too long to read whole."""
+
+import ast
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PRODUCT = ("bot", "router", "index", "prompts")
+MAX_LINES = 600
+
+
+def imports_of(path: Path) -> set[str]:
+    """The modules `path` imports, relative imports made absolute."""
+    package = list(path.relative_to(ROOT).parent.parts)
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            names.add(".".join(base + ([node.module] if node.module else [])))
+    return names
+
+
+def test_the_question_path_imports_nothing_from_bot():
+    """router/ is below bot/: the question's path keeps no store and knows no caller."""
+    for path in sorted((ROOT / "router").glob("*.py")):
+        assert not [n for n in imports_of(path) if n.split(".")[0] == "bot"], path.name
+    source = (ROOT / "router" / "pipeline.py").read_text(encoding="utf-8")
+    assert "self.state" not in source and "record_answer" not in source
+
+
+def test_no_product_module_is_over_600_lines():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for top in PRODUCT
+        for p in (ROOT / top).rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_the_slack_runtime_is_one_package():
+    slack = {p.stem for p in (ROOT / "bot" / "slack").glob("*.py")}
+    assert {"slack_app", "answers", "slack_format", "slack_rules", "home", "handoff"} <= slack
+    assert {"orphans", "reindex", "serve"} <= slack and (ROOT / "bot/slack/listeners").is_dir()
+    # the CLI, the API and the state know no Slack runtime: FieldGuide.serve alone starts it
+    for path in sorted((ROOT / "bot").rglob("*.py")):
+        if "slack" not in path.relative_to(ROOT / "bot").parts and path.name != "app.py":
+            assert not [n for n in imports_of(path) if n.startswith("bot.slack")], path.name
