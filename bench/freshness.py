@@ -27,7 +27,7 @@ from harness import ROOT, SHARED, WORK, ms, table, write_section
 
 from bot.settings import Settings
 from bot.slack.reindex import Refresher, Reindexer
-from bot.state.sqlite import InProcess
+from bot.state.memory import InProcess
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 

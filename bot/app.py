@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import sqlite_utils
 
     from bot.scopes import Scopes
-    from bot.state.sqlite import State
+    from bot.state import State
     from index.embedders import Embedder
     from router.answer import Answer
     from router.claude import MessagesClient

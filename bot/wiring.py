@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # imported for annotations only: the commands import what the
     import sqlite_utils
 
     from bot.scopes import Scopes
-    from bot.state.sqlite import State
+    from bot.state import State
     from index.embedders import Embedder
     from index.rerank import VoyageReranker
     from router.claude import MessagesClient

@@ -16,7 +16,8 @@ from bot.cli import main
 from bot.indexing import checkout_folder
 from bot.settings import Settings
 from bot.slack.reindex import Refresher, Reindexer, Reporter
-from bot.state.sqlite import InProcess, State
+from bot.state import State
+from bot.state.memory import InProcess
 from bot.wiring import make_pipeline
 from index.indexer import index_folder
 from index.store import open_db

@@ -49,3 +49,22 @@ def test_the_slack_runtime_is_one_package():
     for path in sorted((ROOT / "bot").rglob("*.py")):
         if "slack" not in path.relative_to(ROOT / "bot").parts and path.name != "app.py":
             assert not [n for n in imports_of(path) if n.startswith("bot.slack")], path.name
+
+
+def test_the_state_is_a_declared_interface():
+    """What a State can do is declared (bot/state/__init__.py), fleet capabilities included:
+    every implementation has all of it, and no caller probes a State with getattr/hasattr."""
+    import re
+
+    from bot.state import State
+    from bot.state.postgres import PostgresState
+    from bot.state.sqlite import SqliteState
+
+    members = {n for n in vars(State) if not n.startswith("_")} | set(State.__annotations__)
+    assert {"fleet", "durable", "take_orphans", "note_placeholder", "claim_event"} <= members
+    for cls in (SqliteState, PostgresState):
+        assert [m for m in members if not hasattr(cls, m)] == [], cls.__name__
+    assert SqliteState.fleet is False and PostgresState.fleet is True
+    for path in sorted((ROOT / "bot").rglob("*.py")):
+        probes = re.findall(r"\b(?:getattr|hasattr)\([\w.]*state\b", path.read_text())
+        assert probes == [], path.name

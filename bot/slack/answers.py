@@ -163,9 +163,8 @@ class Answerer:
             return
         # an event taken over from a dead replica answers in that replica's placeholder
         placeholder = q.extra.get("placeholder") or self._show_work(q)
-        note = getattr(self.guide.state, "note_placeholder", None)
-        if placeholder and q.keys and note is not None and not q.extra.get("placeholder"):
-            note(q.keys, placeholder)
+        if placeholder and q.keys and not q.extra.get("placeholder"):
+            self.guide.state.note_placeholder(q.keys, placeholder)
         history = self.history(q)
         if q.assistant and not history:
             self._call(

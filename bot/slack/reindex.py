@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from bot.state.sqlite import State
+from bot.state import State
 from index.embedders import Embedder
 from index.indexer import IndexError_, RunSummary, SourceMismatch, last_runs
 

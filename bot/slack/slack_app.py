@@ -112,8 +112,7 @@ def build_bot(guide: FieldGuide, client: WebClient | None = None) -> Bot:
         reindexer=Reindexer(settings, guide.embedder, state),
         app=app,
     )
-    durable = getattr(state, "durable", None)
-    if durable is not None:  # a fleet: no ack for an event whose claim would not survive us
+    if state.fleet:  # no ack for an event whose claim would not survive this replica
 
         @app.middleware
         def hold_undurable_events(req: BoltRequest, resp: BoltResponse, next: Callable) -> Any:
@@ -121,7 +120,7 @@ def build_bot(guide: FieldGuide, client: WebClient | None = None) -> Bot:
             if (
                 req.body.get("type") == "event_callback"
                 and retry < SLACK_LAST_RETRY
-                and not durable()
+                and not state.durable()
             ):
                 # Slack sends it again (HTTP: a 503; Socket Mode: no ack), to us or another
                 # replica, once PostgreSQL is back; its last retry is answered from memory
@@ -129,7 +128,7 @@ def build_bot(guide: FieldGuide, client: WebClient | None = None) -> Bot:
             return next()
 
     register(app, bot)
-    if hasattr(state, "take_orphans"):  # a fleet: answer what dead replicas acknowledged
+    if state.fleet:  # answer what dead replicas acknowledged
         from .orphans import Sweeper
 
         bot.sweeper = Sweeper(bot)
