@@ -250,6 +250,8 @@ def test_a_folder_doc_is_dated_by_its_file_time_and_an_old_index_gains_dates(
     # an index written before the column existed: it comes back, filled on the next run
     conn = open_db(db)
     conn.execute("ALTER TABLE docs DROP COLUMN updated")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm003_doc_updated'")  # nor its record
+    conn.conn.commit()
     conn.conn.close()
     summary = index_folder(db, docs, local_embedder)
     assert summary.unchanged == ["api/limits.md", "auth/login.md"] and summary.embedded == 0

@@ -68,3 +68,16 @@ def test_the_state_is_a_declared_interface():
     for path in sorted((ROOT / "bot").rglob("*.py")):
         probes = re.findall(r"\b(?:getattr|hasattr)\([\w.]*state\b", path.read_text())
         assert probes == [], path.name
+
+
+def test_sql_is_written_by_the_owners_of_the_tables():
+    """The index's tables are read and written in index/, the audit trail's in bot/state/: the
+    rest of bot/ (home, doctor, scopes, health...) and router/ go through them."""
+    import re
+
+    statement = re.compile(r"\.execute\(|\.query\(|\b(?:SELECT|INSERT|UPDATE|DELETE) ", re.M)
+    for top in ("bot", "router"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path.relative_to(ROOT).parts[:2] == ("bot", "state"):
+                continue
+            assert not statement.search(path.read_text(encoding="utf-8")), path.name

@@ -15,7 +15,7 @@ from typing import Any
 
 import sqlite_utils
 
-from index.store import utc_now
+from index.store import migrate, utc_now
 
 from .memory import InProcess
 from .rows import USAGE_BATCH, answer_filter, answer_row, decode_row
@@ -27,29 +27,35 @@ _write_lock = threading.Lock()
 # pruning old answers is a DELETE over an index: done at most this often per process, not per answer
 PRUNE_EVERY_SECONDS = 3600
 
-AUDIT_SCHEMA = """
-CREATE TABLE IF NOT EXISTS answers (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT, question TEXT, condensed TEXT,
-    decision TEXT, intents TEXT, routing TEXT, hits TEXT, passages TEXT, dropped_passages INTEGER,
-    models TEXT, prompts TEXT, answer TEXT, citations TEXT, evidence TEXT, offline INTEGER,
-    notes TEXT, timings_ms TEXT, usage TEXT, channel TEXT, user TEXT, thread_ts TEXT,
-    message_ts TEXT);
-CREATE INDEX IF NOT EXISTS answers_created ON answers(created);
-CREATE INDEX IF NOT EXISTS answers_thread ON answers(channel, thread_ts);
-CREATE TABLE IF NOT EXISTS feedback (
-    answer_id INTEGER, user TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, user));
-CREATE TABLE IF NOT EXISTS slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS slack_events_claimed ON slack_events(claimed);
-CREATE TABLE IF NOT EXISTS handoffs (
-    answer_id INTEGER PRIMARY KEY, user TEXT, owner TEXT, target TEXT, created TEXT);
-"""
 EVENT_TTL = 3600.0  # seconds a claimed Slack event stays claimed (Slack retries within minutes)
 
+# The audit trail's tables, beside the index's in the same file (index/store.py owns those): this
+# module alone reads and writes them.
+AUDIT_MIGRATIONS = sqlite_utils.Migrations("fieldguide.audit")
 
-def ensure_tables(db: sqlite_utils.Database) -> None:
-    """Create the tables once, when a SqliteState opens its connection, so the per-answer writes
-    below don't repeat it."""
-    db.conn.executescript(AUDIT_SCHEMA)
+
+@AUDIT_MIGRATIONS()
+def m001_audit_tables(db: sqlite_utils.Database) -> None:
+    """Answers, feedback, claimed Slack events and hand-offs (IF NOT EXISTS: an index made before
+    migrations has them)."""
+    for sql in (
+        """CREATE TABLE IF NOT EXISTS answers (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT, question TEXT, condensed TEXT,
+            decision TEXT, intents TEXT, routing TEXT, hits TEXT, passages TEXT,
+            dropped_passages INTEGER, models TEXT, prompts TEXT, answer TEXT, citations TEXT,
+            evidence TEXT, offline INTEGER, notes TEXT, timings_ms TEXT, usage TEXT, channel TEXT,
+            user TEXT, thread_ts TEXT, message_ts TEXT)""",
+        "CREATE INDEX IF NOT EXISTS answers_created ON answers(created)",
+        "CREATE INDEX IF NOT EXISTS answers_thread ON answers(channel, thread_ts)",
+        """CREATE TABLE IF NOT EXISTS feedback (
+            answer_id INTEGER, user TEXT, value TEXT, created TEXT,
+            PRIMARY KEY (answer_id, user))""",
+        "CREATE TABLE IF NOT EXISTS slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS slack_events_claimed ON slack_events(claimed)",
+        """CREATE TABLE IF NOT EXISTS handoffs (
+            answer_id INTEGER PRIMARY KEY, user TEXT, owner TEXT, target TEXT, created TEXT)""",
+    ):
+        db.execute(sql)
 
 
 def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
@@ -149,7 +155,8 @@ class SqliteState(InProcess):
         self._last_prune: float | None = None
         self._warned = False
         super().__init__()  # claims live here only while the index can't be written
-        self._audit_failed(lambda: ensure_tables(db))
+        # the tables once, now, so the per-answer writes below don't repeat it
+        self._audit_failed(lambda: migrate(db, AUDIT_MIGRATIONS))
 
     def _audit_failed(self, write) -> bool:
         """Run an audit write; on a database error warn once and go on (True)."""

@@ -17,8 +17,7 @@ from .common import Bot
 def register(app: App, bot: Bot) -> None:
     def publish(client: WebClient, user: str, logger: Logger) -> None:
         admin = user in bot.guide.settings.admin_ids
-        engine = bot.guide.engine
-        view = home_view(user, admin, bot.guide.state, engine, engine.db_path)
+        view = home_view(user, admin, bot.guide.state, bot.guide.engine)
         try:
             client.views_publish(user_id=user, view=view)
         except SLACK_FAILURES as e:
