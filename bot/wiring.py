@@ -3,9 +3,12 @@ objects."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from .settings import Settings
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
     import sqlite_utils
@@ -28,6 +31,7 @@ def embedder_for(settings: Settings) -> Embedder:
         settings.voyage_base_url,
         settings.timeout,
         settings.model_dir,
+        settings.query_timeout,
     )
 
 
@@ -46,7 +50,8 @@ def make_anthropic(settings: Settings) -> MessagesClient | None:
 
 
 def make_reranker(settings: Settings) -> VoyageReranker | None:
-    """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty."""
+    """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty: at
+    question time, one try of FIELDGUIDE_QUERY_TIMEOUT seconds, then the fused order."""
     if not settings.voyage_api_key or not settings.rerank_model:
         return None
     from index.rerank import VoyageReranker
@@ -56,8 +61,8 @@ def make_reranker(settings: Settings) -> VoyageReranker | None:
         settings.rerank_model,
         settings.rerank_depth,
         settings.voyage_base_url,
-        settings.timeout,
-        settings.max_retries,
+        settings.query_timeout,
+        max_retries=0,
     )
 
 
@@ -97,9 +102,23 @@ def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
     """The stateless question path over `engine` (default: make_engine(settings))."""
     from router.pipeline import Pipeline
 
+    if settings.anthropic_api_key:
+        from .costs import unpriced
+
+        if no_price := unpriced(settings):
+            log.warning(
+                "No price for %s: audit --stats cannot estimate its cost; add it to"
+                " FIELDGUIDE_PRICES",
+                ", ".join(no_price),
+            )
     engine = engine or make_engine(settings)
     return Pipeline(
-        engine, engine.anthropic, models_of(settings), settings.docs_base_url, settings.deadline
+        engine,
+        engine.anthropic,
+        models_of(settings),
+        settings.docs_base_url,
+        settings.deadline,
+        path=settings.claude_path,
     )
 
 

@@ -141,6 +141,14 @@ def make_harness(examples_db, local_embedder):
         db = db or examples_db
         mock = SlackMock()
         mock.channels = channels or {}
+        if anthropic_client is not None:  # model ids the Messages API stand-in knows
+            overrides = {
+                "classify_model": "claude-haiku-4-5",
+                "condense_model": "claude-haiku-4-5",
+                "extract_model": "claude-haiku-4-5",
+                "check_model": "claude-haiku-4-5",
+                "answer_model": "claude-sonnet-4-6",
+            } | overrides
         settings = Settings(
             db=db,
             docs=str(docs),
