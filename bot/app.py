@@ -42,14 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class CannotServe(Exception):
-    """`serve` cannot start; the message is fit to show, `status` is the exit status."""
-
-    def __init__(self, message: str, status: int = 1):
-        super().__init__(message)
-        self.status = status
-
-
 class FieldGuide:
     def __init__(
         self,
@@ -162,7 +154,8 @@ class FieldGuide:
 
     def serve(self, http: int | None = None, host: str = "0.0.0.0") -> None:
         """The Slack bot (bot/slack/serve.py): Socket Mode, or HTTP on port `http`, until the
-        process is stopped; a CannotServe saying why when it cannot start."""
+        process is stopped; a CannotServe (bot/slack/serve.py) saying why when it cannot
+        start."""
         from .slack.serve import serve
 
         serve(self, http, host)

@@ -362,8 +362,9 @@ def doctor(settings: Settings | SettingsError, docs: str | None, as_json: bool, 
     help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
 )
 def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
-    from .app import CannotServe, FieldGuide
+    from .app import FieldGuide
     from .logs import configure, unconfigure
+    from .slack.serve import CannotServe
 
     configure(settings.log_level, settings.log_format)
     try:

@@ -28,7 +28,7 @@ def test_ask_opens_the_index_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sqlite3, "connect", counted)
     ans = api.ask(QUESTION, channel="C0123ABC", settings=settings)
-    assert ans.decision == "ANSWER" and ans.scope is not None and ans.audit_id is not None
+    assert ans.sources and ans.scope is not None and ans.audit_id is not None
     assert [p for p in opened if db.name in p] == [str(db)]
     [row] = api.audit(settings=settings)
     assert row["id"] == ans.audit_id and row["question"] == QUESTION

@@ -45,7 +45,7 @@ from .slack_rules import (
 )
 
 if TYPE_CHECKING:
-    from ..app import FieldGuide
+    from .guide import Guide
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Answerer:
 
     def __init__(
         self,
-        guide: FieldGuide,
+        guide: Guide,
         bot_user: str,
         workers: int = 4,
         queue_size: int = 20,

@@ -9,14 +9,21 @@ from typing import TYPE_CHECKING
 
 from index.redact import redact_logs
 
-from ..app import CannotServe
 from ..logs import say
 
 if TYPE_CHECKING:
-    from ..app import FieldGuide
+    from .guide import Guide
 
 
-def serve(guide: FieldGuide, http: int | None, host: str) -> None:
+class CannotServe(Exception):
+    """`serve` cannot start; the message is fit to show, `status` is the exit status."""
+
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
+def serve(guide: Guide, http: int | None, host: str) -> None:
     """Run the bot of `guide` (Socket Mode, or HTTP on port `http`); CannotServe when it cannot
     start (a token missing or refused, the health port taken)."""
     from ..health import Health, auth_test_slack, serve_health, socket_mode_slack

@@ -32,7 +32,7 @@ from .listeners import Bot, register
 from .reindex import Refresher, Reindexer
 
 if TYPE_CHECKING:
-    from ..app import FieldGuide
+    from .guide import Guide
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def connect(client: WebClient, within: float) -> dict:
         delay *= 2
 
 
-def build_bot(guide: FieldGuide, client: WebClient | None = None) -> Bot:
+def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
     """The Bolt App of `guide` with every listener, and what they share."""
     settings = guide.settings
     client = client or make_client(settings)
@@ -145,7 +145,7 @@ def build_bot(guide: FieldGuide, client: WebClient | None = None) -> Bot:
     return bot
 
 
-def build_app(guide: FieldGuide, client: WebClient | None = None) -> App:
+def build_app(guide: Guide, client: WebClient | None = None) -> App:
     return build_bot(guide, client).app
 
 

@@ -15,7 +15,7 @@ from ..reindex import Reindexer
 from ..slack_rules import dedupe_keys, plain_text, reply_thread
 
 if TYPE_CHECKING:
-    from ...app import FieldGuide
+    from ..guide import Guide
 
 QUESTIONS_PER_MINUTE = 6  # per user
 TOO_FAST = "You're asking faster than I can read: give me a minute and ask again."
@@ -23,7 +23,7 @@ TOO_FAST = "You're asking faster than I can read: give me a minute and ask again
 
 @dataclass
 class Bot:
-    guide: FieldGuide
+    guide: Guide
     bot_user: str
     answerer: Answerer
     reindexer: Reindexer
