@@ -6,7 +6,7 @@ unanswered questions grows to its cap (bot/gaps.py MAX_QUESTIONS), and how well 
 Questions: the eval sets' 465 questions and 60 off-topic ones, embedded with the local model; past
 525, each further question is one of them with a small random offset (noise of norm 0.3 before
 renormalising: a paraphrase's distance), so the sizes up to the cap have realistic structure.
-Recovery: the test's three planted topics (bot/testing/gap_topics.py), 10 questions each, mixed
+Recovery: the test's three planted topics (tests/standins/gap_topics.py), 10 questions each, mixed
 into the eval questions as the rest of an audit trail: how many of each topic's questions land in
 the topic most of them went to, and how many other questions share it.
 """
@@ -21,8 +21,8 @@ import numpy as np
 from harness import SHARED, table, write_section
 
 from bot.gaps import MAX_QUESTIONS, cluster
-from bot.testing.gap_topics import TOPICS
 from index.embedders import make_embedder
+from tests.standins.gap_topics import TOPICS
 
 
 def questions() -> list[str]:

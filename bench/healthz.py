@@ -109,7 +109,7 @@ def probes(port: int) -> list[float]:
 
 
 def measure(which: str, db: str) -> list:
-    from bot.testing.pgserver import free_port
+    from tests.standins.pgserver import free_port
 
     port = free_port()
     proc = subprocess.Popen(

@@ -35,7 +35,18 @@ from .loader import (
     walk_docs,
 )
 from .mapped import prepare
-from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob, writing
+from .store import (
+    generation,
+    get_meta,
+    open_db,
+    set_meta,
+    utc_now,
+    vector_blob,
+    writing,
+)
+from .store import last_runs as store_last_runs
+from .store import record_failed_pull as store_failed_pull
+from .store import run_status as store_run_status
 
 
 class SharedVectors(Protocol):
@@ -438,52 +449,32 @@ def _record_run(
 
 def record_failed_pull(db_path: str | Path, root: Path, model: str, error: str) -> None:
     """A docs source that could not be pulled, as a failed run of the index at `db_path` (if it
-    exists and can be written): one row per streak of failures, its `finished` and `error`
-    brought up to the latest try, its `started` saying since when (`run_status`)."""
+    exists and can be written; store.record_failed_pull on a connection of its own)."""
     if not Path(db_path).is_file():
         return
     with contextlib.suppress(sqlite3.Error):
         db = open_db(db_path)
         try:
-            with writing(db):
-                last = db.execute("SELECT id, status, added FROM runs ORDER BY id DESC LIMIT 1")
-                row = last.fetchone()
-                now = utc_now()
-                if row and row[1] == "failed" and row[2] is None:  # the streak's row: a pull's
-                    db.execute(
-                        "UPDATE runs SET finished = ?, error = ? WHERE id = ?", [now, error, row[0]]
-                    )
-                else:
-                    db.execute(
-                        "INSERT INTO runs (started, finished, status, docs_root, model, error)"
-                        " VALUES (?, ?, 'failed', ?, ?, ?)",
-                        [now, now, str(root), model, error],
-                    )
+            store_failed_pull(db, str(root), model, error)
         finally:
             db.conn.close()
 
 
 def run_status(db_path: str | Path) -> dict | None:
-    """The last run (None: never run), with `failing_since` (when its streak of failures began;
-    None after a good run) and `last_ok` (the last good run's end; None: never)."""
-    runs = last_runs(db_path, 1)
-    if not runs:
-        return None
+    """The last run of the file at `db_path` with its streak of failures (store.run_status on a
+    connection of its own)."""
     db = open_db(db_path)
     try:
-        (last_ok,) = db.execute("SELECT max(finished) FROM runs WHERE status = 'ok'").fetchone()
-        (since,) = db.execute(
-            """SELECT min(started) FROM runs WHERE status = 'failed'
-               AND id > (SELECT coalesce(max(id), 0) FROM runs WHERE status = 'ok')"""
-        ).fetchone()
+        return store_run_status(db)
     finally:
         db.conn.close()
-    return runs[0] | {"failing_since": since, "last_ok": last_ok}
 
 
 def last_runs(db_path: str | Path, limit: int = 5) -> list[dict]:
+    """The index runs of the file at `db_path`, newest first (store.last_runs on a connection of
+    its own)."""
     db = open_db(db_path)
     try:
-        return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
+        return store_last_runs(db, limit)
     finally:
         db.conn.close()

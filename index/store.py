@@ -1,8 +1,10 @@
-"""The SQLite index: one file, WAL, opened through sqlite-utils.
+"""The SQLite index: one file, WAL, opened through sqlite-utils; this module owns its tables.
 
 Tables: meta (key/value: embedding model, generation and its random id), docs, chunks, embeddings
-(a cache keyed by the hash of the embedded text and the model), intents, runs; the answer pipeline
-adds answers and feedback.
+(a cache keyed by the hash of the embedded text and the model), intents, runs. Their schema is
+`INDEX_MIGRATIONS` (sqlite-utils' Migrations, applied when the file is opened); what the rest of
+fieldguide reads of them is read here. The audit trail shares the file and has its own tables and
+migrations (bot/state/sqlite.py).
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import sqlite_utils
+
+BUSY_SECONDS = 30  # how long a write waits for another's to end before "database is locked"
 
 
 class IndexMissing(Exception):
@@ -27,29 +33,70 @@ class ModelMismatch(Exception):
     """The index was embedded with another model than the one in use."""
 
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS docs (
-    path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT, related_intents TEXT,
-    version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT, updated TEXT);
-CREATE TABLE IF NOT EXISTS chunks (
-    id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT, search_text TEXT,
-    text_hash TEXT, start INTEGER, "end" INTEGER);
-CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc);
-CREATE TABLE IF NOT EXISTS embeddings (
-    text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model));
-CREATE TABLE IF NOT EXISTS intents (
-    name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER,
-    owner TEXT);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
-    model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
-    chunks INTEGER, embedded INTEGER, seconds REAL, error TEXT, warnings TEXT);
-"""
+INDEX_MIGRATIONS = sqlite_utils.Migrations("fieldguide.index")
+
+
+@INDEX_MIGRATIONS()
+def m001_tables(db: sqlite_utils.Database) -> None:
+    """The index's tables (IF NOT EXISTS: an index made before migrations has them)."""
+    for sql in (
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+        """CREATE TABLE IF NOT EXISTS docs (
+            path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT,
+            related_intents TEXT, version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT,
+            updated TEXT)""",
+        """CREATE TABLE IF NOT EXISTS chunks (
+            id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT,
+            search_text TEXT, text_hash TEXT, start INTEGER, "end" INTEGER)""",
+        "CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc)",
+        """CREATE TABLE IF NOT EXISTS embeddings (
+            text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model))""",
+        """CREATE TABLE IF NOT EXISTS intents (
+            name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER,
+            chunks INTEGER, owner TEXT)""",
+        """CREATE TABLE IF NOT EXISTS runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT,
+            docs_root TEXT, model TEXT, added INTEGER, changed INTEGER, removed INTEGER,
+            unchanged INTEGER, skipped TEXT, chunks INTEGER, embedded INTEGER, seconds REAL,
+            error TEXT, warnings TEXT)""",
+    ):
+        db.execute(sql)
+
+
+@INDEX_MIGRATIONS()
+def m002_owners(db: sqlite_utils.Database) -> None:
+    """An index made before owners existed gains the `owner` columns; its docs' hashes are
+    cleared so the next index run parses them again and reads their owners (the embeddings
+    are cached: nothing is embedded again)."""
+    for table in ("docs", "intents"):
+        if "owner" not in table_columns(db.conn, table):
+            db.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
+            if table == "docs":
+                db.execute("UPDATE docs SET hash = ''")
+
+
+@INDEX_MIGRATIONS()
+def m003_doc_updated(db: sqlite_utils.Database) -> None:
+    """Each doc's last change (`updated`), in an index made before it existed."""
+    if "updated" not in table_columns(db.conn, "docs"):
+        db.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
+
+
+def migrate(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> None:
+    """Apply the migrations `db` lacks, each in one transaction with its record; nothing is
+    written when none is pending (a read-only file opens as it is)."""
+    if not migrations.pending(db):
+        return
+    try:
+        migrations.apply(db)
+    except sqlite3.IntegrityError:  # another process recorded them first: they are applied
+        if migrations.pending(db):
+            raise
 
 
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
-    """A connection usable from any thread (callers serialise writes; SQLite's lock does too).
+    """A connection usable from any thread (callers serialise writes; SQLite's lock does too),
+    the index's migrations applied.
 
     A new index file is created private (0600; SQLite gives its -wal and -shm files the same
     mode): it holds every question asked and who asked it. A reader (`create=False`) also opens an
@@ -64,14 +111,11 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_SECONDS)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(SCHEMA)
-        add_owner_columns(conn)
-        if "updated" not in table_columns(conn, "docs"):  # an index made before it existed
-            conn.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
+        migrate(sqlite_utils.Database(conn), INDEX_MIGRATIONS)
     except sqlite3.OperationalError as e:
         conn.close()
         if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
@@ -90,12 +134,17 @@ def writing(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     that reads before it writes (sqlite-utils reads the table's columns first) fails at once with
     "database is locked" (SQLITE_BUSY_SNAPSHOT) when another connection committed in between: an
     index run committing beside answers being audited lost their rows so. Inside a transaction
-    already: a savepoint of it."""
+    already: a savepoint of it.
+
+    The wait is a loop here, not SQLite's busy handler: the process's one connection is shared
+    by the threads answering (FieldGuide.index: the engine, the hits' records, the audit), and a
+    busy handler sleeps holding that connection, so their reads would wait with it, the snapshot
+    they hold keeping the index run it waits for from committing (a 30 s stall)."""
     if db.conn.in_transaction:
         with db.atomic():
             yield db
         return
-    db.conn.execute("BEGIN IMMEDIATE")
+    _begin_immediate(db.conn)
     try:
         yield db
     except BaseException:
@@ -108,16 +157,109 @@ def writing(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         raise
 
 
-def add_owner_columns(conn: sqlite3.Connection) -> None:
-    """An index made before owners existed gains the `owner` columns; its docs' hashes are
-    cleared so the next index run parses them again and reads their owners (the embeddings
-    are cached: nothing is embedded again)."""
-    for table in ("docs", "intents"):
-        if "owner" not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
-            with conn:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
-                if table == "docs":
-                    conn.execute("UPDATE docs SET hash = ''")
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE, tried again while the write lock is another's (or this connection's read
+    snapshot is behind another's commit), up to BUSY_SECONDS; the connection's own busy timeout
+    is off meanwhile (`writing`'s docstring says why)."""
+    deadline = time.monotonic() + BUSY_SECONDS
+    while True:
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as e:
+            if not e.sqlite_errorname.startswith("SQLITE_BUSY") or time.monotonic() > deadline:
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_SECONDS * 1000}")
+        time.sleep(0.005)
+
+
+# what the readers below take: the process's connection (sqlite-utils) or a plain one
+Reader = sqlite_utils.Database | sqlite3.Connection
+
+
+def open_read_only(path: str | Path) -> sqlite3.Connection:
+    """The index file as it is on disk now, read-only (a check's connection: `doctor`, /healthz;
+    it changes nothing, migrations included)."""
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+
+
+def generation_on_disk(path: str | Path) -> int:
+    """The generation the index file on disk holds, read afresh (/healthz: a running bot's own
+    connection would not notice the file gone or damaged). The main file's header and schema are
+    read first as they are on disk (immutable: no lock, no write-ahead log), so a file damaged
+    there is told even while the log still holds its first pages. Through SQLite, never a plain
+    open(): closing another descriptor of the file would drop this process's SQLite locks."""
+    uri = Path(path).resolve().as_uri()
+    with closing(sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)) as conn:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    with closing(open_read_only(path)) as conn:
+        return int(get_meta(conn, "generation", "0") or 0)
+
+
+def examine(conn: Reader) -> dict:
+    """What `fieldguide doctor` reports of an index: {"integrity" ("ok" or SQLite's finding),
+    "meta", "docs", "chunks", "last_run" ((status, finished) or None)}."""
+    docs, chunks = counts(conn)
+    return {
+        "integrity": conn.execute("PRAGMA integrity_check").fetchone()[0],
+        "meta": dict(conn.execute("SELECT key, value FROM meta").fetchall()),
+        "docs": docs,
+        "chunks": chunks,
+        "last_run": conn.execute(
+            "SELECT status, finished FROM runs ORDER BY id DESC LIMIT 1"
+        ).fetchone(),
+    }
+
+
+def counts(conn: Reader) -> tuple[int, int]:
+    """(docs, chunks) in the index."""
+    row = conn.execute("SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM chunks)")
+    docs, chunks = row.fetchone()
+    return int(docs), int(chunks)
+
+
+def doc_intents(conn: Reader) -> list[tuple[str, str]]:
+    """(path, intent) of every doc."""
+    return [(path, intent) for path, intent in conn.execute("SELECT path, intent FROM docs")]
+
+
+def last_runs(db: sqlite_utils.Database, limit: int = 5) -> list[dict]:
+    """The index runs, newest first."""
+    return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
+
+
+def record_failed_pull(db: sqlite_utils.Database, root: str, model: str, error: str) -> None:
+    """A docs source that could not be pulled, as a failed run: one row per streak of failures,
+    its `finished` and `error` brought up to the latest try, its `started` saying since when
+    (`run_status`)."""
+    with writing(db):
+        last = db.execute("SELECT id, status, added FROM runs ORDER BY id DESC LIMIT 1")
+        row = last.fetchone()
+        now = utc_now()
+        if row and row[1] == "failed" and row[2] is None:  # the streak's row: a pull's
+            db.execute("UPDATE runs SET finished = ?, error = ? WHERE id = ?", [now, error, row[0]])
+        else:
+            db.execute(
+                "INSERT INTO runs (started, finished, status, docs_root, model, error)"
+                " VALUES (?, ?, 'failed', ?, ?, ?)",
+                [now, now, root, model, error],
+            )
+
+
+def run_status(db: sqlite_utils.Database) -> dict | None:
+    """The last run (None: never run), with `failing_since` (when its streak of failures began;
+    None after a good run) and `last_ok` (the last good run's end; None: never)."""
+    runs = last_runs(db, 1)
+    if not runs:
+        return None
+    (last_ok,) = db.execute("SELECT max(finished) FROM runs WHERE status = 'ok'").fetchone()
+    (since,) = db.execute(
+        """SELECT min(started) FROM runs WHERE status = 'failed'
+           AND id > (SELECT coalesce(max(id), 0) FROM runs WHERE status = 'ok')"""
+    ).fetchone()
+    return runs[0] | {"failing_since": since, "last_ok": last_ok}
 
 
 def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -130,7 +272,7 @@ def doc_updated(conn: sqlite3.Connection) -> str:
     return "d.updated" if "updated" in table_columns(conn, "docs") else "NULL"
 
 
-def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:
+def get_meta(db: Reader, key: str, default: str | None = None) -> str | None:
     row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
     return row[0] if row else default
 

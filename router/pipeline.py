@@ -1,5 +1,5 @@
 """question (+ thread history) → condense → route → retrieve → evidence → extract → compose →
-decide → audit.
+decide: the Answer, and nothing else (the caller records it: bot/app.py's FieldGuide.ask).
 
 Each step is its own module (condense, extract, compose, offline, decide, citations); every Claude
 step goes through router/claude.py, which retries what the API means to be retried within the
@@ -26,7 +26,6 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,9 +40,6 @@ from .classify import Classification, ClaudeClassifier
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Scope
 from .policy import Router
-
-if TYPE_CHECKING:  # the caller's store (bot/state); the question's path does not depend on it
-    from bot.state.sqlite import State
 
 log = logging.getLogger(__name__)
 
@@ -83,20 +79,18 @@ class Pipeline:
         anthropic_client: MessagesClient | None = None,
         models: dict | None = None,
         docs_base_url: str = "",
-        state: State | None = None,
         deadline: float = DEADLINE,
         path: str = "cite",
     ):
-        """`models`: {"condense", "extract", "answer", "check"} model ids. `state`: where answers
-        are recorded (None: nowhere). `deadline`: seconds for one question's Claude steps.
-        `path`: the steps with Claude before the answer (PATHS, the module doc)."""
+        """`models`: {"condense", "extract", "answer", "check"} model ids. `deadline`: seconds
+        for one question's Claude steps. `path`: the steps with Claude before the answer (PATHS,
+        the module doc). It keeps no store: an answer is returned, not recorded."""
         if path not in PATHS:
             raise ValueError(f"path must be one of {', '.join(PATHS)}, not {path!r}")
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
-        self.state = state
         self.deadline = deadline
         self.path = path
 
@@ -104,15 +98,13 @@ class Pipeline:
         self,
         question: str,
         history: list[dict] | None = None,
-        context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
     ) -> Answer:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
-        `scope`: route and search only inside it (None: everything). `context`: where the
-        question came from (Slack channel, user, thread), for the audit."""
+        `scope`: route and search only inside it (None: everything)."""
         question = self.check(question)
         started = time.perf_counter()
         streamed = False
@@ -136,7 +128,9 @@ class Pipeline:
                 log.info("the index changed while answering; asking again on the new one")
                 self.engine.loaded(wait=True)
         trace.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
-        return self.finish(ans, context)
+        if self.client is None:
+            ans.trace.notes.append(OFFLINE_NOTE)
+        return ans
 
     def steps(
         self,
@@ -447,16 +441,6 @@ class Pipeline:
         if checked.usage:
             add_usage(trace.usage, "check", checked.usage)
         return checked
-
-    def finish(self, ans: Answer, context: dict | None) -> Answer:
-        if self.client is None:
-            ans.trace.notes.append(OFFLINE_NOTE)
-        if self.state is not None:
-            try:
-                ans.audit_id = self.state.record_answer(ans, context or {})
-            except Exception:  # the audit log must never cost the user an answer
-                log.exception("could not record the answer in the audit table")
-        return ans
 
 
 def conclude(

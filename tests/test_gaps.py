@@ -11,9 +11,9 @@ import pytest
 
 from bot.cli import main
 from bot.state.sqlite import SqliteState
-from bot.testing.gap_topics import ANSWERED, TOPICS
 from index.store import open_db
 from router.answer import Answer
+from tests.standins.gap_topics import ANSWERED, TOPICS
 
 
 def planted(db: str) -> dict[str, str]:

@@ -73,7 +73,8 @@ def test_a_scoped_question_reads_only_its_scopes_words(two_teams, local_embedder
 def test_claude_routes_a_scoped_question_on_its_scopes_headings_only(two_teams, local_embedder):
     import anthropic
 
-    from bot.testing.stubs import FakeClaude, StubServer
+    from tests.standins.claude import FakeClaude
+    from tests.standins.server import StubServer
 
     stub = StubServer()
     try:
@@ -135,7 +136,7 @@ def record_bravo_question(state, question: str, doc: str, user: str = "U1") -> i
 
 
 def home_text(h, user: str, event_id: str) -> str:
-    from bot.testing.slack_harness import wait
+    from tests.standins.slack_harness import wait
 
     h.mock.home_views.pop(user, None)
     h.event({"type": "app_home_opened", "user": user, "tab": "home"}, event_id)
@@ -143,11 +144,11 @@ def home_text(h, user: str, event_id: str) -> str:
 
 
 def test_a_doc_cannot_enrol_its_author_as_owner_of_an_intent(make_harness, enrolled_db):
-    from bot.testing.slack_harness import wait
+    from tests.standins.slack_harness import wait
 
     h = make_harness(db=enrolled_db)
     question = "what is the vault passphrase"
-    aid = record_bravo_question(h.pipeline.state, question, "alpha/recovery.md")
+    aid = record_bravo_question(h.state, question, "alpha/recovery.md")
     # the doc's author sees no figures and no gaps of bravo; bravo's owner (intents.yaml) does
     evil = home_text(h, "U0EVIL", "EvO1")
     assert "passphrase" not in evil and "questions ·" not in evil
@@ -160,10 +161,10 @@ def test_a_doc_cannot_enrol_its_author_as_owner_of_an_intent(make_harness, enrol
 
 
 def test_doc_owners_get_their_docs_hand_offs_where_the_deployment_allows(make_harness, enrolled_db):
-    from bot.testing.slack_harness import wait
+    from tests.standins.slack_harness import wait
 
     h = make_harness(db=enrolled_db, doc_owners="on")
-    aid = record_bravo_question(h.pipeline.state, "who recovers the vault", "alpha/recovery.md")
+    aid = record_bravo_question(h.state, "who recovers the vault", "alpha/recovery.md")
     h.click("U1", str(aid), action_id="ask_person")
     [sent] = wait(lambda: [p for p in h.mock.posts() if p["channel"].startswith("U0")], what="DM")
     assert sent["channel"] == "U0EVIL"  # the doc's own hand-off: allowed here
@@ -204,7 +205,7 @@ def test_a_password_with_reserved_characters_authenticates_and_is_never_shown(
     import logging
 
     from bot.cli import main
-    from bot.testing.githttp import GitHttpServer
+    from tests.standins.githttp import GitHttpServer
     from tests.test_freshness import Repo, docs_reindex
 
     repo = Repo(tmp_path)
@@ -267,7 +268,7 @@ def links_in(markdown: str) -> list[str]:
 
 @pytest.mark.parametrize("text", DECEPTIVE)
 def test_no_link_of_the_text_reaches_the_markdown_block(text):
-    from bot.slack_format import StreamSanitizer, answer_messages
+    from bot.slack.slack_format import StreamSanitizer, answer_messages
     from router.answer import Answer
 
     ans = Answer("q", "q", "ANSWER", f"See {text} for the steps.")
@@ -280,7 +281,7 @@ def test_no_link_of_the_text_reaches_the_markdown_block(text):
 
 
 def test_a_docs_deceptive_link_is_no_link_in_slack(make_harness, tmp_path, local_embedder):
-    from bot.testing.slack_harness import answer_in, mention
+    from tests.standins.slack_harness import answer_in, mention
 
     doc = (
         "---\nintent: ops\n---\n# Account recovery\n\n"
@@ -309,7 +310,8 @@ def test_questions_during_reindexes_are_all_answered_and_recorded(tmp_path, loca
     import threading
     import time
 
-    from bot.state.sqlite import SqliteState
+    from bot.app import FieldGuide
+    from bot.settings import Settings
     from index.store import open_db
 
     def rotation(n: int) -> str:
@@ -323,8 +325,8 @@ def test_questions_during_reindexes_are_all_answered_and_recorded(tmp_path, loca
     )
     db = str(tmp_path / "index.db")
     index_folder(db, docs, local_embedder)
-    pipeline = Pipeline(Engine(db, local_embedder), state=SqliteState(open_db(db)))
-    pipeline.answer("warm up")
+    guide = FieldGuide(Settings(db=db), embedder=local_embedder)
+    guide.ask("warm up")
     stop = threading.Event()
     errors: list[str] = []
     answered: list[int | None] = []
@@ -346,7 +348,7 @@ def test_questions_during_reindexes_are_all_answered_and_recorded(tmp_path, loca
     def ask() -> None:
         while not stop.is_set():
             try:
-                ans = pipeline.answer("How often is the signing key rotated?")
+                ans = guide.ask("How often is the signing key rotated?")
                 answered.append(ans.audit_id)
             except Exception as e:  # noqa: BLE001
                 errors.append(f"question: {type(e).__name__}: {e}")
@@ -607,9 +609,9 @@ def test_a_doc_over_the_size_cap_is_skipped_with_its_reason(tmp_path, monkeypatc
 
 
 def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, local_embedder):
-    from bot.home import home_view
-    from bot.reindex import Reindexer
     from bot.settings import Settings
+    from bot.slack.home import home_view
+    from bot.slack.reindex import Reindexer
     from bot.state.sqlite import SqliteState
     from index.store import open_db
     from tests.test_freshness import Repo, lock_only
@@ -630,7 +632,7 @@ def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, loc
     assert "(ok)" not in status and f"failing since {since}" in status
     assert "could not pull" in status and "last good run" in status
     engine = Engine(db, local_embedder)
-    home = json.dumps(home_view("UADMIN", True, SqliteState(open_db(db)), engine, db))
+    home = json.dumps(home_view("UADMIN", True, SqliteState(open_db(db)), engine))
     assert "*ok*" not in home and "*failing*" in home and f"since {since}" in home
     assert "could not pull" in home
     with open_db(db).conn as conn:  # one row for the whole streak, not one per try
@@ -646,11 +648,11 @@ def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, loc
 def test_only_the_asker_or_an_admin_can_hand_an_answer_on(make_harness, enrolled_db, caplog):
     import logging
 
-    from bot.testing.slack_harness import wait
+    from tests.standins.slack_harness import wait
 
     caplog.set_level(logging.WARNING)
     h = make_harness(db=enrolled_db)
-    state = h.pipeline.state
+    state = h.state
     private = record_bravo_question(state, "my private vault question", "bravo/vault.md", user="U1")
     h.click("U2", str(private), action_id="ask_person")  # someone else's DM answer
     [note] = wait(lambda: [p for p in ephemerals(h) if p["user"] == "U2"], what="U2 told")
@@ -708,7 +710,7 @@ def test_a_signed_malformed_body_gets_400_not_a_traceback(make_harness, caplog, 
     assert "Traceback" not in text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     # and the bot still answers
-    from bot.testing.slack_harness import answer_in, mention
+    from tests.standins.slack_harness import answer_in, mention
 
     h.event(mention("How many times is a failed webhook retried?"), "EvM1")
     answer_in(h.mock, "C1")

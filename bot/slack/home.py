@@ -9,10 +9,9 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from index.indexer import run_status
-from index.store import load_owners
+from index.store import counts, load_owners, run_status
 
-from .gaps import find_topics, top_intent
+from ..gaps import find_topics, top_intent
 from .slack_format import escape
 
 REINDEX_ACTION = "home_reindex"
@@ -50,10 +49,9 @@ def figures(rows: list[dict]) -> dict:
     }
 
 
-def home_view(
-    user: str, admin: bool, state: Any, engine: Any, db_path: str, doc_owners: bool = False
-) -> dict:
-    """The Home tab's view for `user` (`doc_owners`: FIELDGUIDE_DOC_OWNERS, for gaps' owners)."""
+def home_view(user: str, admin: bool, state: Any, engine: Any, doc_owners: bool = False) -> dict:
+    """The Home tab's view for `user` (`engine`'s index, `state`'s audit trail; `doc_owners`:
+    FIELDGUIDE_DOC_OWNERS, for gaps' owners)."""
     db = engine.db
     owners = load_owners(db, doc_owners)
     mine = owned_intents(user, owners)
@@ -64,9 +62,8 @@ def home_view(
         section(HOW_TO),
         {"type": "divider"},
     ]
-    (docs,) = db.execute("SELECT count(*) FROM docs").fetchone()
-    (chunks,) = db.execute("SELECT count(*) FROM chunks").fetchone()
-    run = run_status(db_path)
+    docs, chunks = counts(db)
+    run = run_status(db)
     if run is None:
         last = "never refreshed"
     elif run["status"] != "ok":

@@ -1,6 +1,6 @@
 """Feedback clicks: Slack's native feedback buttons under an answer (and the older 👍/👎 buttons),
 stored last-write-wins per user and answer; a 👎 offers "Ask a person", whose click hands the
-question to the docs' owners (bot/handoff.py)."""
+question to the docs' owners (bot/slack/handoff.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ NOT_HELPFUL_OFFER = "Sorry this didn't help. Want the people who own these docs 
 def register(app: App, bot: Bot) -> None:
     def tell(client: WebClient, logger: Logger, body: dict, answer_id: int, **message) -> None:
         """An ephemeral note to the clicker, in the answer's thread."""
-        row = bot.state.get_answer(answer_id) or {}
+        row = bot.guide.state.get_answer(answer_id) or {}
         channel = str(row.get("channel") or (body.get("channel") or {}).get("id") or "")
         try:
             client.chat_postEphemeral(
@@ -51,10 +51,11 @@ def register(app: App, bot: Bot) -> None:
             return
         answer_id, value = parsed
         user = body["user"]["id"]
-        bot.state.record_feedback(answer_id, user, value)
-        row = bot.state.get_answer(answer_id) or {}
-        # a person is offered only to whoever may hand the answer on (bot/handoff.py)
-        if value == NOT_HELPFUL and may_hand_off(row, user, user in bot.settings.admin_ids):
+        bot.guide.state.record_feedback(answer_id, user, value)
+        row = bot.guide.state.get_answer(answer_id) or {}
+        # a person is offered only to whoever may hand the answer on (bot/slack/handoff.py)
+        admin = user in bot.guide.settings.admin_ids
+        if value == NOT_HELPFUL and may_hand_off(row, user, admin):
             tell(
                 client,
                 logger,
@@ -76,11 +77,11 @@ def register(app: App, bot: Bot) -> None:
         user = body["user"]["id"]
         note = hand_off(
             client,
-            bot.state,
-            bot.pipeline.engine.db,
+            bot.guide.state,
+            bot.guide.index,
             answer_id,
             user,
-            bot.settings.honour_doc_owners,
-            admin=user in bot.settings.admin_ids,
+            bot.guide.settings.honour_doc_owners,
+            admin=user in bot.guide.settings.admin_ids,
         )
         tell(client, logger, body, answer_id, text=note)
