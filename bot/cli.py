@@ -82,6 +82,11 @@ class Commands(click.Group):
     epilog="Settings come from the environment and .env (see .env.example)."
     " Run 'fieldguide COMMAND --help' for details.",
 )
+# the installed distribution's version (its metadata), as `llm --version` and `sqlite-utils
+# --version` print theirs
+@click.version_option(
+    package_name="fieldguide", prog_name="fieldguide", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """Answer questions from a folder of markdown docs, with citations; offline without API keys."""
 
@@ -508,13 +513,19 @@ def gaps(
 )
 @option("--docs", help="docs folder to check (default: FIELDGUIDE_DOCS, or FIELDGUIDE_DOCS_GIT)")
 @json_flag("print the checks as JSON")
-def doctor(settings: Settings | SettingsError, docs: str | None, as_json: bool, db: str) -> int:
-    from .doctor import Check, run_checks
+def doctor(
+    settings: Settings | SettingsError | None, docs: str | None, as_json: bool, db: str
+) -> int:
+    from .doctor import run_checks, settings_problems
 
-    if isinstance(settings, SettingsError):  # they could not be loaded: that is the finding
-        checks = [Check("settings", "FAIL", str(settings))]
+    if isinstance(settings, SettingsError):  # they could not be loaded: each is a finding
+        checks, settings = settings_problems(settings)
     else:
-        checks = run_checks(settings, db or settings.db, docs or settings.docs)
+        checks = []
+    if settings is not None:
+        found = run_checks(settings, db or settings.db, docs or settings.docs)
+        # with bad settings, "valid" would contradict the lines above (a mode warning stays)
+        checks += [c for c in found if not (checks and c.name == "settings" and c.status == "ok")]
     if as_json:
         _print_json([c.__dict__ for c in checks])
     else:

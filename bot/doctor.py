@@ -12,7 +12,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 TIMEOUT = 5.0  # seconds for each service call
 
@@ -22,6 +22,22 @@ class Check:
     name: str
     status: str  # ok | warn | skip | FAIL
     detail: str
+
+
+def settings_problems(error: SettingsError) -> tuple[list[Check], Settings | None]:
+    """A failed check for each bad setting, and the settings with those at their defaults, so
+    every other check still runs (None when even that cannot be read, e.g. .env is not UTF-8)."""
+    checks = [Check("settings", "FAIL", p) for p in error.problems]
+    if not error.bad:
+        return checks, None
+    given = {k: v for k, v in Settings.sources().items() if k not in error.bad}
+    try:
+        rest = Settings.load(environ=given, dotenv=None)
+    except SettingsError:
+        return checks, None
+    names = ", ".join(error.bad)
+    checks.append(Check("settings", "warn", f"the checks below ran with the default {names}"))
+    return checks, rest
 
 
 def check_settings(settings: Settings, dotenv: Path) -> Check:

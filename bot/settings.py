@@ -22,7 +22,20 @@ from index.redact import redact
 
 
 class SettingsError(ValueError):
-    """Settings that cannot be used; the message names each bad one and what it must be."""
+    """Settings that cannot be used; the message names each bad one and what it must be, and
+    `problems` holds one line per bad setting."""
+
+    def __init__(
+        self, message: str, problems: list[str] | None = None, bad: list[str] | None = None
+    ):
+        super().__init__(message)
+        self.problems = problems or [message]
+        self.bad = bad or []  # the bad settings' names, when known
+
+    @classmethod
+    def of(cls, problems: list[str]) -> SettingsError:
+        bad = [p.split("=", 1)[0] for p in problems]
+        return cls("bad settings: " + "; ".join(problems), problems, bad)
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -355,16 +368,16 @@ class Settings:
                 problem = f"{f.metadata['env']}={value!r} {why} ({f.metadata['help']})"
                 problems.append(redact(problem, str(value)))  # a URL's password is not shown
         if problems:
-            raise SettingsError("bad settings: " + "; ".join(problems))
+            raise SettingsError.of(problems)
 
     @classmethod
     def load(
         cls, environ: dict[str, str] | None = None, dotenv: Path | None = Path(".env")
     ) -> Settings:
         """The environment wins over `.env`; an empty value means the default. SettingsError
-        names every value that cannot be used."""
-        merged = read_dotenv(dotenv) if dotenv else {}
-        merged.update(os.environ if environ is None else environ)
+        names every value that cannot be used: those that are not numbers and those out of range
+        alike."""
+        merged = cls.sources(environ, dotenv)
         kwargs: dict[str, object] = {}
         problems = []
         for f in fields(cls):
@@ -376,10 +389,23 @@ class Settings:
                 kwargs[f.name] = _parse(raw, kind)
             except ValueError:
                 what = "a whole number" if kind is int else "a number" if kind is float else kind
-                problems.append(f"{f.metadata['env']}={raw!r} is not {what}")
+                problems.append(redact(f"{f.metadata['env']}={raw!r} is not {what}", raw))
+        try:
+            settings = cls(**kwargs)  # type: ignore[arg-type]
+        except SettingsError as e:  # the parsed values' checks: named with the unparsable ones
+            problems += e.problems
         if problems:
-            raise SettingsError("bad settings: " + "; ".join(problems))
-        return cls(**kwargs)  # type: ignore[arg-type]
+            raise SettingsError.of(problems)
+        return settings
+
+    @staticmethod
+    def sources(
+        environ: dict[str, str] | None = None, dotenv: Path | None = Path(".env")
+    ) -> dict[str, str]:
+        """Every value as given: `.env`'s, then the environment's over them."""
+        merged = read_dotenv(dotenv) if dotenv else {}
+        merged.update(os.environ if environ is None else environ)
+        return merged
 
     def urls(self) -> list[str]:
         """The settings that are URLs (their passwords are never shown: index/redact.py)."""

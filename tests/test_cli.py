@@ -244,3 +244,10 @@ def test_a_bad_price_table_is_refused_with_the_reason(monkeypatch, capsys, tmp_p
             assert why in str(e) and "FIELDGUIDE_PRICES" in str(e)
         else:
             raise AssertionError(raw)
+
+
+def test_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"fieldguide {version('fieldguide')}\n"
