@@ -566,20 +566,11 @@ def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
     redact_logs(*settings.urls())  # the handlers configure added redact too
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    missing = [
-        name
-        for name, value in (
-            ("SLACK_BOT_TOKEN", settings.slack_bot_token),
-            (
-                "SLACK_SIGNING_SECRET" if http else "SLACK_APP_TOKEN",
-                settings.slack_signing_secret if http else settings.slack_app_token,
-            ),
-        )
-        if not value
-    ]
-    if missing:
+    # the tokens' shapes first: a wrong one would otherwise be found after the index has loaded
+    # and Slack has been asked (and, unreachable, retried for FIELDGUIDE_SLACK_STARTUP_SECONDS)
+    if problems := settings.slack_token_problems(http=bool(http)):
         print(
-            f"fieldguide: set {' and '.join(missing)} (see README, 'Set up the Slack app')",
+            f"fieldguide: {'; '.join(problems)} (see README, 'Set up the Slack app')",
             file=sys.stderr,
         )
         return 2

@@ -216,6 +216,9 @@ def check_voyage(settings: Settings) -> Check:
 def check_slack(settings: Settings) -> Check:
     if not settings.slack_bot_token:
         return Check("slack", "skip", "no SLACK_BOT_TOKEN: fieldguide serve needs one")
+    shapes = [p for p in settings.slack_token_problems() if "is not set" not in p]
+    if shapes:  # Slack would only say invalid_auth
+        return Check("slack", "FAIL", "; ".join(shapes))
     from slack_sdk import WebClient
     from slack_sdk.errors import SlackApiError
 

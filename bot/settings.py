@@ -411,6 +411,23 @@ class Settings:
         """The settings that are URLs (their passwords are never shown: index/redact.py)."""
         return [str(getattr(self, f.name)) for f in fields(self) if f.name.endswith("_url")]
 
+    def slack_token_problems(self, http: bool = False) -> list[str]:
+        """What is wrong with the Slack credentials `serve` needs (Socket Mode, or HTTP with
+        `http`), read from their shape alone, before anything waits on the network: each token
+        missing or not of its kind (a bot token starts xoxb-, an app-level token xapp-)."""
+        problems = []
+        wanted = [("SLACK_BOT_TOKEN", self.slack_bot_token, "xoxb-")]
+        if http:
+            wanted.append(("SLACK_SIGNING_SECRET", self.slack_signing_secret, ""))
+        else:
+            wanted.append(("SLACK_APP_TOKEN", self.slack_app_token, "xapp-"))
+        for name, value, prefix in wanted:
+            if not value:
+                problems.append(f"{name} is not set")
+            elif not value.startswith(prefix):
+                problems.append(f"{name} is not {SLACK_TOKEN_KINDS[prefix]}{_which(value)}")
+        return problems
+
     @property
     def refresh_seconds(self) -> float:
         """FIELDGUIDE_REFRESH_EVERY in seconds; 0 = no scheduled refresh."""
@@ -419,6 +436,23 @@ class Settings:
     @property
     def admin_ids(self) -> set[str]:
         return {a.strip() for a in self.admins.split(",") if a.strip()}
+
+
+# what each Slack token prefix is, and where a Slack app shows it
+SLACK_TOKEN_KINDS = {
+    "xoxb-": "a bot token (xoxb-…: OAuth & Permissions → Bot User OAuth Token)",
+    "xapp-": "an app-level token (xapp-…: Basic Information → App-Level Tokens, with"
+    " connections:write)",
+    "xoxp-": "a user token",
+}
+
+
+def _which(token: str) -> str:
+    """What a token of the wrong kind is, when its prefix says (never more of it than that)."""
+    for prefix, kind in SLACK_TOKEN_KINDS.items():
+        if token.startswith(prefix):
+            return f"; this one is {kind.split(' (')[0]}"
+    return ""
 
 
 def describe() -> list[tuple[str, object, str]]:
