@@ -91,13 +91,17 @@ def cli() -> None:
     """Answer questions from a folder of markdown docs, with citations; offline without API keys."""
 
 
-def command(summary: str, db: bool = True, **attrs: Any) -> Callable[[Callable[..., int]], Any]:
+def command(
+    summary: str, db: bool | str = True, **attrs: Any
+) -> Callable[[Callable[..., int]], Any]:
     """A fieldguide command named after the function (less a trailing _), `summary` its help and
-    its line in `fieldguide --help`; with `--db` unless `db` is False. The function is called
-    with the Settings and the arguments (see `guarded`) and returns the exit status."""
+    its line in `fieldguide --help`; with `--db` unless `db` is False (a string: `--db`'s help,
+    where the command's index is not FIELDGUIDE_DB). The function is called with the Settings and
+    the arguments (see `guarded`) and returns the exit status."""
 
     def make(f: Callable[..., int]) -> click.Command:
-        run = db_option(guarded(f)) if db else guarded(f)
+        with_db = option("--db", help=db) if isinstance(db, str) else db_option
+        run = with_db(guarded(f)) if db else guarded(f)
         name = f.__name__.rstrip("_")
         return cli.command(name, help=summary, short_help=summary, **attrs)(run)
 
@@ -700,6 +704,8 @@ class ModesCommand(click.Command):
 
 @command(
     "Index an eval set (incrementally) and score retrieval and routing on its questions.",
+    db="the set's own index, kept between runs (default: .fieldguide/eval/SET-EMBEDDER.db,"
+    " e.g. .fieldguide/eval/examples-local-all-MiniLM-L6-v2-int8.db; not FIELDGUIDE_DB)",
     cls=ModesCommand,
 )
 @click.argument(
@@ -707,7 +713,8 @@ class ModesCommand(click.Command):
     help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)",
 )
 @option("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
-@option("--json", "out", metavar="OUT", help="also write all figures to this JSON file")
+@json_flag("print every figure as one JSON object instead of the tables")
+@option("--output", "-o", metavar="FILE", help="also write every figure to this JSON file")
 @option(
     "--modes",
     multiple=True,
@@ -746,7 +753,8 @@ def eval_(
     settings: Settings,
     set_dir: str,
     questions: str | None,
-    out: str | None,
+    as_json: bool,
+    output: str | None,
     modes: tuple[str, ...],
     answers: bool,
     offtopic: str | None,
@@ -774,14 +782,16 @@ def eval_(
             settings=settings,
             progress=progress,
         )
-    if answers:
+    if output:
+        text = json.dumps(figures, indent=2, ensure_ascii=False)
+        Path(output).write_text(text + "\n", encoding="utf-8")
+        print(f"Wrote {output}", file=sys.stderr)
+    if as_json:
+        _print_json(figures)
+    elif answers:
         print(format_summary(figures["summary"]["set"], figures["summary"]))
     else:
         print(format_table(figures))
-    if out:
-        text = json.dumps(figures, indent=2, ensure_ascii=False)
-        Path(out).write_text(text + "\n", encoding="utf-8")
-        print(f"\nWrote {out}", file=sys.stderr)
     return 0
 
 

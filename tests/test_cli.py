@@ -68,7 +68,7 @@ def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
                 str(set_dir),
                 "--db",
                 examples_db,  # already holds these docs: eval's index run finds nothing to embed
-                "--json",
+                "--output",
                 str(out_json),
                 "--modes",
                 "hybrid",
@@ -99,6 +99,21 @@ def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
     assert lo <= paired["difference"] <= hi
     assert "routed − hybrid (mrr@10, 30 questions)" in table and "bootstrap 95% interval" in table
     assert main(["eval", str(tmp_path / "nothing")]) == 2
+    capsys.readouterr()
+    # --json is a flag, as every other command's: the same figures on stdout, no table
+    args = ["eval", str(set_dir), "--db", examples_db, "--modes", "hybrid", "--json"]
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["questions"] == 35 and list(printed["modes"]) == ["hybrid"]
+    assert printed["modes"]["hybrid"]["mrr@10"] == result["modes"]["hybrid"]["mrr@10"]
+
+
+def test_eval_help_says_where_its_index_is(capsys):
+    assert main(["eval", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: .fieldguide/eval/SET-EMBEDDER.db" in text and "not FIELDGUIDE_DB" in text
+    assert "--json print every figure as one JSON object" in text
+    assert "-o, --output FILE also write every figure to this JSON file" in text
 
 
 def test_search_and_ask_json(examples_db, capsys):
