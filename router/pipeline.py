@@ -104,11 +104,19 @@ class Pipeline:
         clock = Laps(trace.timings_ms)
 
         loaded = self.engine.loaded()  # one index generation for the whole answer
+        # what every question reads, loaded on a process's first one (`serve` loads it at start:
+        # Engine.warm): the index, the docs' words and English word frequencies; timed apart, so
+        # no step's figure counts it
+        words.docs_words(loaded.searcher)
+        words.zipf("the")
+        clock.lap("load")
         searcher = loaded.searcher
         condensed = self.condense(question, history, claude, trace, searcher)
+        clock.lap("condense")
         condensed, typos = self.correct_typos(condensed, searcher)
         trace.notes += [words.typo_note(typos)] if typos else []
-        clock.lap("condense")
+        # the first word the docs don't know also loads the spelling dictionaries, once a process
+        clock.lap("typos")
         query_vec, note = self.engine.embed_query(condensed)
         trace.notes += [note] if note else []
         clock.lap("embed")
@@ -123,6 +131,7 @@ class Pipeline:
 
         offline_verdict, gate = self.assess(condensed, query_vec, hits, searcher, claude)
         trace.evidence = gate.evidence()
+        clock.lap("decide")
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return abstain([])
         passages = self.extract(condensed, query_vec, hits, searcher, claude, trace)
