@@ -259,22 +259,36 @@ def gaps(
     settings: Settings | None = None,
 ) -> Gaps:
     """The questions the docs did not answer well (not in the docs, partial, 👎, handed to a
-    person) since `since` (as `audit` reads it), routed to `intent` when given, grouped into
-    topics with the nearest doc and its owner."""
+    person) since `since` (as `audit` reads it), grouped into topics with the nearest doc, its
+    intent, owner and link; with `intent` (one of the index's, else ValueError naming them), the
+    topics labelled with it, and the rows routed to it or in those topics."""
     from index.store import load_owners
 
-    from .gaps import find_topics
+    from .gaps import find_topics, top_intent
     from .since import parse_since
 
     settings = _settings(settings)
     db = _db(db, settings)
     engine = make_engine(settings, db)
+    if intent:
+        known = sorted(engine.loaded().searcher.intent_names)
+        if intent not in known:
+            raise ValueError(
+                f"no intent {intent!r} in {db}: its intents are {', '.join(known) or 'none'}"
+            )
     since = parse_since(since) if since else None
     rows = make_state(settings, db).list_answers(since, None, GAPS_ROWS)
-    rows = [r for r in rows if not intent or (r["intents"] or [""])[0] == intent]
     topics, info = find_topics(
-        rows, engine.embedder, engine.loaded().searcher, load_owners(engine.db)
+        rows,
+        engine.embedder,
+        engine.loaded().searcher,
+        load_owners(engine.db),
+        intent=intent,
+        base_url=settings.docs_base_url,
     )
+    if intent:  # the intent's questions: routed to it, or in one of its gaps
+        mine = {i for t in topics for i in t.ids}
+        rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
     return Gaps(topics, info, rows)
 
 

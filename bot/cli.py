@@ -474,7 +474,7 @@ def audit(
     "only questions on or after this ISO date/time (UTC unless it has a zone), or this"
     " long ago: 30m, 24h, 7d, 2w"
 )
-@option("--intent", help="only questions routed to this intent")
+@option("--intent", help="only the topics of this intent (a topic's intent is its nearest doc's)")
 @option("--top", type=int, default=10, help="topics printed (default 10)")
 @json_flag("print every topic as JSON")
 @option("--html", metavar="FILE", help="also write a self-contained report page")
@@ -493,19 +493,26 @@ def gaps(
         from .gaps_report import render
 
         title = "What the docs don't answer" + (f" · {intent}" if intent else "")
-        Path(html).write_text(render(found.rows, topics, title), encoding="utf-8")
+        page = render(found.rows, topics, title, info, since)
+        Path(html).write_text(page, encoding="utf-8")
         print(f"Wrote {html}", file=sys.stderr)
     if as_json:
         _print_json({"topics": [t.to_json() for t in topics], **info})
         return 0
+    from .gaps_report import plural
+
     print(
-        f"{info['unanswered']} questions not answered well, in {len(topics)} topics"
-        f" (average-linkage cut at cosine distance {info['cut']}, silhouette {info['silhouette']})"
+        f"{plural(info['unanswered'], 'question')} not answered well, in"
+        f" {plural(len(topics), 'topic')} (average-linkage cut at cosine distance {info['cut']},"
+        f" silhouette {info['silhouette']})"
     )
+    if info["small_talk"]:
+        print(f"({plural(info['small_talk'], 'message')} of small talk left out)")
     for t in topics[:top]:
         print(f"\n{t.count:>4}  {t.questions[0]}")
-        where = f"nearest doc {t.doc or '-'} · intent {t.intent or '-'}"
-        print(f"      {where} · owner {t.owner or '-'}")
+        doc = t.doc + (f" › {t.section}" if t.section else "") if t.doc else "-"
+        where = f"nearest doc {doc} · intent {t.intent or '-'} · owner {t.owner or '-'}"
+        print(f"      {where}" + (f"\n      {t.url}" if t.url and t.url != t.doc else ""))
         for q in t.questions[1:]:
             print(f"        · {q}")
     return 0
