@@ -581,7 +581,7 @@ def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
     # and Slack has been asked (and, unreachable, retried for FIELDGUIDE_SLACK_STARTUP_SECONDS)
     if problems := settings.slack_token_problems(http=bool(http)):
         print(
-            f"fieldguide: {'; '.join(problems)} (see README, 'Set up the Slack app')",
+            f"fieldguide: {'; '.join(problems)} (see README, 'Slack in five steps')",
             file=sys.stderr,
         )
         return 2

@@ -456,5 +456,6 @@ def _which(token: str) -> str:
 
 
 def describe() -> list[tuple[str, object, str]]:
-    """(env name, default, help) for every setting: used to check .env.example and the README."""
+    """(env name, default, help) for every setting: used to check .env.example and the
+    configuration table (docs/configuration.md)."""
     return [(f.metadata["env"], f.default, f.metadata["help"]) for f in fields(Settings)]

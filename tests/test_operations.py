@@ -249,7 +249,7 @@ def test_serve_checks_the_tokens_shapes_at_once(tmp_path, monkeypatch, capsys, e
     finally:
         mock.close()
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Set up the Slack app" in err
+    assert err.count("\n") == 1 and "Slack in five steps" in err
     for words in said:
         assert words in err
     for value in env.values():
