@@ -1,13 +1,16 @@
-"""`fieldguide eval SET --answers` on the dev sets, offline: the answer-level figures before and
-after the calibrated decision (issue 24), written to RESULTS.md (section answers-eval) and
+"""`fieldguide eval SET --answers` on every eval set, offline: the three outcomes (answerable
+refused / unsure, off-topic given a plain ANSWER), token recall / precision and length before and
+after the decision of issue 33, written to RESULTS.md (section answers-eval) and
 bench/answers-SET.json.
 
-    python bench/answers_eval.py
+    python bench/answers_eval.py            # run every set whose docs are here
+    python bench/answers_eval.py --reuse    # re-read the JSON files only
 
 claude-docs: all 100 questions + its 30 off-topic ones; openshift-4.15: 100 questions sampled with
 seed 0 + its 30 off-topic ones; examples: its 30 answerable questions, its own 5 off-topic ones and
-examples/offtopic.jsonl (20). The BEFORE figures (bench/answers-before.json) were measured with the
-same command on the code before the change (commit 30a8556).
+examples/offtopic.jsonl (20); the real-question sets (bench/sets, when their docs are laid out as
+their SOURCE.md says): all their questions. BEFORE (bench/answers-before.json): the same command on
+the code before the change.
 """
 
 from __future__ import annotations
@@ -16,24 +19,17 @@ import json
 import subprocess
 import sys
 
-from harness import ROOT, SHARED, table, write_section
+from harness import REAL_SETS, ROOT, SHARED, laid_out, set_dir, table, write_section
 
-# a worktree under wt/ finds shared/eval two levels up
-EVAL = SHARED if SHARED.is_dir() else ROOT.parents[1] / "shared" / "eval"
 RUNS = {
-    "claude-docs": [str(EVAL / "claude-docs")],
-    "openshift-4.15": [
-        str(EVAL / "openshift-4.15"),
-        "--limit",
-        "100",
-        "--seed",
-        "0",
-    ],
+    "claude-docs": [str(SHARED / "claude-docs")],
+    "openshift-4.15": [str(SHARED / "openshift-4.15"), "--limit", "100", "--seed", "0"],
     "examples": ["examples"],
-}
+} | {name: [str(set_dir(name))] for name in REAL_SETS if laid_out(name)}
 COLUMNS = [
-    "answerable abstain",
-    "PARTIAL",
+    "answerable refused",
+    "answerable unsure",
+    "off-topic ANSWER",
     "off-topic abstain",
     "token recall",
     "token precision",
@@ -41,12 +37,21 @@ COLUMNS = [
     "median chars",
     "p50 / p95 ms",
 ]
+RATES = (
+    "abstain",
+    "partial",
+    "offtopic_answer",
+    "offtopic_abstain",
+    "token_recall",
+    "token_precision",
+    "gold_cited",
+)
 
 
 def row(name: str, when: str, s: dict) -> list:
     def rate(key: str) -> str:
-        r = s[key]
-        if r["value"] is None:
+        r = s.get(key)
+        if not r or r["value"] is None:
             return "—"
         lo, hi = r["ci95"]
         return f"{r['value']:.3f} ({lo:.2f}–{hi:.2f})"
@@ -54,17 +59,7 @@ def row(name: str, when: str, s: dict) -> list:
     return [
         name,
         when,
-        *(
-            rate(k)
-            for k in (
-                "abstain",
-                "partial",
-                "offtopic_abstain",
-                "token_recall",
-                "token_precision",
-                "gold_cited",
-            )
-        ),
+        *(rate(k) for k in RATES),
         s["median_chars"],
         f"{s['p50_ms']:.0f} / {s['p95_ms']:.0f}",
     ]
@@ -88,12 +83,13 @@ def main() -> None:
 shared/eval/README.md says (token recall / precision against the reference answer, stopwords of
 shared/eval). Rates with a seeded bootstrap 95% interval. claude-docs: 100 questions + 30
 off-topic; openshift-4.15: 100 questions sampled with seed 0 + 30 off-topic; examples: 30
-questions + 25 off-topic (its own 5 and examples/offtopic.jsonl). Before: the rule-based decision
-(commit 30a8556); after: the calibrated one (router/decision.json, `fieldguide calibrate`, whose
-leave-one-set-out figures are in the section "calibration"). These sets are also the calibration
-data, so their figures here are in-sample. Latency: "before" was taken on the 2-core machine
-under load from other jobs, "after" with nothing else running (with the test suite running beside
-it, the after p50 was 87 / 146 / 61 ms). Full answers: bench/answers-SET.json.
+questions + 25 off-topic (its own 5 and examples/offtopic.jsonl); fastapi, traefik, duckdb,
+chezmoi: every question (bench/sets). Before: the decision of issue 24 (two outcomes offline,
+fitted on the three clean sets); after: issue 33's (the question's reading, three outcomes, bands
+by cost, fitted on all seven sets). Every set is calibration data of the shipped decision, so
+these decision rates are in-sample: the figures that count are the left-out ones of the section
+"calibration". What this table adds: token recall / precision, gold cited and length, which the
+decision does not fit. Full answers: bench/answers-SET.json.
 
 {table(["set", "code", *COLUMNS], rows)}
 """

@@ -4,9 +4,10 @@
    stable prefix marked with cache_control) and without (every prompt billed in full), against
    the Messages API stub (bot/testing/stubs.py FakeClaude), which bills caching as the API does:
    a prefix up to a breakpoint is written once it reaches the model's minimum cacheable length
-   (Haiku 4.5 4,096 tokens, Sonnet 4.6 1,024) and read by later identical prefixes. The stub counts
-   ~3.5 characters a token (it has no tokenizer). The models are the defaults in bot/settings.py;
-   the cost is estimated with its default price table. Sets: the example docs and claude-docs.
+   (512 tokens on the 5.5 models, 4,096 on Haiku 4.5) and read by later identical prefixes. The
+   stub counts ~3.5 characters a token (it has no tokenizer). The models are the defaults in
+   bot/settings.py; the cost is estimated with its default price table. Sets: the example docs
+   and claude-docs.
 2. The claim check's latency after the last streamed word: the stub at bench/slack_latency.py's
    latency (0.6 s a classify / extract / check reply, the answer's first token after 1 s, then
    40 words/s); from the last word the pipeline hands on to the answer being returned (when
@@ -190,8 +191,8 @@ def main() -> None:
     sets = [
         ("examples", examples, ours, ""),
         ("claude-docs", claude_docs, questions(SHARED / "claude-docs" / "questions.jsonl"), ""),
-        # what if: a classifier model whose minimum the examples' taxonomy prefix passes
-        ("examples, classify on Sonnet", examples, ours, "claude-sonnet-4-6"),
+        # what if: a classifier model whose minimum the examples' taxonomy prefix does not pass
+        ("examples, classify on Haiku 4.5", examples, ours, "claude-haiku-4-5"),
     ]
     cost_rows, step_rows = [], []
     for name, db, qs, classify in sets:
@@ -200,14 +201,15 @@ def main() -> None:
         step_rows += steps
         print(table(["set", "cache", "questions"], [r[:3] for r in rows]))
     lat_rows, lat = latency(examples, ours)
+    d = Settings()
 
     body = f"""
 `python bench/claude_cost.py`: {QUESTIONS} answerable questions of each set through the whole
-pipeline with the default models (classify, extract and check on claude-haiku-4-5, the answer on
-claude-sonnet-4-6), against the Messages API stub billing prompt caching as the API does (~3.5
-characters a token). Per question, mean: the prompt's tokens, those billed at the full input price,
-written to and read from the cache, output tokens, and the estimated cost (bot/settings.py's
-default prices).
+pipeline with the default models (classify, extract and check on {d.classify_model}, the answer on
+{d.answer_model}; the path as FIELDGUIDE_CLAUDE_PATH={d.claude_path}), against the Messages API
+stub billing prompt caching as the API does (~3.5 characters a token). Per question, mean: the
+prompt's tokens, those billed at the full input price, written to and read from the cache, output
+tokens, and the estimated cost (bot/settings.py's default prices).
 
 {table(COST_HEADERS, cost_rows)}
 
@@ -217,12 +219,11 @@ cache_control.
 
 {table(["set", "step", "model", "calls", "prefix tokens", "model minimum", "cached"], step_rows)}
 
-With the default models no step's stable prefix reaches its model's minimum, so caching changes
-nothing yet: the classifier's taxonomy prompt (1,252 tokens on the examples, 585 on claude-docs'
-intents.yaml-less taxonomy) is the one prefix that grows with the docs, and it is cached once it
-reaches 4,096 tokens on Haiku 4.5 (a taxonomy of roughly 3x the examples'). The last rows show the
-mechanism where it applies: with the classifier on claude-sonnet-4-6 (minimum 1,024), its prefix is
-written by the first question and read by the other 19.
+A step's prefix carries a cache_control marker only where it reaches its model's minimum
+(router/claude.py `cached_system`): the classifier's taxonomy prompt, the one prefix that grows
+with the docs, passes the 5.5 models' 512 tokens and is written by the first question and read by
+the others; the other steps' system prompts (200-300 tokens) carry none. The last rows: the same
+taxonomy on Haiku 4.5 (minimum 4,096) is not cached.
 
 The claim check's latency after the last streamed word (examples set, {lat["streamed"]} streamed
 answers, {lat["checked"]} checked by Claude; stub at {CLAUDE_LATENCY} s a reply, first answer

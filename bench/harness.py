@@ -13,7 +13,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "eval"
+# shared/eval beside the checkout (CI's clone, /work/main), or beside the repository a worktree
+# under wt/ belongs to
+SHARED = next(
+    (p / "shared" / "eval" for p in (ROOT.parent, ROOT.parents[2]) if (p / "shared").is_dir()),
+    ROOT.parent / "shared" / "eval",
+)
 WORK = ROOT / ".fieldguide" / "bench"
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
@@ -24,8 +29,22 @@ def ms(samples) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
 
 
+# the real-question sets (bench/sets/NAME): their questions are in the repository, their docs are
+# laid out from each project's repository as its SOURCE.md says (not committed)
+REAL_SETS = ("fastapi", "traefik", "duckdb", "chezmoi")
+
+
 def set_dir(set_name: str) -> Path:
-    return ROOT / "examples" if set_name == "examples" else SHARED / set_name
+    if set_name == "examples":
+        return ROOT / "examples"
+    if set_name in REAL_SETS:
+        return ROOT / "bench" / "sets" / set_name
+    return SHARED / set_name
+
+
+def laid_out(set_name: str) -> bool:
+    """Whether the set's docs are here (a real-question set's are laid out by hand)."""
+    return (set_dir(set_name) / "docs").is_dir()
 
 
 def eval_path(set_name: str, embedder=None) -> Path:

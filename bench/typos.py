@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from answers_eval import EVAL
 from harness import ROOT, eval_db, table, write_section
+from harness import SHARED as EVAL
 
 from bot.evaluation.answers import load_stopwords, sample, split_offtopic, token_scores
 from bot.evaluation.retrieval import load_items

@@ -285,6 +285,7 @@ def gaps(
         load_owners(engine.db),
         intent=intent,
         base_url=settings.docs_base_url,
+        names_weight=settings.bm25_weight,
     )
     if intent:  # the intent's questions: routed to it, or in one of its gaps
         mine = {i for t in topics for i in t.ids}

@@ -4,6 +4,7 @@ model, from the usage each audit row keeps per step (router/claude.py `usage_of`
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from router.claude import TOKENS
 
@@ -20,6 +21,22 @@ def price_for(model: str, prices: dict[str, dict[str, float]]) -> dict[str, floa
     """The prices of the longest table key `model` starts with (a dated id takes its alias's)."""
     keys = [k for k in prices if model.startswith(k)]
     return prices[max(keys, key=len)] if keys else None
+
+
+def unpriced(settings: Any) -> list[str]:
+    """The configured Claude models (bot.settings.Settings) the price table has no price for."""
+    from bot.settings import parse_prices
+
+    prices = parse_prices(settings.prices)
+    models = (
+        settings.condense_model,
+        settings.classify_model,
+        settings.extract_model,
+        settings.answer_model,
+        settings.check_model,
+        settings.judge_model,
+    )
+    return [m for m in dict.fromkeys(models) if price_for(m, prices) is None]
 
 
 def stats(rows: Iterable[dict], prices: dict[str, dict[str, float]]) -> dict:

@@ -191,6 +191,58 @@ def check_claude(settings: Settings) -> Check:
     return Check("claude", "ok", "reachable, key accepted")
 
 
+def configured_models(settings: Settings) -> dict[str, list[str]]:
+    """model id → the steps configured to use it."""
+    steps = {
+        "condense": settings.condense_model,
+        "classify": settings.classify_model,
+        "extract": settings.extract_model,
+        "answer": settings.answer_model,
+        "check": settings.check_model,
+        "judge": settings.judge_model,
+    }
+    out: dict[str, list[str]] = {}
+    for step, model in steps.items():
+        out.setdefault(model, []).append(step)
+    return out
+
+
+def check_claude_models(settings: Settings) -> Check:
+    """Each configured model id answers a one-line request (a retired or mistyped id is a 404,
+    which would otherwise send that step offline on every question); a model with no price is
+    named (audit --stats cannot cost it)."""
+    if not settings.anthropic_api_key:
+        return Check("claude models", "skip", "no ANTHROPIC_API_KEY")
+    import anthropic
+
+    from .costs import unpriced
+    from .wiring import make_anthropic
+
+    client = make_anthropic(settings)
+    assert client is not None  # a key is set
+    quick = client.with_options(timeout=TIMEOUT, max_retries=0)
+    failed = []
+    models = configured_models(settings)
+    for model, steps in models.items():
+        try:
+            quick.messages.create(
+                model=model, max_tokens=16, messages=[{"role": "user", "content": "ping"}]
+            )
+        except anthropic.APIError as e:
+            failed.append(f"{model} ({', '.join(steps)}): {_why(e)}")
+    if failed:
+        return Check("claude models", "FAIL", "; ".join(failed))
+    no_price = unpriced(settings)
+    if no_price:
+        return Check(
+            "claude models",
+            "warn",
+            f"{len(models)} answer; no price for {', '.join(no_price)}: add it to"
+            " FIELDGUIDE_PRICES for audit --stats",
+        )
+    return Check("claude models", "ok", f"{', '.join(models)} answer")
+
+
 def check_voyage(settings: Settings) -> Check:
     if not settings.voyage_api_key:
         return Check("voyage", "skip", "no VOYAGE_API_KEY: the local model embeds")
@@ -264,6 +316,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
         check_scopes(settings, db),
         check_local_model(settings),
         check_claude(settings),
+        check_claude_models(settings),
         check_voyage(settings),
         check_slack(settings),
     ]

@@ -6,7 +6,9 @@ agglomerative clustering (average linkage on cosine distance). Before they are c
 they share with everything else is taken out (Mu & Viswanath's "all-but-the-top"): the docs'
 own mean direction and their top d/100 principal directions (what any text about this product
 says: its name, its vocabulary, "a question about Tidewater"), then the mean of the questions
-themselves. Where the dendrogram is cut is not a hand-set number: among the cuts in its widest
+themselves. The names a question holds that the docs lack (the decision's unknown words and
+phrases: what a gap is about) join its meaning as search joins words and meaning, at the index's
+BM25 share. Where the dendrogram is cut is not a hand-set number: among the cuts in its widest
 gaps between merge heights, the one whose clusters have the best mean silhouette (Rousseeuw 1987;
 a question alone in its topic scores 0) is taken, below cosine distance 1 — past it, a merge joins
 groups no more alike than two unrelated questions. Each topic gets its count, the questions
@@ -32,6 +34,9 @@ CUT_CANDIDATES = 60  # dendrogram cuts whose silhouette is computed (the widest 
 EXAMPLES = 5  # questions shown per topic
 UNRELATED = 1.0  # cosine distance of two vectors with nothing in common (after centring)
 DOC_SAMPLE = 20_000  # rows of the index read to find the docs' common directions
+# the decision's signals of a name the docs lack (router/decide.py): a word rare in English they
+# never use, one no English either, words standing together nowhere in them
+LACKED_NAMES = ("rare", "unseen", "phrase")
 
 
 @dataclass
@@ -79,13 +84,12 @@ def top_intent(row: dict) -> str:
 
 def says_nothing(row: dict, vector: np.ndarray, empty: np.ndarray | None) -> bool:
     """Small talk: the message is nearer an empty message than the docs' nearest passage is to
-    it (the decision's `sim`), and the decision found no name in it the docs lack (a rare word,
-    or words standing together nowhere in the docs: a lone "Kotlin" the model cannot read is
-    still a question)."""
+    it (the decision's `sim`), and the decision found no name in it the docs lack (LACKED_NAMES:
+    a lone "Kotlin" the model reads as little is still a question)."""
     evidence = row.get("evidence") or {}
     if empty is None or evidence.get("sim") is None:
         return False
-    if evidence.get("rare") or evidence.get("phrase"):
+    if any(evidence.get(signal) for signal in LACKED_NAMES):
         return False
     return float(vector @ empty) > float(evidence["sim"])
 
@@ -211,6 +215,32 @@ def comparable(vectors: np.ndarray, common: np.ndarray | None) -> np.ndarray:
     return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
 
+def lacked_names(row: dict) -> set[str]:
+    """The names a question holds that the docs lack, as the decision found them (its unknown
+    words and phrases), as search terms: what a gap is about ("terraform", "ios", "sdk")."""
+    from index.search import tokenize
+
+    evidence = row.get("evidence") or {}
+    found = (evidence.get("unknown_words") or []) + (evidence.get("unknown_phrases") or [])
+    return {term for name in found for term in tokenize(str(name))}
+
+
+def with_names(meaning: np.ndarray, names: list[set[str]], weight: float) -> np.ndarray:
+    """Each question as its meaning and the names it lacks, fused as search fuses a question's
+    meaning and words: cosines weighted 1 - `weight` and `weight` (the index's BM25 share). Two
+    questions naming the same thing the docs lack ("terraform apply … webhook endpoint", "a
+    Terraform provider") are that much closer, whatever else their sentences say."""
+    vocab = {term: i for i, term in enumerate(sorted(set().union(*names)))}
+    if not vocab:
+        return meaning
+    words = np.zeros((len(names), len(vocab)))
+    for i, terms in enumerate(names):
+        words[i, [vocab[t] for t in terms]] = 1.0
+    words /= np.maximum(np.linalg.norm(words, axis=1, keepdims=True), 1e-12)
+    both = np.hstack([np.sqrt(1 - weight) * meaning, np.sqrt(weight) * words])
+    return both / np.maximum(np.linalg.norm(both, axis=1, keepdims=True), 1e-12)
+
+
 def find_topics(
     rows: list[dict],
     embedder: Any,
@@ -219,10 +249,12 @@ def find_topics(
     intent: str | None = None,
     most: int = MAX_QUESTIONS,
     base_url: str = "",
+    names_weight: float = 0.4,
 ) -> tuple[list[Topic], dict]:
     """The topics of the newest `most` unanswered questions among `rows` (audit rows, newest
     first), biggest first — only those labelled `intent` when given (a topic's intent is its
-    nearest doc's) —, and figures about the clustering."""
+    nearest doc's) —, and figures about the clustering. `names_weight`: the share of the names a
+    question lacks in comparing it (`with_names`: FIELDGUIDE_BM25_WEIGHT)."""
     from index.embedding import EmbeddingError
     from index.store import owner_of
     from router.citations import link_for
@@ -246,7 +278,8 @@ def find_topics(
     if not todo:
         return [], info
     common = common_directions(getattr(searcher, "vectors", None))
-    labels, cut, score = cluster(comparable(vectors, common))
+    meaning = comparable(vectors, common)
+    labels, cut, score = cluster(with_names(meaning, [lacked_names(r) for r in todo], names_weight))
     info |= {"cut": round(cut, 4), "silhouette": round(score, 4)}
     topics = []
     for label in np.unique(labels):

@@ -116,10 +116,19 @@ def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
 
 
-# USD per million tokens (Anthropic's list prices, 2026-11; a cache write is the 5-minute one, 1.25x
-# input, a cache read 0.1x). A model id matches the longest key it starts with
-# (claude-haiku-4-5-20251001 → claude-haiku-4-5). FIELDGUIDE_PRICES replaces the table.
+# USD per million tokens (Anthropic's list prices on the model pages, platform.claude.com/docs/en/
+# models/*/overview, 2026-11; a cache write is the 5-minute one). A model id matches the longest key
+# it starts with (claude-haiku-4-5-20251001 → claude-haiku-4-5). FIELDGUIDE_PRICES replaces the
+# table. Haiku 5.5's prices are those of prompts up to 100,000 tokens (a question's are ~2-6 K);
+# Sonnet 5.5's cache read is $0.20 on its model page (its migration guide says $0.10: the model
+# page is taken). Opus 5.5's cache prices are the usual 1.25x / 0.1x of its input price.
 DEFAULT_PRICES: dict[str, dict[str, float]] = {
+    "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
+    "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.50, "cache_read": 0.20},
+    "claude-sonnet-5": {"input": 2.0, "output": 10.0, "cache_write": 2.50, "cache_read": 0.20},
+    "claude-opus-5-5": {"input": 4.0, "output": 20.0, "cache_write": 5.0, "cache_read": 0.40},
+    "claude-opus-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-fable-5-1": {"input": 10.0, "output": 50.0, "cache_write": 12.5, "cache_read": 1.0},
     "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.10},
     "claude-sonnet-4": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
     "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
@@ -211,21 +220,30 @@ class Settings:
     anthropic_base_url: str = _setting(
         "ANTHROPIC_BASE_URL", "", "Messages API base URL (proxy or stub)", http_url
     )
-    classify_model: str = _setting("FIELDGUIDE_CLASSIFY_MODEL", "claude-haiku-4-5", "router model")
+    classify_model: str = _setting("FIELDGUIDE_CLASSIFY_MODEL", "claude-haiku-5-5", "router model")
     condense_model: str = _setting(
-        "FIELDGUIDE_CONDENSE_MODEL", "claude-haiku-4-5", "follow-up rewriter"
+        "FIELDGUIDE_CONDENSE_MODEL", "claude-haiku-5-5", "follow-up rewriter"
     )
     extract_model: str = _setting(
-        "FIELDGUIDE_EXTRACT_MODEL", "claude-haiku-4-5", "passage extractor"
+        "FIELDGUIDE_EXTRACT_MODEL",
+        "claude-haiku-5-5",
+        "passage extractor (the `sequential` and `overlap` paths)",
     )
-    answer_model: str = _setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-4-6", "answer writer")
+    answer_model: str = _setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-5-5", "answer writer")
     check_model: str = _setting(
         "FIELDGUIDE_CHECK_MODEL",
-        "claude-haiku-4-5",
+        "claude-haiku-5-5",
         "claim checker: is each answer sentence supported by what it cites",
     )
     judge_model: str = _setting(
-        "FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-4-6", "`eval --answers --judge` grader"
+        "FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-5-5", "`eval --answers --judge` grader"
+    )
+    claude_path: str = _setting(
+        "FIELDGUIDE_CLAUDE_PATH",
+        "cite",
+        "with Claude: cite (the answer's citations extract) | overlap | sequential"
+        " (classify → extract → answer)",
+        one_of("cite", "overlap", "sequential"),
     )
     prices: str = _setting(
         "FIELDGUIDE_PRICES",
@@ -240,9 +258,14 @@ class Settings:
     voyage_base_url: str = _setting(
         "VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1", http_url
     )
-    voyage_model: str = _setting("FIELDGUIDE_VOYAGE_MODEL", "voyage-3.5", "Voyage embedding model")
+    voyage_model: str = _setting(
+        "FIELDGUIDE_VOYAGE_MODEL",
+        "voyage-4",
+        "Voyage embedding model (voyage-4-large, voyage-4, voyage-4-lite, ...); reindex after"
+        " switching",
+    )
     rerank_model: str = _setting(
-        "FIELDGUIDE_RERANK_MODEL", "rerank-2.5", "Voyage reranker (with a key); empty = no rerank"
+        "FIELDGUIDE_RERANK_MODEL", "rerank-3", "Voyage reranker (with a key); empty = no rerank"
     )
     rerank_depth: int = _setting(
         "FIELDGUIDE_RERANK_DEPTH",
@@ -262,9 +285,16 @@ class Settings:
     max_retries: int = _setting(
         "FIELDGUIDE_MAX_RETRIES",
         2,
-        "retries of a Claude call (the SDK's) or a Voyage rerank (backoff with jitter,"
-        " Retry-After honoured) on 429/5xx/timeouts",
+        "retries of a Claude call on 429 (after its retry-after) and 529/5xx/timeouts (backoff"
+        " with jitter), within the question's deadline; of a Voyage call while indexing",
         between(0, 10),
+    )
+    query_timeout: float = _setting(
+        "FIELDGUIDE_QUERY_TIMEOUT",
+        2.0,
+        "seconds a question waits for Voyage (query embedding, rerank): one try, then keyword"
+        " search / the fused order",
+        positive_at_most(60),
     )
     deadline: float = _setting(
         "FIELDGUIDE_DEADLINE",

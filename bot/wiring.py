@@ -4,12 +4,15 @@ objects."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .settings import Settings
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
     from bot.scopes import Scopes
@@ -33,6 +36,7 @@ def embedder_for(settings: Settings) -> Embedder:
         settings.voyage_base_url,
         settings.timeout,
         settings.model_dir,
+        settings.query_timeout,
     )
 
 
@@ -51,7 +55,8 @@ def make_anthropic(settings: Settings) -> MessagesClient | None:
 
 
 def make_reranker(settings: Settings) -> VoyageReranker | None:
-    """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty."""
+    """Voyage's reranker when a Voyage key is set and FIELDGUIDE_RERANK_MODEL is not empty: at
+    question time, one try of FIELDGUIDE_QUERY_TIMEOUT seconds, then the fused order."""
     if not settings.voyage_api_key or not settings.rerank_model:
         return None
     from index.rerank import VoyageReranker
@@ -61,8 +66,8 @@ def make_reranker(settings: Settings) -> VoyageReranker | None:
         settings.rerank_model,
         settings.rerank_depth,
         settings.voyage_base_url,
-        settings.timeout,
-        settings.max_retries,
+        settings.query_timeout,
+        max_retries=0,
     )
 
 
@@ -111,6 +116,15 @@ def make_scopes(settings: Settings, db: str | None = None) -> Scopes | None:
 def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
     from router.pipeline import Pipeline
 
+    if settings.anthropic_api_key:
+        from .costs import unpriced
+
+        if no_price := unpriced(settings):
+            log.warning(
+                "No price for %s: audit --stats cannot estimate its cost; add it to"
+                " FIELDGUIDE_PRICES",
+                ", ".join(no_price),
+            )
     engine = make_engine(settings, db)
     models = {
         "condense": settings.condense_model,
@@ -125,6 +139,7 @@ def make_pipeline(settings: Settings, db: str | None = None) -> Pipeline:
         settings.docs_base_url,
         state=make_state(settings, db),
         deadline=settings.deadline,
+        path=settings.claude_path,
     )
 
 

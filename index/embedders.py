@@ -81,19 +81,22 @@ class TorchEmbedder:
 
 
 class VoyageEmbedder:
-    """Voyage embeddings (`input_type` document/query), batched within the API's per-request limits,
-    retrying rate limits and outages (retries.py: backoff with jitter, or Retry-After)."""
+    """Voyage embeddings (`input_type` document/query), batched within the API's per-request limits.
+    Documents (indexing) retry rate limits and outages patiently (retries.py: backoff with jitter,
+    or Retry-After); a question's embedding gets one short try (`query_timeout`, no retry): a
+    question is waiting, and keyword search answers it when Voyage does not."""
 
     def __init__(
         self,
         api_key: str,
-        model: str = "voyage-3.5",
+        model: str = "voyage-4",
         base_url: str | None = None,
         timeout: float = 30.0,
         max_retries: int = 4,
         max_texts: int = 1000,
         max_tokens: int = 100_000,
         max_input_tokens: int = 32_000,
+        query_timeout: float = 2.0,
     ):
         import voyageai
 
@@ -111,15 +114,20 @@ class VoyageEmbedder:
         self.client = voyageai.Client(
             api_key=api_key, base_url=base_url or None, timeout=timeout, max_retries=0
         )
+        self.query_client = voyageai.Client(
+            api_key=api_key, base_url=base_url or None, timeout=query_timeout, max_retries=0
+        )
 
     def _call(self, texts: list[str], input_type: str) -> Sequence[Sequence[float]]:
         import voyageai.error as verr
 
-        retrying = voyage_retrying(self.max_retries)
+        query = input_type == "query"
+        client = self.query_client if query else self.client
+        retrying = voyage_retrying(0 if query else self.max_retries)
         try:
             return retrying(
                 lambda: (
-                    self.client.embed(
+                    client.embed(
                         texts, model=self.model, input_type=input_type, truncation=True
                     ).embeddings
                 )
@@ -164,12 +172,19 @@ class VoyageEmbedder:
 
 def make_embedder(
     voyage_api_key: str = "",
-    voyage_model: str = "voyage-3.5",
+    voyage_model: str = "voyage-4",
     voyage_base_url: str = "",
     timeout: float = 30.0,
     model_dir: str = "",
+    query_timeout: float = 2.0,
 ) -> Embedder:
     """Voyage when a key is set, else the local model (all-MiniLM-L6-v2, int8 ONNX)."""
     if voyage_api_key:
-        return VoyageEmbedder(voyage_api_key, voyage_model, voyage_base_url or None, timeout)
+        return VoyageEmbedder(
+            voyage_api_key,
+            voyage_model,
+            voyage_base_url or None,
+            timeout,
+            query_timeout=query_timeout,
+        )
     return OnnxEmbedder(model_dir or DEFAULT_DIR)

@@ -17,13 +17,13 @@ class RerankError(Exception):
 
 
 class VoyageReranker:
-    """`rerank-2.5` (a setting) over the top `depth` fused chunks (their title, headings and
-    text, as BM25 sees them)."""
+    """`rerank-3` (a setting: Voyage's rerankers, docs.voyageai.com/docs/reranker) over the top
+    `depth` fused chunks (their title, headings and text, as BM25 sees them)."""
 
     def __init__(
         self,
         api_key: str,
-        model: str = "rerank-2.5",
+        model: str = "rerank-3",
         depth: int = 40,
         base_url: str | None = None,
         timeout: float = 30.0,

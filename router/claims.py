@@ -3,7 +3,9 @@ sentences is checked against the passages it cites. With Claude a cheap model gi
 sentence through a strict tool call (prompts/check.md); an unsupported sentence, or a factual one
 that cites nothing, turns ANSWER into PARTIAL with a caveat naming it. Offline the answer is made
 of verbatim quotes, each its own support: the check only reads whether each quote was found in its
-chunk. A check that cannot run (API error, no time left) changes nothing and says so in a note.
+chunk. A check that cannot run (API error, no time left) fails closed: an ANSWER becomes PARTIAL
+with a caveat saying its claims were not checked, which the user sees (Slack, CLI) and the audit
+keeps.
 """
 
 from __future__ import annotations
@@ -16,32 +18,28 @@ from typing import Any
 from prompts import render
 
 from .answer import ANSWER, PARTIAL, Citation
-from .claude import Claude, Unusable, cached_system, strict_tool, tool_input, usage_of
+from .claude import Claude, Unusable, structured
 
 CHECK_TOOL = "check_claims"
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
-TOOL = strict_tool(
-    CHECK_TOOL,
-    "Record, for every numbered sentence of the answer, whether its cited passages support it.",
-    {
-        "type": "object",
-        "properties": {
-            "sentences": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "sentence": {"type": "integer"},
-                        "verdict": {"type": "string", "enum": [SUPPORTED, UNSUPPORTED, NO_CLAIM]},
-                    },
-                    "required": ["sentence", "verdict"],
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "sentences": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sentence": {"type": "integer"},
+                    "verdict": {"type": "string", "enum": [SUPPORTED, UNSUPPORTED, NO_CLAIM]},
                 },
-            }
-        },
-        "required": ["sentences"],
+                "required": ["sentence", "verdict"],
+            },
+        }
     },
-)
-MAX_TOKENS = 1000
+    "required": ["sentences"],
+}
+MAX_TOKENS = 2000
 NAMED = 2  # unsupported sentences named in the caveat; the rest are counted
 NAME_CHARS = 90
 
@@ -108,15 +106,8 @@ def request(items: list[Sentence]) -> str:
 def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
     """Sets each sentence's verdict from Claude's; the usage. Unusable unless every sentence got
     exactly one verdict."""
-    msg = client.messages.create(
-        model=model,
-        max_tokens=MAX_TOKENS,
-        system=cached_system(render("check")),
-        tools=[TOOL],
-        tool_choice={"type": "tool", "name": CHECK_TOOL},
-        messages=[{"role": "user", "content": request(items)}],
-    )
-    given = tool_input(msg, CHECK_TOOL).get("sentences")
+    data, usage = structured(client, model, render("check"), request(items), SCHEMA, MAX_TOKENS)
+    given = data.get("sentences")
     if not isinstance(given, list):
         raise Unusable("no sentences in the check")
     verdicts: dict[int, str] = {}
@@ -132,7 +123,7 @@ def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
     for n, s in enumerate(items, 1):
         # a sentence citing nothing cannot be supported by its passages, whatever the model says
         s.verdict = UNSUPPORTED if verdicts[n] == SUPPORTED and not s.passages else verdicts[n]
-    return usage_of(msg)
+    return usage
 
 
 def offline(citations: list[Citation]) -> Checked:
@@ -144,14 +135,12 @@ def offline(citations: list[Citation]) -> Checked:
     return Checked(True, "offline", items)
 
 
-def check(
-    claude: Claude, model: str, blocks: list[tuple[str, list[Citation]]], citations: list[Citation]
-) -> Checked:
-    """Claude's check of a written answer's `blocks`; the offline check of the quotes (their
-    `citations`) when the answer was not written by Claude."""
-    if not claude.available:
-        return offline(citations)
-    items = sentences(blocks)
+def check(claude: Claude, model: str, written: Any) -> Checked:
+    """Claude's check of a written answer's blocks (a compose.Written); the offline check of the
+    quotes (their citations) when the answer was not written by Claude."""
+    if written.by != "claude":
+        return offline(written.citations)
+    items = sentences(written.blocks)
     if not items:
         return Checked(True, "claude", [])
     usage, why = claude.attempt("check", lambda client: with_claude(client, model, items))
@@ -160,12 +149,22 @@ def check(
     return Checked(True, "claude", items, usage=usage)
 
 
+NOT_CHECKED = "its claims were not checked against the docs it cites (the check did not run)."
+
+
 def judged(decision: str, caveat: str, checked: Checked) -> tuple[str, str, str]:
     """(decision, caveat, note) after the check: an unsupported sentence makes an ANSWER PARTIAL,
-    its caveat naming it (a PARTIAL answer's caveat names it too); the note, for the trace, names
-    every unsupported sentence, or says the check did not run (the decision stays as it was)."""
+    its caveat naming it (a PARTIAL answer's caveat names it too); a check that did not run makes
+    it PARTIAL too, its caveat saying so (fail closed: an unchecked answer is never a plain
+    ANSWER). The note, for the trace, names every unsupported sentence or why the check did not
+    run."""
     if not checked.ran:
-        return decision, caveat, f"the claim check did not run ({checked.why_not})"
+        note = f"the claim check did not run ({checked.why_not})"
+        if decision == ANSWER:
+            return PARTIAL, f"Partial answer: {NOT_CHECKED}", note
+        if decision == PARTIAL:
+            return decision, f"{caveat} Also, {NOT_CHECKED}".strip(), note
+        return decision, caveat, note
     bad = checked.unsupported
     if not bad:
         return decision, caveat, ""

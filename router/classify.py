@@ -3,8 +3,9 @@
 `OfflineClassifier` needs no key: the intents of the chunks that an unrouted hybrid search ranks
 highest vote, weighted by score and rank, together with the intents' example questions from
 intents.yaml. The search that votes uses the question's vector moved toward its best few chunks
-(pseudo-relevance feedback). `ClaudeClassifier` asks Claude to pick from the taxonomy with a forced
-tool call and falls back to the offline classifier on any failure or invalid answer.
+(pseudo-relevance feedback). `ClaudeClassifier` asks Claude to pick from the taxonomy (a structured
+output whose enum is the taxonomy and NONE) and falls back to the offline classifier on any failure
+or invalid answer.
 """
 
 from __future__ import annotations
@@ -19,15 +20,7 @@ import numpy as np
 from index.search import Hit, Searcher
 from prompts import render
 
-from .claude import (
-    Claude,
-    MessagesClient,
-    Unusable,
-    cached_system,
-    strict_tool,
-    tool_input,
-    usage_of,
-)
+from .claude import Claude, MessagesClient, Unusable, structured
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +131,10 @@ class OfflineClassifier:
         return Classification(ranked, "offline")
 
 
-CLASSIFY_TOOL = "choose_intent"
+CLASSIFY_TOOL = "choose_intent"  # the step's name (was its forced tool's)
+# Claude's answer when no intent fits: not a slug (slugs are lowercase), so it can never be the
+# name of a docs intent, "general" included (a team's docs without an intent are "general")
+NO_INTENT = "NONE"
 
 
 class ClaudeClassifier:
@@ -159,33 +155,60 @@ class ClaudeClassifier:
         self.model = model
         self.intents = intents
         self.names = [i["name"] for i in intents]
-        if "general" not in self.names:
-            self.names.append("general")
         self.fallback = fallback
 
-    def _tool(self) -> dict:
-        return strict_tool(
-            CLASSIFY_TOOL,
-            "Record which documentation intents the question belongs to, best first.",
-            {
-                "type": "object",
-                "properties": {
-                    "intents": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "intent": {"type": "string", "enum": self.names},
-                                "confidence": {"type": "number"},
-                            },
-                            "required": ["intent", "confidence"],
+    def schema(self) -> dict:
+        """The reply's JSON schema: intents of the taxonomy (or NONE), best first."""
+        return {
+            "type": "object",
+            "properties": {
+                "intents": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "intent": {"type": "string", "enum": [*self.names, NO_INTENT]},
+                            "confidence": {"type": "number"},
                         },
+                        "required": ["intent", "confidence"],
                     },
                 },
-                "required": ["intents"],
             },
+            "required": ["intents"],
+        }
+
+    def taxonomy(self) -> str:
+        return "\n".join(
+            f"- {i['name']}: {i['description'] or '(no description)'}"
+            + (
+                f"\n    headings: {'; '.join(self.headings[i['name']])}"
+                if self.headings.get(i["name"])
+                else ""
+            )
+            + "".join(f"\n    e.g. {q}" for q in (i.get("examples") or [])[:5])
+            for i in self.intents
         )
+
+    def ask(self, client, question: str) -> Classification:
+        """Claude's ranking (one call through `client`); raises what the call raises."""
+        data, usage = structured(
+            client,
+            self.model,
+            # the taxonomy is the same for every question: with the system prompt, the cached
+            # prefix where it reaches the model's minimum
+            render("classify", taxonomy=self.taxonomy(), none=NO_INTENT),
+            question,
+            self.schema(),
+            max_tokens=1000,
+        )
+        return Classification(self._parse(data), "claude", usage=usage)
+
+    def early(self, question: str, claude: Claude) -> Classification | None:
+        """Claude's ranking alone, started before the question's local search so the two
+        overlap; None when Claude failed (the offline vote, which needs that search, decides)."""
+        result = claude.run("classify", lambda client: self.ask(client, question), lambda: None)
+        return result
 
     def classify(
         self,
@@ -197,48 +220,24 @@ class ClaudeClassifier:
         """Claude's ranking, or the offline classifier's when Claude fails. `claude`: the
         question's Claude (deadline, earlier failures); None: this classifier's client alone."""
         claude = claude or Claude(self.client)
-        taxonomy = "\n".join(
-            f"- {i['name']}: {i['description'] or '(no description)'}"
-            + (
-                f"\n    headings: {'; '.join(self.headings[i['name']])}"
-                if self.headings.get(i["name"])
-                else ""
-            )
-            + "".join(f"\n    e.g. {q}" for q in (i.get("examples") or [])[:5])
-            for i in self.intents
-        )
-
-        def ask(client) -> Classification:
-            msg = client.messages.create(
-                model=self.model,
-                max_tokens=300,
-                # tools, then the taxonomy: the same for every question, cached as one prefix
-                system=cached_system(render("classify", taxonomy=taxonomy)),
-                messages=[{"role": "user", "content": question}],
-                tools=[self._tool()],
-                tool_choice={"type": "tool", "name": CLASSIFY_TOOL},
-            )
-            return Classification(self._parse(msg), "claude", usage=usage_of(msg))
-
-        failed_before = claude.failed
         result = claude.run(
-            "classify", ask, lambda: self.fallback.classify(question, query_vec, global_hits)
+            "classify",
+            lambda client: self.ask(client, question),
+            lambda: self.fallback.classify(question, query_vec, global_hits),
         )
-        if result.source == "offline" and claude.failed and not failed_before:
-            result.note = (
-                f"Claude's routing answer was unusable ({claude.failed})"
-                if claude.failed.startswith("unusable")
-                else f"Claude unavailable for routing ({claude.failed})"
-            )
+        if result.source == "offline" and "classify" in claude.fell_back:
+            result.note = unused_note(claude.fell_back["classify"])
         return result
 
-    def _parse(self, msg) -> list[tuple[str, float]]:
-        items = tool_input(msg, CLASSIFY_TOOL).get("intents")
+    def _parse(self, data: dict) -> list[tuple[str, float]]:
+        items = data.get("intents")
         if not isinstance(items, list) or not items:
             raise Unusable(f"malformed tool input {json.dumps(items)[:200]}")
         ranked: dict[str, float] = {}
         for item in items[:3]:
             name = item.get("intent") if isinstance(item, dict) else None
+            if name == NO_INTENT:
+                continue  # no intent fits: the search runs over everything
             if not isinstance(name, str) or name not in self.names:
                 raise Unusable(f"intent {name!r} is not in the taxonomy")
             try:
@@ -247,3 +246,10 @@ class ClaudeClassifier:
                 raise Unusable(f"confidence {item.get('confidence')!r} is not a number") from None
             ranked[name] = max(ranked.get(name, 0.0), min(max(conf, 0.0), 1.0))
         return sorted(ranked.items(), key=lambda x: -x[1])
+
+
+def unused_note(why: str) -> str:
+    """The routing note when Claude's classification was not used."""
+    if why.startswith("unusable"):
+        return f"Claude's routing answer was unusable ({why})"
+    return f"Claude unavailable for routing ({why})"

@@ -1,6 +1,8 @@
-"""The answer written by Claude from the extracted passages, with native search_result citations,
-streamed; each citation checked by its indices against the blocks that were sent. The offline
-counterpart is router/offline.py `compose`."""
+"""The answer written by Claude from the passages, with native search_result citations, streamed;
+each citation checked by its indices against the blocks that were sent. Nothing is streamed to the
+user before the answer has cited a passage: an answer that cites nothing is never shown (the
+pipeline shows the docs' own quotes instead). The offline counterpart is router/offline.py
+`compose`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from prompts import render
 
 from . import citations
 from .answer import Citation, Passage, Source
-from .claude import MessagesClient, Unusable, cached_system, merge_usage, usage_of
+from .claude import MessagesClient, Unusable, cached_system, merge_usage, output_config, usage_of
 
 NOT_IN_DOCS = "NOT_IN_DOCS"
 MAX_TOKENS, RETRY_MAX_TOKENS = 1500, 4000
@@ -31,17 +33,29 @@ class Written:
     # each text block of the reply (links removed) with its checked citations: the claim check's
     # sentences and the passages each one cites
     blocks: list[tuple[str, list[Citation]]] = field(default_factory=list)
+    by: str = "offline"  # who wrote it: "claude" (compose) or "offline" (offline.compose)
+
+    @property
+    def cited(self) -> bool:
+        """Does it cite a passage by a citation that checked out?"""
+        return any(c.verified for c in self.citations)
 
 
 class Holdback:
-    """Passes streamed text on, except while it could still be the bare NOT_IN_DOCS reply: the
-    first words are held until the text can no longer become it, so a user never sees a
-    NOT_IN_DOCS that turns into "not in the docs"."""
+    """Passes streamed text on once it may be shown: the first words are held until the answer
+    has cited a passage (a citation that checks out arrived), and while the text could still be
+    the bare NOT_IN_DOCS reply. So a user never sees a NOT_IN_DOCS that turns into "not in the
+    docs", nor an answer that cites nothing."""
 
     def __init__(self, on_text: Callable[[str], None] | None):
         self.on_text = on_text
         self.held = ""
         self.released = False
+        self.cited = False
+
+    def cite(self) -> None:
+        self.cited = True
+        self._release()
 
     def __call__(self, piece: str) -> None:
         if self.on_text is None:
@@ -50,7 +64,12 @@ class Holdback:
             self.on_text(piece)
             return
         self.held += piece
+        self._release()
+
+    def _release(self) -> None:
         start = self.held.strip()
+        if self.released or self.on_text is None or not self.cited or not start:
+            return
         if NOT_IN_DOCS.startswith(start) or start.startswith(NOT_IN_DOCS):
             return
         self.released = True
@@ -71,33 +90,50 @@ def compose(
     results = citations.search_results(passages, by_chunk)
     sources = list(by_chunk.values())
     hold = Holdback(on_text)
-    msg = _stream(client, model, question, results, MAX_TOKENS, hold)
+    msg = _stream(client, model, question, results, sources, MAX_TOKENS, hold)
     usage = usage_of(msg)
     if msg.stop_reason == "max_tokens":
-        msg = _stream(client, model, question, results, RETRY_MAX_TOKENS, Holdback(None))
+        msg = _stream(client, model, question, results, sources, RETRY_MAX_TOKENS, Holdback(None))
         usage = merge_usage(usage, usage_of(msg))
     written = read(msg, results, sources)
     written.usage = usage
     return written
 
 
-def _stream(client, model: str, question: str, results: list[dict], max_tokens: int, hold):
+def _stream(
+    client,
+    model: str,
+    question: str,
+    results: list[dict],
+    sources: list[Source],
+    max_tokens: int,
+    hold: Holdback,
+):
+    config = output_config(model)
     with client.messages.stream(
         model=model,
         max_tokens=max_tokens,
-        system=cached_system(render("answer")),
+        system=cached_system(render("answer"), model),
         messages=[
             {
                 "role": "user",
                 "content": [*results, {"type": "text", "text": f"Question: {question}"}],
             }
         ],
+        **({"output_config": config} if config else {}),
     ) as stream:
         kind = stream.response.headers.get("content-type", "")
         if not kind.startswith("text/event-stream"):
             raise Unusable(f"a {kind or 'typeless'} reply where an event stream was asked for")
-        for piece in stream.text_stream:
-            hold(piece)
+        for event in stream:
+            if event.type != "content_block_delta":
+                continue
+            if event.delta.type == "citations_delta":
+                cit = citations.check(event.delta.citation, results, sources)
+                if cit is not None and cit.verified:
+                    hold.cite()
+            elif event.delta.type == "text_delta":
+                hold(event.delta.text)
         try:
             msg = stream.get_final_message()
         except AssertionError:  # the SDK's way of saying no message_start arrived
@@ -127,14 +163,14 @@ def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:
         parts.append(strip_links(block.text) + "".join(marks))
     text = "".join(parts).strip()
     if msg.stop_reason == "refusal":
-        return Written(REFUSED, text, checked)
+        return Written(REFUSED, text, checked, by="claude")
     if text.startswith(NOT_IN_DOCS):
-        return Written(NOT_COVERED)
+        return Written(NOT_COVERED, by="claude")
     if not text:
-        return Written(EMPTY)
+        return Written(EMPTY, by="claude")
     if msg.stop_reason in ("max_tokens", "model_context_window_exceeded"):
-        return Written(INCOMPLETE, text, checked, blocks=blocks)
-    return Written(OK, text, checked, blocks=blocks)
+        return Written(INCOMPLETE, text, checked, blocks=blocks, by="claude")
+    return Written(OK, text, checked, blocks=blocks, by="claude")
 
 
 def strip_links(text: str) -> str:

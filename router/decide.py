@@ -4,12 +4,15 @@
 
 - `sim`: the best cosine of the top 3 chunks (the embedder's own scale, hence a model per embedder);
 - `gap`: `sim` less the 10th best cosine of the hits: how far the best stands out of its neighbours;
-- `rare`: how far below everyday English the rarest word the docs never use in any form is:
-  max(0, RARE_ZIPF - zipf) / RARE_ZIPF on wordfreq's zipf scale (log10 of its frequency per billion
-  words): "ztunnel" (never seen) 1.0, "rancher" 0.24, "couple" or "things" 0. A rare word the docs
-  lack is a subject they don't cover; an everyday one ("Explain", "things", "bought") only frames
-  the question. The rarest word, not a share, so a long question typed as in chat weighs as its
-  short form;
+- `rare`: how far below everyday English the rarest word the docs never use in any form is, among
+  the words English knows: max(0, RARE_ZIPF - zipf) / RARE_ZIPF on wordfreq's zipf scale (log10 of
+  its frequency per billion words): "rancher" 0.24, "couple" or "things" 0. A word the world uses
+  and the docs never do is a subject they don't cover ("Terraform", "Kafka"); an everyday one
+  ("Explain", "things", "perhaps") only frames the question. The rarest word, not a share, so a
+  long question typed as in chat weighs as its short form;
+- `unseen`: 1 when a word the docs never use is no word of English either (zipf 0): a subject
+  nobody writes about, or the asker's own name for their project, package or variable: the fit
+  weighs which it more often is, apart from `rare`;
 - `missing`: the same of the words the docs know but the top 3 chunks lack, times how rare each is
   in the docs (normalised idf): a near section about something else; words rare both in English
   and in the docs are the question's specific terms;
@@ -19,8 +22,11 @@
 A word is known to the docs in any form: as an index term, by its Snowball stem, inside one of the
 docs' identifiers ("crashlooping" in KubePodCrashLooping) or written apart ("buckethost": "bucket
 host"). Typos are read first (`correct_typos`, symspellpy over the docs' vocabulary and its shipped
-English dictionary). What the asker pasted (a log, a trace) and their own values (URLs, hosts, IDs)
-are left out of every signal.
+English dictionary). The lexical signals read what the question asks (`reading.py`): its prose
+without the asker's material (code, quoted output, a log, paths, versions, identifiers, values),
+and of that only the sentences that ask: the first (an issue's title, a message's opening) and
+each ending in "?"; the rest of a long message is context, chatter and what was tried, and a word
+the docs lack there is no topic they lack. Closeness reads the whole question.
 
 The share of the question's words found in the top chunks or in their headings was tried too and
 left out: it ranks a long question typed as in chat below a short one of the same subject, and the
@@ -47,15 +53,15 @@ import numpy as np
 
 from index.search import BM25, STOPWORDS, Hit, Searcher, tokenize
 
+from . import reading
 from .answer import ABSTAIN, ANSWER, PARTIAL
-from .condense import without_own_values
 from .language import language_name
 from .words import VERSION, DocsWords, docs_words, snowball, specific_phrases, zipf
 
 MODEL_FILE = Path(__file__).with_name("decision.json")
-FEATURES = ("sim", "gap", "rare", "missing", "phrase", "agree")
-LEXICAL = ("rare", "missing", "phrase", "agree")
-NAME_SIGNALS = ("rare", "missing", "phrase")  # what the question's names say, not closeness
+FEATURES = ("sim", "gap", "rare", "unseen", "missing", "phrase", "agree")
+LEXICAL = ("rare", "unseen", "missing", "phrase", "agree")
+NAME_SIGNALS = ("rare", "unseen", "missing", "phrase")  # what the question's names say
 # where everyday English ends on the zipf scale: chosen leave-one-set-out among 2.5-4.5 (the
 # figures vary by <= 0.07 over that range: bench/RESULTS.md, section calibration)
 RARE_ZIPF = 4.0
@@ -104,7 +110,9 @@ def known_phrase(phrase: str, searcher: Searcher) -> bool:
     return False
 
 
-CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+# a word as the lexical signals read it: an English contraction whole ("shouldn't" is everyday
+# English, its "shouldn" no word of any docs)
+CONTENT_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:'[a-z]+)?")
 
 # -- the signals --
 
@@ -114,12 +122,14 @@ class Signals:
     sim: float | None
     gap: float | None
     rare: float
+    unseen: float
     missing: float
     phrase: float
     agree: float
     unknown_words: list[str]
     missing_words: list[str]
     unknown_phrases: list[str]
+    message: bool = False  # more than one sentence: decided in its own bands (`decide`)
 
     def vector(self, names: tuple[str, ...]) -> np.ndarray:
         return np.array([float(getattr(self, n) or 0.0) for n in names])
@@ -148,8 +158,11 @@ def rarity(found: list[str], docs: DocsWords | None = None) -> float:
 def signals(
     question: str, query_vec: np.ndarray | None, hits: list[Hit], searcher: Searcher
 ) -> Signals:
-    """What the question and the hits (best first) say about whether the docs answer it."""
-    asked = without_own_values(question)
+    """What the question and the hits (best first) say about whether the docs answer it: the
+    lexical signals read only what the question asks (`reading.read(...).asking`), closeness the
+    whole question."""
+    read = reading.read(question)
+    asked = read.asking or question
     words = docs_words(searcher)
     top = hits[:3]
     top_terms = {t for h in top for t in tokenize(h.chunk["search_text"])}
@@ -158,13 +171,14 @@ def signals(
     content = [
         w
         for w in dict.fromkeys(m.lower() for m in CONTENT_WORD.findall(asked))
-        if w not in STOPWORDS and len(w) >= 3
+        if w.split("'")[0] not in STOPWORDS and len(w.split("'")[0]) >= 3
     ]
-    unknown = [w for w in content if not words.knows(w)]
+    unknown = [w for w in content if not words.knows(w.split("'")[0])]
     missing = [
         w
         for w in content
         if w not in unknown
+        and "'" not in w
         and not set(tokenize(w)) & top_terms
         and snowball(w) not in top_stems
         and not any(p in top_terms for p in (words.apart(w) or "").split())
@@ -183,13 +197,15 @@ def signals(
     return Signals(
         sim=sim,
         gap=gap,
-        rare=rarity(unknown),
+        rare=rarity([w for w in unknown if zipf(w) > 0]),
+        unseen=float(any(zipf(w) == 0 for w in unknown)),
         missing=rarity(missing, words),
         phrase=float(bool(phrases)),
         agree=agree,
         unknown_words=unknown,
         missing_words=missing,
         unknown_phrases=phrases,
+        message=len(read.sentences) > 1,
     )
 
 
@@ -205,9 +221,9 @@ class Model:
     scale: np.ndarray
     weights: np.ndarray
     bias: float
-    bands: dict[
-        str, float
-    ]  # answer, partial (p below: ABSTAIN), claude (with Claude: abstain below)
+    # answer, partial (p below: ABSTAIN) of a one-sentence question, answer_message and
+    # partial_message of a message of several, claude (with Claude: abstain below)
+    bands: dict[str, float]
 
     def contributions(self, s: Signals) -> dict[str, float]:
         """Each signal's share of the log-odds (standardised value times weight)."""
@@ -273,15 +289,19 @@ class Decision:
 
 
 def decide(s: Signals, model: Model, name: str, claude: bool = False) -> Decision:
-    """The band of p. With Claude (its extraction and answer check the passages), only a question
-    with nothing near at all stops here: closeness alone below the `claude` band."""
+    """The band of p: a question of one sentence in its bands, a message of several (context,
+    what was tried, pasted output around the question) in its own, each fitted on questions like
+    it. With Claude (its extraction and answer check the passages), only a question with nothing
+    near at all stops here: closeness alone below the `claude` band."""
     p, bands = model.p(s), model.bands
     parts = model.contributions(s)
     why = min(parts, key=lambda k: parts[k])
     if claude:
         near = model.p(s, near_only=True)
         return Decision(ABSTAIN if near < bands["claude"] else ANSWER, near, s, name, why)
-    verdict = ANSWER if p >= bands["answer"] else PARTIAL if p >= bands["partial"] else ABSTAIN
+    style = "_message" if s.message and "answer_message" in bands else ""
+    answer, partial = bands["answer" + style], bands["partial" + style]
+    verdict = ANSWER if p >= answer else PARTIAL if p >= partial else ABSTAIN
     return Decision(verdict, p, s, name, why)
 
 
@@ -300,7 +320,7 @@ def abstain_message(evidence: dict) -> str | None:
     # named only when they are what weighs most against an answer: names as written, then the
     # rarest other words
     named: list[str] = []
-    if evidence.get("why") in ("rare", "phrase"):
+    if evidence.get("why") in ("rare", "unseen", "phrase"):
         phrases = evidence.get("unknown_phrases", [])
         inside = {w.lower() for p in phrases for w in p.split()}
         rest = [w for w in evidence.get("unknown_words", []) if w not in inside]

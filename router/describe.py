@@ -12,7 +12,7 @@ import yaml
 
 from prompts import render
 
-from .claude import MessagesClient
+from .claude import MessagesClient, structured
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +50,16 @@ def draft_offline(headings: list[str]) -> dict:
     return {"description": f"Docs on {text}.", "examples": []}
 
 
-def _describe_tool() -> dict:
+def _describe_schema() -> dict:
+    """The reply's JSON schema (structured outputs take no maxItems: the examples are cut to 5
+    after)."""
     return {
-        "name": DESCRIBE_TOOL,
-        "description": "Record a routing description of one documentation intent.",
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "description": {"type": "string"},
-                "examples": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-            },
-            "required": ["description", "examples"],
+        "type": "object",
+        "properties": {
+            "description": {"type": "string"},
+            "examples": {"type": "array", "items": {"type": "string"}},
         },
+        "required": ["description", "examples"],
     }
 
 
@@ -73,25 +71,15 @@ def draft_with_claude(
     import anthropic
 
     try:
-        msg = client.messages.create(
-            model=model,
-            max_tokens=600,
-            system=render("describe"),
-            messages=[
-                {
-                    "role": "user",
-                    "content": f"Intent: {intent}\nHeadings of its docs:\n"
-                    + "\n".join(f"- {h}" for h in headings),
-                }
-            ],
-            tools=[_describe_tool()],
-            tool_choice={"type": "tool", "name": DESCRIBE_TOOL},
+        data, _ = structured(
+            client,
+            model,
+            render("describe"),
+            f"Intent: {intent}\nHeadings of its docs:\n" + "\n".join(f"- {h}" for h in headings),
+            _describe_schema(),
+            1500,
         )
-        block = next(
-            (b for b in msg.content if b.type == "tool_use" and b.name == DESCRIBE_TOOL), None
-        )
-        data = block.input if block is not None else None
-        if not isinstance(data, dict) or not isinstance(data.get("description"), str):
+        if not isinstance(data.get("description"), str):
             raise ValueError("no description in the answer")
         examples = [e.strip() for e in data.get("examples") or [] if isinstance(e, str)]
         return {"description": " ".join(data["description"].split()), "examples": examples[:5]}, ""

@@ -1,5 +1,6 @@
 """Claude's extraction: the verbatim passages of the top chunks that answer the question, through a
-forced, strict tool call; each passage checked against its chunk. The offline counterpart is
+structured output (`output_config.format`: no forced tool call, which the 5.5 models refuse); each
+passage checked against its chunk. The offline counterpart is
 router/offline.py `extract`."""
 
 from __future__ import annotations
@@ -11,30 +12,26 @@ from prompts import render
 
 from .answer import Passage, occurs_in
 from .citations import label
-from .claude import MessagesClient, Unusable, cached_system, strict_tool, tool_input, usage_of
+from .claude import MessagesClient, Unusable, structured
 
 log = logging.getLogger(__name__)
 
 EXTRACT_TOOL = "record_passages"
-TOOL = strict_tool(
-    EXTRACT_TOOL,
-    "Record the verbatim passages that answer the question.",
-    {
-        "type": "object",
-        "properties": {
-            "passages": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {"chunk": {"type": "integer"}, "text": {"type": "string"}},
-                    "required": ["chunk", "text"],
-                },
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "passages": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"chunk": {"type": "integer"}, "text": {"type": "string"}},
+                "required": ["chunk", "text"],
             },
-            "nothing_relevant": {"type": "boolean"},
         },
-        "required": ["passages", "nothing_relevant"],
+        "nothing_relevant": {"type": "boolean"},
     },
-)
+    "required": ["passages", "nothing_relevant"],
+}
 
 
 def extract(
@@ -46,15 +43,10 @@ def extract(
         f"{h.chunk['text']}\n</chunk>"
         for i, h in enumerate(hits, 1)
     )
-    msg = client.messages.create(
-        model=model,
-        max_tokens=2000,
-        system=cached_system(render("extract")),
-        messages=[{"role": "user", "content": f"{chunks}\n\nQuestion: {question}"}],
-        tools=[TOOL],
-        tool_choice={"type": "tool", "name": EXTRACT_TOOL},
+    data, usage = structured(
+        client, model, render("extract"), f"{chunks}\n\nQuestion: {question}", SCHEMA, 4000
     )
-    items = tool_input(msg, EXTRACT_TOOL).get("passages")
+    items = data.get("passages")
     if not isinstance(items, list):
         raise Unusable("no passages in the tool call")
     passages, dropped = [], 0
@@ -72,4 +64,4 @@ def extract(
         else:
             dropped += 1
             log.info("dropped a passage not found in chunk %s: %r", hit.chunk["id"], text[:80])
-    return passages, dropped, usage_of(msg)
+    return passages, dropped, usage

@@ -478,11 +478,15 @@ def source_label(src: Source) -> str:
     return src.heading_path[-1] if src.heading_path else src.title
 
 
+LEAD = "From the docs:"
+
+
 def compose(
-    passages: list[Passage], by_chunk: dict[str, Source], chunks: dict[str, dict]
+    passages: list[Passage], by_chunk: dict[str, Source], chunks: dict[str, dict], lead: str = LEAD
 ) -> Written:
-    """The passages quoted, those of one chunk together under one attribution; each quote is a
-    citation of its chunk (`chunks`: chunk id → chunk, whose text each quote is checked in)."""
+    """The passages quoted under `lead`, those of one chunk together under one attribution; each
+    quote is a citation of its chunk (`chunks`: chunk id → chunk, whose text each quote is
+    checked in)."""
     groups: dict[str, list[Passage]] = {}
     for p in passages:
         groups.setdefault(p.chunk_id, []).append(p)
@@ -498,4 +502,4 @@ def compose(
             lines += p.text.split("\n")
         quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
         out.append(f"{quoted}\n— {source_label(src)} [{src.n}]")
-    return Written(OK, "From the docs:\n\n" + "\n\n".join(out), cited)
+    return Written(OK, (f"{lead}\n\n" if lead else "") + "\n\n".join(out), cited)

@@ -2,17 +2,30 @@
 decide → audit.
 
 Each step is its own module (condense, extract, compose, offline, decide, citations); every Claude
-step goes through router/claude.py, which runs it offline when no key is set, when Claude fails or
-replies with something unusable, and for the rest of the question once one step has failed or the
-question's deadline is spent. Passages are checked against their chunk, citations against the
-blocks that were sent, so nothing reaches the user as a quote that is not in the docs.
+step goes through router/claude.py, which retries what the API means to be retried within the
+question's deadline and runs a step offline when no key is set, when Claude fails or replies with
+something unusable: a failed step changes only itself. Passages are checked against their chunk,
+citations against the blocks that were sent, so nothing reaches the user as a quote that is not in
+the docs; an answer that cites nothing is never shown (the docs' own quotes are), and one whose
+claims could not be checked says so.
+
+With Claude, the path before the answer is a setting (`path`, FIELDGUIDE_CLAUDE_PATH):
+- "sequential": classify, then search, then extract passages, then answer (three round trips
+  before the first word);
+- "overlap": the same, with Claude's classification running while the question is embedded and
+  searched locally;
+- "cite" (the default, bench/claude_paths.py): classification overlapped, and no extraction call:
+  the top chunks go to the answer as search_result blocks, a text block per paragraph, and the
+  answer's own citations are the extraction (one round trip before the first word).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,21 +37,30 @@ from prompts import prompt_hash
 from . import citations, claims, compose, condense, decide, language, offline, words
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
+from .classify import Classification, ClaudeClassifier
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
-from .engine import Engine, Loaded, Scope
+from .engine import Engine, Scope
+from .policy import Router
 
 if TYPE_CHECKING:  # the caller's store (bot/state); the question's path does not depend on it
     from bot.state.sqlite import State
 
 log = logging.getLogger(__name__)
 
-CONTEXT_CHUNKS = 5  # top chunks handed to Claude's extraction; offline reads the top 3
+CONTEXT_CHUNKS = 5  # top chunks handed to Claude (extraction, or the answer); offline reads 3
 MAX_QUESTION_CHARS = condense.MAX_QUESTION_CHARS
+PATHS = ("cite", "overlap", "sequential")  # FIELDGUIDE_CLAUDE_PATH (the module doc)
+# Claude's classification runs here while the question is embedded and searched (I/O waits only)
+EARLY = ThreadPoolExecutor(max_workers=8, thread_name_prefix="classify")
+UNCITED_NOTE = (
+    "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
+)
 
+# offline, a question the docs may not answer gets the closest sections quoted under this line
+UNSURE = "I'm not sure the docs answer this; the closest sections are:"
 # the one line shown above a PARTIAL answer (Answer.caveat), by why it is partial
 CAVEATS = {
-    "loose": "Partial answer: the docs match this question only loosely.",
-    "uncited": "Partial answer: Claude's answer cites no passage of the docs, so it is unchecked.",
+    "loose": UNSURE,
     "unverified": "Partial answer: a citation could not be checked against the docs.",
     "not_covered": "Partial answer: the docs cover only part of this question.",
     "incomplete": "Partial answer: it was cut short at its length limit.",
@@ -60,15 +82,20 @@ class Pipeline:
         docs_base_url: str = "",
         state: State | None = None,
         deadline: float = DEADLINE,
+        path: str = "cite",
     ):
         """`models`: {"condense", "extract", "answer", "check"} model ids. `state`: where answers
-        are recorded (None: nowhere). `deadline`: seconds for one question's Claude steps."""
+        are recorded (None: nowhere). `deadline`: seconds for one question's Claude steps.
+        `path`: the steps with Claude before the answer (PATHS, the module doc)."""
+        if path not in PATHS:
+            raise ValueError(f"path must be one of {', '.join(PATHS)}, not {path!r}")
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
         self.state = state
         self.deadline = deadline
+        self.path = path
 
     def answer(
         self,
@@ -117,10 +144,12 @@ class Pipeline:
         trace.notes += [words.typo_note(typos)] if typos else []
         # the first word the docs don't know also loads the spelling dictionaries, once a process
         clock.lap("typos")
+        router = self.engine.router_for(loaded, scope)
+        early = self.classify_early(condensed, router, claude)
         query_vec, note = self.engine.embed_query(condensed)
         trace.notes += [note] if note else []
         clock.lap("embed")
-        hits = self.route(condensed, query_vec, claude, loaded, scope, trace)
+        hits = self.route(condensed, query_vec, claude, router, scope, trace, early)
         clock.lap("route_retrieve")
 
         def abstain(near: list[Hit], text: str = "") -> Answer:
@@ -134,10 +163,16 @@ class Pipeline:
         clock.lap("decide")
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return abstain([])
-        passages = self.extract(condensed, query_vec, hits, searcher, claude, trace)
+        cite = self.path == "cite" and claude.available
+        # the cite path: the answer's own citations extract, from the top chunks' paragraphs
+        passages = (
+            context_passages(hits[:CONTEXT_CHUNKS])
+            if cite
+            else self.extract(condensed, query_vec, hits, searcher, claude, trace)
+        )
         clock.lap("extract")
         # Claude was to check the passages but failed: the offline decision holds alone
-        if claude.failed and gate is not offline_verdict:
+        if "extract" in claude.fell_back and gate is not offline_verdict:
             gate = offline_verdict
             trace.evidence = gate.evidence()
             if gate.decision == ABSTAIN:
@@ -145,9 +180,36 @@ class Pipeline:
         if not passages:
             return abstain(hits)
         chunks = {h["id"]: h for h in trace.hits}
-        by_chunk = citations.number_sources(passages, chunks, self.docs_base_url)
-        written = self.write(question, passages, by_chunk, chunks, claude, on_text, trace)
+
+        def quotes() -> tuple[compose.Written, list[Passage], dict[str, Source]]:
+            """The docs' own quotes: the offline extractor's in the cite path (whole paragraphs
+            of five chunks are no quotes), else the passages as extracted."""
+            found = passages
+            if cite:
+                found = offline.extract(
+                    condensed,
+                    query_vec,
+                    hits[:3],
+                    searcher.bm25,
+                    self.engine.embedder,
+                    searcher.furniture,
+                )
+            by = citations.number_sources(found, chunks, self.docs_base_url)
+            # unsure offline, the quotes stand under the caveat alone (UNSURE names them)
+            lead = "" if offline_verdict.decision == PARTIAL else offline.LEAD
+            return offline.compose(found, by, chunks, lead), found, by
+
+        written, passages, by_chunk = self.write(
+            question, passages, chunks, claude, on_text, trace, quotes
+        )
         clock.lap("answer")
+        # the docs' own quotes shown offline (no key, a step that fell back, or in place of an
+        # answer that cites nothing) stand on the offline decision alone
+        if written.by == "offline":
+            gate = offline_verdict
+            trace.evidence = gate.evidence()
+        if gate.decision == ABSTAIN or not passages:
+            return abstain(hits)
         if written.status in (compose.NOT_COVERED, compose.EMPTY):
             trace.notes += ["Claude's answer was empty"] if written.status == compose.EMPTY else []
             return abstain(hits)
@@ -155,6 +217,7 @@ class Pipeline:
             trace.notes.append("Claude refused (stop_reason refusal)")
             return abstain([], REFUSED)
         decision, caveat, sources = conclude(gate.decision, written, list(by_chunk.values()))
+        passages = cited_passages(passages, written) if cite else passages
         checked = self.check_claims(written, claude, trace)
         decision, caveat, note = claims.judged(decision, caveat, checked)
         trace.notes += [note] if note else []
@@ -213,7 +276,7 @@ class Pipeline:
         offline bands, and with Claude in its own band (Claude's extraction and answer decide the
         rest). Offline, a question not answered may be in another language than the docs."""
         if not hits:
-            nothing = decide.Signals(None, None, 0, 0, 0, 0, [], [], [])
+            nothing = decide.Signals(None, None, 0, 0, 0, 0, 0, [], [], [])
             verdict = decide.Decision(ABSTAIN, 0.0, nothing, "", "sim")
             return verdict, verdict
         used, model = decide.model_for(self.engine.embedder.name, query_vec is not None)
@@ -252,18 +315,35 @@ class Pipeline:
 
         return claude.run("condense", ask, lambda: condense.offline(question, history))
 
+    def classify_early(
+        self, question: str, router: Router, claude: Claude
+    ) -> Future[Classification | None] | None:
+        """Claude's classification, started now so it runs while the question is embedded and
+        searched ("overlap" and "cite" paths); None when it is to run in turn (or not at all)."""
+        if self.path == "sequential" or not claude.available:
+            return None
+        classifier = router.classifier
+        if not isinstance(classifier, ClaudeClassifier):
+            return None
+        return EARLY.submit(classifier.early, question, claude)
+
     def route(
         self,
         question: str,
         query_vec: np.ndarray | None,
         claude: Claude,
-        loaded: Loaded,
+        router: Router,
         scope: Scope | None,
         trace: Trace,
+        early: Future[Classification | None] | None = None,
     ) -> list[Hit]:
         with_claude = claude if claude.client is not None else None
-        router = self.engine.router_for(loaded, scope)
-        decision = router.route(question, query_vec, k=10, claude=with_claude)
+        classified: Classification | str | None = None
+        if early is not None:
+            classified = early.result() or claude.fell_back.get("classify", "failed")
+        decision = router.route(
+            question, query_vec, k=10, claude=with_claude, classified=classified
+        )
         trace.route = decision.to_dict() | ({"scope": scope.describe()} if scope else {})
         if decision.note and decision.note not in trace.notes:  # e.g. the reranker fell back
             trace.notes.append(decision.note)
@@ -310,20 +390,38 @@ class Pipeline:
         self,
         question: str,
         passages: list[Passage],
-        by_chunk: dict[str, Source],
         chunks: dict[str, dict],
         claude: Claude,
         on_text: Callable[[str], None] | None,
         trace: Trace,
-    ) -> compose.Written:
-        def ask(client) -> compose.Written:
+        quotes: Callable[[], tuple[compose.Written, list[Passage], dict[str, Source]]],
+    ) -> tuple[compose.Written, list[Passage], dict[str, Source]]:
+        """(the written answer, the passages it was written from, their numbered sources):
+        Claude's, or the docs' own quotes when the answer step falls back offline."""
+        by_chunk = citations.number_sources(passages, chunks, self.docs_base_url)
+        shown = [False]
+
+        def relay(piece: str) -> None:
+            shown[0] = True
+            if on_text is not None:
+                on_text(piece)
+
+        def ask(client) -> tuple[compose.Written, list[Passage], dict[str, Source]]:
+            # a try after one that already streamed words to the user is not streamed again:
+            # the returned text replaces what was streamed
+            stream = relay if on_text is not None and not shown[0] else None
             written = compose.compose(
-                client, self.models["answer"], question, passages, by_chunk, on_text
+                client, self.models["answer"], question, passages, by_chunk, stream
             )
             add_usage(trace.usage, "answer", written.usage)
-            return written
+            return written, passages, by_chunk
 
-        return claude.run("answer", ask, lambda: offline.compose(passages, by_chunk, chunks))
+        written, used, by_chunk = claude.run("answer", ask, quotes)
+        uncited = written.by == "claude" and written.status in (compose.OK, compose.INCOMPLETE)
+        if uncited and not written.cited:  # never shown as an answer: the docs' own quotes are
+            trace.notes.append(UNCITED_NOTE)
+            return quotes()
+        return written, used, by_chunk
 
     def check_claims(
         self, written: compose.Written, claude: Claude, trace: Trace
@@ -331,7 +429,7 @@ class Pipeline:
         """The claim check (router/claims.py), after the answer is written so streaming is not
         held up."""
         model = self.models.get("check") or self.models.get("extract", "")
-        checked = claims.check(claude, model, written.blocks, written.citations)
+        checked = claims.check(claude, model, written)
         if checked.usage:
             add_usage(trace.usage, "check", checked.usage)
         return checked
@@ -356,10 +454,8 @@ def conclude(
     why = (
         "incomplete"
         if written.status == compose.INCOMPLETE
-        else "uncited"
-        if not verified
         else "unverified"
-        if any(not c.verified for c in written.citations)
+        if not verified or any(not c.verified for c in written.citations)
         else "not_covered"
         if "docs don't cover" in written.text.lower()
         else "loose"
@@ -369,7 +465,7 @@ def conclude(
     return (
         PARTIAL if why else ANSWER,
         CAVEATS.get(why, ""),
-        [s for s in sources if s.n in verified] or sources,
+        [s for s in sources if s.n in verified],
     )
 
 
@@ -398,3 +494,43 @@ def abstain_text(hits: list[Hit]) -> str:
         if name not in near:
             near.append(name)
     return ABSTAIN_TEXT + (" The closest sections were: " + "; ".join(near) + "." if near else "")
+
+
+FENCE = re.compile(r"^(```|~~~)", re.M)
+
+
+def paragraphs(text: str) -> list[str]:
+    """A chunk's paragraphs (blank-line separated; a fenced code block whole): the smallest units
+    the answer's citations point at."""
+    out: list[str] = []
+    current: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+        if not line.strip() and not fenced:
+            if current:
+                out.append("\n".join(current))
+            current = []
+            continue
+        current.append(line)
+    if current:
+        out.append("\n".join(current))
+    return [p for p in out if p.strip()]
+
+
+def context_passages(hits: list[Hit]) -> list[Passage]:
+    """The top chunks as the answer reads them in the cite path: each chunk's paragraphs, in
+    order (a chunk is one search_result, a paragraph one of its text blocks)."""
+    return [
+        Passage(h.chunk["id"], para, h.score) for h in hits for para in paragraphs(h.chunk["text"])
+    ]
+
+
+def cited_passages(passages: list[Passage], written: compose.Written) -> list[Passage]:
+    """The paragraphs Claude's answer cites (the cite path's passages); the passages as they are
+    for quotes written offline."""
+    if written.by != "claude":
+        return passages
+    cited = [c.cited_text for c in written.citations if c.verified]
+    return [p for p in passages if any(p.text in c for c in cited)]

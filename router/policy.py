@@ -24,7 +24,7 @@ import numpy as np
 from index.rerank import VoyageReranker
 from index.search import Hit, Searcher, read_together
 
-from .classify import VOTERS, Classifier
+from .classify import VOTERS, Classification, Classifier, unused_note
 from .claude import Claude
 
 # The buckets are the top intents that together hold COVER of the classifier's score (at most
@@ -120,12 +120,15 @@ class Router:
         k: int = 10,
         rerank: bool = True,
         claude: Claude | None = None,
+        classified: Classification | str | None = None,
     ) -> RouteDecision:
         """The routed top k; `rerank=False` keeps the fused order even with a reranker (eval).
-        `claude`: the question's router.claude.Claude (deadline, earlier failures), if any."""
+        `claude`: the question's router.claude.Claude (deadline), if any. `classified`: Claude's
+        classification made beforehand (overlapping this search), or why it failed (a str: the
+        offline vote decides), or None (the classifier is asked here)."""
         reranker = self.reranker if rerank else None
         depth = max(k, reranker.depth) if reranker else k
-        decision = self._route(question, query_vec, depth, claude)
+        decision = self._route(question, query_vec, depth, claude, classified)
         if reranker is not None:
             decision.hits, note = reranker.rerank(question, decision.hits)
             decision.reranked = not note
@@ -134,7 +137,7 @@ class Router:
         return decision
 
     def _route(
-        self, question: str, query_vec: np.ndarray | None, k: int, claude=None
+        self, question: str, query_vec: np.ndarray | None, k: int, claude=None, classified=None
     ) -> RouteDecision:
         search = lambda intents, n: self.searcher.search(  # noqa: E731
             question,
@@ -145,7 +148,14 @@ class Router:
             bm25_weight=self.bm25_weight,
         )
         everything = search(None, max(k, VOTERS))
-        result = self.classifier.classify(question, query_vec, everything, claude=claude)
+        if isinstance(classified, Classification):
+            result = classified
+        elif isinstance(classified, str):  # Claude failed: the offline vote (Claude's fallback)
+            offline = getattr(self.classifier, "fallback", self.classifier)
+            result = offline.classify(question, query_vec, everything)
+            result.note = unused_note(classified)
+        else:
+            result = self.classifier.classify(question, query_vec, everything, claude=claude)
         everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
         if result.source == "offline":

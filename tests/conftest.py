@@ -150,9 +150,13 @@ def make_harness(examples_db, local_embedder):
             admins="UADMIN",
             **overrides,
         )
-        models = {"condense": "m", "extract": "m", "answer": "m"} if anthropic_client else {}
+        models = {  # model ids the Messages API stand-in knows
+            "condense": "claude-haiku-4-5",
+            "extract": "claude-haiku-4-5",
+            "answer": "claude-sonnet-4-6",
+        }
         pipeline = Pipeline(
-            Engine(db, local_embedder, anthropic_client),
+            Engine(db, local_embedder, anthropic_client, "claude-haiku-4-5"),
             anthropic_client,
             models,
             state=SqliteState(open_db(db)),

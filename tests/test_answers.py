@@ -145,7 +145,7 @@ def test_eval_answers_writes_the_summary_and_every_answer(tmp_path, capsys, exam
     )
     assert code == 0
     printed = capsys.readouterr().out
-    assert "answerable abstain" in printed and "off-topic abstain" in printed
+    assert "answerable refused" in printed and "off-topic given a plain ANSWER" in printed
     result = json.loads(out.read_text())
     assert set(result) == {"summary", "answers", "offtopic"}
     s = result["summary"]
@@ -172,7 +172,11 @@ def test_with_claude_a_question_in_another_language_is_rewritten_for_retrieval(
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5.0)
-    models = {"condense": "claude-haiku-4-5", "extract": "claude-haiku-4-5", "answer": "x"}
+    models = {
+        "condense": "claude-haiku-4-5",
+        "extract": "claude-haiku-4-5",
+        "answer": "claude-sonnet-4-6",
+    }
     p = Pipeline(Engine(examples_db, local_embedder, client, "claude-haiku-4-5"), client, models)
     question = "Wie rotiere ich das Signaturgeheimnis eines Webhooks?"
     ans = p.answer(question)

@@ -2,9 +2,9 @@ import anthropic
 import numpy as np
 import pytest
 
-from bot.testing.stubs import OVERLOADED, claude_message, text_block, tool_use
+from bot.testing.stubs import OVERLOADED, claude_message, structured_message, text_block
 from index.search import Searcher
-from router.classify import CLASSIFY_TOOL, ClaudeClassifier, OfflineClassifier
+from router.classify import NO_INTENT, ClaudeClassifier, OfflineClassifier
 
 INTENTS = [
     {
@@ -44,9 +44,7 @@ def classifier(stub, offline, retries=0):
 
 
 def answer(*items):
-    return 200, claude_message(
-        tool_use(CLASSIFY_TOOL, {"intents": list(items)}), stop_reason="tool_use"
-    )
+    return 200, structured_message({"intents": list(items)})
 
 
 def test_valid_answer(stub, offline):
@@ -64,14 +62,18 @@ def test_valid_answer(stub, offline):
     ]
     sent = stub.calls("/v1/messages")[0].json
     assert sent["model"] == "claude-haiku-4-5"
-    assert sent["tool_choice"] == {"type": "tool", "name": CLASSIFY_TOOL}
-    enum = sent["tools"][0]["input_schema"]["properties"]["intents"]["items"]["properties"][
-        "intent"
-    ]["enum"]
-    assert enum == ["authentication", "billing", "general"]
-    [system] = sent["system"]  # one block, the end of the cached prefix
-    assert system["cache_control"] == {"type": "ephemeral"}
+    # a structured output, not a forced tool call (which the 5.5 models refuse)
+    assert "tool_choice" not in sent and "tools" not in sent
+    schema = sent["output_config"]["format"]["schema"]
+    enum = schema["properties"]["intents"]["items"]["properties"]["intent"]["enum"]
+    assert enum == ["authentication", "billing", NO_INTENT]
+    assert "effort" not in sent["output_config"]  # Haiku 4.5 takes no effort
+    # one block; its prefix is far below Haiku 4.5's minimum cacheable length: no marker
+    [system] = sent["system"]
+    assert "cache_control" not in system
     assert "API keys and OAuth" in system["text"] and "How do I rotate a key?" in system["text"]
+    # "general" is named once, as a docs intent when the docs have one: no second meaning
+    assert "general" not in system["text"] and NO_INTENT in system["text"]
 
 
 def test_intent_outside_the_taxonomy_falls_back(stub, offline):
@@ -90,10 +92,8 @@ def test_intent_outside_the_taxonomy_falls_back(stub, offline):
     "body",
     [
         claude_message(text_block("billing, I think")),
-        claude_message(tool_use(CLASSIFY_TOOL, {"intent": "billing"})),
-        claude_message(
-            tool_use(CLASSIFY_TOOL, {"intents": [{"intent": "billing", "confidence": "high"}]})
-        ),
+        structured_message({"intent": "billing"}),
+        structured_message({"intents": [{"intent": "billing", "confidence": "high"}]}),
     ],
 )
 def test_malformed_output_falls_back(stub, offline, body):
@@ -111,7 +111,7 @@ def test_overloaded_retries_then_falls_back(stub, offline):
     result = classifier(stub, offline, retries=2).classify(
         "rotate my api key", np.eye(2, 4, dtype=np.float32)[0]
     )
-    assert len(stub.calls("/v1/messages")) == 3  # the SDK's own retries first
+    assert len(stub.calls("/v1/messages")) == 3  # two more tries within the deadline
     assert result.source == "offline" and result.top == "authentication"
     assert result.note == "Claude unavailable for routing (OverloadedError)"
 
@@ -122,3 +122,18 @@ def test_overloaded_once_then_success(stub, offline):
     )
     result = classifier(stub, offline, retries=2).classify("rotate", None)
     assert result.source == "claude" and result.top == "authentication"
+
+
+def test_general_is_named_once_and_none_means_no_intent(stub, offline):
+    """A docs intent called "general" is listed as what it is; the catch-all is NONE, which is no
+    slug (issue 34: the prompt listed "general" twice with two meanings)."""
+    intents = [*INTENTS, {"name": "general", "description": "Everything else", "examples": []}]
+    client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5)
+    claude = ClaudeClassifier(client, "claude-haiku-5-5", intents, offline)
+    stub.route("/v1/messages", answer({"intent": NO_INTENT, "confidence": 0.9}))
+    result = claude.classify("What is the weather?", None)
+    assert result.source == "claude" and result.ranked == []  # no intent: search everything
+    sent = stub.calls("/v1/messages")[0].json
+    system = sent["system"][0]["text"]
+    assert system.count("general") == 1 and "- general: Everything else" in system
+    assert sent["output_config"]["effort"] == "low"  # Haiku 5.5 takes an effort

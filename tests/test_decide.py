@@ -24,7 +24,7 @@ def test_the_decision_file_holds_a_model_per_embedder_and_an_embedder_free_one(l
     assert data["written_by"] == "fieldguide calibrate" and data["examples"]
     assert {local_embedder.name, "lexical"} <= set(data["models"])
     for name, model in decide.load_models().items():
-        assert 0 < model.bands["partial"] <= model.bands["answer"] < 1, name
+        assert 0 < model.bands["partial"] <= model.bands["answer"] <= 1, name
     assert decide.model_for("voyage:voyage-3.5", True)[0] == "lexical"  # not calibrated
     assert decide.model_for(local_embedder.name, False)[0] == "lexical"  # no vectors
 
@@ -65,7 +65,7 @@ def test_a_typo_is_read_as_the_word_a_name_is_not(examples_db, local_embedder):
     for question in ("Does Webhok support SAML?", "does ztunnel work", "xmas freeze"):
         assert words.correct_typos(question, searcher) == (question, {})
     ans = ask(examples_db, local_embedder, "How many times is a failed webhok retried?")
-    assert ans.decision == ANSWER and "8 attempts" in ans.text
+    assert ans.decision != ABSTAIN and "8 attempts" in ans.text
     assert 'read "webhok" as "webhook"' in ans.trace.notes and 'read "webhok"' in context_line(ans)
 
 
@@ -173,3 +173,54 @@ def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
     assert "| left out |" in report and "| examples |" in report and "| tv |" in report
     models = decide.load_models(out)
     assert set(models) == {"lexical", *[n for n in models if n != "lexical"]} and len(models) == 2
+
+
+def test_the_askers_own_words_are_no_evidence_against_the_docs(examples_db, local_embedder):
+    """Paths, versions, identifiers, a project's name in code, pasted output and chatter around
+    the question: none of it is a topic the docs lack (issue 33)."""
+    question = (
+        "webhook retries stop after a while\n\n"
+        "Hi! Perhaps I'm guessing wrong, but on acme-billing-svc with `TIDEWATER_HOOK_URL` set in"
+        " /srv/acme/.env and sdk 3.12.5 the retries stop somewhere around x.x.x:\n\n```\n"
+        "ERR hook_4f9a2 giving up\n```\nHow many times is a failed webhook retried?"
+    )
+    ans = ask(examples_db, local_embedder, question)
+    assert ans.decision != ABSTAIN and ans.sources
+    named = ans.trace.evidence["unknown_words"] + ans.trace.evidence["unknown_phrases"]
+    for own in ("tidewater_hook_url", "svc", "acme", "3.12.5", "x.x.x", "perhaps", "guessing"):
+        assert not any(own in w.lower() for w in named), (own, named)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Is there a Terraform provider for Tidewater?",
+        "Is there a Pulumi provider for Tidewater?",
+        "Is there a Kafka connector for Tidewater events?",
+        "Can I manage Tidewater with Ansible?",
+    ],
+)
+def test_a_tool_the_docs_never_mention_is_not_answered_nor_another_language(
+    examples_db, local_embedder, question
+):
+    ans = ask(examples_db, local_embedder, question)
+    assert ans.decision != ANSWER
+    assert "language" not in ans.text and "Indonesian" not in ans.text
+    assert ans.trace.evidence["why"] != "language"
+
+
+def test_unsure_says_so_and_quotes_the_closest_sections_cited(examples_db, local_embedder):
+    """Offline there are three outcomes: an unsure PARTIAL names its doubt and still quotes the
+    closest sections with their sources; --json keeps the three names."""
+    engine = Engine(examples_db, local_embedder)
+    name, model = decide.model_for(local_embedder.name, True)
+    sure = dict(model.bands)
+    # the same question decided with its bands lowered to the doubt band: PARTIAL
+    model.bands.update(answer=1.0, answer_message=1.0, partial=0.0, partial_message=0.0)
+    try:
+        ans = Pipeline(engine).answer("How many times is a failed webhook retried?")
+    finally:
+        model.bands.update(sure)
+    assert ans.decision == "PARTIAL" and ans.caveat.startswith("I'm not sure the docs answer this")
+    assert ans.text.startswith("> ") and "8 attempts" in ans.text and ans.sources
+    assert all(c.verified for c in ans.citations) and "[1]" in ans.text

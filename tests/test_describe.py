@@ -2,24 +2,23 @@ import anthropic
 import yaml
 
 from bot.cli import main
-from bot.testing.stubs import Request, claude_message, tool_use
+from bot.testing.stubs import Request, structured_kind, structured_message
 from index.search import Searcher
 from index.store import load_chunks, open_db
-from router.classify import CLASSIFY_TOOL, ClaudeClassifier, OfflineClassifier
-from router.describe import DESCRIBE_TOOL, intent_headings
+from router.classify import ClaudeClassifier, OfflineClassifier
+from router.describe import intent_headings
 
 
 def describe_answers(req: Request):
-    """Messages API answers for this file's tools only: a description naming the intent it was
-    asked about (read back from the user turn), or a routing choice."""
-    tool = req.json["tool_choice"]["name"]
+    """Messages API answers for this file's structured outputs only: a description naming the
+    intent it was asked about (read back from the user turn), or a routing choice."""
     data: dict
-    if tool == DESCRIBE_TOOL:
+    if structured_kind(req.json) == "describe":
         intent = req.json["messages"][0]["content"].splitlines()[0].removeprefix("Intent: ")
         data = {"description": f"All about {intent}.", "examples": [f"How does {intent} work?"]}
     else:
         data = {"intents": [{"intent": "webhooks", "confidence": 0.8}]}
-    return 200, claude_message(tool_use(tool, data), stop_reason="tool_use")
+    return 200, structured_message(data)
 
 
 def test_headings_name_each_intents_biggest_docs(examples_db):
@@ -81,12 +80,12 @@ def test_describe_with_claude(stub, tmp_path, capsys, monkeypatch, local_embedde
     monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.url)
     assert main(["intents", "--describe", "--db", db]) == 0
     out = capsys.readouterr().out
-    assert "(with claude-sonnet-4-6)" in out.splitlines()[0]
+    assert "(with claude-sonnet-5-5)" in out.splitlines()[0]
     assert yaml.safe_load(out) == {
         "auth": {"description": "All about auth.", "examples": ["How does auth work?"]}
     }
     [call] = stub.calls("/v1/messages")
-    assert call.json["tool_choice"] == {"type": "tool", "name": DESCRIBE_TOOL}
+    assert structured_kind(call.json) == "describe" and "tool_choice" not in call.json
     assert "- Rotating keys" in call.json["messages"][0]["content"]
     # Claude down: the offline draft, and the reason on stderr
     stub.route("/v1/messages", (529, {"type": "error", "error": {"type": "overloaded_error"}}))
@@ -113,7 +112,7 @@ def test_claude_routing_sees_each_intents_headings(stub, examples_db, local_embe
     result = classifier.classify("Why are my deliveries retried?", None)
     assert result.source == "claude" and result.ranked == [("webhooks", 0.8)]
     [call] = stub.calls("/v1/messages")
-    assert call.json["tool_choice"]["name"] == CLASSIFY_TOOL
+    assert structured_kind(call.json) == "classify" and "tool_choice" not in call.json
     system = call.json["system"][0]["text"]
     for intent in intents:
         line = f"- {intent['name']}: {intent['description'] or '(no description)'}"

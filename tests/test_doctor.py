@@ -52,9 +52,9 @@ def test_doctor_reaches_each_service_once(examples_db, stub, monkeypatch, capsys
         assert main(["doctor", "--db", examples_db, "--docs", str(EXAMPLES)]) == 1
         found = lines(capsys.readouterr().out)
         assert found["claude"] == ("ok", "reachable, key accepted")
-        assert found["voyage"] == ("ok", "reachable, voyage-3.5 embeds (8 dims)")
+        assert found["voyage"] == ("ok", "reachable, voyage-4 embeds (8 dims)")
         assert found["slack"][0] == "ok" and found["local model"][0] == "skip"
-        assert found["model"][0] == "FAIL" and "voyage:voyage-3.5 is in use" in found["model"][1]
+        assert found["model"][0] == "FAIL" and "voyage:voyage-4 is in use" in found["model"][1]
         assert len(stub.calls("/v1/models")) == 1 and len(stub.calls("/v1/embeddings")) == 1
         assert len(slack.calls("/api/auth.test")) == 1
     finally:
@@ -80,7 +80,7 @@ def test_doctor_says_why_each_check_fails(tmp_path, stub, monkeypatch, capsys):
         assert found["index"][0] == "FAIL" and "cannot be read as an index" in found["index"][1]
         assert found["docs"] == ("FAIL", f"{tmp_path / 'none'} is not a folder (FIELDGUIDE_DOCS)")
         assert found["claude"] == ("FAIL", "ANTHROPIC_API_KEY was rejected (401)")
-        assert found["voyage"][0] == "FAIL" and "cannot embed with voyage-3.5" in found["voyage"][1]
+        assert found["voyage"][0] == "FAIL" and "cannot embed with voyage-4" in found["voyage"][1]
         assert found["slack"] == ("FAIL", "SLACK_BOT_TOKEN was refused: invalid_auth")
     finally:
         slack.close()

@@ -55,7 +55,7 @@ def test_a_long_intent_costs_no_memory_per_chunk(tmp_path, stub):
     stub.route("/v1/embeddings", voyage_embeddings(8))
     docs = many_chunk_docs(tmp_path / "docs", LONG_INTENT)
     db = tmp_path / "i.db"
-    embedder = VoyageEmbedder(api_key="k", model="voyage-3.5", base_url=f"{stub.url}/v1")
+    embedder = VoyageEmbedder(api_key="k", model="voyage-4", base_url=f"{stub.url}/v1")
     summary = index_folder(db, docs, embedder, embed_batch=1000)
     assert summary.chunks >= 3000
     env = {
@@ -115,7 +115,7 @@ def fieldguide(argv: list[str], cwd: Path, env: dict, file_limit: int | None = N
 def voyage_index(stub, db: Path, docs: Path) -> dict:
     """Index `docs` into `db` with the Voyage stub; the environment a child needs to use it."""
     stub.route("/v1/embeddings", voyage_embeddings(8))
-    embedder = VoyageEmbedder(api_key="k", model="voyage-3.5", base_url=f"{stub.url}/v1")
+    embedder = VoyageEmbedder(api_key="k", model="voyage-4", base_url=f"{stub.url}/v1")
     index_folder(db, docs, embedder)
     return {"VOYAGE_API_KEY": "k", "VOYAGE_BASE_URL": f"{stub.url}/v1"}
 

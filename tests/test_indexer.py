@@ -105,7 +105,7 @@ def test_querying_with_another_model_says_to_reindex(tmp_path, local_embedder):
     docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "i.db"
     index_folder(db, docs, local_embedder)
     with pytest.raises(ModelMismatch, match="Reindex"):
-        load_chunks(open_db(db), "voyage:voyage-3.5")
+        load_chunks(open_db(db), "voyage:voyage-4")
 
 
 def test_switching_model_reembeds_everything(tmp_path, local_embedder, stub):
@@ -167,6 +167,6 @@ def test_run_killed_midway_leaves_previous_index_readable(tmp_path, local_embedd
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     release.set()
-    records, vectors = load_chunks(open_db(db), "voyage:voyage-3.5")
+    records, vectors = load_chunks(open_db(db), "voyage:voyage-4")
     assert len(records) == 5 and not any("Refunds" in r["text"] for r in records)
     assert generation(open_db(db)) == 1

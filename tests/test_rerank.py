@@ -21,7 +21,7 @@ def test_the_fused_top_chunks_are_reordered_by_voyage(stub, examples_db, local_e
     stub.route("/v1/rerank", voyage_rerank(prefer=liked["search_text"]))
     decision = engine.route(QUESTION, k=5)
     [call] = stub.calls("/v1/rerank")
-    assert call.json["model"] == "rerank-2.5" and call.json["query"] == QUESTION
+    assert call.json["model"] == "rerank-3" and call.json["query"] == QUESTION
     assert call.headers["authorization"] == "Bearer test-key"
     # the routed list at the reranker's depth, as BM25 sees each chunk (title, headings, text)
     assert call.json["documents"] == [h.chunk["search_text"] for h in fused.hits]
@@ -92,7 +92,7 @@ def test_eval_reranked_mode(stub, tmp_path, capsys, monkeypatch):
     assert main([*args, "--modes", "hybrid", "routed", "reranked", "--output", str(out)]) == 0
     table = capsys.readouterr().out
     result = json.loads(out.read_text())
-    assert result["reranker"] == "voyage:rerank-2.5" and "| reranked |" in table
+    assert result["reranker"] == "voyage:rerank-3" and "| reranked |" in table
     assert len(stub.calls("/v1/rerank")) == result["questions"] == 35
     assert result["modes"]["reranked"]["mrr@10"] is not None
     pairs = {(p["mode"], p["baseline"]) for p in result["paired"]}

@@ -513,6 +513,23 @@ def test_an_unsupported_claim_adds_its_caveat_to_the_streamed_answer(make_harnes
     assert row["decision"] == "PARTIAL" and row["usage"]["check"]["output_tokens"] > 0
 
 
+def test_a_claim_check_that_cannot_run_is_marked_on_the_streamed_answer(make_harness, claude_stub):
+    """Fail closed where the asker reads it: the check down (529), the stop adds the caveat that
+    the answer's claims were not checked, and the audit row is PARTIAL (issue 34 item 3)."""
+    from bot.testing.stubs import OVERLOADED
+
+    reply = [("Compare the signature header with your HMAC.", [(0, 0, 1)])]
+    client = claude_stub(answer=reply, words_per_second=400, down={"check": OVERLOADED})
+    h = make_harness("http", client)
+    h.event(mention("How do I verify the signature of a webhook?"), "EvS10")
+    [answer] = answer_in(h.mock, "C1")
+    assert answer["state"] == "stopped" and "Compare the signature header" in answer["text"]
+    caveat = answer["blocks"][0]["text"]
+    assert caveat.startswith("_⚠ Partial answer: its claims were not checked")
+    [row] = h.pipeline.state.list_answers()
+    assert row["decision"] == "PARTIAL" and "check" not in row["usage"]
+
+
 def test_a_refused_stream_still_delivers_the_whole_answer(make_harness, claude_stub):
     client = claude_stub(answer=LONG_REPLY)
     h = make_harness("http", client)

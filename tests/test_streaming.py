@@ -60,6 +60,19 @@ def test_first_words_are_held_until_they_cannot_be_not_in_docs():
         hold(piece)
     assert out == []
     hold = Holdback(out.append)
+    hold.cite()
     for piece in [" ", "NOT", " all", " of", " it"]:
         hold(piece)
     assert out == ["NOT all", " of", " it"]
+
+
+def test_nothing_is_passed_on_before_a_citation_checks_out():
+    """An answer that cites nothing is never shown: its words wait for a verified citation."""
+    out: list[str] = []
+    hold = Holdback(out.append)
+    for piece in ["Here", " is", " how:"]:
+        hold(piece)
+    assert out == []
+    hold.cite()
+    hold(" verify")
+    assert out == ["Here is how:", " verify"]

@@ -45,9 +45,18 @@ def test_retry_after_is_honoured(stub):
     answers = iter([voyage_rate_limited(1), None])
     ok = voyage_embeddings()
     stub.route("/v1/embeddings", lambda r: next(answers) or ok(r))
-    VoyageEmbedder("k", base_url=stub.url + "/v1").embed_query("a")
+    VoyageEmbedder("k", base_url=stub.url + "/v1").embed_documents(["a"])  # indexing retries
     first, second = stub.calls("/v1/embeddings")
     assert second.at - first.at >= 0.95
+
+
+def test_a_question_gets_one_short_try(stub):
+    """At question time Voyage gets one try (FIELDGUIDE_QUERY_TIMEOUT), no retry: keyword search
+    answers meanwhile (issue 34 item 4)."""
+    stub.route("/v1/embeddings", voyage_rate_limited(1))
+    with pytest.raises(EmbeddingError):
+        VoyageEmbedder("k", base_url=stub.url + "/v1").embed_query("a")
+    assert len(stub.calls("/v1/embeddings")) == 1
 
 
 def test_backoff_is_exponential_with_jitter_and_retry_after_capped():

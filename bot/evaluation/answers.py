@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from router.answer import ABSTAIN, PARTIAL, Answer
+from router.answer import ABSTAIN, ANSWER, PARTIAL, Answer
 
 WORD = re.compile(r"[a-z0-9]+")
 # the eval set's stopword list (shared/eval/stopwords.txt); a copy ships with the package so the
@@ -151,6 +151,8 @@ def summarise(answers: list[dict], offtopic: list[dict], seed: int = 0) -> dict:
         "token_precision": _rate([a["precision"] for a in answered], seed),
         "gold_cited": _rate([float(a["gold_cited"]) for a in answers if "gold_cited" in a], seed),
         "offtopic_abstain": _rate([float(a["decision"] == ABSTAIN) for a in offtopic], seed),
+        "offtopic_partial": _rate([float(a["decision"] == PARTIAL) for a in offtopic], seed),
+        "offtopic_answer": _rate([float(a["decision"] == ANSWER) for a in offtopic], seed),
         "median_chars": int(np.median([len(a["text"]) for a in answered])) if answered else None,
         "p50_ms": round(float(np.percentile(ms, 50)), 1) if ms else None,
         "p95_ms": round(float(np.percentile(ms, 95)), 1) if ms else None,
@@ -166,8 +168,10 @@ def summarise(answers: list[dict], offtopic: list[dict], seed: int = 0) -> dict:
 
 
 RATES = (
-    ("abstain", "answerable abstain"),
-    ("partial", "PARTIAL"),
+    ("abstain", "answerable refused (ABSTAIN)"),
+    ("partial", "answerable unsure (PARTIAL)"),
+    ("offtopic_answer", "off-topic given a plain ANSWER"),
+    ("offtopic_partial", "off-topic PARTIAL"),
     ("offtopic_abstain", "off-topic abstain"),
     ("token_recall", "token recall"),
     ("token_precision", "token precision"),

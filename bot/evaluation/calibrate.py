@@ -13,9 +13,10 @@ Calibration data, from any corpus in the shared/eval format:
 Each example is read the way `ask` reads a question (condense.plain, typos, embedding, the unrouted
 hybrid search the offline router uses, decide.signals). A logistic regression (L2, Newton's method)
 is fitted on the standardised signals, each corpus and label weighing alike. The bands come from
-the training corpora's answerable questions: ABSTAIN below the ABSTAIN_SHARE quantile of their p
-(the lowest over the training corpora, so each keeps its answerable abstain under it), PARTIAL
-below the PARTIAL_SHARE quantile, and with Claude only below CLAUDE_SHARE.
+the stated cost of each wrong outcome (COSTS), lowest on the training corpora, each corpus and
+each kind weighing alike: ANSWER from the upper band, PARTIAL ("I'm not sure the docs answer
+this; the closest sections are:") between the two, ABSTAIN below the lower; with Claude, only
+below the CLAUDE_SHARE quantile of the answerable questions' closeness.
 """
 
 from __future__ import annotations
@@ -29,16 +30,26 @@ from pathlib import Path
 import numpy as np
 
 from router import condense, decide, words
+from router.answer import ABSTAIN, ANSWER, PARTIAL
 from router.decide import FEATURES, LEXICAL, Model
 
 from .answers import split_offtopic
 from .retrieval import load_items, matches
 
-# PARTIAL was fitted as the band between the 2% and 8% quantiles and measured leave-one-set-out:
-# its answers had the right section on top no less often than ANSWER's (examples 0.83 vs 0.52,
-# openshift-4.15 0.57 vs 0.75, claude-docs 1 of 1), so the offline decision has no PARTIAL band:
-# a loose match is no sign of a worse answer. PARTIAL comes from Claude's checks alone.
-ABSTAIN_SHARE, PARTIAL_SHARE, CLAUDE_SHARE = 0.02, 0.02, 0.005
+# What each wrong outcome costs, per question (issue 33): an off-topic question answered as if the
+# docs answered it is a confident wrong answer and costs most; an answerable question refused costs
+# next (the asker is sent away from an answer the docs hold); an unsure PARTIAL, which quotes the
+# closest sections under "I'm not sure", costs least: an answerable one (its answer under a
+# doubt) twice an off-topic one (an honest "not sure" with places to look). An off-topic
+# question refused and an answerable one answered cost nothing.
+COSTS = {
+    ("offtopic", ANSWER): 1.0,
+    ("question", ABSTAIN): 0.5,
+    ("question", PARTIAL): 0.2,
+    ("offtopic", PARTIAL): 0.1,
+}
+DECISIONS = (ANSWER, PARTIAL, ABSTAIN)
+CLAUDE_SHARE = 0.005
 # The headings read as questions are measured (how often a heading is abstained with its doc
 # hidden) but not fitted on: fitted on too, they took claude-docs' left-out off-topic abstention
 # from 0.733 to 0.567 at the same answerable abstention (a heading is worded like no question).
@@ -132,33 +143,71 @@ def fit(examples: list[Example], features: tuple[str, ...]) -> Model:
         if np.abs(step).max() < 1e-8:
             break
     model = Model(features, mean, scale, beta[:-1], float(beta[-1]), {})
-    real: dict[str, list[float]] = {}
     near: dict[str, list[float]] = {}
     for e in examples:
         if e.kind == "question":
-            real.setdefault(e.corpus, []).append(model.p(e.signals))
             near.setdefault(e.corpus, []).append(model.p(e.signals, near_only=True))
-    lowest = lambda ps, q: min(float(np.quantile(p, q)) for p in ps.values())  # noqa: E731
-    model.bands = {
-        "claude": lowest(near, CLAUDE_SHARE),
-        "partial": lowest(real, ABSTAIN_SHARE),
-        "answer": lowest(real, PARTIAL_SHARE),
-    }
+    model.bands = {"claude": min(float(np.quantile(p, CLAUDE_SHARE)) for p in near.values())}
+    model.bands |= style_bands(model, examples)
     return model
 
 
+def style_bands(model: Model, examples: list[Example], costs: dict = COSTS) -> dict[str, float]:
+    """The band edges of least cost for one-sentence questions ("partial", "answer") and for
+    messages of several sentences ("partial_message", "answer_message"), each among questions of
+    its kind: a message's closeness is read through its context and pasted output, and weighs
+    otherwise (measured leave-one-corpus-out: section calibration of bench/RESULTS.md). A kind
+    the examples lack takes the edges of all of them."""
+    bands: dict[str, float] = {}
+    for style, message in (("", False), ("_message", True)):
+        alike = [e for e in examples if e.signals.message == message]
+        kinds = {e.kind for e in alike}
+        edges = cheapest_bands(
+            model, alike if {"question", "offtopic"} <= kinds else examples, costs
+        )
+        bands |= dict(zip(("partial" + style, "answer" + style), edges, strict=True))
+    return bands
+
+
+def cheapest_bands(
+    model: Model, examples: list[Example], costs: dict = COSTS
+) -> tuple[float, float]:
+    """(partial, answer): the two band edges of least mean cost on these examples, each corpus and
+    kind weighing alike, searched over every distinct p of their answerable and off-topic
+    questions. With F(x) a group's share of p below x, a group's cost is
+    C_answer + (C_partial - C_answer) F(answer) + (C_abstain - C_partial) F(partial): a term of
+    each edge, so the best lower edge for every upper one is a running minimum."""
+    ps: dict[tuple[str, str], list[float]] = {}
+    for e in examples:
+        if e.kind in ("question", "offtopic"):
+            ps.setdefault((e.corpus, e.kind), []).append(model.p(e.signals))
+    edges = np.unique(np.concatenate([np.array(v) for v in ps.values()] + [np.array([0.0, 1.0])]))
+    upper, lower = np.zeros(len(edges)), np.zeros(len(edges))
+    for (_, kind), p in ps.items():
+        below = np.searchsorted(np.sort(p), edges, side="left") / len(p)  # F at each edge
+        c_answer, c_partial, c_abstain = (costs.get((kind, d), 0.0) for d in DECISIONS)
+        upper += (c_partial - c_answer) * below
+        lower += (c_abstain - c_partial) * below
+    where, at = [], 0  # the cheapest lower edge at or below each edge
+    for i in range(len(edges)):
+        at = i if lower[i] < lower[at] else at
+        where.append(at)
+    hi = int(np.argmin(upper + lower[where]))
+    return float(edges[where[hi]]), float(edges[hi])
+
+
 def rates(model: Model, examples: list[Example]) -> dict:
-    """What the model decides on one corpus: the shares of each kind abstained, PARTIAL on the
-    answerable questions, and how often ANSWER and PARTIAL have the right section on top."""
+    """What the model decides on one corpus: the share of each outcome for the answerable and the
+    off-topic questions, the share abstained of the other kinds, and how often ANSWER and PARTIAL
+    have the right section on top."""
     verdict = {id(e): decide.decide(e.signals, model, "").decision for e in examples}
     out: dict = {}
     for kind in ("question", "offtopic", "hidden", "heading", "heading_hidden"):
         of = [e for e in examples if e.kind == kind]
         if of:
-            out[kind] = {"n": len(of), "abstain": _share(of, verdict, decide.ABSTAIN)}
+            out[kind] = {"n": len(of)} | {d: _share(of, verdict, d) for d in DECISIONS}
     asked = [e for e in examples if e.kind == "question"]
-    out["question"]["partial"] = _share(asked, verdict, decide.PARTIAL)
-    for band in (decide.ANSWER, decide.PARTIAL):
+    for band in (ANSWER, PARTIAL):
         got = [e.right for e in asked if verdict[id(e)] == band]
         out[f"right_{band.lower()}"] = (round(sum(got) / len(got), 3), len(got)) if got else None
     return out
@@ -168,35 +217,41 @@ def _share(of: list[Example], verdict: dict, decision: str) -> float:
     return round(sum(verdict[id(e)] == decision for e in of) / len(of), 3)
 
 
-def curve(model: Model, examples: list[Example]) -> list[tuple[float, float, float]]:
-    """(abstain band, answerable abstain, off-topic abstain) as the abstain band moves."""
-    p_real = [model.p(e.signals) for e in examples if e.kind == "question"]
-    p_off = [model.p(e.signals) for e in examples if e.kind == "offtopic"]
-    points = []
-    for q in (0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15):
-        band = float(np.quantile(p_real, q)) if q else 0.0
-        points.append(
-            (
-                round(band, 3),
-                round(float(np.mean([p < band for p in p_real])), 3),
-                round(float(np.mean([p < band for p in p_off])), 3) if p_off else float("nan"),
-            )
-        )
-    return points
+def auc(model: Model, examples: list[Example], feature: str | None = None) -> float | None:
+    """How often an answerable question's p (or one signal) ranks above an off-topic one's."""
+
+    def value(e: Example) -> float:
+        return float(getattr(e.signals, feature) or 0.0) if feature else model.p(e.signals)
+
+    pos = np.array([value(e) for e in examples if e.kind == "question"])
+    neg = np.array([value(e) for e in examples if e.kind == "offtopic"])
+    if not len(pos) or not len(neg):
+        return None
+    return float((pos[:, None] > neg).mean() + 0.5 * (pos[:, None] == neg).mean())
+
+
+# the costs of an answerable PARTIAL the trade-off is shown over (an off-topic one at half)
+PARTIAL_COSTS = (0.05, 0.1, 0.2, 0.3, 0.4)
 
 
 def leave_one_out(data: dict[str, list[Example]], features: tuple[str, ...]) -> dict:
-    """Fit on every corpus but one, measure on that one; "ceiling": the curve of a model fitted on
-    that corpus itself (in-sample, so an upper bound of what these signals can separate there,
-    not a figure to report)."""
+    """Fit on every corpus but one, measure on that one. "costs": the left-out rates with the
+    bands chosen at other PARTIAL costs (the trade-off); "auc": how well the fitted p and the
+    closeness alone tell the left-out corpus's answerable questions from its off-topic ones."""
     out = {}
     for held in data:
         train = [e for name, ex in data.items() if name != held for e in ex]
         model = fit(train, features)
+        trade = {}
+        for c in PARTIAL_COSTS:
+            costs = COSTS | {("question", PARTIAL): c, ("offtopic", PARTIAL): c / 2}
+            other = Model(model.features, model.mean, model.scale, model.weights, model.bias, {})
+            other.bands = style_bands(other, train, costs)
+            trade[c] = rates(other, data[held])
         out[held] = {
             "rates": rates(model, data[held]),
-            "curve": curve(model, data[held]),
-            "ceiling": curve(fit(data[held], features), data[held]),
+            "costs": trade,
+            "auc": (auc(model, data[held]), auc(model, data[held], "sim")),
         }
     return out
 
@@ -230,48 +285,64 @@ def load_set(set_dir: Path, offtopic: Path | None = None) -> list[dict]:
 
 
 def format_report(loco: dict, feature_sets: dict[str, tuple[str, ...]]) -> str:
-    """The leave-one-corpus-out tables (figures of the left-out corpus only) and the trade-off
-    curve of each left-out corpus."""
+    """The leave-one-corpus-out tables (figures of the left-out corpus only), the trade-off over
+    the PARTIAL cost, and how far the signals can tell the kinds apart at all (AUC)."""
     lines = []
     for label in feature_sets:
         lines += [
             f"**{label}** (`{', '.join(feature_sets[label])}`)",
             "",
-            "| left out | answerable abstain | PARTIAL | off-topic abstain | gold hidden abstain"
-            " | headings hidden abstain | right when ANSWER | right when PARTIAL |",
-            "|---|---|---|---|---|---|---|---|",
+            "| left out | answerable: refused / unsure / answered | off-topic: ANSWER / PARTIAL"
+            " / ABSTAIN | gold hidden abstain | headings hidden abstain | right when ANSWER"
+            " | right when PARTIAL |",
+            "|---|---|---|---|---|---|---|",
         ]
         for held, res in loco[label].items():
             r = res["rates"]
             lines.append(
-                f"| {held} | {_cell(r, 'question')} | {r['question']['partial']:.3f} | "
-                f"{_cell(r, 'offtopic')} | {_cell(r, 'hidden')} | {_cell(r, 'heading_hidden')} | "
-                f"{_right(r, 'right_answer')} | {_right(r, 'right_partial')} |"
+                f"| {held} | {_three(r, 'question', (ABSTAIN, PARTIAL, ANSWER))} | "
+                f"{_three(r, 'offtopic', DECISIONS)} | {_cell(r, 'hidden')} | "
+                f"{_cell(r, 'heading_hidden')} | {_right(r, 'right_answer')} | "
+                f"{_right(r, 'right_partial')} |"
             )
         lines.append("")
-    lines += [
-        "Trade-off on each left-out corpus (full model): the abstain band moved over quantiles of"
-        " the corpus's own answerable p (band, answerable abstain, off-topic abstain):",
-        "",
-    ]
     first = next(iter(feature_sets))
+    lines += [
+        "The trade-off on each left-out corpus (full model): the bands chosen on the other corpora"
+        " at other costs of an answerable PARTIAL (an off-topic PARTIAL at half of it; an"
+        " off-topic ANSWER 1, an answerable ABSTAIN 0.5). Each cell: answerable refused /"
+        " unsure, off-topic ANSWER.",
+        "",
+        "| left out | " + " | ".join(f"PARTIAL {c}" for c in PARTIAL_COSTS) + " |",
+        "|---|" + "---|" * len(PARTIAL_COSTS),
+    ]
     for held, res in loco[first].items():
-        pts = ", ".join(f"({b:.3f}: {a:.2f} / {o:.2f})" for b, a, o in res["curve"])
-        lines.append(f"- {held}: {pts}")
+        cells = [
+            f"{r['question'][ABSTAIN]:.2f} / {r['question'][PARTIAL]:.2f}, "
+            + (f"{r['offtopic'][ANSWER]:.2f}" if "offtopic" in r else "—")
+            for r in res["costs"].values()
+        ]
+        lines.append(f"| {held} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "The ceiling of these signals (full model): each corpus fitted on itself, in-sample, the"
-        " same curve (answerable abstain / off-topic abstain):",
+        "How far apart the kinds are on each left-out corpus (AUC, answerable above off-topic;"
+        " 0.5 is chance): the fitted p / the closeness `sim` alone:",
         "",
     ]
     for held, res in loco[first].items():
-        pts = ", ".join(f"{a:.2f} / {o:.2f}" for _, a, o in res["ceiling"][1:])
-        lines.append(f"- {held}: {pts}")
+        p, sim = res["auc"]
+        lines.append(f"- {held}: " + (f"{p:.3f} / {sim:.3f}" if p is not None else "—"))
     return "\n".join(lines)
 
 
+def _three(r: dict, kind: str, order: tuple[str, ...]) -> str:
+    if kind not in r:
+        return "—"
+    return " / ".join(f"{r[kind][d]:.3f}" for d in order) + f" ({r[kind]['n']})"
+
+
 def _cell(r: dict, kind: str) -> str:
-    return f"{r[kind]['abstain']:.3f} ({r[kind]['n']})" if kind in r else "—"
+    return f"{r[kind][ABSTAIN]:.3f} ({r[kind]['n']})" if kind in r else "—"
 
 
 def _right(r: dict, key: str) -> str:

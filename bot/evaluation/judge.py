@@ -1,6 +1,6 @@
 """`fieldguide eval SET --answers --judge`: Claude grades each answer for faithfulness to the
 passages it cites and for correctness against the set's reference answer (rubric
-prompts/judge.md, a strict tool call). A grade that cannot be had (API error, unusable reply) is
+prompts/judge.md, a structured output). A grade that cannot be had (API error, unusable reply) is
 left out of the figures and counted."""
 
 from __future__ import annotations
@@ -10,31 +10,20 @@ from typing import Any
 
 from prompts import render
 from router.answer import Answer
-from router.claude import (
-    cached_system,
-    describe,
-    failures,
-    strict_tool,
-    tool_input,
-    usage_of,
-)
+from router.claude import describe, failures, structured
 
 GRADE_TOOL = "grade_answer"
 FAITHFULNESS = {"faithful": 1.0, "partly_faithful": 0.5, "unfaithful": 0.0}
 CORRECTNESS = {"correct": 1.0, "partly_correct": 0.5, "incorrect": 0.0}
-TOOL = strict_tool(
-    GRADE_TOOL,
-    "Record the answer's grades.",
-    {
-        "type": "object",
-        "properties": {
-            "faithfulness": {"type": "string", "enum": list(FAITHFULNESS)},
-            "correctness": {"type": "string", "enum": list(CORRECTNESS)},
-            "reason": {"type": "string"},
-        },
-        "required": ["faithfulness", "correctness", "reason"],
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "faithfulness": {"type": "string", "enum": list(FAITHFULNESS)},
+        "correctness": {"type": "string", "enum": list(CORRECTNESS)},
+        "reason": {"type": "string"},
     },
-)
+    "required": ["faithfulness", "correctness", "reason"],
+}
 
 
 def cited_passages(ans: Answer) -> list[str]:
@@ -65,21 +54,20 @@ class Judge:
         """{"faithfulness": 0..1, "correctness": 0..1, the grades' names, "reason", "usage"}, or
         {"error": why}."""
         try:
-            msg = self.client.with_options(timeout=self.timeout).messages.create(
-                model=self.model,
-                max_tokens=600,
-                system=cached_system(render("judge")),
-                tools=[TOOL],
-                tool_choice={"type": "tool", "name": GRADE_TOOL},
-                messages=[{"role": "user", "content": request(question, reference, ans)}],
+            grade, usage = structured(
+                self.client.with_options(timeout=self.timeout),
+                self.model,
+                render("judge"),
+                request(question, reference, ans),
+                SCHEMA,
+                1500,
             )
-            grade = tool_input(msg, GRADE_TOOL)
             return {
                 "faithfulness": FAITHFULNESS[grade["faithfulness"]],
                 "correctness": CORRECTNESS[grade["correctness"]],
                 "grades": [grade["faithfulness"], grade["correctness"]],
                 "reason": str(grade.get("reason", "")),
-                "usage": usage_of(msg),
+                "usage": usage,
             }
         except failures() as e:
             return {"error": describe(e)}

@@ -213,6 +213,11 @@ def claude_message(
     }
 
 
+def structured_message(data: object, **kw) -> dict:
+    """A structured output's reply (output_config.format): the JSON as one text block."""
+    return claude_message(text_block(json.dumps(data)), **kw)
+
+
 def tool_use(name: str, input: dict) -> dict:
     return {"type": "tool_use", "id": "toolu_stub", "name": name, "input": input}
 
@@ -241,13 +246,18 @@ CHARS_PER_TOKEN = 3.5
 # the shortest prefix each model caches (Anthropic's prompt-caching docs, 2026-11): shorter ones
 # are billed as plain input, with no error
 MIN_CACHEABLE = {
+    "claude-haiku-5-5": 512,
+    "claude-sonnet-5-5": 512,
+    "claude-opus-5": 512,
+    "claude-fable-5": 512,
+    "claude-opus-4-7": 2048,
     "claude-haiku-4-5": 4096,
     "claude-opus-4-5": 4096,
     "claude-opus-4-6": 4096,
     "claude-3-5-haiku": 2048,
     "claude-3-haiku": 2048,
 }
-MIN_CACHEABLE_DEFAULT = 1024  # Sonnet 4.x, Opus 4 / 4.1
+MIN_CACHEABLE_DEFAULT = 1024  # Sonnet 5, Sonnet 4.x, Opus 4.8, Opus 4 / 4.1
 CACHE_TTL = 300.0  # seconds an ephemeral entry lives after its last use
 MAX_BREAKPOINTS = 4
 
@@ -318,6 +328,9 @@ class FakeClaude:
         unsupported: tuple[str, ...] = (),
         uncited: str = "no_claim",
         judgement: dict | list[dict] | None = None,
+        rules: bool = True,
+        timing: dict[str, tuple[float, float]] | None = None,
+        down: dict[str, tuple] | None = None,
     ):
         self.answer: list[Any] = (
             answer
@@ -352,17 +365,30 @@ class FakeClaude:
             "correctness": "correct",
             "reason": "The answer states what its passages say.",
         }
+        # the API's rules as the docs give them (api_rules), and what it refused
+        self.rules = rules
+        self.refused: list[dict] = []
+        # faults served to the next requests, whatever they ask (rate_limited(1), OVERLOADED),
+        # and a step that is down (kind → the fault every call of it gets); what was failed
+        self.faults: list[tuple] = []
+        self.down: dict[str, tuple] = dict(down or {})
+        self.failed: list[tuple[str, int]] = []
+        # model → (seconds to the first token, output tokens per second): MODEL_TIMING
+        self.timing = timing
 
     def kind(self, body: dict) -> str:
         tools = [t.get("name") for t in body.get("tools", [])]
-        if "choose_intent" in tools:
+        asked = structured_kind(body)  # a structured output, by its schema's fields
+        if "choose_intent" in tools or asked == "classify":
             return "classify"
-        if "record_passages" in tools:
+        if "record_passages" in tools or asked == "extract":
             return "extract"
-        if "check_claims" in tools:
+        if "check_claims" in tools or asked == "check":
             return "check"
-        if "grade_answer" in tools:
+        if "grade_answer" in tools or asked == "judge":
             return "judge"
+        if asked == "describe":
+            return "describe"
         if self.search_results(body):
             return "answer"
         return "condense"
@@ -383,6 +409,20 @@ class FakeClaude:
 
     def __call__(self, req: Request):
         body = req.json
+        refused = api_rules(body) if self.rules else None
+        if refused is not None:
+            with self.lock:
+                self.refused.append(body)
+            return refused
+        with self.lock:
+            fault = self.faults.pop(0) if self.faults else None
+            kind = self.kind(body)
+            down = self.down.get(kind)
+        served = fault or down
+        if served is not None:
+            with self.lock:
+                self.failed.append((kind, served[0]))
+            return served
         breakpoints = sum(flag for _, flag in prompt_parts(body))
         if breakpoints > MAX_BREAKPOINTS:
             return 400, {
@@ -395,22 +435,31 @@ class FakeClaude:
             }
         with self.lock:
             self.seen.append(body)
-        kind = self.kind(body)
         if kind == "answer":
             message = self.answer_message(body)
         else:
-            time.sleep(self.latency)
             message = getattr(self, kind)(body)
+            if structured_kind(body):  # asked through output_config.format: JSON text
+                message = as_json_text(message)
         message["model"] = body.get("model", message["model"])
         message["usage"] = self.bill(body, message)
+        first, per_word = self.pace(body, message)
         if body.get("stream"):
-            return 200, self.events(message, kind, body)
-        if kind == "answer":
-            n = sum(len(words(b.get("text", ""))) for b in message["content"])
-            time.sleep(
-                self.first_token + (n / self.words_per_second if self.words_per_second else 0)
-            )
+            return 200, self.events(message, kind, body, first, per_word)
+        n = sum(len(words(b.get("text") or json.dumps(b.get("input")))) for b in message["content"])
+        time.sleep(first + n * per_word)
         return 200, message
+
+    def pace(self, body: dict, message: dict) -> tuple[float, float]:
+        """(seconds before the first token, seconds per word after it): a model's published
+        latency and output speed (`timing`, e.g. MODEL_TIMING), else the fixed delays given."""
+        timing = self.timing.get(body.get("model", "")) if self.timing else None
+        if timing is not None:
+            first_token, tokens_per_second = timing
+            return first_token, TOKENS_PER_WORD / tokens_per_second
+        if self.kind(body) != "answer":
+            return self.latency, 0.0
+        return self.first_token, (1 / self.words_per_second if self.words_per_second else 0.0)
 
     def bill(self, body: dict, message: dict) -> dict:
         """The usage the API reports: the longest cached prefix still alive is read
@@ -483,9 +532,14 @@ class FakeClaude:
         """`intents` as given, or (the default, on a taxonomy without its first intent) the
         taxonomy's first intent: another set's questions still get an answer from the tool's
         enum, as a strict tool's reply must be."""
-        names = body["tools"][0]["input_schema"]["properties"]["intents"]["items"]["properties"][
-            "intent"
-        ].get("enum", [])
+        schema = body["tools"][0]["input_schema"] if body.get("tools") else asked_schema(body) or {}
+        names = [
+            n
+            for n in schema["properties"]["intents"]["items"]["properties"]["intent"].get(
+                "enum", []
+            )
+            if n != "NONE"
+        ]
         intents = self.intents
         if self.default_intents and names and intents[0]["intent"] not in names:
             intents = [{"intent": names[0], "confidence": 0.9}]
@@ -509,6 +563,17 @@ class FakeClaude:
 
     def condense(self, body: dict) -> dict:
         return claude_message(text_block(self.condensed))
+
+    def describe(self, body: dict) -> dict:
+        """`fieldguide intents --describe`'s draft of one intent."""
+        intent = body["messages"][0]["content"].split("\n", 1)[0].removeprefix("Intent: ")
+        return claude_message(
+            tool_use(
+                "describe_intent",
+                {"description": f"Docs on {intent}.", "examples": [f"How do I use {intent}?"]},
+            ),
+            stop_reason="tool_use",
+        )
 
     def answer_message(self, body: dict) -> dict:
         results = self.search_results(body)
@@ -545,7 +610,7 @@ class FakeClaude:
 
     # -- streaming ---------------------------------------------------------------------------------
 
-    def events(self, message: dict, kind: str, body: dict):
+    def events(self, message: dict, kind: str, body: dict, first_delay: float, per_word: float):
         """The message as the API streams it: message_start, then per block content_block_start,
         deltas (citations_delta before the text they cite, text_delta per word, input_json_delta
         for a tool call), content_block_stop; then message_delta (stop_reason, usage) and
@@ -573,13 +638,8 @@ class FakeClaude:
                 for cit in block.get("citations") or []:
                     yield self.delta(i, {"type": "citations_delta", "citation": cit})
                 for piece in words(block["text"]):
-                    if kind == "answer":
-                        time.sleep(
-                            self.first_token
-                            if first
-                            else (1 / self.words_per_second if self.words_per_second else 0)
-                        )
-                        first = False
+                    time.sleep(first_delay if first else per_word)
+                    first = False
                     yield self.delta(i, {"type": "text_delta", "text": piece})
             else:
                 raw = json.dumps(block["input"])
@@ -610,6 +670,125 @@ OVERLOADED = (
     {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
     {"retry-after-ms": "10"},
 )
+
+
+# -- the Messages API as its docs describe it (issue 34) -----------------------------------------
+# Kept apart from FakeClaude (which calls them) so they move with it wherever the stand-ins live.
+# Sources: platform.claude.com/docs/en/models/*/overview and whats-new-* pages, structured-outputs,
+# prompt-caching, rate-limits and errors pages (2026-11).
+
+# the model ids the API knows (others: 404 not_found_error), current and legacy
+KNOWN_MODELS = (
+    "claude-haiku-5-5",
+    "claude-sonnet-5-5",
+    "claude-opus-5-5",
+    "claude-fable-5-1",
+    "claude-sonnet-5",
+    "claude-opus-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-opus-4-5",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+    "claude-opus-4-1",
+    "claude-sonnet-4",
+    "claude-3-5-haiku",
+    "claude-3-haiku",
+)
+# "Forced tool use returns an error" (what's new in Sonnet 5.5 / Opus 5.5)
+NO_FORCED_TOOLS = ("claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5")
+# output_config.effort: the adaptive-thinking models (Sonnet / Opus 4.6+, every 5.x model)
+EFFORT_MODELS = (
+    "claude-haiku-5",
+    "claude-sonnet-5",
+    "claude-opus-5",
+    "claude-fable-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+)
+# Each model's latency and output speed, for the bench: (seconds to the first token, output
+# tokens per second). Anthropic's model pages give only a comparative latency (Haiku 5.5
+# "Fastest", Sonnet 5.5 "Fast", Opus 5.5 "Moderate"); the figures are the latest measured ones the
+# stored pages hold for each class: Sonnet 4.5 1.8 s / 63 tokens/s and Opus 4.1 2.67 s / 45
+# tokens/s (Artificial Analysis), Haiku at Anthropic's "more than twice the speed" of Sonnet.
+MODEL_TIMING: dict[str, tuple[float, float]] = {
+    "claude-haiku-5-5": (0.7, 130.0),
+    "claude-haiku-4-5": (0.7, 130.0),
+    "claude-sonnet-5-5": (1.8, 63.0),
+    "claude-sonnet-4-6": (1.8, 63.0),
+    "claude-opus-5-5": (2.67, 45.0),
+}
+TOKENS_PER_WORD = 1.3  # English text, for pacing a reply word by word
+
+
+def api_error(status: int, kind: str, message: str, headers: dict | None = None) -> tuple:
+    return status, {"type": "error", "error": {"type": kind, "message": message}}, headers or {}
+
+
+def rate_limited(seconds: float = 1) -> tuple:
+    """The API's 429: a rate limit, with retry-after in seconds (rate-limits page)."""
+    return api_error(
+        429,
+        "rate_limit_error",
+        "This request would exceed your organization's rate limit.",
+        {"retry-after": str(seconds)},
+    )
+
+
+def api_rules(body: dict) -> tuple | None:
+    """The error the API gives a request it refuses, or None: an unknown model (404), a forced
+    tool_choice on a model that refuses it, effort on a model without it (400)."""
+    model = str(body.get("model", ""))
+    if not model.startswith(KNOWN_MODELS):
+        return api_error(404, "not_found_error", f"model: {model}")
+    choice = (body.get("tool_choice") or {}).get("type")
+    if choice in ("tool", "any") and model.startswith(NO_FORCED_TOOLS):
+        return api_error(
+            400,
+            "invalid_request_error",
+            f"tool_choice.type '{choice}' is not supported for {model}: forced tool use is not"
+            " supported on this model; use tool_choice auto or structured outputs.",
+        )
+    effort = (body.get("output_config") or {}).get("effort")
+    if effort is not None and not model.startswith(EFFORT_MODELS):
+        return api_error(400, "invalid_request_error", f"effort is not supported for {model}")
+    return None
+
+
+def asked_schema(body: dict) -> dict | None:
+    """The JSON schema a structured output asks for (output_config.format), or None."""
+    fmt = (body.get("output_config") or {}).get("format") or {}
+    return fmt.get("schema") if fmt.get("type") == "json_schema" else None
+
+
+# a structured output's step, by the fields its schema asks for
+SCHEMA_KINDS = {
+    "intents": "classify",
+    "nothing_relevant": "extract",
+    "sentences": "check",
+    "faithfulness": "judge",
+    "description": "describe",
+}
+
+
+def structured_kind(body: dict) -> str:
+    schema = asked_schema(body)
+    fields = set((schema or {}).get("properties", {}))
+    return next((kind for f, kind in SCHEMA_KINDS.items() if f in fields), "")
+
+
+def as_json_text(message: dict) -> dict:
+    """A reply built as a tool call turned into what a structured output returns: the same
+    object as the JSON text of one text block."""
+    content = [
+        text_block(json.dumps(b["input"])) if b.get("type") == "tool_use" else b
+        for b in message["content"]
+    ]
+    return dict(message, content=content, stop_reason="end_turn")
 
 
 BOT = "UBOT"

@@ -1,0 +1,95 @@
+"""What a question asks, apart from what the asker brought to it.
+
+A question typed in Slack or pasted from an issue carries the asker's own material: code spans and
+blocks, quoted output, a log or a stack trace, paths, versions, identifiers, environment variables,
+URLs. None of it is a subject the docs must cover: a docs page never names the asker's project or
+path. The decision reads the question's prose for what the docs must cover, and closeness for
+everything.
+
+markdown-it-py parses the question as the markdown Slack and GitHub render: code spans, fenced and
+indented code and block quotes are the asker's material; the rest is prose, read word by word, a
+word with a character no English word has inside it (a digit, `_`, `/`, `\\`, `.`, `=`, `:`, `@`,
+`$`, `<`) being a value or identifier the asker typed ("3.12.5", "x.x.x", "MY_TOKEN", "src/app.py",
+"--frozen" is kept: a flag is a word of the docs), as is what `condense.own_value` finds. The
+question's sentences are its prose cut at sentence ends and blank lines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+
+from .condense import PASTED, own_value
+
+PARSER = MarkdownIt("commonmark")
+MATERIAL_BLOCKS = {"fence", "code_block", "html_block"}
+# a character inside a word that no English word has there: what an identifier, path, version or
+# value is made of (an apostrophe or hyphen inside is English: "don't", "built-in")
+INSIDE = re.compile(r"[0-9_/\\.=:@$<>#%&*+|~^{}\[\]]")
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+EDGES = "\"'`()[]{},;:!?.*"
+
+
+@dataclass(frozen=True)
+class Reading:
+    prose: str  # the question's own words, the asker's material left out
+    sentences: tuple[str, ...]  # prose cut at sentence ends and blank lines
+    material: tuple[str, ...]  # what the asker brought: code, quotes, values
+
+    @property
+    def asking(self) -> str:
+        """The sentences that ask: the first one (an issue's title, a message's opening) and each
+        ending in a question mark."""
+        first, rest = self.sentences[:1], self.sentences[1:]
+        return " ".join([*first, *(s for s in rest if s.rstrip().endswith("?"))])
+
+
+def _words(text: str, material: list[str]) -> str:
+    kept = []
+    for w in text.split():
+        core = w.strip(EDGES)
+        if core and (own_value(w) or INSIDE.search(core)):
+            material.append(core)
+        else:
+            kept.append(w)
+    return " ".join(kept)
+
+
+@lru_cache(maxsize=1024)
+def read(question: str) -> Reading:
+    """The question's prose, its sentences and the asker's material (module doc)."""
+    material: list[str] = []
+    paragraphs: list[str] = []
+    depth = 0  # inside a block quote
+
+    def pasted(m: re.Match) -> str:
+        material.append(m.group())
+        return "\n\n"
+
+    for tok in PARSER.parse(PASTED.sub(pasted, question)):
+        if tok.type == "blockquote_open":
+            depth += 1
+        elif tok.type == "blockquote_close":
+            depth -= 1
+        elif tok.type in MATERIAL_BLOCKS or (depth and tok.type == "inline"):
+            material.append(tok.content)
+        elif tok.type == "inline":
+            parts = []
+            for child in tok.children or []:
+                if child.type in ("code_inline", "html_inline"):
+                    material.append(child.content)
+                elif child.type == "text":
+                    parts.append(child.content)
+                elif child.type in ("softbreak", "hardbreak"):
+                    parts.append(" ")
+            paragraphs.append("".join(parts))
+    sentences = tuple(
+        kept
+        for p in paragraphs
+        for s in SENTENCE_END.split(p)
+        if (kept := _words(s, material).strip()) and kept.strip(EDGES + " ")
+    )
+    return Reading(" ".join(sentences), sentences, tuple(m for m in material if m.strip()))
