@@ -9,7 +9,7 @@ DEMO_DB := .fieldguide/demo.db
 
 setup: $(VENV)/.installed postgres chromium
 
-# The fleet tests start a throwaway PostgreSQL server (bot/testing/pgserver.py). Its binaries come from
+# The fleet tests start a throwaway PostgreSQL server (tests/standins/pgserver.py). Its binaries come from
 # Debian's postgresql package, installed here when missing and we can (root with apt-get);
 # elsewhere those tests are skipped with the reason (CI sets FIELDGUIDE_REQUIRE_POSTGRES=1: they fail).
 postgres:

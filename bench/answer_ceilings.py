@@ -77,8 +77,7 @@ def measure(name: str, db: str, limit: int | None) -> dict[str, list]:
     set_dir = EVAL / name
     stop = load_stopwords(set_dir)
     answerable, _ = split_offtopic(load_items(set_dir / "questions.jsonl"))
-    pipeline = make_pipeline(Settings.load(environ={}, dotenv=None), db)
-    pipeline.state = None
+    pipeline = make_pipeline(Settings.load(environ={}, dotenv=None).at(db))
     engine = pipeline.engine
     loaded = engine.loaded()
     rows: dict[str, list] = {}

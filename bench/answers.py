@@ -20,8 +20,7 @@ from index.embedders import make_embedder
 def main() -> None:
     embedder = make_embedder()
     db = eval_db("claude-docs", embedder)
-    pipeline = make_pipeline(Settings.load(environ={}, dotenv=None), str(db))
-    pipeline.state = None  # measure the answer, not the audit insert
+    pipeline = make_pipeline(Settings.load(environ={}, dotenv=None).at(db))
     pipeline.answer("warm up: load the model and the index")
     rows, stage_rows = [], {}
     for name, path in (

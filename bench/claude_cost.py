@@ -2,7 +2,7 @@
 
 1. Input tokens billed per question over 20 questions of a set, with prompt caching (each step's
    stable prefix marked with cache_control) and without (every prompt billed in full), against
-   the Messages API stub (bot/testing/stubs.py FakeClaude), which bills caching as the API does:
+   the Messages API stub (tests/standins/claude.py FakeClaude), which bills caching as the API does:
    a prefix up to a breakpoint is written once it reaches the model's minimum cacheable length
    (512 tokens on the 5.5 models, 4,096 on Haiku 4.5) and read by later identical prefixes. The
    stub counts ~3.5 characters a token (it has no tokenizer). The models are the defaults in
@@ -28,15 +28,10 @@ from harness import ROOT, SHARED, eval_db, table, write_section
 
 from bot.costs import stats
 from bot.settings import DEFAULT_PRICES, Settings
-from bot.testing.stubs import (
-    FakeClaude,
-    StubServer,
-    estimate_tokens,
-    min_cacheable,
-    prompt_parts,
-)
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
+from tests.standins.claude import FakeClaude, estimate_tokens, min_cacheable, prompt_parts
+from tests.standins.server import StubServer
 
 QUESTIONS = 20
 COST_HEADERS = [
@@ -68,7 +63,6 @@ def pipeline_on(db, fake: FakeClaude, classify_model: str = ""):
     if classify_model:
         settings = replace(settings, classify_model=classify_model)
     p = make_pipeline(settings)
-    p.state = None
     p.engine.loaded()
     p.engine.embed_query("warm up")
     return p, server
@@ -84,7 +78,7 @@ def cost_run(db, qs: list[str], cache: bool, classify: str) -> tuple[list[dict],
     fake = FakeClaude(cache=cache)
     p, server = pipeline_on(db, fake, classify)
     try:
-        usages = [p.answer(q).usage for q in qs]
+        usages = [p.answer(q).trace.usage for q in qs]
     finally:
         server.close()
     return usages, fake

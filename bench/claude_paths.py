@@ -1,6 +1,6 @@
 """Fewer round trips before the first word (issue 34 item 5): the Claude paths of
 FIELDGUIDE_CLAUDE_PATH measured against the Messages API stand-in playing each model's latency and
-output speed (bot/testing/stubs.py MODEL_TIMING: seconds to the first token, output tokens per
+output speed (tests/standins/claude.py MODEL_TIMING: seconds to the first token, output tokens per
 second) with the default models (bot/settings.py: claude-haiku-5-5 for classify / extract / check,
 claude-sonnet-5-5 for the answer), prompt caching billed as the API bills it (each model's minimum
 cacheable prefix) and priced with bot/settings.py's DEFAULT_PRICES.
@@ -30,9 +30,10 @@ from harness import ROOT, SHARED, eval_db, table, write_section
 
 from bot.costs import stats
 from bot.settings import DEFAULT_PRICES, Settings
-from bot.testing.stubs import MODEL_TIMING, FakeClaude, StubServer
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
+from tests.standins.claude import MODEL_TIMING, FakeClaude
+from tests.standins.server import StubServer
 
 # an answer of the usual length (~110 output tokens), every sentence citing the first block
 REPLY = [
@@ -80,7 +81,6 @@ def run(db: Path, qs: list[str], path: str, cache: bool) -> dict:
         claude_path=path,
     )
     p = make_pipeline(settings)
-    p.state = None
     p.engine.loaded()
     p.engine.embed_query("warm up")
     p.answer(qs[0])  # loads what a first question loads (the language identifier: seconds)

@@ -26,12 +26,12 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
-from bot.testing.fleet import FleetSlack, Replica, mention  # noqa: E402
-from bot.testing.pgserver import PgServer  # noqa: E402
 from index.embedders import make_embedder  # noqa: E402
 from index.indexer import index_folder  # noqa: E402
 from index.pg import upgrade  # noqa: E402
 from index.publish import publish  # noqa: E402
+from tests.standins.fleet import FleetSlack, Replica, mention  # noqa: E402
+from tests.standins.pgserver import PgServer  # noqa: E402
 
 # the statements a replica sends for one event (claim, rate limit, thread lookup, audit row)
 PER_ANSWER = (
@@ -171,7 +171,7 @@ def run(args, rng: random.Random, questions: list[str], replicas: list[Replica],
     lost_with_r1 = [t for t in sent_at if t not in counts and acked.get(t) == {0}]
     for r in replicas[1:]:
         r.log.flush()
-    # events another replica's sweeper answered for the killed one (bot/orphans.py)
+    # events another replica's sweeper answered for the killed one (bot/slack/orphans.py)
     taken_over = sum(
         Path(r.log.name).read_text().count("the replica that acknowledged it died")
         for r in replicas[1:]

@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 
 from harness import ROOT, SHARED, WORK, ms, table, write_section
 
-from bot.reindex import Refresher, Reindexer
 from bot.settings import Settings
-from bot.state.sqlite import InProcess
+from bot.slack.reindex import Refresher, Reindexer
+from bot.state.memory import InProcess
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 
@@ -106,7 +106,6 @@ def run_set(name: str, every: float, trials: int, rng: random.Random) -> tuple[l
     assert first is not None
     first_s = time.perf_counter() - t0
     pipeline = make_pipeline(settings)
-    pipeline.state = None  # bench questions are not audited
     pipeline.answer("warm up: load the model and the index")
 
     # the parts of one refresh, by hand

@@ -12,7 +12,7 @@ the example docs (the audit trail tests/test_gaps.py builds). For each planted t
 holding most of its questions, how many of them, how pure it is and its rank. The same is shown
 with the common directions the clustering takes out varied around the d/100 rule (Mu &
 Viswanath) it uses, and with the questions' mean only (before this change). Then the test's
-other planted set (bot/testing/gap_topics.py) hidden among the eval sets' 525 questions (harder:
+other planted set (tests/standins/gap_topics.py) hidden among the eval sets' 525 questions (harder:
 hundreds of real topics around it).
 
 Speed: the eval sets' 465 questions and 60 off-topic ones, embedded with the local model; past
@@ -32,43 +32,35 @@ import numpy as np
 from harness import ROOT, SHARED, WORK, table, write_section
 
 from bot import gaps
+from bot.app import FieldGuide
 from bot.gaps import MAX_QUESTIONS, cluster, common_directions, comparable
-from bot.state.sqlite import SqliteState
-from bot.testing.gap_topics import TOPICS
+from bot.settings import Settings
 from index.embedders import make_embedder
 from index.indexer import index_folder
-from index.store import open_db
-from router.engine import Engine
-from router.pipeline import Pipeline
+from tests.standins.gap_topics import TOPICS
 
 PLANTED = [json.loads(line) for line in (ROOT / "examples" / "gaps.jsonl").open()]
 SMALL_TALK = ["hi", "thanks", "hello!", "Thank you!", "good morning", "ok"]
-# the eval sets beside the checkout, or beside the checkout a worktree belongs to
-EVAL = next(
-    (p / "shared" / "eval" for p in ROOT.parents if (p / "shared" / "eval").is_dir()), SHARED
-)
 
 
-def audit_trail(embedder) -> tuple[str, Engine]:
+def audit_trail(embedder) -> FieldGuide:
     """The examples indexed, and every question asked through the offline pipeline."""
     WORK.mkdir(parents=True, exist_ok=True)
     db = WORK / "gaps-examples.db"
     for stale in WORK.glob("gaps-examples.db*"):
         stale.unlink() if stale.is_file() else shutil.rmtree(stale)
     index_folder(db, ROOT / "examples" / "docs", embedder)
-    engine = Engine(str(db), embedder)
-    state = SqliteState(open_db(db))
-    pipeline = Pipeline(engine, state=state)
+    guide = FieldGuide(Settings(db=str(db)), embedder=embedder)
     others = [
         json.loads(line)["question"]
         for name in ("questions", "offtopic")
         for line in (ROOT / "examples" / f"{name}.jsonl").open()
     ]
     for i, q in enumerate([r["question"] for r in PLANTED] + others + SMALL_TALK):
-        ans = pipeline.answer(q, context={"channel": "CLI", "user": f"U{i % 7}"})
+        ans = guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
         if i < len(PLANTED) and ans.decision == "ANSWER" and ans.audit_id is not None:
-            state.record_feedback(ans.audit_id, f"U{i % 7}", "not_helpful")
-    return str(db), engine
+            guide.state.record_feedback(ans.audit_id, f"U{i % 7}", "not_helpful")
+    return guide
 
 
 def recovered(labels: np.ndarray, topic_of: list[str]) -> list[list]:
@@ -87,9 +79,9 @@ def recovered(labels: np.ndarray, topic_of: list[str]) -> list[list]:
 
 def main() -> None:
     embedder = make_embedder()
-    db, engine = audit_trail(embedder)
-    searcher = engine.loaded().searcher
-    rows = SqliteState(open_db(db)).list_answers(None, None, 10_000)
+    guide = audit_trail(embedder)
+    searcher = guide.engine.loaded().searcher
+    rows = guide.state.list_answers(None, None, 10_000)
     found, info = gaps.find_topics(rows, embedder, searcher, ({}, {}))
     topic = {r["question"]: r["topic"] for r in PLANTED}
     by_id = {r["id"]: r["question"] for r in rows}
@@ -206,7 +198,7 @@ margin is thin (terraform at 6, the bar).
 
 {varied}
 
-**The test's other planted set** (bot/testing/gap_topics.py, 3 × 10) hidden among the eval sets'
+**The test's other planted set** (tests/standins/gap_topics.py, 3 × 10) hidden among the eval sets'
 {len(base)} questions (claude-docs and openshift-4.15, on- and off-topic; a mixture with hundreds
 of real topics of other docs, the example docs' directions taken out):
 
@@ -226,7 +218,7 @@ def questions() -> list[str]:
     out = []
     for name in ("claude-docs", "openshift-4.15"):
         for f in ("questions.jsonl", "offtopic.jsonl"):
-            out += [json.loads(line)["question"] for line in (EVAL / name / f).open()]
+            out += [json.loads(line)["question"] for line in (SHARED / name / f).open()]
     return out
 
 

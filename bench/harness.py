@@ -13,10 +13,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-# shared/eval beside the checkout (CI's clone, /work/main), or beside the repository a worktree
-# under wt/ belongs to
+# shared/eval beside the checkout (CI's clone), or beside a folder holding it (a worktree under wt/)
 SHARED = next(
-    (p / "shared" / "eval" for p in (ROOT.parent, ROOT.parents[2]) if (p / "shared").is_dir()),
+    (p / "shared" / "eval" for p in ROOT.parents if (p / "shared" / "eval").is_dir()),
     ROOT.parent / "shared" / "eval",
 )
 WORK = ROOT / ".fieldguide" / "bench"

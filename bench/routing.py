@@ -24,7 +24,7 @@ def open_set(name: str, embedder):
     """(engine, questions): the set's index as `fieldguide eval` keeps it (harness.eval_db)."""
     folder = ROOT / "examples" if name == "examples" else SETS_DIR / name
     db = eval_db(name, embedder)
-    engine = make_engine(Settings.load(environ={}, dotenv=None), str(db))
+    engine = make_engine(Settings.load(environ={}, dotenv=None).at(db))
     return engine, load_questions(folder / "questions.jsonl")
 
 

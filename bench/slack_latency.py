@@ -4,7 +4,7 @@ local mock.
 Offline: a mention and a thread follow-up, no keys; the time from the event to the first visible
 sign of work (the placeholder) and to the answer, and the mock's transcript.
 
-With Claude: the Messages API stub (bot/testing/stubs.py FakeClaude) at realistic latency
+With Claude: the Messages API stub (tests/standins/claude.py FakeClaude) at realistic latency
 (classify and extract 0.6 s each, the answer's first token after 1 s, then 40 words/s), the answer
 streamed into Slack: event → first sign (placeholder), → first answer words (chat.startStream),
 → done (chat.stopStream), and the pipeline's own overhead beside the stub's latency.
@@ -22,12 +22,12 @@ import waitress
 from harness import ROOT, table, write_section
 from slack_sdk import WebClient
 
+from bot.app import FieldGuide
 from bot.settings import Settings
-from bot.slack_app import build_app, build_bot, make_wsgi
-from bot.testing.stubs import BOT, SlackMock, signed_request
-from bot.wiring import make_pipeline
+from bot.slack.slack_app import build_app, build_bot, make_wsgi
 from index.embedders import make_embedder
 from index.indexer import index_folder
+from tests.standins.slack import BOT, SlackMock, signed_request
 
 SECRET = "bench-secret"
 
@@ -39,9 +39,9 @@ def main() -> None:
     settings = Settings(
         db=str(db), docs=str(ROOT / "examples" / "docs"), slack_signing_secret=SECRET
     )
-    pipeline = make_pipeline(settings)
-    pipeline.engine.warm()  # as `fieldguide serve` does before it takes events
-    app = build_app(settings, pipeline, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
+    guide = FieldGuide.open(settings)
+    guide.engine.warm()  # as `fieldguide serve` does before it takes events
+    app = build_app(guide, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
     server = waitress.create_server(make_wsgi(app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"
@@ -138,7 +138,8 @@ RUNS = 5
 
 
 def claude_run(db) -> None:
-    from bot.testing.stubs import FakeClaude, StubServer, words
+    from tests.standins.claude import FakeClaude, words
+    from tests.standins.server import StubServer
 
     reply: list = [
         (
@@ -170,9 +171,9 @@ def claude_run(db) -> None:
         anthropic_api_key="bench",
         anthropic_base_url=claude.url,
     )
-    pipeline = make_pipeline(settings)
-    pipeline.engine.warm()
-    bot = build_bot(settings, pipeline, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
+    guide = FieldGuide.open(settings)
+    guide.engine.warm()
+    bot = build_bot(guide, WebClient(token="xoxb-bench", base_url=mock.url + "/api/"))
     server = waitress.create_server(make_wsgi(bot.app, SECRET), host="127.0.0.1", port=0, threads=4)
     threading.Thread(target=server.run, daemon=True).start()
     url = f"http://127.0.0.1:{server.effective_port}/slack/events"
@@ -270,7 +271,7 @@ def claude_run(db) -> None:
     body_md = f"""## Slack, with Claude (streamed)
 
 `python bench/slack_latency.py` — a signed mention to the bot's HTTP endpoint, Web API mocked
-locally, the Messages API answered by `bot/testing/stubs.py` FakeClaude at realistic latency:
+locally, the Messages API answered by `tests/standins/claude.py` FakeClaude at realistic latency:
 {CLAUDE_LATENCY} s for each classify / extract / claim check reply, the answer's first token after {
         FIRST_TOKEN
     } s,

@@ -41,8 +41,7 @@ from bot.wiring import make_pipeline
 import index.search
 assert index.search.__file__.startswith(%(root)r), index.search.__file__
 t1 = time.perf_counter()
-p = make_pipeline(Settings.load(environ={}), %(db)r)
-p.state = None
+p = make_pipeline(Settings.load(environ={}).at(%(db)r))
 p.engine.embedder.embed_query("load the model")
 t2 = time.perf_counter()
 p.engine.loaded()

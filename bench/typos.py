@@ -76,10 +76,9 @@ def main() -> None:
         answerable, _ = split_offtopic(load_items(set_dir / "questions.jsonl"))
         items = sample(answerable, limit, 0)
         stop = load_stopwords(set_dir)
-        shipped = make_pipeline(settings, str(eval_db(name, embedder)))
-        shipped.state = None
+        shipped = make_pipeline(settings.at(eval_db(name, embedder)))
         before = NoCorrection(
-            shipped.engine, None, shipped.models, shipped.docs_base_url, None, shipped.deadline
+            shipped.engine, None, shipped.models, shipped.docs_base_url, shipped.deadline
         )
         originals = [q for q in items if with_typo(q["question"])]
         runs = [("as written", shipped, originals)]

@@ -7,11 +7,13 @@ its result and prints nothing (bot/cli.py prints it).
     ans = api.ask("How many times is a failed webhook retried?", "docs.db")
     print(ans.decision, ans.text, [s.label for s in ans.sources])
 
-Every function takes `settings` (default: `Settings.load()`, the environment then .env) and `db`,
-the index file (default: FIELDGUIDE_DB). Errors are exceptions whose message is fit to show:
-ValueError (a bad question, eval set or scope), index.indexer.IndexError_ (no docs, another docs
-source), index.store.IndexMissing and ModelMismatch, index.embedding.EmbeddingError,
-sqlite3.DatabaseError, and with FIELDGUIDE_DATABASE_URL index.pg.FleetError.
+Each function opens fieldguide (bot/app.py's `FieldGuide`) on `settings` (default:
+`Settings.load()`, the environment then .env) and `db`, the index file (default: FIELDGUIDE_DB),
+and asks it; a program asking many questions opens one FieldGuide and keeps it. Errors are
+exceptions whose message is fit to show: ValueError (a bad question, eval set or scope),
+index.indexer.IndexError_ (no docs, another docs source), index.store.IndexMissing and
+ModelMismatch, index.embedding.EmbeddingError, sqlite3.DatabaseError, and with
+FIELDGUIDE_DATABASE_URL index.pg.FleetError.
 
 `progress`, where taken, is told how long work goes: `progress(stage, total)` as a counted stage
 starts ("Embedding" texts, "Scoring" or "Asking" questions) returns what is called with each step's
@@ -25,18 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .app import FieldGuide
+from .indexing import docs_source, fleet_reindex_lock, index_docs
 from .settings import Settings
-from .wiring import (
-    docs_source,
-    embedder_for,
-    fleet_reindex_lock,
-    index_docs,
-    make_anthropic,
-    make_engine,
-    make_pipeline,
-    make_scopes,
-    make_state,
-)
 
 if TYPE_CHECKING:
     from bot.evaluation.judge import Judge
@@ -44,10 +37,9 @@ if TYPE_CHECKING:
     from index.embedders import Embedder
     from index.indexer import RunSummary
     from router.answer import Answer
-    from router.engine import Scope
     from router.policy import RouteDecision
 
-    from .wiring import DocsSource
+    from .indexing import DocsSource
 
 Progress = Callable[[str, int], Callable[[int], object]]
 EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
@@ -56,10 +48,6 @@ GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
 
 def _settings(settings: Settings | None) -> Settings:
     return Settings.load() if settings is None else settings
-
-
-def _db(db: str | Path | None, settings: Settings) -> str:
-    return str(db or settings.db)
 
 
 def _stage(progress: Progress | None, name: str, total: int = 0) -> Callable[[int], object] | None:
@@ -108,12 +96,11 @@ def index(
     first). `replace`: index these docs even though the index was built from another source (its
     docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
     set, one run at a time across the fleet, published to it."""
-    settings = _settings(settings)
-    db = _db(db, settings)
-    source = docs_source(settings, db, docs)
-    with fleet_reindex_lock(settings):
+    guide = FieldGuide.open(settings, db)
+    source = docs_source(guide.settings, docs)
+    with fleet_reindex_lock(guide.settings):
         summary, published = index_docs(
-            settings, db, source, embedder_for(settings), replace=replace, **_embedding(progress)
+            guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
         )
     return Indexed(summary, source, published)
 
@@ -121,9 +108,9 @@ def index(
 def intents(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
     """The intents of the index, by name: {"name", "description", "examples", "docs", "chunks",
     "owner"} each."""
-    from index.store import load_intents, open_db
+    from index.store import load_intents
 
-    return load_intents(open_db(_db(db, _settings(settings)), create=False))
+    return load_intents(FieldGuide.open(settings, db).index)
 
 
 def draft_intents(
@@ -132,15 +119,14 @@ def draft_intents(
     """A draft intents.yaml, and notes on the drafts Claude could not write. Intents that have a
     description keep theirs; the others get one drafted from their headings, by Claude when
     ANTHROPIC_API_KEY is set (FIELDGUIDE_ANSWER_MODEL), else offline."""
-    from index.store import chunk_headings, load_intents, open_db
+    from index.store import chunk_headings, load_intents
     from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
 
-    settings = _settings(settings)
-    conn = open_db(_db(db, settings), create=False)
-    headings = intent_headings(chunk_headings(conn))
-    client = make_anthropic(settings)
+    guide = FieldGuide.open(settings, db)
+    settings, client = guide.settings, guide.anthropic
+    headings = intent_headings(chunk_headings(guide.index))
     drafts, notes = {}, []
-    for i in load_intents(conn):
+    for i in load_intents(guide.index):
         if i["description"]:
             drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
         elif client is None:
@@ -163,8 +149,7 @@ def search(
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
-    settings = _settings(settings)
-    return make_engine(settings, _db(db, settings)).route(question, k=k)
+    return FieldGuide.open(settings, db).search(question, k=k)
 
 
 def ask(
@@ -181,30 +166,8 @@ def ask(
     `citations`. `history`: the thread's earlier messages, oldest first, as {"role", "text"}.
     `channel` (a Slack channel id or #name) or `scope` (an entry of FIELDGUIDE_SCOPES): search
     only what that scope holds. The answer is recorded in the audit trail (`audit`)."""
-    settings = _settings(settings)
-    db = _db(db, settings)
-    where = _scope(settings, db, channel, scope)
-    return make_pipeline(settings, db).answer(question, history, scope=where)
-
-
-def _scope(settings: Settings, db: str, channel: str | None, key: str | None) -> Scope | None:
-    """The FIELDGUIDE_SCOPES entry of `channel`, or the one under `key`; None: everything."""
-    from .scopes import ScopeError
-
-    if not (channel or key):
-        return None
-    scopes = make_scopes(settings, db)
-    if scopes is None:
-        raise ScopeError("--channel and --scope need FIELDGUIDE_SCOPES (a scopes file)")
-    if channel:
-        return scopes.for_channel(channel)
-    assert key is not None
-    found = scopes.by_key.get(key) or scopes.by_key.get("#" + key.lstrip("#"))
-    if found is None:
-        raise ScopeError(
-            f"no scope {key!r} in {settings.scopes}: it has {', '.join(scopes.by_key)}"
-        )
-    return found
+    guide = FieldGuide.open(settings, db)
+    return guide.ask(question, history, scope=guide.scope(channel, scope))
 
 
 def audit(
@@ -220,9 +183,8 @@ def audit(
     zone, or a time ago: 30m, 24h, 7d, 2w)."""
     from .since import parse_since
 
-    settings = _settings(settings)
     since = parse_since(since) if since else None
-    return make_state(settings, _db(db, settings)).list_answers(since, decision, limit)
+    return FieldGuide.open(settings, db).state.list_answers(since, decision, limit)
 
 
 def audit_stats(
@@ -235,10 +197,9 @@ def audit_stats(
     from .settings import parse_prices
     from .since import parse_since
 
-    settings = _settings(settings)
+    guide = FieldGuide.open(settings, db)
     since = parse_since(since) if since else None
-    rows = make_state(settings, _db(db, settings)).usage_rows(since)
-    return stats(rows, parse_prices(settings.prices))
+    return stats(guide.state.usage_rows(since), parse_prices(guide.settings.prices))
 
 
 @dataclass
@@ -267,25 +228,24 @@ def gaps(
     from .gaps import find_topics, top_intent
     from .since import parse_since
 
-    settings = _settings(settings)
-    db = _db(db, settings)
-    engine = make_engine(settings, db)
+    guide = FieldGuide.open(settings, db)
     if intent:
-        known = sorted(engine.loaded().searcher.intent_names)
+        known = sorted(guide.engine.loaded().searcher.intent_names)
         if intent not in known:
             raise ValueError(
-                f"no intent {intent!r} in {db}: its intents are {', '.join(known) or 'none'}"
+                f"no intent {intent!r} in {guide.settings.db}: its intents are"
+                f" {', '.join(known) or 'none'}"
             )
     since = parse_since(since) if since else None
-    rows = make_state(settings, db).list_answers(since, None, GAPS_ROWS)
+    rows = guide.state.list_answers(since, None, GAPS_ROWS)
     topics, info = find_topics(
         rows,
-        engine.embedder,
-        engine.loaded().searcher,
-        load_owners(engine.db),
+        guide.embedder,
+        guide.engine.loaded().searcher,
+        load_owners(guide.index),
         intent=intent,
-        base_url=settings.docs_base_url,
-        names_weight=settings.bm25_weight,
+        base_url=guide.settings.docs_base_url,
+        names_weight=guide.settings.bm25_weight,
     )
     if intent:  # the intent's questions: routed to it, or in one of its gaps
         mine = {i for t in topics for i in t.ids}
@@ -330,17 +290,21 @@ def evaluate(
     if not qfile.is_file() or not (set_dir / "docs").is_dir():
         raise ValueError(f"{set_dir} needs docs/ and questions.jsonl (or --questions FILE)")
     asked = load_questions(qfile)
-    embedder = embedder_for(settings)
-    db = str(db or eval_index(EVAL_WORK, set_dir, embedder))
-    summary, _ = index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
-    _stage(progress, f"Index {db}: {summary.chunks} chunks ({summary.embedded} texts embedded now)")
+    embedder = FieldGuide.open(settings).embedder
+    # by default each set has its own index, kept for the next run
+    guide = FieldGuide.open(
+        settings, db or eval_index(EVAL_WORK, set_dir, embedder), embedder=embedder
+    )
+    summary, _ = index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
+    done = f"{summary.chunks} chunks ({summary.embedded} texts embedded now)"
+    _stage(progress, f"Index {guide.settings.db}: {done}")
     if answers:
-        grader = _judge(settings, judge_model) if judge else None
+        grader = _judge(guide, judge_model) if judge else None
         off_file = Path(offtopic or set_dir / "offtopic.jsonl")
-        return _eval_answers(settings, set_dir, qfile, off_file, db, limit, seed, grader, progress)
+        return _eval_answers(guide, set_dir, qfile, off_file, limit, seed, grader, progress)
     from bot.evaluation.retrieval import ALL_MODES, run_eval
 
-    engine = make_engine(settings, db)
+    engine = guide.engine
     loaded = engine.loaded()
     modes = modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
     if "reranked" in modes and engine.reranker is None:
@@ -351,7 +315,7 @@ def evaluate(
         embedder.embed_query,
         modes,
         loaded.router.route,
-        bm25_weight=settings.bm25_weight,
+        bm25_weight=guide.settings.bm25_weight,
         progress=_stage(progress, "Scoring", len(asked) * len(modes)),
     )
     return {
@@ -363,22 +327,21 @@ def evaluate(
     }
 
 
-def _judge(settings: Settings, model: str | None) -> Judge:
+def _judge(guide: FieldGuide, model: str | None) -> Judge:
     """Claude grading answers (`model`, default FIELDGUIDE_JUDGE_MODEL)."""
     from bot.evaluation.judge import Judge
 
-    client = make_anthropic(settings)
-    if client is None:
+    if guide.anthropic is None:
         raise ValueError("--judge needs ANTHROPIC_API_KEY (Claude grades the answers)")
-    return Judge(client, model or settings.judge_model, settings.timeout)
+    settings = guide.settings
+    return Judge(guide.anthropic, model or settings.judge_model, settings.timeout)
 
 
 def _eval_answers(
-    settings: Settings,
+    guide: FieldGuide,
     set_dir: Path,
     qfile: Path,
     off_file: Path,
-    db: str,
     limit: int | None,
     seed: int,
     grader: Judge | None,
@@ -391,8 +354,7 @@ def _eval_answers(
     answerable, offtopic = split_offtopic(load_items(qfile))
     questions = sample(answerable, limit, seed)
     offtopic += load_items(off_file) if off_file.is_file() else []
-    pipeline = make_pipeline(settings, db)
-    pipeline.state = None  # an eval run is not a user's question: nothing goes to the audit log
+    pipeline = guide.pipeline  # asked directly: an eval run is not a user's question, not audited
     pipeline.answer("warm up: load the model and the index")
     result = run_answers(
         pipeline.answer,
@@ -407,8 +369,8 @@ def _eval_answers(
         "set": set_dir.resolve().name,
         "sampled": limit is not None and limit < len(answerable),
         "seed": seed,
-        "offline": pipeline.client is None,
-        "embedder": pipeline.engine.embedder.name,
+        "offline": guide.anthropic is None,
+        "embedder": guide.embedder.name,
         "judge_model": grader.model if grader else None,
         **result["summary"],
     }
@@ -440,12 +402,12 @@ def calibrate(
             raise ValueError(f"{set_dir} needs docs/ and questions.jsonl")
     if len(sets) < 2:
         raise ValueError("calibrate needs two eval sets or more (one is left out)")
-    embedder = embedder_for(settings)
+    embedder = FieldGuide.open(settings).embedder
     data = {}
     for set_dir in sets:
         name = set_dir.resolve().name
         db = eval_index(work, set_dir, embedder)
-        index_docs(settings, db, set_dir / "docs", embedder, **_embedding(progress))
+        index_docs(settings.at(db), set_dir / "docs", embedder, **_embedding(progress))
         _stage(progress, f"Reading {name} ...")
         items = fit.load_set(set_dir)
         engine = Engine(db, embedder)

@@ -1,70 +1,28 @@
 """`fieldguide`: a thin command line over bot/api.py. Each command reads its arguments, calls the
-API and prints what it returns; its help is written once, in the decorators below."""
+API and prints what it returns; its help is written once, in the decorators below. How a command
+runs (safe output, settings, errors as exit statuses, progress) is bot/cli_run.py; how answers and
+hits print, bot/cli_text.py."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import os
 import signal
-import sqlite3
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from bot.evaluation.retrieval import ALL_MODES
-from index.clean import SURROGATES, SafeTerminal
-from index.redact import redact, redact_logs
-from router.citations import label, updated_ago
+from router.citations import label
 
 from . import api
+from .cli_run import guarded, print_json, progress_bars
+from .cli_text import answer_json, format_answer, hit_json, question_of
 from .settings import Settings, SettingsError
 from .since import parse_since
-
-if TYPE_CHECKING:
-    from router.answer import Answer
-
-
-def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False))
-
-
-def progress_stream():
-    """Where progress bars go: the terminal itself, not through `SafeTerminal` (a bar is our own
-    text, redrawn with carriage returns and cursor moves that must reach the terminal)."""
-    return getattr(sys.stderr, "raw", sys.stderr)
-
-
-@contextlib.contextmanager
-def progress_bars(quiet: bool = False) -> Iterator[api.Progress]:
-    """The API's progress on stderr: a bar for each counted stage (none when stderr is not a tty,
-    or `quiet`), closed as the next stage starts; news without a count is a line."""
-    from tqdm import tqdm
-
-    bars: list[tqdm] = []
-
-    def stage(name: str, total: int) -> Callable[[int], object]:
-        while bars:
-            bars.pop().close()
-        if not total:
-            print(name, file=sys.stderr)
-            return lambda n: None
-        unit = "text" if name == "Embedding" else "q"
-        bar = tqdm(total=total, desc=name, unit=unit, file=progress_stream(), disable=quiet or None)
-        bars.append(bar)
-        return bar.update
-
-    try:
-        yield stage
-    finally:
-        while bars:
-            bars.pop().close()
-
 
 # -- how the commands are declared ---------------------------------------------------------------
 
@@ -139,71 +97,6 @@ question_argument = click.argument(
 )
 
 
-def guarded(f: Callable[..., int]) -> Callable[..., int]:
-    """The command `f(settings, **arguments)` as every command runs: what it prints made safe for
-    a terminal (unless it prints JSON), then `run`."""
-
-    @functools.wraps(f)
-    def safe(**params: Any) -> int:
-        if params.get("as_json") is True:  # for programs: JSON escapes what it must
-            return run(f, params)
-        # for people: text from questions, docs or the model cannot drive their terminal
-        with (
-            contextlib.redirect_stdout(SafeTerminal(sys.stdout)),
-            contextlib.redirect_stderr(SafeTerminal(sys.stderr)),
-        ):
-            return run(f, params)
-
-    return safe
-
-
-def run(f: Callable[..., int], params: dict[str, Any]) -> int:
-    """`f` given the settings (doctor is given the SettingsError when they cannot be loaded); what
-    the API raises becomes one line on stderr and exit 2, an interrupt exit 130."""
-    from index.embedders import EmbeddingError
-    from index.indexer import IndexError_
-    from index.search import IndexChanged
-    from index.store import IndexMissing, ModelMismatch
-
-    try:
-        settings = Settings.load()
-    except SettingsError as e:
-        if f.__name__ != "doctor":
-            print(f"fieldguide: {e}", file=sys.stderr)
-            return 2
-        return f(e, **params)
-    redact_logs(*settings.urls())  # no log line shows a URL's password
-    fleet_errors: tuple[type[Exception], ...] = ()  # psycopg is loaded only in fleet mode
-    if settings.database_url:
-        from index.pg import FleetError
-
-        fleet_errors = (FleetError,)
-    try:
-        return f(settings, **params)
-    except (
-        IndexError_,
-        IndexMissing,
-        ModelMismatch,
-        EmbeddingError,
-        IndexChanged,
-        ValueError,
-    ) as e:
-        print(f"fieldguide: {e}", file=sys.stderr)
-        return 2
-    except fleet_errors as e:
-        print(f"fieldguide: {redact(str(e), *settings.urls())}", file=sys.stderr)
-        return 2
-    except sqlite3.DatabaseError as e:
-        db = params.get("db") or settings.db
-        print(f"fieldguide: {database_error(db, e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(
-            "fieldguide: interrupted; the index still holds its last complete run", file=sys.stderr
-        )
-        return 130
-
-
 # -- the commands --------------------------------------------------------------------------------
 
 
@@ -228,11 +121,11 @@ def index(
     with progress_bars(quiet) as progress:
         done = api.index(docs_dir, db, replace=replace, settings=settings, progress=progress)
     if as_json:
-        _print_json(done.to_json())
+        print_json(done.to_json())
         return 0
     summary, published = done.summary, done.published
     shown = done.source.identity if done.source.git else docs_dir or settings.docs
-    print(f"Indexed {shown} into {db or settings.db} ({summary.model})")
+    print(f"Indexed {shown} into {settings.at(db).db} ({summary.model})")
     print(
         f"  added {len(summary.added)} · changed {len(summary.changed)}"
         f" · removed {len(summary.removed)} · unchanged {len(summary.unchanged)}"
@@ -271,7 +164,7 @@ def intents(settings: Settings, as_json: bool, describe: bool, db: str) -> int:
         return 0
     found = api.intents(db, settings=settings)
     if as_json:
-        _print_json(found)
+        print_json(found)
         return 0
     if not found:
         print("No intents: the index is empty. Run: fieldguide index DOCS_DIR")
@@ -285,36 +178,6 @@ def intents(settings: Settings, as_json: bool, describe: bool, db: str) -> int:
     return 0
 
 
-def question_of(words: tuple[str, ...]) -> str:
-    """The question given as arguments; ValueError when it is not valid text (Python hands over
-    bytes that are not UTF-8 as lone surrogates, which no tokenizer or store takes)."""
-    question = " ".join(words).strip()
-    if bad := SURROGATES.search(question):
-        code = ord(bad.group())
-        what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
-        raise ValueError(
-            f"the question is not valid UTF-8 text ({what}): check the terminal's or the"
-            " script's encoding"
-        )
-    return question
-
-
-def _hit_json(rank: int, h) -> dict:
-    c = h.chunk
-    return {
-        "rank": rank,
-        "chunk_id": c["id"],
-        "doc": c["doc"],
-        "title": c["title"],
-        "intent": c["intent"],
-        "heading_path": c["heading_path"],
-        "bm25": round(h.bm25, 4),
-        "vector": round(h.vector, 4),
-        "score": round(h.score, 4),
-        "text": c["text"],
-    }
-
-
 @command("Route a question and show the ranked chunks with their scores (no answer).")
 @question_argument
 @option("--k", type=int, default=10, help="how many chunks (default 10)")
@@ -323,11 +186,11 @@ def search(settings: Settings, question: tuple[str, ...], k: int, as_json: bool,
     text = question_of(question)
     decision = api.search(text, db, k=k, settings=settings)
     if as_json:
-        _print_json(
+        print_json(
             {
                 "question": text,
                 "routing": decision.to_dict(),
-                "hits": [_hit_json(i, h) for i, h in enumerate(decision.hits, 1)],
+                "hits": [hit_json(i, h) for i, h in enumerate(decision.hits, 1)],
             }
         )
         return 0
@@ -346,41 +209,6 @@ def search(settings: Settings, question: tuple[str, ...], k: int, as_json: bool,
             f"      bm25 {h.bm25:.2f} · vector {h.vector:.3f}   {' '.join(c['text'].split())[:110]}"
         )
     return 0
-
-
-def answer_json(ans: Answer, show_context: bool = False) -> dict:
-    out = ans.to_json()
-    if show_context:
-        out["context"] = ans.trace.hits
-        out["passages"] = [p.__dict__ for p in ans.passages]
-    return out
-
-
-def format_answer(ans: Answer, show_context: bool = False) -> str:
-    lines = []
-    if show_context:
-        lines.append("Retrieved:")
-        for i, h in enumerate(ans.trace.hits, 1):
-            lines.append(
-                f"  {i:>2}. {h['score']:.3f} {h['doc']} · {label(h['title'], h['heading_path'])}"
-            )
-        lines.append("Passages:")
-        lines += [f"  [{p.chunk_id}] {' '.join(p.text.split())[:160]}" for p in ans.passages]
-        lines.append("")
-    lines += [f"⚠ {ans.caveat}", ""] if ans.caveat else []
-    lines += [ans.text, ""]
-    if ans.sources:
-        lines.append("Sources:")
-        for s in ans.sources:
-            ago = updated_ago(s.updated)
-            lines.append(f"  [{s.n}] {s.label} — {s.url}" + (f" ({ago})" if ago else ""))
-    intent = ans.intents[0] if ans.intents else "none"
-    stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.trace.timings_ms.items())
-    lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")
-    lines += [f"Note: {n}" for n in ans.trace.notes]
-    if ans.scope is not None:
-        lines.append(f"Note: searched only the scope {ans.scope.describe()}")
-    return "\n".join(lines)
 
 
 @command("Answer a question from the docs, with numbered sources (offline without API keys).")
@@ -405,7 +233,7 @@ def ask(
     text = question_of(question)
     ans = api.ask(text, db, channel=channel, scope=scope, settings=settings)
     if as_json:
-        _print_json(answer_json(ans, show_context))
+        print_json(answer_json(ans, show_context))
     else:
         print(format_answer(ans, show_context))
     return 0
@@ -444,13 +272,13 @@ def audit(
 
         figures = api.audit_stats(db, since=since, settings=settings)
         if as_json:
-            _print_json(figures)
+            print_json(figures)
         else:
             print(format_stats(figures, since))
         return 0
     rows = api.audit(db, since=since, decision=decision, limit=limit, settings=settings)
     if as_json:
-        _print_json(rows)
+        print_json(rows)
         return 0
     for r in rows:
         fb = " ".join(f"{u}:{v}" for u, v in (r["feedback"] or {}).items())
@@ -497,7 +325,7 @@ def gaps(
         Path(html).write_text(page, encoding="utf-8")
         print(f"Wrote {html}", file=sys.stderr)
     if as_json:
-        _print_json({"topics": [t.to_json() for t in topics], **info})
+        print_json({"topics": [t.to_json() for t in topics], **info})
         return 0
     from .gaps_report import plural
 
@@ -534,11 +362,12 @@ def doctor(
     else:
         checks = []
     if settings is not None:
-        found = run_checks(settings, db or settings.db, docs or settings.docs)
+        settings = settings.at(db)
+        found = run_checks(settings, settings.db, docs or settings.docs)
         # with bad settings, "valid" would contradict the lines above (a mode warning stays)
         checks += [c for c in found if not (checks and c.name == "settings" and c.status == "ok")]
     if as_json:
-        _print_json([c.__dict__ for c in checks])
+        print_json([c.__dict__ for c in checks])
     else:
         for c in checks:
             print(f"{c.status:<4}  {c.name:<11}  {c.detail}")
@@ -555,91 +384,18 @@ def doctor(
     help="address to bind with --http and for FIELDGUIDE_HEALTH_PORT (default 0.0.0.0)",
 )
 def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
+    from .app import FieldGuide
     from .logs import configure, unconfigure
+    from .slack.serve import CannotServe
 
     configure(settings.log_level, settings.log_format)
     try:
-        return run_bot(settings, http, host, db)
+        FieldGuide.open(settings, db).serve(http, host)
+    except CannotServe as e:
+        print(f"fieldguide: {e}", file=sys.stderr)
+        return e.status
     finally:
         unconfigure()
-
-
-def run_bot(settings: Settings, http: int | None, host: str, db: str) -> int:
-    """serve's work, its logging configured: the bot until it is stopped, or why it cannot
-    start."""
-    import logging
-
-    from .health import Health, auth_test_slack, serve_health, socket_mode_slack
-    from .logs import say
-    from .slack_app import SlackStartupError, build_bot, http_server
-    from .wiring import make_pipeline
-
-    redact_logs(*settings.urls())  # the handlers configure added redact too
-    # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    # the tokens' shapes first: a wrong one would otherwise be found after the index has loaded
-    # and Slack has been asked (and, unreachable, retried for FIELDGUIDE_SLACK_STARTUP_SECONDS)
-    if problems := settings.slack_token_problems(http=bool(http)):
-        print(
-            f"fieldguide: {'; '.join(problems)} (see README, 'Slack in five steps')",
-            file=sys.stderr,
-        )
-        return 2
-    db = db or settings.db
-    if settings.database_url:
-        from .wiring import start_follower, sync_published
-
-        held = sync_published(settings, db)
-        say(
-            f"fieldguide: fleet mode, serving published index generation {held}"
-            if held is not None
-            else "fieldguide: fleet mode, nothing published yet: serving the local index"
-        )
-    pipeline = make_pipeline(settings, db)
-    pipeline.engine.warm()  # the index, the model and the docs' words now, not on a question
-    if settings.database_url:
-        start_follower(settings, db, pipeline.engine)
-    health = Health(pipeline.engine, settings.database_url)
-    if settings.health_port:  # up before Slack is reached: a probe sees why it is not ready
-        try:
-            serve_health(health, settings.health_port, host)
-        except OSError as e:  # in use, or a privileged port
-            print(
-                f"fieldguide: cannot serve /healthz on {host}:{settings.health_port}"
-                f" (FIELDGUIDE_HEALTH_PORT): {e.strerror or e}",
-                file=sys.stderr,
-            )
-            return 1
-    try:
-        bot = build_bot(settings, pipeline)
-    except SlackStartupError as e:
-        print(f"fieldguide: {e}", file=sys.stderr)
-        return 1
-    app = bot.app
-    if http:
-        health.slack = auth_test_slack(app.client)
-        say(f"fieldguide: serving Slack over HTTP at http://{host}:{http}/slack/events")
-        http_server(app, settings.slack_signing_secret, host, http, health=health).run()
-    else:
-        from slack_bolt.adapter.socket_mode import SocketModeHandler
-        from slack_bolt.util.utils import get_boot_message
-        from slack_sdk.errors import SlackApiError
-
-        handler = SocketModeHandler(app, settings.slack_app_token)
-        health.slack = socket_mode_slack(handler.client)
-        try:
-            handler.connect()
-        except SlackApiError as e:
-            print(
-                f"fieldguide: Slack refused SLACK_APP_TOKEN ({e.response.get('error', '?')}):"
-                " check the app-level token (xapp-…, with connections:write) and that Socket"
-                " Mode is on",
-                file=sys.stderr,
-            )
-            return 1
-        say("fieldguide: connected to Slack over Socket Mode")
-        app.logger.info(get_boot_message())  # what SocketModeHandler.start() does after connect()
-        threading.Event().wait()
     return 0
 
 
@@ -794,45 +550,12 @@ def eval_(
         Path(output).write_text(text + "\n", encoding="utf-8")
         print(f"Wrote {output}", file=sys.stderr)
     if as_json:
-        _print_json(figures)
+        print_json(figures)
     elif answers:
         print(format_summary(figures["summary"]["set"], figures["summary"]))
     else:
         print(format_table(figures))
     return 0
-
-
-# -- running it ----------------------------------------------------------------------------------
-
-
-def database_error(db: str, e: sqlite3.DatabaseError) -> str:
-    """What went wrong with the index file, truthfully: a write that failed (full disk, read-only
-    file or folder, locked) leaves the index as it was, and removing it would throw away a good
-    index and its embeddings; only a file that is not an index, or a damaged one, needs
-    rebuilding."""
-    code = getattr(e, "sqlite_errorname", "") or ""
-    if code == "SQLITE_FULL":
-        return (
-            f"the disk is full (or a file size limit was hit) writing {db}: the index is unchanged"
-        )
-    if code.startswith("SQLITE_READONLY"):
-        what = "its folder is" if code == "SQLITE_READONLY_DIRECTORY" else "the file is"
-        return f"{db} cannot be written ({what} read-only): the index is unchanged"
-    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return f"{db} is locked by another process (a reindex?): the index is unchanged; try again"
-    if code == "SQLITE_IOERR_WRITE":
-        return (
-            f"writing {db} failed (a full disk, a file size limit or a disk fault): the index is"
-            " unchanged"
-        )
-    if code.startswith("SQLITE_IOERR"):
-        return f"disk error on {db} ({e}): the index is unchanged"
-    if code.startswith("SQLITE_CANTOPEN"):
-        return f"cannot open {db} (a missing or unreadable folder or file): {e}"
-    if code in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
-        what = "is not an index" if code == "SQLITE_NOTADB" else "is damaged"
-        return f"{db} {what} ({e}); move it away and run fieldguide index to build a new one"
-    return f"{db}: {e}"
 
 
 def main(argv: list[str] | None = None) -> int:

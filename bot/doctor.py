@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+
+from index.store import examine, open_read_only
 
 from .settings import Settings, SettingsError
 
@@ -54,20 +57,12 @@ def check_index(db: str, model: str) -> list[Check]:
         return [Check("index", "FAIL", f"no index at {db}: run fieldguide index DOCS_DIR")]
     checks = []
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            docs, chunks = conn.execute(
-                "SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM chunks)"
-            ).fetchone()
-            last = conn.execute(
-                "SELECT status, finished FROM runs ORDER BY id DESC LIMIT 1"
-            ).fetchone()
-        finally:
-            conn.close()
+        with closing(open_read_only(path)) as conn:
+            found = examine(conn)
     except sqlite3.DatabaseError as e:
         return [Check("index", "FAIL", f"{db} cannot be read as an index: {e}")]
+    integrity, meta, last = found["integrity"], found["meta"], found["last_run"]
+    docs, chunks = found["docs"], found["chunks"]
     if integrity != "ok":
         checks.append(Check("index", "FAIL", f"{db} is damaged: {integrity}; rebuild it"))
     else:
@@ -294,11 +289,8 @@ def check_scopes(settings: Settings, db: str) -> Check:
     if not settings.scopes:
         return Check("scopes", "skip", "no FIELDGUIDE_SCOPES: every channel searches everything")
     try:
-        conn = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
-        try:
+        with closing(open_read_only(db)) as conn:
             scopes = scopes_for_index(settings.scopes, conn)
-        finally:
-            conn.close()
     except (ScopeError, sqlite3.DatabaseError) as e:
         return Check("scopes", "FAIL", str(e))
     names = scopes.names()

@@ -12,10 +12,10 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from contextlib import closing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from index.store import generation_on_disk
 from router.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,7 @@ class Health:
         try:
             if not path.is_file():
                 raise FileNotFoundError("no such file")
-            with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-                conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchall()
+            generation_on_disk(path)
             loaded = self.engine.loaded()
         except (sqlite3.Error, OSError, ValueError) as e:
             return False, f"cannot read {path}: {e}"
@@ -49,11 +48,10 @@ class Health:
         return True, f"generation {loaded.generation}, {loaded.searcher.size} chunks"
 
     def postgres(self) -> tuple[bool, str]:
-        from index.pg import FleetError, connect
+        from index.pg import FleetError, ping
 
         try:
-            with connect(self.database_url) as conn:
-                conn.execute("SELECT 1")
+            ping(self.database_url)
         except FleetError as e:
             return False, str(e)
         except OSError as e:  # psycopg's errors are caught by connect(); a dropped link here

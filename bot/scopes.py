@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from index.loader import MAX_INTENTS_YAML, DocError, intent_name, load_yaml
+from index.store import Reader, doc_intents
 from router.engine import Scope
 
 DEFAULT = "default"  # the entry for DMs and channels not listed
@@ -166,8 +167,7 @@ def load_scopes(path: str | Path, intents: set[str], docs: list[str]) -> Scopes:
         raise ScopeError(f"{path}: {e}") from None
 
 
-def scopes_for_index(path: str, db: Any) -> Scopes:
-    """The scopes file checked against the index `db` (an index.store database)."""
-    intents = {r[0] for r in db.execute("SELECT DISTINCT intent FROM docs")}
-    docs = [r[0] for r in db.execute("SELECT path FROM docs")]
-    return load_scopes(path, intents, docs)
+def scopes_for_index(path: str, db: Reader) -> Scopes:
+    """The scopes file checked against the index `db` (a connection to it)."""
+    docs = doc_intents(db)
+    return load_scopes(path, {intent for _, intent in docs}, [p for p, _ in docs])

@@ -12,7 +12,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -436,6 +436,11 @@ class Settings:
         merged = read_dotenv(dotenv) if dotenv else {}
         merged.update(os.environ if environ is None else environ)
         return merged
+
+    def at(self, db: str | Path | None) -> Settings:
+        """These settings with the index at `db` (a command's --db, an eval set's index); None:
+        as they are. The one place a given index file overrides FIELDGUIDE_DB."""
+        return self if not db else replace(self, db=str(db))
 
     def urls(self) -> list[str]:
         """The settings that are URLs (their passwords are never shown: index/redact.py)."""

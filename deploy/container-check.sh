@@ -2,7 +2,7 @@
 # The image built and run as a deployment runs it, where a container engine works (CI tests the
 # same install steps without one: .ci/wheel-check). Builds the image, checks it has no torch and
 # runs as a non-root user, indexes the example docs into a volume, then starts `serve` (Socket
-# Mode) against Slack stand-ins (python -m bot.testing.standin, from the dev venv): passes once the
+# Mode) against Slack stand-ins (python -m tests.standins.standin, from the dev venv): passes once the
 # bot has answered a mention and the image's own HEALTHCHECK passes.
 #
 #   deploy/container-check.sh
@@ -43,10 +43,10 @@ say "no torch in the image; runs as the user fieldguide"
 "${run[@]}" -v "$PWD/examples/docs:/docs:ro" -v "$volume:/data" "$image" index /docs --quiet
 say "indexed the example docs into /data"
 
-PYTHONPATH=$PWD "$python" -m bot.testing.standin "$tmp/url" >"$tmp/standin.out" &
+PYTHONPATH=$PWD "$python" -m tests.standins.standin "$tmp/url" >"$tmp/standin.out" &
 standin=$!
 for _ in $(seq 100); do [ -s "$tmp/url" ] && break; sleep 0.1; done
-port=$("$python" -c "from bot.testing.pgserver import free_port; print(free_port())")
+port=$("$python" -c "from tests.standins.pgserver import free_port; print(free_port())")
 # the host's network: the stand-ins listen on its 127.0.0.1
 "${engine[@]}" run -d --name "$name" "${common[@]}" --network host -v "$volume:/data" \
     -e SLACK_BOT_TOKEN=xoxb-check -e SLACK_APP_TOKEN=xapp-check \

@@ -27,6 +27,7 @@ from .gitsource import doc_dates
 from .loader import INTENT, Doc, DocError, content_hash, load_intents_yaml, parse_doc, walk_docs
 from .mapped import prepare
 from .store import generation, get_meta, open_db, set_meta, utc_now, vector_blob
+from .store import last_runs as store_last_runs
 
 
 class SharedVectors(Protocol):
@@ -415,8 +416,10 @@ def _record_run(
 
 
 def last_runs(db_path: str | Path, limit: int = 5) -> list[dict]:
+    """The index runs of the file at `db_path`, newest first (store.last_runs on a connection of
+    its own)."""
     db = open_db(db_path)
     try:
-        return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
+        return store_last_runs(db, limit)
     finally:
         db.conn.close()

@@ -96,14 +96,13 @@ CHUNK_READ_CHARS = 20_000
 
 class Records:
     """Chunk records read from the SQLite index by chunk id, for the hits used: one query for a
-    list of rows. Its own connection, used under a lock (any thread may read a hit's chunk)."""
+    list of rows, through `conn` (the process's connection to the index), under a lock (any
+    thread may read a hit's chunk)."""
 
-    def __init__(self, db_path: str | Path, ids: np.ndarray):
+    def __init__(self, conn: sqlite3.Connection, ids: np.ndarray):
         self.ids = ids
         self._lock = threading.Lock()
-        # opened now: a file replaced by another (a fleet replica loading a published index) is
-        # still read through the file this generation was opened from; read-only as open_db allows
-        self._conn = open_db(db_path, create=False).conn
+        self._conn = conn
         self._updated = doc_updated(self._conn)
 
     def __call__(self, rows: list[int]) -> list[dict]:
@@ -208,11 +207,22 @@ def _current(head: dict, meta: dict[str, str]) -> bool:
     )
 
 
-def prepare(db_path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+def prepare(
+    db_path: str | Path, reader: sqlite3.Connection | None = None
+) -> tuple[dict, dict[str, np.ndarray]]:
     """The current generation's header and arrays: mapped from its file, or built from SQLite and
     written beside it (older generations' files are removed). Where the file cannot be written
-    (a read-only folder), the built arrays are used from memory."""
+    (a read-only folder), the built arrays are used from memory. `reader`: the process's
+    connection to the index, which tells whether the file is current; a build reads the index
+    through a connection of its own, in one read transaction."""
     db_path = Path(db_path)
+    if reader is not None:
+        meta = _meta(reader)
+        if "embed_model" in meta:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                head, arrays = read_arrays(arrays_path(db_path, int(meta.get("generation", "0"))))
+                if _current(head, meta):
+                    return head, arrays
     conn = open_db(db_path, create=False).conn
     try:
         conn.execute("BEGIN")  # one snapshot: the generation read is the one built
@@ -238,10 +248,14 @@ def prepare(db_path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
     return read_arrays(path)
 
 
-def open_searcher(db_path: str | Path, model: str | None) -> tuple[int, Searcher]:
+def open_searcher(
+    db_path: str | Path, model: str | None, conn: sqlite3.Connection | None = None
+) -> tuple[int, Searcher]:
     """(generation, Searcher) of the index at `db_path`; `model`: the query embedder's name, which
-    must be the index's (None: no vector search)."""
-    head, a = prepare(db_path)
+    must be the index's (None: no vector search). `conn`: the connection chunk records are read
+    through (default: one opened for this Searcher)."""
+    conn = conn if conn is not None else open_db(db_path, create=False).conn
+    head, a = prepare(db_path, conn)
     check_model(head["model"], model)
     vectors = a["vectors"] if model is not None and a["vectors"].shape[1] else None
     searcher = Searcher.from_arrays(
@@ -250,7 +264,7 @@ def open_searcher(db_path: str | Path, model: str | None) -> tuple[int, Searcher
         a["sections"],
         vectors,
         BM25.from_arrays(a),
-        Records(db_path, a["ids"]),
+        Records(conn, a["ids"]),
         Furniture.from_arrays(a),
     )
     return head["generation"], searcher

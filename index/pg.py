@@ -105,6 +105,12 @@ def connect(url: str) -> psycopg.Connection:
         ) from None
 
 
+def ping(url: str) -> None:
+    """A new connection and one statement (a health probe); FleetError when unreachable."""
+    with connect(url) as conn:
+        conn.execute("SELECT 1")
+
+
 def schema_version(conn: psycopg.Connection) -> int:
     row = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
     if not row or not row[0]:

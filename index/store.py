@@ -1,8 +1,10 @@
-"""The SQLite index: one file, WAL, opened through sqlite-utils.
+"""The SQLite index: one file, WAL, opened through sqlite-utils; this module owns its tables.
 
 Tables: meta (key/value: embedding model, generation and its random id), docs, chunks, embeddings
-(a cache keyed by the hash of the embedded text and the model), intents, runs; the answer pipeline
-adds answers and feedback.
+(a cache keyed by the hash of the embedded text and the model), intents, runs. Their schema is
+`INDEX_MIGRATIONS` (sqlite-utils' Migrations, applied when the file is opened); what the rest of
+fieldguide reads of them is read here. The audit trail shares the file and has its own tables and
+migrations (bot/state/sqlite.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,29 +29,70 @@ class ModelMismatch(Exception):
     """The index was embedded with another model than the one in use."""
 
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS docs (
-    path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT, related_intents TEXT,
-    version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT, updated TEXT);
-CREATE TABLE IF NOT EXISTS chunks (
-    id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT, search_text TEXT,
-    text_hash TEXT, start INTEGER, "end" INTEGER);
-CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc);
-CREATE TABLE IF NOT EXISTS embeddings (
-    text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model));
-CREATE TABLE IF NOT EXISTS intents (
-    name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER, chunks INTEGER,
-    owner TEXT);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT, docs_root TEXT,
-    model TEXT, added INTEGER, changed INTEGER, removed INTEGER, unchanged INTEGER, skipped TEXT,
-    chunks INTEGER, embedded INTEGER, seconds REAL, error TEXT, warnings TEXT);
-"""
+INDEX_MIGRATIONS = sqlite_utils.Migrations("fieldguide.index")
+
+
+@INDEX_MIGRATIONS()
+def m001_tables(db: sqlite_utils.Database) -> None:
+    """The index's tables (IF NOT EXISTS: an index made before migrations has them)."""
+    for sql in (
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+        """CREATE TABLE IF NOT EXISTS docs (
+            path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT,
+            related_intents TEXT, version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT,
+            updated TEXT)""",
+        """CREATE TABLE IF NOT EXISTS chunks (
+            id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT,
+            search_text TEXT, text_hash TEXT, start INTEGER, "end" INTEGER)""",
+        "CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc)",
+        """CREATE TABLE IF NOT EXISTS embeddings (
+            text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model))""",
+        """CREATE TABLE IF NOT EXISTS intents (
+            name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER,
+            chunks INTEGER, owner TEXT)""",
+        """CREATE TABLE IF NOT EXISTS runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT,
+            docs_root TEXT, model TEXT, added INTEGER, changed INTEGER, removed INTEGER,
+            unchanged INTEGER, skipped TEXT, chunks INTEGER, embedded INTEGER, seconds REAL,
+            error TEXT, warnings TEXT)""",
+    ):
+        db.execute(sql)
+
+
+@INDEX_MIGRATIONS()
+def m002_owners(db: sqlite_utils.Database) -> None:
+    """An index made before owners existed gains the `owner` columns; its docs' hashes are
+    cleared so the next index run parses them again and reads their owners (the embeddings
+    are cached: nothing is embedded again)."""
+    for table in ("docs", "intents"):
+        if "owner" not in table_columns(db.conn, table):
+            db.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
+            if table == "docs":
+                db.execute("UPDATE docs SET hash = ''")
+
+
+@INDEX_MIGRATIONS()
+def m003_doc_updated(db: sqlite_utils.Database) -> None:
+    """Each doc's last change (`updated`), in an index made before it existed."""
+    if "updated" not in table_columns(db.conn, "docs"):
+        db.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
+
+
+def migrate(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> None:
+    """Apply the migrations `db` lacks, each in one transaction with its record; nothing is
+    written when none is pending (a read-only file opens as it is)."""
+    if not migrations.pending(db):
+        return
+    try:
+        migrations.apply(db)
+    except sqlite3.IntegrityError:  # another process recorded them first: they are applied
+        if migrations.pending(db):
+            raise
 
 
 def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
-    """A connection usable from any thread (callers serialise writes; SQLite's lock does too).
+    """A connection usable from any thread (callers serialise writes; SQLite's lock does too),
+    the index's migrations applied.
 
     A new index file is created private (0600; SQLite gives its -wal and -shm files the same
     mode): it holds every question asked and who asked it. A reader (`create=False`) also opens an
@@ -67,10 +111,7 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(SCHEMA)
-        add_owner_columns(conn)
-        if "updated" not in table_columns(conn, "docs"):  # an index made before it existed
-            conn.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
+        migrate(sqlite_utils.Database(conn), INDEX_MIGRATIONS)
     except sqlite3.OperationalError as e:
         conn.close()
         if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
@@ -82,16 +123,59 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     return sqlite_utils.Database(conn)
 
 
-def add_owner_columns(conn: sqlite3.Connection) -> None:
-    """An index made before owners existed gains the `owner` columns; its docs' hashes are
-    cleared so the next index run parses them again and reads their owners (the embeddings
-    are cached: nothing is embedded again)."""
-    for table in ("docs", "intents"):
-        if "owner" not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
-            with conn:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
-                if table == "docs":
-                    conn.execute("UPDATE docs SET hash = ''")
+# what the readers below take: the process's connection (sqlite-utils) or a plain one
+Reader = sqlite_utils.Database | sqlite3.Connection
+
+
+def open_read_only(path: str | Path) -> sqlite3.Connection:
+    """The index file as it is on disk now, read-only (a check's connection: `doctor`, /healthz;
+    it changes nothing, migrations included)."""
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+
+
+def generation_on_disk(path: str | Path) -> int:
+    """The generation the index file on disk holds, read afresh (/healthz: a running bot's own
+    connection would not notice the file gone or damaged). The main file's header and schema are
+    read first as they are on disk (immutable: no lock, no write-ahead log), so a file damaged
+    there is told even while the log still holds its first pages. Through SQLite, never a plain
+    open(): closing another descriptor of the file would drop this process's SQLite locks."""
+    uri = Path(path).resolve().as_uri()
+    with closing(sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)) as conn:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    with closing(open_read_only(path)) as conn:
+        return int(get_meta(conn, "generation", "0") or 0)
+
+
+def examine(conn: Reader) -> dict:
+    """What `fieldguide doctor` reports of an index: {"integrity" ("ok" or SQLite's finding),
+    "meta", "docs", "chunks", "last_run" ((status, finished) or None)}."""
+    docs, chunks = counts(conn)
+    return {
+        "integrity": conn.execute("PRAGMA integrity_check").fetchone()[0],
+        "meta": dict(conn.execute("SELECT key, value FROM meta").fetchall()),
+        "docs": docs,
+        "chunks": chunks,
+        "last_run": conn.execute(
+            "SELECT status, finished FROM runs ORDER BY id DESC LIMIT 1"
+        ).fetchone(),
+    }
+
+
+def counts(conn: Reader) -> tuple[int, int]:
+    """(docs, chunks) in the index."""
+    row = conn.execute("SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM chunks)")
+    docs, chunks = row.fetchone()
+    return int(docs), int(chunks)
+
+
+def doc_intents(conn: Reader) -> list[tuple[str, str]]:
+    """(path, intent) of every doc."""
+    return [(path, intent) for path, intent in conn.execute("SELECT path, intent FROM docs")]
+
+
+def last_runs(db: sqlite_utils.Database, limit: int = 5) -> list[dict]:
+    """The index runs, newest first."""
+    return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
 
 
 def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -104,7 +188,7 @@ def doc_updated(conn: sqlite3.Connection) -> str:
     return "d.updated" if "updated" in table_columns(conn, "docs") else "NULL"
 
 
-def get_meta(db: sqlite_utils.Database, key: str, default: str | None = None) -> str | None:
+def get_meta(db: Reader, key: str, default: str | None = None) -> str | None:
     row = db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
     return row[0] if row else default
 

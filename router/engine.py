@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+import sqlite_utils
 
 from index.embedders import Embedder, EmbeddingError
 from index.mapped import open_searcher
@@ -58,8 +59,11 @@ class Engine:
         bm25_weight: float = 0.4,
         fusion: str = "weighted",
         reranker: VoyageReranker | None = None,
+        db: sqlite_utils.Database | None = None,
     ):
-        """`reranker`: an index.rerank.VoyageReranker (a Voyage key is set) or None."""
+        """`reranker`: an index.rerank.VoyageReranker (a Voyage key is set) or None. `db`: the
+        process's connection to the index at `db_path` (default: one opened here); metadata
+        and the hits' records are read through it."""
         self.embedder = embedder
         self.reranker = reranker
         self.anthropic = anthropic_client
@@ -67,7 +71,7 @@ class Engine:
         self.bm25_weight = bm25_weight
         self.fusion = "rrf" if fusion == "rrf" else "hybrid"
         self.db_path = db_path
-        self.db = open_db(db_path, create=False)
+        self.db = db if db is not None else open_db(db_path, create=False)
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
 
@@ -88,7 +92,7 @@ class Engine:
             self._lock.release()
 
     def _load(self) -> Loaded:
-        gen, searcher = open_searcher(self.db_path, self.embedder.name)
+        gen, searcher = open_searcher(self.db_path, self.embedder.name, self.db.conn)
         if self._loaded is not None:  # a new generation: its words are built beside the answers
             threading.Thread(target=words.prepare, args=(searcher,), daemon=True).start()
         intents = load_intents(self.db)

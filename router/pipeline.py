@@ -1,5 +1,5 @@
 """question (+ thread history) → condense → route → retrieve → evidence → extract → compose →
-decide → audit.
+decide: the Answer, and nothing else (the caller records it: bot/app.py's FieldGuide.ask).
 
 Each step is its own module (condense, extract, compose, offline, decide, citations); every Claude
 step goes through router/claude.py, which retries what the API means to be retried within the
@@ -21,12 +21,10 @@ With Claude, the path before the answer is a setting (`path`, FIELDGUIDE_CLAUDE_
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,11 +39,6 @@ from .classify import Classification, ClaudeClassifier
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Scope
 from .policy import Router
-
-if TYPE_CHECKING:  # the caller's store (bot/state); the question's path does not depend on it
-    from bot.state.sqlite import State
-
-log = logging.getLogger(__name__)
 
 CONTEXT_CHUNKS = 5  # top chunks handed to Claude (extraction, or the answer); offline reads 3
 MAX_QUESTION_CHARS = condense.MAX_QUESTION_CHARS
@@ -80,20 +73,18 @@ class Pipeline:
         anthropic_client: MessagesClient | None = None,
         models: dict | None = None,
         docs_base_url: str = "",
-        state: State | None = None,
         deadline: float = DEADLINE,
         path: str = "cite",
     ):
-        """`models`: {"condense", "extract", "answer", "check"} model ids. `state`: where answers
-        are recorded (None: nowhere). `deadline`: seconds for one question's Claude steps.
-        `path`: the steps with Claude before the answer (PATHS, the module doc)."""
+        """`models`: {"condense", "extract", "answer", "check"} model ids. `deadline`: seconds
+        for one question's Claude steps. `path`: the steps with Claude before the answer (PATHS,
+        the module doc). It keeps no store: an answer is returned, not recorded."""
         if path not in PATHS:
             raise ValueError(f"path must be one of {', '.join(PATHS)}, not {path!r}")
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
-        self.state = state
         self.deadline = deadline
         self.path = path
 
@@ -101,21 +92,21 @@ class Pipeline:
         self,
         question: str,
         history: list[dict] | None = None,
-        context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
     ) -> Answer:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
-        `scope`: route and search only inside it (None: everything). `context`: where the
-        question came from (Slack channel, user, thread), for the audit."""
+        `scope`: route and search only inside it (None: everything)."""
         question = self.check(question)
         started = time.perf_counter()
         trace = self.new_trace()
         ans = self.steps(question, history or [], on_text, scope, trace)
         trace.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
-        return self.finish(ans, context)
+        if self.client is None:
+            ans.trace.notes.append(OFFLINE_NOTE)
+        return ans
 
     def steps(
         self,
@@ -433,16 +424,6 @@ class Pipeline:
         if checked.usage:
             add_usage(trace.usage, "check", checked.usage)
         return checked
-
-    def finish(self, ans: Answer, context: dict | None) -> Answer:
-        if self.client is None:
-            ans.trace.notes.append(OFFLINE_NOTE)
-        if self.state is not None:
-            try:
-                ans.audit_id = self.state.record_answer(ans, context or {})
-            except Exception:  # the audit log must never cost the user an answer
-                log.exception("could not record the answer in the audit table")
-        return ans
 
 
 def conclude(

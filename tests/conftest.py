@@ -6,15 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bot.app import FieldGuide
 from bot.settings import Settings
-from bot.state.sqlite import SqliteState
-from bot.testing.slack_harness import Harness
-from bot.testing.stubs import SlackMock, StubServer
 from index.embedders import make_embedder
 from index.search import Searcher
-from index.store import open_db
-from router.engine import Engine
-from router.pipeline import Pipeline
+from tests.standins.server import StubServer
+from tests.standins.slack import SlackMock
+from tests.standins.slack_harness import Harness
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "docs"
@@ -107,10 +105,10 @@ def small_searcher():
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """One real PostgreSQL server for the session (bot/testing/pgserver.py). Without the
+    """One real PostgreSQL server for the session (tests/standins/pgserver.py). Without the
     server binaries the PostgreSQL tests are skipped with the reason, except where
     FIELDGUIDE_REQUIRE_POSTGRES=1 (CI): there they fail."""
-    from bot.testing.pgserver import PgServer, PgUnavailable
+    from tests.standins.pgserver import PgServer, PgUnavailable
 
     try:
         server = PgServer()
@@ -143,6 +141,14 @@ def make_harness(examples_db, local_embedder):
         db = db or examples_db
         mock = SlackMock()
         mock.channels = channels or {}
+        if anthropic_client is not None:  # model ids the Messages API stand-in knows
+            overrides = {
+                "classify_model": "claude-haiku-4-5",
+                "condense_model": "claude-haiku-4-5",
+                "extract_model": "claude-haiku-4-5",
+                "check_model": "claude-haiku-4-5",
+                "answer_model": "claude-sonnet-4-6",
+            } | overrides
         settings = Settings(
             db=db,
             docs=str(docs),
@@ -150,18 +156,8 @@ def make_harness(examples_db, local_embedder):
             admins="UADMIN",
             **overrides,
         )
-        models = {  # model ids the Messages API stand-in knows
-            "condense": "claude-haiku-4-5",
-            "extract": "claude-haiku-4-5",
-            "answer": "claude-sonnet-4-6",
-        }
-        pipeline = Pipeline(
-            Engine(db, local_embedder, anthropic_client, "claude-haiku-4-5"),
-            anthropic_client,
-            models,
-            state=SqliteState(open_db(db)),
-        )
-        h = Harness(transport, settings, pipeline, mock)
+        guide = FieldGuide(settings, embedder=local_embedder, anthropic=anthropic_client)
+        h = Harness(transport, guide, mock)
         made.append(h)
         return h
 

@@ -195,7 +195,7 @@ def test_with_claude_a_question_in_another_language_is_rewritten_for_retrieval(
 def test_when_claude_fails_the_offline_decision_holds(examples_db, local_embedder, stub):
     import anthropic
 
-    from bot.testing.stubs import OVERLOADED
+    from tests.standins.claude import OVERLOADED
 
     stub.route("/v1/messages", lambda req: OVERLOADED)
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5.0)

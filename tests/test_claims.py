@@ -6,17 +6,17 @@ import time
 
 import pytest
 
-from bot.testing.stubs import (
+from router import claims
+from router.answer import Citation
+from router.pipeline import ANSWER, PARTIAL
+from tests.standins.claude import (
     OVERLOADED,
     FakeClaude,
-    Request,
     estimate_tokens,
     min_cacheable,
     prompt_parts,
 )
-from router import claims
-from router.answer import Citation
-from router.pipeline import ANSWER, PARTIAL
+from tests.standins.server import Request
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
 ROTATE_Q = "How often should I rotate API keys?"
@@ -139,7 +139,7 @@ def test_a_check_past_the_deadline_marks_the_answer_not_checked(examples_db, loc
 
 
 def test_an_unusable_check_marks_the_answer_not_checked(examples_db, local_embedder, stub):
-    from bot.testing.stubs import structured_message
+    from tests.standins.claude import structured_message
 
     fake = FakeClaude()
     reply = structured_message({"sentences": []})

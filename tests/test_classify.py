@@ -2,9 +2,9 @@ import anthropic
 import numpy as np
 import pytest
 
-from bot.testing.stubs import OVERLOADED, claude_message, structured_message, text_block
 from index.search import Searcher
 from router.classify import NO_INTENT, ClaudeClassifier, OfflineClassifier
+from tests.standins.claude import OVERLOADED, claude_message, structured_message, text_block
 
 INTENTS = [
     {

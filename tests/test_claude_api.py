@@ -9,19 +9,14 @@ import pytest
 
 from bot.cli import main
 from bot.state.sqlite import SqliteState
-from bot.testing.stubs import (
-    OVERLOADED,
-    FakeClaude,
-    api_rules,
-    rate_limited,
-    voyage_embeddings,
-)
 from index.embedders import VoyageEmbedder
 from index.indexer import index_folder
 from index.store import open_db
 from router.engine import Engine
 from router.pipeline import ANSWER, OFFLINE_NOTE, PARTIAL, Pipeline
 from tests.conftest import EXAMPLES
+from tests.standins.claude import OVERLOADED, FakeClaude, api_rules, rate_limited
+from tests.standins.voyage import voyage_embeddings
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
 SONNET_55 = dict.fromkeys(
@@ -116,8 +111,10 @@ def test_claim_check_down_marks_the_answer_not_checked_where_it_is_seen(
     stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub, path="cite").answer(SIGNATURE_Q)
     assert ans.decision == PARTIAL and "not checked" in ans.caveat
-    # the audit keeps it: the decision and why
-    [row] = SqliteState(open_db(examples_db)).list_answers(limit=1)
+    # the audit keeps it, as the caller records it (FieldGuide.ask): the decision and why
+    state = SqliteState(open_db(examples_db))
+    state.record_answer(ans, {})
+    [row] = state.list_answers(limit=1)
     assert row["decision"] == PARTIAL
     assert any("claim check did not run" in n for n in row["notes"])
     # the CLI shows it
@@ -155,7 +152,7 @@ def test_voyage_down_at_question_time_is_answered_within_10_s(tmp_path, stub, do
 
 
 def test_indexing_keeps_its_patient_retries(tmp_path, stub):
-    from bot.testing.stubs import voyage_rate_limited
+    from tests.standins.voyage import voyage_rate_limited
 
     ok = voyage_embeddings()
     calls = []

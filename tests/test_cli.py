@@ -168,7 +168,7 @@ def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
 def test_ask_with_claude_honours_base_url_and_model_settings(
     examples_db, stub, monkeypatch, capsys
 ):
-    from bot.testing.stubs import FakeClaude
+    from tests.standins.claude import FakeClaude
 
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
@@ -191,7 +191,7 @@ def test_ask_with_claude_honours_base_url_and_model_settings(
 
 
 def test_a_partial_answer_is_marked_in_the_cli(examples_db, stub, monkeypatch, capsys):
-    from bot.testing.stubs import FakeClaude
+    from tests.standins.claude import FakeClaude
 
     # a citation in the right place with a text that is not there: unverified
     wrong = {
@@ -214,8 +214,8 @@ def test_a_partial_answer_is_marked_in_the_cli(examples_db, stub, monkeypatch, c
 
 def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypatch, capsys):
     from bot.state.sqlite import SqliteState
-    from bot.testing.stubs import FakeClaude
     from index.store import open_db
+    from tests.standins.claude import FakeClaude
 
     stub.route("/v1/messages", FakeClaude())
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")

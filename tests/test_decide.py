@@ -6,7 +6,7 @@ import json
 import pytest
 
 from bot.cli import main
-from bot.slack_format import context_line
+from bot.slack.slack_format import context_line
 from index.indexer import index_folder
 from router import condense, decide, language, words
 from router.answer import ABSTAIN, ANSWER

@@ -2,11 +2,12 @@ import anthropic
 import yaml
 
 from bot.cli import main
-from bot.testing.stubs import Request, structured_kind, structured_message
 from index.search import Searcher
 from index.store import load_chunks, open_db
 from router.classify import ClaudeClassifier, OfflineClassifier
 from router.describe import intent_headings
+from tests.standins.claude import structured_kind, structured_message
+from tests.standins.server import Request
 
 
 def describe_answers(req: Request):

@@ -1,6 +1,7 @@
 from bot.cli import main
-from bot.testing.stubs import SlackMock, voyage_embeddings
 from tests.conftest import EXAMPLES
+from tests.standins.slack import SlackMock
+from tests.standins.voyage import voyage_embeddings
 
 MODELS = {
     "data": [

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.testing.stubs import voyage_embeddings
 from index.embedders import VoyageEmbedder
 from index.indexer import index_folder
 from tests.conftest import ROOT, write_docs
+from tests.standins.voyage import voyage_embeddings
 
 LONG_INTENT = "i" * 64  # the longest valid name
 
@@ -243,7 +243,7 @@ def test_the_retention_setting_reaches_the_state(monkeypatch, examples_db):
     from bot.wiring import make_state
 
     monkeypatch.setenv("FIELDGUIDE_AUDIT_RETENTION_DAYS", "7")
-    state = make_state(Settings.load(), examples_db)
+    state = make_state(Settings.load().at(examples_db))
     assert isinstance(state, SqliteState) and state.retention_days == 7
 
 

@@ -17,11 +17,12 @@ import psycopg
 import pytest
 
 from bot.cli import main
-from bot.testing import slack_harness
-from bot.testing.fleet import FleetSlack, Replica, event_payload, mention
-from bot.testing.stubs import SocketModeServer, StubServer
 from index.publish import local_generation, publish
 from tests.conftest import EXAMPLES, write_docs
+from tests.standins import slack_harness
+from tests.standins.fleet import FleetSlack, Replica, event_payload, mention
+from tests.standins.server import StubServer
+from tests.standins.socket_mode import SocketModeServer
 
 
 def wait(condition, timeout: float = 30.0):

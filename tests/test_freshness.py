@@ -13,15 +13,17 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from bot.reindex import Refresher, Reindexer, Reporter
+from bot.indexing import checkout_folder
 from bot.settings import Settings
-from bot.state.sqlite import InProcess, State
-from bot.testing.githttp import GitHttpServer
-from bot.wiring import checkout_folder, make_pipeline
+from bot.slack.reindex import Refresher, Reindexer, Reporter
+from bot.state import State
+from bot.state.memory import InProcess
+from bot.wiring import make_pipeline
 from index.indexer import index_folder
 from index.store import open_db
 from router.citations import updated_ago
 from tests.conftest import write_docs
+from tests.standins.githttp import GitHttpServer
 
 LOGIN = "---\nintent: authentication\n---\n# Login\n\nUse tide login to sign in.\n"
 LIMITS = "---\nintent: api\n---\n# Rate limits\n\nTeam plans get 100 requests a second.\n"
@@ -140,7 +142,7 @@ def test_the_scheduled_refresh_answers_a_new_commit_within_one_period(
     assert pipeline.answer(question).decision == "ABSTAIN"  # the docs don't say it yet
 
     refresher = Refresher(reindexer, settings.refresh_seconds, pipeline.engine.loaded)
-    caplog.set_level(logging.INFO, logger="bot.reindex")
+    caplog.set_level(logging.INFO, logger="bot.slack.reindex")
     refresher.start()
     try:
         repo.commit({"ops/pelican.md": PELICAN})
@@ -169,7 +171,7 @@ def test_an_unreachable_repository_keeps_the_index_and_says_so_once(
     assert reindexer.refresh() is not None
     before = doc_rows(db)
     repo.bare.rename(tmp_path / "moved.git")
-    caplog.set_level(logging.INFO, logger="bot.reindex")
+    caplog.set_level(logging.INFO, logger="bot.slack.reindex")
     assert reindexer.refresh() is None and reindexer.refresh() is None  # said once, not twice
     [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert line.startswith(f"docs refresh failed: could not pull {repo.bare} (branch default)")
@@ -275,6 +277,8 @@ def test_a_folder_doc_is_dated_by_its_file_time_and_an_old_index_gains_dates(
     # an index written before the column existed: it comes back, filled on the next run
     conn = open_db(db)
     conn.execute("ALTER TABLE docs DROP COLUMN updated")
+    conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm003_doc_updated'")  # nor its record
+    conn.conn.commit()
     conn.conn.close()
     summary = index_folder(db, docs, local_embedder)
     assert summary.unchanged == ["api/limits.md", "auth/login.md"] and summary.embedded == 0
@@ -383,7 +387,7 @@ def test_the_ci_example_publishes_a_merge_to_the_fleet(pg_url, repo, tmp_path, m
 
     import yaml
 
-    from bot.wiring import sync_published
+    from bot.indexing import sync_published
     from index.publish import local_generation
     from tests.conftest import ROOT
 
@@ -405,19 +409,19 @@ def test_the_ci_example_publishes_a_merge_to_the_fleet(pg_url, repo, tmp_path, m
         argv = shlex.split(steps[name]["run"])
         assert argv[0] == "fieldguide" and main(argv[1:]) == 0, name
     replica = tmp_path / "replica.db"
-    generation = sync_published(Settings.load(dotenv=None), str(replica))
+    generation = sync_published(Settings.load(dotenv=None).at(replica))
     assert generation == local_generation(replica) == 1
     assert set(doc_rows(replica)) == {"ops/pelican.md"}  # FIELDGUIDE_DOCS_GIT_PATH: docs/ only
     assert all(doc_rows(replica).values())  # dated by their commits
     # the next merge: only what changed is indexed, and published as the next generation
     repo.commit({"docs/ops/heron.md": PELICAN.replace("pelican", "heron")})
     assert main(["index", "--quiet"]) == 0
-    assert sync_published(Settings.load(dotenv=None), str(replica)) == 2
+    assert sync_published(Settings.load(dotenv=None).at(replica)) == 2
     assert set(doc_rows(replica)) == {"ops/pelican.md", "ops/heron.md"}
 
 
 def test_slack_sources_say_when_each_doc_last_changed():
-    from bot.slack_format import plain_pieces, sources_markdown
+    from bot.slack.slack_format import plain_pieces, sources_markdown
     from router.answer import Answer, Source
 
     when = (datetime.now(UTC) - timedelta(days=3, hours=2)).isoformat(timespec="seconds")
@@ -455,11 +459,9 @@ def test_the_refresh_period_is_a_duration():
 
 def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, local_embedder):
     """The real Bolt app over signed HTTP, its schedule on (FIELDGUIDE_REFRESH_EVERY=1s)."""
-    from bot.state.sqlite import SqliteState
-    from bot.testing.slack_harness import Harness, answer_in, mention, wait
-    from bot.testing.stubs import SlackMock
-    from router.engine import Engine
-    from router.pipeline import Pipeline
+    from bot.app import FieldGuide
+    from tests.standins.slack import SlackMock
+    from tests.standins.slack_harness import Harness, answer_in, mention, wait
 
     db = str(tmp_path / "index.db")
     settings = Settings(
@@ -469,9 +471,8 @@ def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, lo
         slack_signing_secret="test-signing-secret",
     )
     assert Reindexer(settings, local_embedder, lock_only()).refresh() is not None
-    pipeline = Pipeline(Engine(db, local_embedder), None, {}, state=SqliteState(open_db(db)))
     mock = SlackMock()
-    harness = Harness("http", settings, pipeline, mock)
+    harness = Harness("http", FieldGuide(settings, embedder=local_embedder), mock)
     try:
         refresher = harness.bot.refresher
         assert refresher is not None

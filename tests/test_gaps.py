@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bot.app import FieldGuide
 from bot.cli import main
 from bot.gaps import average_linkage, flat
 from bot.gaps_report import plural, shorten
+from bot.settings import Settings
 from bot.state.sqlite import SqliteState
-from bot.testing.gap_topics import ANSWERED, TOPICS
 from index.store import open_db
 from router.answer import Answer
-from router.engine import Engine
-from router.pipeline import Pipeline
 from tests.conftest import ROOT
+from tests.standins.gap_topics import ANSWERED, TOPICS
 
 
 def planted(db: str) -> dict[str, str]:
@@ -97,15 +97,14 @@ def asked(db: str, local_embedder) -> None:
     Terraform provider, mobile SDKs, compliance certifications; an answer to one of them is
     wrong, and its asker marks it 👎), the example set's questions and off-topic ones, and small
     talk typed at the command line."""
-    state = SqliteState(open_db(db))
-    pipeline = Pipeline(Engine(db, local_embedder), state=state)
+    guide = FieldGuide(Settings(db=db), embedder=local_embedder)
     others = [json.loads(line)["question"] for name in ("questions", "offtopic")
               for line in (ROOT / "examples" / f"{name}.jsonl").open()]  # fmt: skip
     for i, q in enumerate([r["question"] for r in PLANTED] + others + SMALL_TALK):
-        ans = pipeline.answer(q, context={"channel": "CLI", "user": f"U{i % 7}"})
+        ans = guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
         if i < len(PLANTED) and ans.decision == "ANSWER":
             assert ans.audit_id is not None
-            state.record_feedback(ans.audit_id, f"U{i % 7}", "not_helpful")
+            guide.state.record_feedback(ans.audit_id, f"U{i % 7}", "not_helpful")
 
 
 def test_the_planted_topics_come_back_as_planted_and_small_talk_stays_out(

@@ -12,10 +12,10 @@ import unicodedata
 import pytest
 
 from bot.cli import main
-from bot.testing.pgserver import free_port
 from index.clean import terminal_safe
 from index.redact import redact
 from tests.conftest import write_docs
+from tests.standins.pgserver import free_port
 
 
 def test_a_database_password_is_never_printed_nor_logged(monkeypatch, capsys, caplog):

@@ -7,11 +7,11 @@ import threading
 
 import pytest
 
-from bot.testing.stubs import voyage_embeddings
 from index.embedders import EmbeddingError, VoyageEmbedder
 from index.indexer import IndexError_, index_folder
 from index.store import ModelMismatch, generation, load_chunks, open_db
 from tests.conftest import ROOT, write_docs
+from tests.standins.voyage import voyage_embeddings
 
 DOCS = {
     "auth/login.md": (

@@ -15,8 +15,9 @@ import pytest
 
 from bot.cli import main
 from bot.since import parse_since
-from bot.testing.fleet import Replica
-from bot.testing.stubs import SlackMock, SocketModeServer
+from tests.standins.fleet import Replica
+from tests.standins.slack import SlackMock
+from tests.standins.socket_mode import SocketModeServer
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
 

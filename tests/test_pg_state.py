@@ -1,5 +1,5 @@
 """PostgresState, the schema and index publishing against a real PostgreSQL server (started by the
-suite: bot/testing/pgserver.py)."""
+suite: tests/standins/pgserver.py)."""
 
 import json
 import threading
@@ -49,7 +49,7 @@ def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
 
 
 def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypatch, capsys):
-    from bot.testing.pgserver import free_port
+    from tests.standins.pgserver import free_port
 
     monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", f"postgresql://x@127.0.0.1:{free_port()}/x")
     assert main(["audit"]) == 2
@@ -232,8 +232,8 @@ def test_an_index_written_by_an_older_fieldguide_is_published(pg_url, examples_d
 
 
 def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedder, examples_db):
+    from bot.indexing import start_follower, sync_published
     from bot.settings import Settings
-    from bot.wiring import start_follower, sync_published
     from index.indexer import index_folder
     from index.publish import publish
     from router.engine import Engine
@@ -242,10 +242,10 @@ def test_a_replica_follows_the_newest_generation(pg_url, tmp_path, local_embedde
     publish(pg_url, builder)
     settings = Settings(database_url=pg_url)
     replica = str(tmp_path / "replica.db")
-    assert sync_published(settings, replica) == 1
+    assert sync_published(settings.at(replica)) == 1
     engine = Engine(replica, local_embedder)
     old = engine.loaded()
-    follower = start_follower(settings, replica, engine)
+    follower = start_follower(settings, engine)
     try:
         docs = write_docs(tmp_path / "docs", {"zz.md": "# Zanzibar\n\nZanzibar rotation.\n"})
         index_folder(builder, docs, local_embedder, replace=True)  # other docs: a swap
@@ -270,7 +270,7 @@ def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_ful
     # issue 27 row 10: PostgreSQL refusing new connections (max_connections reached) left both
     # replicas "unreachable" although their pools worked, and de-duplicating in memory: every
     # retried event answered twice. A session now comes from the pool.
-    from bot.testing.pgserver import PgServer
+    from tests.standins.pgserver import PgServer
 
     server = PgServer({"max_connections": "12"})
     held: list[psycopg.Connection] = []

@@ -6,10 +6,7 @@ import time
 import anthropic
 import pytest
 
-from bot.state.sqlite import SqliteState
-from bot.testing.stubs import OVERLOADED, FakeClaude, estimate_tokens
 from index.indexer import index_folder
-from index.store import open_db
 from router import condense
 from router.answer import occurs_in
 from router.citations import link_for
@@ -26,6 +23,7 @@ from router.pipeline import (
     QuestionError,
 )
 from tests.conftest import EXAMPLES
+from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -52,7 +50,6 @@ def make_pipeline(
         client,
         models,
         "https://docs.example.com",
-        state=SqliteState(open_db(db)),
         path=path,
     )
 
@@ -345,8 +342,8 @@ def test_empty_and_huge_questions(examples_db, local_embedder):
 
 
 def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
-    from bot.testing.stubs import voyage_embeddings
     from index.embedders import VoyageEmbedder
+    from tests.standins.voyage import voyage_embeddings
 
     stub.route("/v1/embeddings", voyage_embeddings())
     voyage = VoyageEmbedder("k", base_url=stub.url + "/v1", max_retries=0)
@@ -364,14 +361,19 @@ def test_voyage_down_at_query_time_uses_keyword_search(tmp_path, stub):
 
 
 def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
-    p = make_pipeline(examples_db, local_embedder)
-    ans = p.answer(
+    from bot.app import FieldGuide
+    from bot.settings import Settings
+
+    guide = FieldGuide(Settings(db=examples_db), embedder=local_embedder)
+    ans = guide.ask(
         "How many times is a failed webhook delivery retried?",
         context={"channel": "C1", "user": "U1"},
     )
-    p.state.record_feedback(ans.audit_id, "U2", "helpful")
-    p.state.record_feedback(ans.audit_id, "U2", "not_helpful")  # the last choice wins
-    [row] = [r for r in p.state.list_answers() if r["id"] == ans.audit_id]
+    state = guide.state
+    assert ans.audit_id is not None
+    state.record_feedback(ans.audit_id, "U2", "helpful")
+    state.record_feedback(ans.audit_id, "U2", "not_helpful")  # the last choice wins
+    [row] = [r for r in state.list_answers() if r["id"] == ans.audit_id]
     assert (
         row["decision"] == ans.decision
         and row["channel"] == "C1"
@@ -382,8 +384,8 @@ def test_audit_records_every_answer_and_feedback(examples_db, local_embedder):
         and row["prompts"]["answer"]
         and row["timings_ms"]["total"] > 0
     )
-    assert p.state.list_answers(decision="ABSTAIN") == [
-        r for r in p.state.list_answers() if r["decision"] == "ABSTAIN"
+    assert state.list_answers(decision="ABSTAIN") == [
+        r for r in state.list_answers() if r["decision"] == "ABSTAIN"
     ]
 
 

@@ -1,9 +1,9 @@
 import json
 
 from bot.cli import main
-from bot.testing.stubs import voyage_embeddings, voyage_rate_limited, voyage_rerank
 from index.rerank import VoyageReranker
 from router.engine import Engine
+from tests.standins.voyage import voyage_embeddings, voyage_rate_limited, voyage_rerank
 
 QUESTION = "How do I rotate an API key?"
 
@@ -101,8 +101,6 @@ def test_eval_reranked_mode(stub, tmp_path, capsys, monkeypatch):
 
 
 def test_the_answer_reads_the_reranked_order(stub, examples_db, local_embedder):
-    from bot.state.sqlite import SqliteState
-    from index.store import open_db
     from router.pipeline import Pipeline
 
     question = "How many times is a failed webhook delivery retried?"
@@ -112,7 +110,7 @@ def test_the_answer_reads_the_reranked_order(stub, examples_db, local_embedder):
     )
     liked = fused.hits[4].chunk
     stub.route("/v1/rerank", voyage_rerank(prefer=liked["search_text"]))
-    pipeline = Pipeline(engine, None, {}, "", state=SqliteState(open_db(examples_db)))
+    pipeline = Pipeline(engine, None, {}, "")
     ans = pipeline.answer(question)
     assert ans.trace.route["reranked"] and ans.trace.hits[0]["id"] == liked["id"]
     assert ans.trace.evidence and ans.sources  # the evidence and extraction steps ran on this order

@@ -8,21 +8,16 @@ import threading
 import anthropic
 import pytest
 
-from bot.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
-from bot.testing.slack_harness import (
+from bot.slack.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
+from tests.standins.server import StubServer
+from tests.standins.slack import BOT, RATELIMITED, SERVER_ERROR, slack_error
+from tests.standins.slack_harness import (
     Harness,
     answer_in,
     dm,
     mention,
     sentinel,
     wait,
-)
-from bot.testing.stubs import (
-    BOT,
-    RATELIMITED,
-    SERVER_ERROR,
-    StubServer,
-    slack_error,
 )
 
 
@@ -71,7 +66,7 @@ def test_a_question_is_read_as_typed_not_as_slack_escapes_it(http):
     http.event(dm(sent.replace("&", "&amp;")), "EvTyped")
     [answer] = answer_in(http.mock, "D1")
     assert "203.0.113.10" in markdown_of(answer)
-    asked = [r[0] for r in http.pipeline.state.db.execute("SELECT question FROM answers")]
+    asked = [r[0] for r in http.state.db.execute("SELECT question FROM answers")]
     assert asked == [typed]
 
 
@@ -88,7 +83,7 @@ def test_small_talk_gets_a_greeting_thanks_or_nothing_never_not_in_the_docs(slac
         p for p in slack.mock.posts() if p["channel"] in ("DHI", "DTY") and p["text"] == WORKING
     ]
     # none of them was searched for, nor recorded as a question
-    asked = [r[0] for r in slack.pipeline.state.db.execute("SELECT question FROM answers")]
+    asked = [r[0] for r in slack.state.db.execute("SELECT question FROM answers")]
     assert not {"hi", "thanks!", "ok :thumbsup:"} & set(asked)
 
 
@@ -128,9 +123,7 @@ def test_assistant_thread_status_title_and_no_placeholder(slack):
     sentinel(slack)
     assert len([m for m in slack.mock.answers() if m["channel"] == "D9"]) == 1  # answered once
     # the greeting was not history: the question was not rewritten as a follow-up
-    row = slack.pipeline.state.db.execute(
-        "SELECT condensed FROM answers WHERE channel = 'D9'"
-    ).fetchone()
+    row = slack.state.db.execute("SELECT condensed FROM answers WHERE channel = 'D9'").fetchone()
     assert row[0] == "How do I rotate an API key?"
 
 
@@ -171,7 +164,7 @@ def test_follow_up_uses_the_newest_history_and_skips_greetings(slack):
     answer_in(slack.mock, "C1", 2)
     pages = slack.mock.calls("/api/conversations.replies")
     assert len(pages) == 5 and pages[-1].form["cursor"] == "60"
-    row = slack.pipeline.state.db.execute(
+    row = slack.state.db.execute(
         "SELECT condensed, thread_ts FROM answers ORDER BY id DESC LIMIT 1"
     ).fetchone()
     assert "retried" in row[0] and row[1] == "1700000000.000100"  # the newest turns were read
@@ -255,7 +248,7 @@ def test_reindex_help_and_unknown_arguments_show_usage(slack, text):
     assert "only fieldguide admins" in body
     slack.event(dm("What does error TW-1429 mean?", ts="1700009999.000100", channel="DSENT"), "E")
     answer_in(slack.mock, "DSENT")
-    assert slack.mock.calls("/respond") == [] and slack.pipeline.state.reindex_running() is False
+    assert slack.mock.calls("/respond") == [] and slack.state.reindex_running() is False
 
 
 def test_feedback_is_stored_last_choice_wins(slack):
@@ -269,7 +262,7 @@ def test_feedback_is_stored_last_choice_wins(slack):
     assert slack.click("U3", str(answer_id), action_id="feedback_helpful")[0]  # an older message
 
     def stored():
-        rows = slack.pipeline.state.db.execute(
+        rows = slack.state.db.execute(
             "SELECT user, value FROM feedback WHERE answer_id = ? ORDER BY user", [answer_id]
         ).fetchall()
         return rows == [("U2", "not_helpful"), ("U3", "helpful")]
@@ -315,7 +308,7 @@ def test_acks_feedback_and_commands_do_not_wait_behind_answers(make_harness, tra
             acked, body = send()
             assert acked and time.monotonic() - t < 3
         assert "Last run" in h.command("UADMIN", "status")[1]
-        wait(lambda: h.pipeline.state.db.execute("SELECT 1 FROM feedback").fetchone())
+        wait(lambda: h.state.db.execute("SELECT 1 FROM feedback").fetchone())
     finally:
         release.set()
         server.close()
@@ -452,7 +445,7 @@ def test_bodies_over_a_megabyte_get_413(http):
 @pytest.fixture
 def claude_stub():
     """A real anthropic client on a Messages API stub answering as FakeClaude(**kwargs)."""
-    from bot.testing.stubs import FakeClaude
+    from tests.standins.claude import FakeClaude
 
     servers = []
 
@@ -509,14 +502,14 @@ def test_an_unsupported_claim_adds_its_caveat_to_the_streamed_answer(make_harnes
     assert answer["state"] == "stopped" and "Signatures expire after 90 days." in answer["text"]
     caveat = answer["blocks"][0]["text"]
     assert caveat.startswith("_⚠ Partial answer:") and "Signatures expire after 90 days." in caveat
-    [row] = h.pipeline.state.list_answers()
+    [row] = h.state.list_answers()
     assert row["decision"] == "PARTIAL" and row["usage"]["check"]["output_tokens"] > 0
 
 
 def test_a_claim_check_that_cannot_run_is_marked_on_the_streamed_answer(make_harness, claude_stub):
     """Fail closed where the asker reads it: the check down (529), the stop adds the caveat that
     the answer's claims were not checked, and the audit row is PARTIAL (issue 34 item 3)."""
-    from bot.testing.stubs import OVERLOADED
+    from tests.standins.claude import OVERLOADED
 
     reply = [("Compare the signature header with your HMAC.", [(0, 0, 1)])]
     client = claude_stub(answer=reply, words_per_second=400, down={"check": OVERLOADED})
@@ -526,7 +519,7 @@ def test_a_claim_check_that_cannot_run_is_marked_on_the_streamed_answer(make_har
     assert answer["state"] == "stopped" and "Compare the signature header" in answer["text"]
     caveat = answer["blocks"][0]["text"]
     assert caveat.startswith("_⚠ Partial answer: its claims were not checked")
-    [row] = h.pipeline.state.list_answers()
+    [row] = h.state.list_answers()
     assert row["decision"] == "PARTIAL" and "check" not in row["usage"]
 
 
@@ -582,7 +575,7 @@ def test_a_lone_surrogate_in_a_question_is_read_not_a_failure(http):
     http.event(dm("What does error TW-1429 mean? \ud800"), "EvSurrogate")
     [answer] = answer_in(http.mock, "D1")
     assert "TW-1429" in markdown_of(answer) and "went wrong" not in markdown_of(answer)
-    asked = [r[0] for r in http.pipeline.state.db.execute("SELECT question FROM answers")]
+    asked = [r[0] for r in http.state.db.execute("SELECT question FROM answers")]
     assert asked == ["What does error TW-1429 mean? \ufffd"]
 
 

@@ -7,9 +7,9 @@ import time
 import pytest
 from slack_sdk import WebClient
 
-from bot.reindex import RESPONSE_URL_POSTS, Reporter
-from bot.slack_app import SlackStartupError, connect, retry_handlers
-from bot.slack_format import (
+from bot.slack.reindex import RESPONSE_URL_POSTS, Reporter
+from bot.slack.slack_app import SlackStartupError, connect, retry_handlers
+from bot.slack.slack_format import (
     MARKDOWN_LIMIT,
     answer_messages,
     fallback_text,
@@ -18,7 +18,7 @@ from bot.slack_format import (
     safe_markdown,
     safe_url,
 )
-from bot.slack_rules import (
+from bot.slack.slack_rules import (
     GREETING,
     WORKING,
     history_from,
@@ -30,9 +30,9 @@ from bot.slack_rules import (
     thread_title,
 )
 from bot.state.sqlite import SqliteState
-from bot.testing.stubs import SERVER_ERROR, SlackMock, slack_error
 from index.store import open_db
 from router.answer import Answer, Source
+from tests.standins.slack import SERVER_ERROR, SlackMock, slack_error
 
 BOT = "UBOT"
 

@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from bot.testing.stubs import FakeClaude
 from router.compose import Holdback
 from router.pipeline import ABSTAIN, ANSWER
+from tests.standins.claude import FakeClaude
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
 

@@ -7,7 +7,9 @@ from typing import Any
 
 import anthropic
 
-from bot.testing.stubs import FakeClaude, SlackMock, SocketModeServer
+from tests.standins.claude import FakeClaude
+from tests.standins.slack import SlackMock
+from tests.standins.socket_mode import SocketModeServer
 
 RESULTS = [
     {

@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 from bot.scopes import ScopeError, load_scopes
-from bot.testing.slack_harness import Harness, answer_in, mention
-from bot.testing.stubs import SlackMock
 from index.store import open_db
 from tests.conftest import EXAMPLES
+from tests.standins.slack import SlackMock
+from tests.standins.slack_harness import Harness, answer_in, mention
 
 SCOPES = """
 channels:
@@ -20,7 +20,7 @@ channels:
 
 
 def audit(h: Harness, channel: str) -> dict:
-    [row] = [r for r in h.pipeline.state.list_answers() if r["channel"] == channel]
+    [row] = [r for r in h.state.list_answers() if r["channel"] == channel]
     return row
 
 
@@ -170,7 +170,7 @@ def ephemerals(mock: SlackMock) -> list[dict]:
 
 
 def test_ask_a_person_posts_once_to_the_owners_channel_and_is_recorded(make_harness, owned_db):
-    from bot.testing.slack_harness import blocks_of, wait
+    from tests.standins.slack_harness import blocks_of, wait
 
     h = make_harness()
     question = "Can I pay my invoice with Dogecoin?"
@@ -200,7 +200,7 @@ def test_ask_a_person_posts_once_to_the_owners_channel_and_is_recorded(make_harn
 def test_a_thumbs_down_offers_a_person_and_a_group_owner_is_mentioned_in_the_thread(
     make_harness, owned_db
 ):
-    from bot.testing.slack_harness import blocks_of, wait
+    from tests.standins.slack_harness import blocks_of, wait
 
     h = make_harness()
     h.event(mention("How do I rotate an API key?", channel="C1"), "EvB1")
@@ -226,7 +226,7 @@ def test_a_thumbs_down_offers_a_person_and_a_group_owner_is_mentioned_in_the_thr
 
 
 def home_opened(h: Harness, user: str, event_id: str) -> dict:
-    from bot.testing.slack_harness import wait
+    from tests.standins.slack_harness import wait
 
     h.mock.home_views.pop(user, None)
     acked, _ = h.event({"type": "app_home_opened", "user": user, "tab": "home"}, event_id)
@@ -239,11 +239,11 @@ def home_text(view: dict) -> str:
 
 
 def test_app_home_shows_an_admin_the_index_the_week_and_the_gaps(make_harness):
-    from bot.testing.slack_harness import wait
     from router.answer import Answer
+    from tests.standins.slack_harness import wait
 
     h = make_harness()
-    state = h.pipeline.state
+    state = h.state
     for i, decision in enumerate(["ANSWER"] * 4 + ["PARTIAL"] * 2 + ["ABSTAIN"] * 3):
         q = f"Can I pay with Bitcoin, question {i}?" if decision == "ABSTAIN" else f"q{i}"
         aid = state.record_answer(Answer(q, q, decision, "…"), {"channel": "C1"})
@@ -297,7 +297,7 @@ def test_app_home_shows_an_owner_their_intents(make_harness, owned_db):
             "…",
             trace=Trace(route={"intents": [{"intent": intent, "score": 1}]}),
         )
-        h.pipeline.state.record_answer(ans, {"channel": "C1"})
+        h.state.record_answer(ans, {"channel": "C1"})
     text = home_text(home_opened(h, "U0SSO", "EvH3"))  # owns authentication/sso.md
     assert "(your intents: authentication)" in text
     assert "2 questions · 1 answered · 0 partial · 1 not in the docs" in text
@@ -326,7 +326,7 @@ def test_views_publish_is_checked_as_slack_checks_it():
 
 
 def test_ask_a_person_from_a_dm_goes_to_the_owner_by_dm(make_harness, examples_db):
-    from bot.testing.slack_harness import dm, wait
+    from tests.standins.slack_harness import dm, wait
 
     with open_db(examples_db).conn as conn:  # every doc owned by one person (as intents.yaml says)
         conn.execute("UPDATE intents SET owner = 'U0DOCS'")

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from bot.testing.stubs import voyage_embeddings, voyage_rate_limited
 from index.embedders import EmbeddingError, TorchEmbedder, VoyageEmbedder, make_embedder
 from index.onnx_model import OnnxEmbedder
 from index.retries import voyage_retrying
+from tests.standins.voyage import voyage_embeddings, voyage_rate_limited
 
 
 def test_batches_within_limits_and_keeps_order(stub):

@@ -1,9 +1,9 @@
-"""The Slack app: a WebClient that retries, the Bolt App with its listeners (bot/listeners/), and
-the WSGI entry point for HTTP mode.
+"""The Slack app: a WebClient that retries, the Bolt App with its listeners (listeners/), and the
+WSGI entry point for HTTP mode.
 
-Bolt acknowledges each event at once; answers run on their own bounded pool (bot/answers.py), so
-acks, feedback clicks and commands never wait behind a slow answer. Retries and double deliveries
-are dropped by `State.claim_event`, which survives a restart.
+Bolt acknowledges each event at once; answers run on their own bounded pool (answers.py), so acks,
+feedback clicks and commands never wait behind a slow answer. Retries and double deliveries are
+dropped by `State.claim_event`, which survives a restart.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import io
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
@@ -26,14 +26,14 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.signature import SignatureVerifier
 
-from router.pipeline import Pipeline
-
+from ..health import Health, respond
+from ..settings import Settings
 from .answers import Answerer
-from .health import Health, respond
 from .listeners import Bot, register
 from .reindex import Refresher, Reindexer
-from .settings import Settings
-from .wiring import make_scopes
+
+if TYPE_CHECKING:
+    from .guide import Guide
 
 log = logging.getLogger(__name__)
 
@@ -115,34 +115,26 @@ def quiet_token_warning() -> Iterator[None]:
         logger.removeFilter(other)
 
 
-def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None = None) -> Bot:
-    """The Bolt App with every listener, and what they share."""
+def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
+    """The Bolt App of `guide` with every listener, and what they share."""
+    settings = guide.settings
     client = client or make_client(settings)
     identity = connect(client, settings.slack_startup_seconds)
     with quiet_token_warning():
         app = App(client=client, signing_secret=settings.slack_signing_secret or None)
-    scopes = make_scopes(settings, pipeline.engine.db_path)
-    if scopes is not None:
-        scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
-    state = pipeline.state
-    assert state is not None, "the Slack app needs a State (de-duplication, audit, feedback)"
+    if guide.scopes is not None:
+        guide.scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
+    state = guide.state
     bot = Bot(
-        settings=settings,
-        pipeline=pipeline,
-        state=state,
+        guide=guide,
         bot_user=identity.get("user_id", ""),
         answerer=Answerer(
-            pipeline,
-            identity.get("user_id", ""),
-            settings.answer_workers,
-            settings.answer_queue,
-            scopes,
+            guide, identity.get("user_id", ""), settings.answer_workers, settings.answer_queue
         ),
-        reindexer=Reindexer(settings, pipeline.engine.embedder, state),
+        reindexer=Reindexer(settings, guide.embedder, state),
         app=app,
     )
-    durable = getattr(state, "durable", None)
-    if durable is not None:  # a fleet: no ack for an event whose claim would not survive us
+    if state.fleet:  # no ack for an event whose claim would not survive this replica
 
         @app.middleware
         def hold_undurable_events(req: BoltRequest, resp: BoltResponse, next: Callable) -> Any:
@@ -150,7 +142,7 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
             if (
                 req.body.get("type") == "event_callback"
                 and retry < SLACK_LAST_RETRY
-                and not durable()
+                and not state.durable()
             ):
                 # Slack sends it again (HTTP: a 503; Socket Mode: no ack), to us or another
                 # replica, once PostgreSQL is back; its last retry is answered from memory
@@ -158,13 +150,13 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
             return next()
 
     register(app, bot)
-    if hasattr(state, "take_orphans"):  # a fleet: answer what dead replicas acknowledged
+    if state.fleet:  # answer what dead replicas acknowledged
         from .orphans import Sweeper
 
         bot.sweeper = Sweeper(bot)
     if settings.refresh_seconds:  # pull and reindex the docs on a schedule
         bot.refresher = Refresher(
-            bot.reindexer, settings.refresh_seconds, pipeline.engine.loaded
+            bot.reindexer, settings.refresh_seconds, guide.engine.loaded
         ).start()
         log.info("refreshing the docs every %s", settings.refresh_every)
 
@@ -175,8 +167,8 @@ def build_bot(settings: Settings, pipeline: Pipeline, client: WebClient | None =
     return bot
 
 
-def build_app(settings: Settings, pipeline: Pipeline, client: WebClient | None = None) -> App:
-    return build_bot(settings, pipeline, client).app
+def build_app(guide: Guide, client: WebClient | None = None) -> App:
+    return build_bot(guide, client).app
 
 
 def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:

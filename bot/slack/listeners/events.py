@@ -24,7 +24,7 @@ def register(app: App, bot: Bot) -> None:
         answered = (
             bool(thread)
             and event.get("channel_type") != "im"
-            and bot.state.thread_answered(event.get("channel", ""), thread)
+            and bot.guide.state.thread_answered(event.get("channel", ""), thread)
         )
         kind = message_kind(event, bot.bot_user, answered)
         if kind == "dm":

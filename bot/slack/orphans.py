@@ -42,10 +42,7 @@ class Sweeper:
         """Take over and queue what the answer queue has room for; how many were taken."""
         answerer = self.bot.answerer
         room = answerer.queue.maxsize - answerer.queue.qsize()
-        take = getattr(self.bot.state, "take_orphans", None)
-        if take is None:
-            return 0
-        events = take(min(SWEEP_LIMIT, room))
+        events = self.bot.guide.state.take_orphans(min(SWEEP_LIMIT, room))
         for e in events:
             log.warning(
                 "answering event %s: the replica that acknowledged it died before answering",

@@ -4,7 +4,7 @@ URL_FILE; once the bot connects, delivers one mention, as Slack does, prints the
 posts (a line starting "standin: answered") and goes on serving the bot until it is stopped (so its
 health check still sees Slack). Exit 1 when nothing connects or answers in time.
 
-    python -m bot.testing.standin URL_FILE ["a question"]     (deploy/container-check.sh uses it)
+    python -m tests.standins.standin URL_FILE ["a question"]     (deploy/container-check.sh uses it)
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 import sys
 import time
 
-from bot.testing.fleet import event_payload, mention
-from bot.testing.stubs import SlackMock, SocketModeServer
+from tests.standins.fleet import event_payload, mention
+from tests.standins.slack import SlackMock
+from tests.standins.socket_mode import SocketModeServer
 
 QUESTION = "How many times is a failed webhook retried, and over how long?"
 

@@ -21,7 +21,7 @@ def register(app: App, bot: Bot) -> None:
         say: Say, set_suggested_prompts: SetSuggestedPrompts, logger: Logger
     ) -> None:
         say(GREETING)
-        examples = example_questions(bot.pipeline.engine.loaded().intents)
+        examples = example_questions(bot.guide.engine.loaded().intents)
         if examples:
             set_suggested_prompts(prompts=examples, title="For example:")
 

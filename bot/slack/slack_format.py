@@ -23,7 +23,7 @@ FEEDBACK_ACTION = "answer_feedback"
 # buttons on answers posted before native feedback; their clicks are still recorded
 LEGACY_FEEDBACK_ACTIONS = ("feedback_helpful", "feedback_not_helpful")
 HELPFUL, NOT_HELPFUL = "helpful", "not_helpful"
-ASK_PERSON = "ask_person"  # the "Ask a person" button (bot/handoff.py)
+ASK_PERSON = "ask_person"  # the "Ask a person" button (bot/slack/handoff.py)
 
 DECISIONS = {
     "ANSWER": "answered from the docs",

@@ -13,13 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from bot.state.sqlite import State
+from bot.state import State
 from index.embedders import Embedder
 from index.indexer import IndexError_, RunSummary, SourceMismatch, last_runs
 
-from .settings import Settings
+from ..indexing import docs_source, index_docs
+from ..settings import Settings
 from .slack_format import escape
-from .wiring import docs_source, index_docs
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +126,10 @@ class Reindexer:
                 report.progress(f"Embedded {done}/{total} texts…")
 
         try:
-            source = docs_source(self.settings, self.settings.db)
+            source = docs_source(self.settings)
             what = source.identity if source.git else self.settings.docs
             s, published = index_docs(
                 self.settings,
-                self.settings.db,
                 source,
                 self.embedder,
                 on_embed_start=on_start,
@@ -177,7 +176,7 @@ class Reindexer:
                 return None
             self.started = time.monotonic()
             try:
-                s, published = index_docs(self.settings, self.settings.db, None, self.embedder)
+                s, published = index_docs(self.settings, None, self.embedder)
             except IndexError_ as e:
                 if str(e) != self.failing:  # said once while it lasts, not every period
                     log.warning("docs refresh failed: %s", e)

@@ -1,5 +1,5 @@
-"""The App Home tab (bot/home.py): published with views.publish for whoever opens it; its reindex
-button (admins only) runs the same Reindexer, under the same lock, as /docs-reindex."""
+"""The App Home tab (bot/slack/home.py): published with views.publish for whoever opens it; its
+reindex button (admins only) runs the same Reindexer, under the same lock, as /docs-reindex."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from .common import Bot
 
 def register(app: App, bot: Bot) -> None:
     def publish(client: WebClient, user: str, logger: Logger) -> None:
-        admin = user in bot.settings.admin_ids
-        engine = bot.pipeline.engine
-        view = home_view(user, admin, bot.state, engine, engine.db_path)
+        admin = user in bot.guide.settings.admin_ids
+        view = home_view(user, admin, bot.guide.state, bot.guide.engine)
         try:
             client.views_publish(user_id=user, view=view)
         except SLACK_FAILURES as e:
@@ -33,7 +32,7 @@ def register(app: App, bot: Bot) -> None:
     def on_reindex(ack: Ack, body: dict, client: WebClient, logger: Logger) -> None:
         ack()
         user = body["user"]["id"]
-        if user not in bot.settings.admin_ids:  # the button is shown to admins only
+        if user not in bot.guide.settings.admin_ids:  # the button is shown to admins only
             logger.warning("Home reindex click by %s, who is not an admin", user)
             return
 

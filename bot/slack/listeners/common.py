@@ -1,22 +1,21 @@
-"""What every listener needs: the settings, the pipeline's State, the bot's user id, the answer
-queue and the reindexer; and `ask`, the common way into the answer queue."""
+"""What every listener needs: fieldguide (its settings, state and engine), the bot's user id, the
+answer queue and the reindexer; and `ask`, the common way into the answer queue."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App
 from slack_sdk import WebClient
 
-from bot.state.sqlite import State
-from router.pipeline import Pipeline
-
 from ..answers import SLACK_FAILURES, SORRY, Answerer, Question
 from ..reindex import Reindexer
-from ..settings import Settings
 from ..slack_rules import dedupe_keys, plain_text, reply_thread
+
+if TYPE_CHECKING:
+    from ..guide import Guide
 
 QUESTIONS_PER_MINUTE = 6  # per user
 TOO_FAST = "You're asking faster than I can read: give me a minute and ask again."
@@ -24,15 +23,13 @@ TOO_FAST = "You're asking faster than I can read: give me a minute and ask again
 
 @dataclass
 class Bot:
-    settings: Settings
-    pipeline: Pipeline
-    state: State
+    guide: Guide
     bot_user: str
     answerer: Answerer
     reindexer: Reindexer
     app: App
-    sweeper: Any = None  # bot/orphans.py's Sweeper, in a fleet
-    refresher: Any = None  # bot/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
+    sweeper: Any = None  # bot/slack/orphans.py's Sweeper, in a fleet
+    refresher: Any = None  # bot/slack/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
 
     def ask(
         self,
@@ -45,7 +42,7 @@ class Bot:
     ) -> None:
         """Queue the question in `event` once (Slack's retries and double deliveries dropped),
         within the user's rate limit. In a fleet the claim keeps what is needed to answer it, for
-        another replica to answer if this one dies first (bot/orphans.py)."""
+        another replica to answer if this one dies first (bot/slack/orphans.py)."""
         keys = dedupe_keys(body, event)
         stored = {
             "keys": list(keys),
@@ -55,7 +52,7 @@ class Bot:
             "assistant": assistant,
         }
         try:
-            claimed = self.state.claim_event(*keys, event=stored)
+            claimed = self.guide.state.claim_event(*keys, event=stored)
         except Exception:  # never a silent drop: Slack has its ack and will not resend
             logger.exception("claiming event %s failed", body.get("event_id"))
             try:
@@ -69,8 +66,8 @@ class Bot:
             logger.info("event %s already claimed", body.get("event_id"))
             return
         user, thread = event.get("user", ""), reply_thread(event, in_thread)
-        if not self.state.allow_question(user, QUESTIONS_PER_MINUTE):
-            self.state.done_event(*keys)
+        if not self.guide.state.allow_question(user, QUESTIONS_PER_MINUTE):
+            self.guide.state.done_event(*keys)
             try:
                 client.chat_postMessage(channel=event["channel"], thread_ts=thread, text=TOO_FAST)
             except SLACK_FAILURES as e:  # nothing more to say to a user who asks too fast

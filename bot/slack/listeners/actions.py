@@ -1,6 +1,6 @@
 """Feedback clicks: Slack's native feedback buttons under an answer (and the older 👍/👎 buttons),
 stored last-write-wins per user and answer; a 👎 offers "Ask a person", whose click hands the
-question to the docs' owners (bot/handoff.py)."""
+question to the docs' owners (bot/slack/handoff.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ NOT_HELPFUL_OFFER = "Sorry this didn't help. Want the people who own these docs 
 def register(app: App, bot: Bot) -> None:
     def tell(client: WebClient, logger: Logger, body: dict, answer_id: int, **message) -> None:
         """An ephemeral note to the clicker, in the answer's thread."""
-        row = bot.state.get_answer(answer_id) or {}
+        row = bot.guide.state.get_answer(answer_id) or {}
         channel = str(row.get("channel") or (body.get("channel") or {}).get("id") or "")
         try:
             client.chat_postEphemeral(
@@ -49,7 +49,7 @@ def register(app: App, bot: Bot) -> None:
             logger.warning("feedback click with an unknown value: %r", action.get("value"))
             return
         answer_id, value = parsed
-        bot.state.record_feedback(answer_id, body["user"]["id"], value)
+        bot.guide.state.record_feedback(answer_id, body["user"]["id"], value)
         if value == NOT_HELPFUL:
             tell(
                 client,
@@ -71,5 +71,5 @@ def register(app: App, bot: Bot) -> None:
             return
         answer_id = int(value)
         user = body["user"]["id"]
-        note = hand_off(client, bot.state, bot.pipeline.engine.db, answer_id, user)
+        note = hand_off(client, bot.guide.state, bot.guide.index, answer_id, user)
         tell(client, logger, body, answer_id, text=note)

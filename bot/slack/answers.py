@@ -16,15 +16,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackClientError
 
 from router.answer import Answer
-from router.pipeline import Pipeline, QuestionError
+from router.pipeline import QuestionError
 
-from .scopes import Scopes
 from .slack_format import (
     StreamSanitizer,
     answer_messages,
@@ -44,6 +43,9 @@ from .slack_rules import (
     small_talk,
     thread_title,
 )
+
+if TYPE_CHECKING:
+    from .guide import Guide
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +92,14 @@ class Answerer:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        guide: Guide,
         bot_user: str,
         workers: int = 4,
         queue_size: int = 20,
-        scopes: Scopes | None = None,
     ):
-        """`scopes`: FIELDGUIDE_SCOPES, resolved (None: every channel searches everything)."""
-        self.pipeline = pipeline
-        self.scopes = scopes
+        """`guide`: fieldguide, whose `ask` answers and records, and whose scopes (resolved)
+        choose what each channel searches."""
+        self.guide = guide
         self.bot_user = bot_user
         self.workers = workers
         self.queue: queue.Queue[Question | None] = queue.Queue(maxsize=queue_size)
@@ -154,7 +155,7 @@ class Answerer:
         talk = small_talk(q.text)
         if talk:  # "hi", "thanks", "ok": no question for the docs
             if talk == "greeting":
-                examples = example_questions(self.pipeline.engine.loaded().intents)
+                examples = example_questions(self.guide.engine.loaded().intents)
                 self.deliver_text(q, None, greeting(examples))
             elif talk == "thanks":
                 self.deliver_text(q, None, THANKS_REPLY)
@@ -162,9 +163,8 @@ class Answerer:
             return
         # an event taken over from a dead replica answers in that replica's placeholder
         placeholder = q.extra.get("placeholder") or self._show_work(q)
-        note = getattr(self.pipeline.state, "note_placeholder", None)
-        if placeholder and q.keys and note is not None and not q.extra.get("placeholder"):
-            note(q.keys, placeholder)
+        if placeholder and q.keys and not q.extra.get("placeholder"):
+            self.guide.state.note_placeholder(q.keys, placeholder)
         history = self.history(q)
         if q.assistant and not history:
             self._call(
@@ -184,12 +184,13 @@ class Answerer:
         }
         stream = Stream(self, q, placeholder) if self.streams(q) else None
         try:
-            ans = self.pipeline.answer(
+            scopes = self.guide.scopes
+            ans = self.guide.ask(
                 q.text,
                 history,
                 context,
                 on_text=stream.append if stream else None,
-                scope=self.scopes.for_channel(q.channel) if self.scopes else None,
+                scope=scopes.for_channel(q.channel) if scopes else None,
             )
         except QuestionError as e:
             self.deliver_text(q, stream.close() if stream else placeholder, escape(str(e)))
@@ -206,13 +207,13 @@ class Answerer:
 
     def _done(self, q: Question) -> None:
         """No answer will be recorded for `q`: close its claim, so no replica answers it again."""
-        if self.pipeline.state is not None and q.keys:
-            self.pipeline.state.done_event(*q.keys)
+        if q.keys:
+            self.guide.state.done_event(*q.keys)
 
     def streams(self, q: Question) -> bool:
         """Claude's answers are streamed into a thread; offline answers (written at once) and
         answers straight into a DM (the stream API replies in threads only) are posted whole."""
-        return self.pipeline.client is not None and q.reply_thread is not None
+        return self.guide.anthropic is not None and q.reply_thread is not None
 
     def _show_work(self, q: Question) -> str | None:
         """The first sign of work: the assistant panel's status (a reply would clear it), else a

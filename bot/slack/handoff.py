@@ -18,7 +18,7 @@ from typing import Any
 
 from slack_sdk import WebClient
 
-from bot.state.sqlite import State
+from bot.state import State
 from index.store import load_owners, owner_of
 
 from .answers import SLACK_FAILURES

@@ -10,8 +10,9 @@ from urllib.parse import urlencode
 
 from waitress import wasyncore
 
-from bot.slack_app import build_bot, http_server
-from bot.testing.stubs import BOT, TEAM, SlackMock, SocketModeServer, signed_request
+from bot.slack.slack_app import build_bot, http_server
+from tests.standins.slack import BOT, TEAM, SlackMock, signed_request
+from tests.standins.socket_mode import SocketModeServer
 
 SECRET = "test-signing-secret"
 
@@ -19,16 +20,16 @@ SECRET = "test-signing-secret"
 class Harness:
     """Sends what Slack would send; `event`, `command` and `click` return (acked, ack body)."""
 
-    def __init__(self, transport: str, settings, pipeline, mock: SlackMock):
+    def __init__(self, transport: str, guide, mock: SlackMock):
         from slack_sdk import WebClient
 
-        from bot.slack_app import retry_handlers
+        from bot.slack.slack_app import retry_handlers
 
-        self.transport, self.mock, self.pipeline = transport, mock, pipeline
+        self.transport, self.mock, self.guide = transport, mock, guide
         client = WebClient(
             token="xoxb-test", base_url=mock.url + "/api/", retry_handlers=retry_handlers()
         )
-        self.bot = build_bot(settings, pipeline, client)
+        self.bot = build_bot(guide, client)
         self.app = self.bot.app
         self.server = self.socket = self.handler = None
         if transport == "http":
@@ -42,6 +43,10 @@ class Harness:
             self.handler = SocketModeHandler(self.app, "xapp-test", ping_interval=30)
             self.handler.connect()
             self.socket.current()
+
+    @property
+    def state(self):
+        return self.guide.state
 
     def close(self) -> None:
         self.bot.close()

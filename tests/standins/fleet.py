@@ -15,8 +15,8 @@ from urllib.error import HTTPError
 from urllib.parse import urlencode
 from urllib.request import urlopen
 
-from bot.testing.pgserver import free_port
-from bot.testing.stubs import BOT, SlackMock, signed_request
+from tests.standins.pgserver import free_port
+from tests.standins.slack import BOT, SlackMock, signed_request
 
 SECRET = "fleet-signing-secret"
 FIELDGUIDE = str(Path(sys.executable).with_name("fieldguide"))

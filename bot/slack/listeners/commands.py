@@ -41,7 +41,7 @@ def reporter(command: dict, respond: Respond, client: WebClient, logger: Logger)
 
 
 def register(app: App, bot: Bot) -> None:
-    settings = bot.settings
+    settings = bot.guide.settings
     usage = REINDEX_USAGE.format(cmd=settings.reindex_command)
 
     def reindex_ack(ack: Ack, command: dict) -> None:

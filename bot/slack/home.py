@@ -9,10 +9,9 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from index.indexer import last_runs
-from index.store import load_owners, owner_of
+from index.store import counts, doc_intents, last_runs, load_owners, owner_of
 
-from .gaps import find_topics, top_intent
+from ..gaps import find_topics, top_intent
 from .slack_format import escape
 
 REINDEX_ACTION = "home_reindex"
@@ -33,7 +32,7 @@ def section(text: str) -> dict:
 def owned_intents(user: str, owners: tuple[dict[str, str], dict[str, str]], db: Any) -> set[str]:
     """The intents whose owner is `user`, or that hold a doc `user` owns."""
     mine = {i for i, o in owners[1].items() if o == user}
-    for path, intent in db.execute("SELECT path, intent FROM docs"):
+    for path, intent in doc_intents(db):
         if owner_of(owners, path, intent) == user:
             mine.add(intent)
     return mine
@@ -52,8 +51,8 @@ def figures(rows: list[dict]) -> dict:
     }
 
 
-def home_view(user: str, admin: bool, state: Any, engine: Any, db_path: str) -> dict:
-    """The Home tab's view for `user`."""
+def home_view(user: str, admin: bool, state: Any, engine: Any) -> dict:
+    """The Home tab's view for `user` (`engine`'s index, `state`'s audit trail)."""
     db = engine.db
     owners = load_owners(db)
     mine = owned_intents(user, owners, db)
@@ -64,9 +63,8 @@ def home_view(user: str, admin: bool, state: Any, engine: Any, db_path: str) -> 
         section(HOW_TO),
         {"type": "divider"},
     ]
-    (docs,) = db.execute("SELECT count(*) FROM docs").fetchone()
-    (chunks,) = db.execute("SELECT count(*) FROM chunks").fetchone()
-    runs = last_runs(db_path, 1)
+    docs, chunks = counts(db)
+    runs = last_runs(db, 1)
     last = (
         f"last refresh {runs[0]['finished']}: *{runs[0]['status']}* (added {runs[0]['added']},"
         f" changed {runs[0]['changed']}, removed {runs[0]['removed']})"

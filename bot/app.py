@@ -1,0 +1,161 @@
+"""fieldguide, opened once: `FieldGuide.open(settings)` is the application object every entry point
+goes through (bot/api.py's functions, `fieldguide serve`, the Slack listeners).
+
+It owns what a process keeps for its life, each made on first use and then shared: the one
+connection to the index file (`index`), the embedder and the Anthropic client, the query engine,
+the stateless question path (`pipeline`), the state that outlives an answer (`state`: the audit
+trail, claims, limits, the reindex lock) and the channel scopes. `ask` answers a question and
+records it in the audit trail; `serve` runs the Slack bot. A command that needs only some of
+these opens only those (`fieldguide audit` on a fleet never opens the index).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .settings import Settings
+from .wiring import (
+    embedder_for,
+    make_anthropic,
+    make_engine,
+    make_pipeline,
+    make_scopes,
+    make_state,
+)
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from bot.scopes import Scopes
+    from bot.state import State
+    from index.embedders import Embedder
+    from router.answer import Answer
+    from router.claude import MessagesClient
+    from router.engine import Engine, Scope
+    from router.pipeline import Pipeline
+    from router.policy import RouteDecision
+
+log = logging.getLogger(__name__)
+
+
+class FieldGuide:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        anthropic: MessagesClient | None = None,
+    ):
+        """`settings` as they are (`open` applies a --db); `embedder` and `anthropic`: parts
+        already made (a test's or a bench's), else made from the settings on first use."""
+        self.settings = settings
+        self._embedder, self._anthropic = embedder, anthropic
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings | None = None,
+        db: str | Path | None = None,
+        *,
+        embedder: Embedder | None = None,
+        anthropic: MessagesClient | None = None,
+    ) -> FieldGuide:
+        """fieldguide on `settings` (default: Settings.load(), the environment then .env), with
+        the index at `db` when given (else FIELDGUIDE_DB)."""
+        settings = Settings.load() if settings is None else settings
+        return cls(settings.at(db), embedder=embedder, anthropic=anthropic)
+
+    # -- what it owns, each opened once --------------------------------------------------------
+
+    @cached_property
+    def index(self) -> sqlite_utils.Database:
+        """The process's connection to the index file (IndexMissing when there is none): the
+        engine, the records of the hits, the scopes and the SQLite audit trail read through it."""
+        from index.store import open_db
+
+        return open_db(self.settings.db, create=False)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return self._embedder or embedder_for(self.settings)
+
+    @cached_property
+    def anthropic(self) -> MessagesClient | None:
+        """The Anthropic client; None without ANTHROPIC_API_KEY (every Claude step offline)."""
+        return self._anthropic if self._anthropic is not None else make_anthropic(self.settings)
+
+    @cached_property
+    def engine(self) -> Engine:
+        return make_engine(self.settings, self.embedder, self.anthropic, self.index)
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        """The question's path: it answers and keeps nothing (`ask` records the answer)."""
+        return make_pipeline(self.settings, self.engine)
+
+    @cached_property
+    def state(self) -> State:
+        """PostgreSQL in a fleet (FIELDGUIDE_DATABASE_URL), else the index file and this
+        process."""
+        return make_state(self.settings, None if self.settings.database_url else self.index)
+
+    @cached_property
+    def scopes(self) -> Scopes | None:
+        """FIELDGUIDE_SCOPES checked against the index; None when not set."""
+        return make_scopes(self.settings, self.index)
+
+    # -- what it does --------------------------------------------------------------------------
+
+    def ask(
+        self,
+        question: str,
+        history: list[dict] | None = None,
+        context: dict | None = None,
+        on_text: Callable[[str], None] | None = None,
+        scope: Scope | None = None,
+    ) -> Answer:
+        """The pipeline's answer (router/pipeline.py), recorded in the audit trail with `context`
+        (where it was asked: Slack channel, user, thread, the event's claim keys); its
+        `audit_id` set when the record was made. An audit that fails costs the asker nothing."""
+        ans = self.pipeline.answer(question, history, on_text=on_text, scope=scope)
+        try:
+            ans.audit_id = self.state.record_answer(ans, context or {})
+        except Exception:  # the audit log must never cost the user an answer
+            log.exception("could not record the answer in the audit table")
+        return ans
+
+    def scope(self, channel: str | None = None, key: str | None = None) -> Scope | None:
+        """The FIELDGUIDE_SCOPES entry of `channel` (an id or #name), or the one under `key`;
+        None (everything) when neither is given. A ScopeError when there is no such entry."""
+        from .scopes import ScopeError
+
+        if not (channel or key):
+            return None
+        scopes = self.scopes
+        if scopes is None:
+            raise ScopeError("--channel and --scope need FIELDGUIDE_SCOPES (a scopes file)")
+        if channel:
+            return scopes.for_channel(channel)
+        assert key is not None
+        found = scopes.by_key.get(key) or scopes.by_key.get("#" + key.lstrip("#"))
+        if found is None:
+            raise ScopeError(
+                f"no scope {key!r} in {self.settings.scopes}: it has {', '.join(scopes.by_key)}"
+            )
+        return found
+
+    def search(self, question: str, k: int = 10) -> RouteDecision:
+        """The routing decision and the `k` best chunks; no answer is written."""
+        return self.engine.route(question, k=k)
+
+    def serve(self, http: int | None = None, host: str = "0.0.0.0") -> None:
+        """The Slack bot (bot/slack/serve.py): Socket Mode, or HTTP on port `http`, until the
+        process is stopped; a CannotServe (bot/slack/serve.py) saying why when it cannot
+        start."""
+        from .slack.serve import serve
+
+        serve(self, http, host)

@@ -1,0 +1,52 @@
+"""What the Slack runtime needs of fieldguide, declared here so the runtime does not import the
+application object that starts it (bot/app.py's FieldGuide is one: `FieldGuide.serve`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from index.embedders import Embedder
+    from router.answer import Answer
+    from router.claude import MessagesClient
+    from router.engine import Engine, Scope
+
+    from ..scopes import Scopes
+    from ..settings import Settings
+    from ..state import State
+
+
+class Guide(Protocol):
+    settings: Settings
+
+    @property
+    def index(self) -> sqlite_utils.Database: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def anthropic(self) -> MessagesClient | None: ...
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def state(self) -> State: ...
+
+    @property
+    def scopes(self) -> Scopes | None: ...
+
+    def ask(
+        self,
+        question: str,
+        history: list[dict] | None = None,
+        context: dict | None = None,
+        on_text: Callable[[str], None] | None = None,
+        scope: Scope | None = None,
+    ) -> Answer:
+        """Answer and record the answer in the audit trail."""
+        ...

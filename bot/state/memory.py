@@ -1,0 +1,71 @@
+"""What one process holds for itself: Slack event de-duplication, rate limits and the reindex
+lock. The embedded default's (SqliteState), and a fleet replica's while PostgreSQL is away."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class InProcess:
+    """De-duplication, rate limits and the reindex lock held by this process: the embedded default,
+    and a fleet replica's fallback while PostgreSQL is away. One process shares nothing: its
+    claims are as durable as they need be, and no other replica leaves events to take over."""
+
+    fleet = False
+
+    def __init__(self, seen_size: int = 5000):
+        self._seen: dict[str, None] = {}
+        self._seen_size = seen_size
+        self._times: dict[str, deque] = {}
+        self._lock = threading.Lock()
+        self._reindex = threading.Lock()
+
+    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
+        with self._lock:
+            if any(k in self._seen for k in keys if k):
+                return False
+            for k in keys:
+                if k:
+                    self._seen[k] = None
+            while len(self._seen) > self._seen_size:
+                del self._seen[next(iter(self._seen))]
+            return True
+
+    def done_event(self, *keys: str) -> None:
+        """Nothing to do: one process, nobody else would answer it."""
+
+    def durable(self) -> bool:
+        return True
+
+    def note_placeholder(self, keys: tuple[str, ...], ts: str) -> None:
+        """Nothing to keep: no other replica takes this process's events over."""
+
+    def take_orphans(self, limit: int) -> list[dict]:
+        return []
+
+    def allow_question(self, user: str, per_minute: int) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            q = self._times.setdefault(user, deque())
+            while q and now - q[0] > 60:
+                q.popleft()
+            if len(q) >= per_minute:
+                return False
+            q.append(now)
+            return True
+
+    @contextmanager
+    def reindex_lock(self) -> Iterator[bool]:
+        got = self._reindex.acquire(blocking=False)
+        try:
+            yield got
+        finally:
+            if got:
+                self._reindex.release()
+
+    def reindex_running(self) -> bool:
+        return self._reindex.locked()

@@ -1,0 +1,613 @@
+"""Anthropic's Messages API as the real anthropic client meets it, plain and streamed, with
+citations, tool calls, stop reasons and prompt caching billed as the API bills it (`FakeClaude`, a
+handler for a StubServer: server.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from typing import Any
+
+from .server import Request
+
+
+def claude_message(
+    *content: dict, stop_reason: str = "end_turn", model: str = "claude-haiku-4-5"
+) -> dict:
+    """A Messages API response body with the given content blocks."""
+    return {
+        "id": "msg_stub",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": list(content),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 120,
+            "output_tokens": 30,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        },
+    }
+
+
+def structured_message(data: object, **kw) -> dict:
+    """A structured output's reply (output_config.format): the JSON as one text block."""
+    return claude_message(text_block(json.dumps(data)), **kw)
+
+
+def tool_use(name: str, input: dict) -> dict:
+    return {"type": "tool_use", "id": "toolu_stub", "name": name, "input": input}
+
+
+def text_block(text: str, citations: list | None = None) -> dict:
+    block: dict[str, object] = {"type": "text", "text": text}
+    if citations is not None:
+        block["citations"] = citations
+    return block
+
+
+def sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def words(text: str) -> list[str]:
+    """Pieces of text as a model streams them: a word with the space after it."""
+    return re.findall(r"\s*\S+\s*|\s+", text) or [text]
+
+
+Cite = tuple  # (search_result_index, start_block_index, end_block_index)
+
+# Prompt caching as the Messages API bills it. The stub has no tokenizer: a token is taken to be
+# about 3.5 characters of the request's JSON (Anthropic's rule of thumb for English text).
+CHARS_PER_TOKEN = 3.5
+# the shortest prefix each model caches (Anthropic's prompt-caching docs, 2026-11): shorter ones
+# are billed as plain input, with no error
+MIN_CACHEABLE = {
+    "claude-haiku-5-5": 512,
+    "claude-sonnet-5-5": 512,
+    "claude-opus-5": 512,
+    "claude-fable-5": 512,
+    "claude-opus-4-7": 2048,
+    "claude-haiku-4-5": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+MIN_CACHEABLE_DEFAULT = 1024  # Sonnet 5, Sonnet 4.x, Opus 4.8, Opus 4 / 4.1
+CACHE_TTL = 300.0  # seconds an ephemeral entry lives after its last use
+MAX_BREAKPOINTS = 4
+
+
+def estimate_tokens(part: object) -> int:
+    text = json.dumps(part, sort_keys=True, ensure_ascii=False)
+    return max(1, round(len(text) / CHARS_PER_TOKEN))
+
+
+def min_cacheable(model: str) -> int:
+    return next(
+        (n for prefix, n in MIN_CACHEABLE.items() if model.startswith(prefix)),
+        MIN_CACHEABLE_DEFAULT,
+    )
+
+
+def prompt_parts(body: dict) -> list[tuple[object, bool]]:
+    """The request's prompt in the order the API caches it (tools, system, messages), block by
+    block: (the block without its cache_control, whether it ends a cached prefix)."""
+    parts: list[tuple[object, bool]] = []
+
+    def add(block: object) -> None:
+        if isinstance(block, dict) and "cache_control" in block:
+            parts.append(({k: v for k, v in block.items() if k != "cache_control"}, True))
+        else:
+            parts.append((block, False))
+
+    for tool in body.get("tools") or []:
+        add(tool)
+    system = body.get("system")
+    for block in [system] if isinstance(system, str) else system or []:
+        add(block)
+    for m in body.get("messages", []):
+        content = m.get("content")
+        for block in [content] if isinstance(content, str) else content or []:
+            add(block)
+    if body.get("tool_choice"):  # a change of tool_choice changes what follows the tools
+        parts.append((body["tool_choice"], False))
+    return parts
+
+
+class FakeClaude:
+    """The Messages API as the pipeline meets it, answering as the real API does.
+
+    A request is recognised by what it asks for, never by its prompt text: the `choose_intent` tool
+    (classify), the `record_passages` tool (extract), `search_result` blocks (the answer) and
+    anything else (condense). The answer is `answer`: a list of segments, each a plain string or
+    `(text, [cite, ...])` where a cite is `(search_result_index, start_block_index,
+    end_block_index)`: its `cited_text` is the text of those blocks of that search result joined,
+    as the real API builds it; a dict cite is sent as given (a fabricated one). `stop_reasons` are
+    served to the answer calls in turn (the last one repeats). With `"stream": true` the reply is
+    server-sent events, as the API streams them. Delays: `latency` before a classify / extract /
+    condense reply, `first_token` before the answer's first text, then `words_per_second`.
+    """
+
+    def __init__(
+        self,
+        answer: list | None = None,
+        passages: list | None = None,
+        quote: int = 1,
+        intents: list | None = None,
+        condensed: str = "How do I rotate the webhook signing secret?",
+        stop_reasons: list[str] | None = None,
+        latency: float = 0.0,
+        first_token: float = 0.0,
+        words_per_second: float | None = None,
+        cache: bool = True,
+        unsupported: tuple[str, ...] = (),
+        uncited: str = "no_claim",
+        judgement: dict | list[dict] | None = None,
+        rules: bool = True,
+        timing: dict[str, tuple[float, float]] | None = None,
+        down: dict[str, tuple] | None = None,
+    ):
+        self.answer: list[Any] = (
+            answer
+            if answer is not None
+            else [
+                ("Check the header [see docs](https://evil.example).", [(0, 0, 1)]),
+                " That is all.",
+            ]
+        )
+        self.passages = passages  # None: chunk 1's first paragraph (or `quote` sentences of it)
+        self.quote = quote
+        self.default_intents = intents is None
+        self.intents = intents or [{"intent": "authentication", "confidence": 0.9}]
+        self.condensed = condensed
+        self.stop_reasons = list(stop_reasons or ["end_turn"])
+        self.latency, self.first_token, self.words_per_second = (
+            latency,
+            first_token,
+            words_per_second,
+        )
+        self.seen: list[dict] = []
+        self.lock = threading.Lock()
+        # prompt caching: honoured (cache_control breakpoints billed as the API bills them) or,
+        # with cache=False, every prompt billed in full, as without cache_control
+        self.cache_on = cache
+        self.cache: dict[str, float] = {}  # prefix hash -> when it expires
+        # the claim check's verdicts: a sentence holding one of `unsupported` is unsupported, a
+        # sentence that cites no passage gets `uncited`, any other is supported
+        self.unsupported, self.uncited = unsupported, uncited
+        self.judgement: dict | list[dict] = judgement or {
+            "faithfulness": "faithful",
+            "correctness": "correct",
+            "reason": "The answer states what its passages say.",
+        }
+        # the API's rules as the docs give them (api_rules), and what it refused
+        self.rules = rules
+        self.refused: list[dict] = []
+        # faults served to the next requests, whatever they ask (rate_limited(1), OVERLOADED),
+        # and a step that is down (kind → the fault every call of it gets); what was failed
+        self.faults: list[tuple] = []
+        self.down: dict[str, tuple] = dict(down or {})
+        self.failed: list[tuple[str, int]] = []
+        # model → (seconds to the first token, output tokens per second): MODEL_TIMING
+        self.timing = timing
+
+    def kind(self, body: dict) -> str:
+        tools = [t.get("name") for t in body.get("tools", [])]
+        asked = structured_kind(body)  # a structured output, by its schema's fields
+        if "choose_intent" in tools or asked == "classify":
+            return "classify"
+        if "record_passages" in tools or asked == "extract":
+            return "extract"
+        if "check_claims" in tools or asked == "check":
+            return "check"
+        if "grade_answer" in tools or asked == "judge":
+            return "judge"
+        if asked == "describe":
+            return "describe"
+        if self.search_results(body):
+            return "answer"
+        return "condense"
+
+    @staticmethod
+    def search_results(body: dict) -> list[dict]:
+        return [
+            b
+            for m in body.get("messages", [])
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "search_result"
+        ]
+
+    def calls(self, kind: str) -> list[dict]:
+        with self.lock:
+            return [b for b in self.seen if self.kind(b) == kind]
+
+    def __call__(self, req: Request):
+        body = req.json
+        refused = api_rules(body) if self.rules else None
+        if refused is not None:
+            with self.lock:
+                self.refused.append(body)
+            return refused
+        with self.lock:
+            fault = self.faults.pop(0) if self.faults else None
+            kind = self.kind(body)
+            down = self.down.get(kind)
+        served = fault or down
+        if served is not None:
+            with self.lock:
+                self.failed.append((kind, served[0]))
+            return served
+        breakpoints = sum(flag for _, flag in prompt_parts(body))
+        if breakpoints > MAX_BREAKPOINTS:
+            return 400, {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control"
+                    f" may be provided. Found {breakpoints}.",
+                },
+            }
+        with self.lock:
+            self.seen.append(body)
+        if kind == "answer":
+            message = self.answer_message(body)
+        else:
+            message = getattr(self, kind)(body)
+            if structured_kind(body):  # asked through output_config.format: JSON text
+                message = as_json_text(message)
+        message["model"] = body.get("model", message["model"])
+        message["usage"] = self.bill(body, message)
+        first, per_word = self.pace(body, message)
+        if body.get("stream"):
+            return 200, self.events(message, kind, body, first, per_word)
+        n = sum(len(words(b.get("text") or json.dumps(b.get("input")))) for b in message["content"])
+        time.sleep(first + n * per_word)
+        return 200, message
+
+    def pace(self, body: dict, message: dict) -> tuple[float, float]:
+        """(seconds before the first token, seconds per word after it): a model's published
+        latency and output speed (`timing`, e.g. MODEL_TIMING), else the fixed delays given."""
+        timing = self.timing.get(body.get("model", "")) if self.timing else None
+        if timing is not None:
+            first_token, tokens_per_second = timing
+            return first_token, TOKENS_PER_WORD / tokens_per_second
+        if self.kind(body) != "answer":
+            return self.latency, 0.0
+        return self.first_token, (1 / self.words_per_second if self.words_per_second else 0.0)
+
+    def bill(self, body: dict, message: dict) -> dict:
+        """The usage the API reports: the longest cached prefix still alive is read
+        (cache_read_input_tokens), the rest of the prompt up to the last breakpoint is written
+        (cache_creation_input_tokens) when that prefix is at least the model's minimum, and
+        input_tokens counts what follows the last breakpoint (or all of it, uncached)."""
+        parts = prompt_parts(body)
+        total = sum(estimate_tokens(p) for p, _ in parts)
+        output = sum(estimate_tokens(b.get("text") or b.get("input")) for b in message["content"])
+        read = written = 0
+        if self.cache_on:
+            model = body.get("model", "")
+            minimum = min_cacheable(model)
+            prefixes, length, digest = [], 0, hashlib.sha256(model.encode())
+            for part, breakpoint in parts:
+                length += estimate_tokens(part)
+                digest.update(json.dumps(part, sort_keys=True).encode())
+                if breakpoint and length >= minimum:
+                    prefixes.append((digest.copy().hexdigest(), length))
+            with self.lock:
+                now = time.monotonic()
+                hits = [n for key, n in prefixes if self.cache.get(key, 0.0) > now]
+                read = max(hits, default=0)
+                for key, _ in prefixes:
+                    self.cache[key] = now + CACHE_TTL  # written or refreshed
+            written = max((n for _, n in prefixes), default=0) - read if prefixes else 0
+        return {
+            "input_tokens": total - read - written,
+            "output_tokens": output,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
+        }
+
+    # -- the replies -------------------------------------------------------------------------------
+
+    def check(self, body: dict) -> dict:
+        """Verdicts for the claim check's numbered sentences (see __init__)."""
+        text = body["messages"][0]["content"]
+        if isinstance(text, list):
+            text = "".join(b.get("text", "") for b in text)
+        verdicts = []
+        for n, cites, sentence in re.findall(
+            r'<sentence number="(\d+)" cites="([^"]*)">(.*?)</sentence>', text, re.S
+        ):
+            verdict = (
+                "unsupported"
+                if any(u in sentence for u in self.unsupported)
+                else "supported"
+                if cites.strip()
+                else self.uncited
+            )
+            verdicts.append({"sentence": int(n), "verdict": verdict})
+        return claude_message(
+            tool_use("check_claims", {"sentences": verdicts}), stop_reason="tool_use"
+        )
+
+    def judge(self, body: dict) -> dict:
+        """The `judgement` (a list: served in turn, the last repeating)."""
+        given = self.judgement
+        if isinstance(given, list):
+            with self.lock:
+                n = len(self.calls_unlocked("judge")) - 1
+            given = given[min(n, len(given) - 1)]
+        return claude_message(tool_use("grade_answer", given), stop_reason="tool_use")
+
+    def calls_unlocked(self, kind: str) -> list[dict]:
+        return [b for b in self.seen if self.kind(b) == kind]
+
+    def classify(self, body: dict) -> dict:
+        """`intents` as given, or (the default, on a taxonomy without its first intent) the
+        taxonomy's first intent: another set's questions still get an answer from the tool's
+        enum, as a strict tool's reply must be."""
+        schema = body["tools"][0]["input_schema"] if body.get("tools") else asked_schema(body) or {}
+        names = [
+            n
+            for n in schema["properties"]["intents"]["items"]["properties"]["intent"].get(
+                "enum", []
+            )
+            if n != "NONE"
+        ]
+        intents = self.intents
+        if self.default_intents and names and intents[0]["intent"] not in names:
+            intents = [{"intent": names[0], "confidence": 0.9}]
+        return claude_message(
+            tool_use("choose_intent", {"intents": intents}), stop_reason="tool_use"
+        )
+
+    def extract(self, body: dict) -> dict:
+        passages = self.passages
+        if passages is None:
+            content = body["messages"][0]["content"]
+            chunk1 = content.split('<chunk number="1"')[1].split(">\n", 1)[1].split("\n</chunk>")[0]
+            paragraphs = [p for p in chunk1.split("\n\n") if not p.startswith("#")]
+            if self.quote > 1:  # that paragraph's first sentences, each a passage
+                paragraphs = re.split(r"(?<=[.!?])\s+", paragraphs[0])
+            passages = [{"chunk": 1, "text": p} for p in paragraphs[: self.quote]]
+        return claude_message(
+            tool_use("record_passages", {"passages": passages, "nothing_relevant": not passages}),
+            stop_reason="tool_use",
+        )
+
+    def condense(self, body: dict) -> dict:
+        return claude_message(text_block(self.condensed))
+
+    def describe(self, body: dict) -> dict:
+        """`fieldguide intents --describe`'s draft of one intent."""
+        intent = body["messages"][0]["content"].split("\n", 1)[0].removeprefix("Intent: ")
+        return claude_message(
+            tool_use(
+                "describe_intent",
+                {"description": f"Docs on {intent}.", "examples": [f"How do I use {intent}?"]},
+            ),
+            stop_reason="tool_use",
+        )
+
+    def answer_message(self, body: dict) -> dict:
+        results = self.search_results(body)
+        with self.lock:
+            n = len([b for b in self.seen if self.kind(b) == "answer"])
+        stop = self.stop_reasons[min(n - 1, len(self.stop_reasons) - 1)]
+        blocks = []
+        for segment in self.answer:
+            text, cites = (segment, None) if isinstance(segment, str) else segment
+            citations = None
+            if cites is not None:
+                citations = [
+                    c if isinstance(c, dict) else self.citation(results, *c) for c in cites
+                ]
+            blocks.append(text_block(text, citations))
+        return claude_message(
+            *blocks, stop_reason=stop, model=body.get("model", "claude-sonnet-4-6")
+        )
+
+    @staticmethod
+    def citation(results: list[dict], index: int, start: int, end: int) -> dict:
+        """A search_result_location citation as the API builds it: cited_text is the text of the
+        blocks content[start:end] joined together."""
+        result = results[index]
+        return {
+            "type": "search_result_location",
+            "source": result["source"],
+            "title": result.get("title"),
+            "cited_text": "".join(b["text"] for b in result["content"][start:end]),
+            "search_result_index": index,
+            "start_block_index": start,
+            "end_block_index": end,
+        }
+
+    # -- streaming ---------------------------------------------------------------------------------
+
+    def events(self, message: dict, kind: str, body: dict, first_delay: float, per_word: float):
+        """The message as the API streams it: message_start, then per block content_block_start,
+        deltas (citations_delta before the text they cite, text_delta per word, input_json_delta
+        for a tool call), content_block_stop; then message_delta (stop_reason, usage) and
+        message_stop."""
+        citations_on = any(
+            (r.get("citations") or {}).get("enabled") for r in self.search_results(body)
+        )
+        start = dict(message, content=[], stop_reason=None, stop_sequence=None)
+        start["usage"] = dict(message["usage"], output_tokens=1)
+        yield sse("message_start", {"type": "message_start", "message": start})
+        yield sse("ping", {"type": "ping"})
+        first = True
+        for i, block in enumerate(message["content"]):
+            if block["type"] == "text":
+                opening: dict = {"type": "text", "text": ""}
+                if citations_on:
+                    opening["citations"] = []
+            else:
+                opening = dict(block, input={})
+            yield sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": opening},
+            )
+            if block["type"] == "text":
+                for cit in block.get("citations") or []:
+                    yield self.delta(i, {"type": "citations_delta", "citation": cit})
+                for piece in words(block["text"]):
+                    time.sleep(first_delay if first else per_word)
+                    first = False
+                    yield self.delta(i, {"type": "text_delta", "text": piece})
+            else:
+                raw = json.dumps(block["input"])
+                for j in range(0, len(raw), 20):
+                    yield self.delta(
+                        i, {"type": "input_json_delta", "partial_json": raw[j : j + 20]}
+                    )
+            yield sse("content_block_stop", {"type": "content_block_stop", "index": i})
+        yield sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+        yield sse("message_stop", {"type": "message_stop"})
+
+    @staticmethod
+    def delta(index: int, delta: dict) -> bytes:
+        return sse(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
+
+
+OVERLOADED = (
+    529,
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    {"retry-after-ms": "10"},
+)
+
+
+# -- the Messages API as its docs describe it (issue 34) -----------------------------------------
+# Kept apart from FakeClaude (which calls them) so they move with it wherever the stand-ins live.
+# Sources: platform.claude.com/docs/en/models/*/overview and whats-new-* pages, structured-outputs,
+# prompt-caching, rate-limits and errors pages (2026-11).
+
+# the model ids the API knows (others: 404 not_found_error), current and legacy
+KNOWN_MODELS = (
+    "claude-haiku-5-5",
+    "claude-sonnet-5-5",
+    "claude-opus-5-5",
+    "claude-fable-5-1",
+    "claude-sonnet-5",
+    "claude-opus-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-opus-4-5",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+    "claude-opus-4-1",
+    "claude-sonnet-4",
+    "claude-3-5-haiku",
+    "claude-3-haiku",
+)
+# "Forced tool use returns an error" (what's new in Sonnet 5.5 / Opus 5.5)
+NO_FORCED_TOOLS = ("claude-sonnet-5-5", "claude-opus-5-5", "claude-fable-5")
+# output_config.effort: the adaptive-thinking models (Sonnet / Opus 4.6+, every 5.x model)
+EFFORT_MODELS = (
+    "claude-haiku-5",
+    "claude-sonnet-5",
+    "claude-opus-5",
+    "claude-fable-5",
+    "claude-opus-4-8",
+    "claude-opus-4-7",
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+)
+# Each model's latency and output speed, for the bench: (seconds to the first token, output
+# tokens per second). Anthropic's model pages give only a comparative latency (Haiku 5.5
+# "Fastest", Sonnet 5.5 "Fast", Opus 5.5 "Moderate"); the figures are the latest measured ones the
+# stored pages hold for each class: Sonnet 4.5 1.8 s / 63 tokens/s and Opus 4.1 2.67 s / 45
+# tokens/s (Artificial Analysis), Haiku at Anthropic's "more than twice the speed" of Sonnet.
+MODEL_TIMING: dict[str, tuple[float, float]] = {
+    "claude-haiku-5-5": (0.7, 130.0),
+    "claude-haiku-4-5": (0.7, 130.0),
+    "claude-sonnet-5-5": (1.8, 63.0),
+    "claude-sonnet-4-6": (1.8, 63.0),
+    "claude-opus-5-5": (2.67, 45.0),
+}
+TOKENS_PER_WORD = 1.3  # English text, for pacing a reply word by word
+
+
+def api_error(status: int, kind: str, message: str, headers: dict | None = None) -> tuple:
+    return status, {"type": "error", "error": {"type": kind, "message": message}}, headers or {}
+
+
+def rate_limited(seconds: float = 1) -> tuple:
+    """The API's 429: a rate limit, with retry-after in seconds (rate-limits page)."""
+    return api_error(
+        429,
+        "rate_limit_error",
+        "This request would exceed your organization's rate limit.",
+        {"retry-after": str(seconds)},
+    )
+
+
+def api_rules(body: dict) -> tuple | None:
+    """The error the API gives a request it refuses, or None: an unknown model (404), a forced
+    tool_choice on a model that refuses it, effort on a model without it (400)."""
+    model = str(body.get("model", ""))
+    if not model.startswith(KNOWN_MODELS):
+        return api_error(404, "not_found_error", f"model: {model}")
+    choice = (body.get("tool_choice") or {}).get("type")
+    if choice in ("tool", "any") and model.startswith(NO_FORCED_TOOLS):
+        return api_error(
+            400,
+            "invalid_request_error",
+            f"tool_choice.type '{choice}' is not supported for {model}: forced tool use is not"
+            " supported on this model; use tool_choice auto or structured outputs.",
+        )
+    effort = (body.get("output_config") or {}).get("effort")
+    if effort is not None and not model.startswith(EFFORT_MODELS):
+        return api_error(400, "invalid_request_error", f"effort is not supported for {model}")
+    return None
+
+
+def asked_schema(body: dict) -> dict | None:
+    """The JSON schema a structured output asks for (output_config.format), or None."""
+    fmt = (body.get("output_config") or {}).get("format") or {}
+    return fmt.get("schema") if fmt.get("type") == "json_schema" else None
+
+
+# a structured output's step, by the fields its schema asks for
+SCHEMA_KINDS = {
+    "intents": "classify",
+    "nothing_relevant": "extract",
+    "sentences": "check",
+    "faithfulness": "judge",
+    "description": "describe",
+}
+
+
+def structured_kind(body: dict) -> str:
+    schema = asked_schema(body)
+    fields = set((schema or {}).get("properties", {}))
+    return next((kind for f, kind in SCHEMA_KINDS.items() if f in fields), "")
+
+
+def as_json_text(message: dict) -> dict:
+    """A reply built as a tool call turned into what a structured output returns: the same
+    object as the JSON text of one text block."""
+    content = [
+        text_block(json.dumps(b["input"])) if b.get("type") == "tool_use" else b
+        for b in message["content"]
+    ]
+    return dict(message, content=content, stop_reason="end_turn")
