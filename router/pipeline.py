@@ -241,7 +241,10 @@ class Pipeline:
         return cut.rsplit(None, 1)[0] if " " in cut else cut[:MAX_QUESTION_CHARS]
 
     def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
-        """The question with its typos read as the words they stand for (words.correct_typos)."""
+        """The question with its typos read as the words they stand for (words.correct_typos);
+        a question in another language than the docs has none of theirs ("Wie" is no "Wire")."""
+        if language.foreign_language(question, searcher):
+            return question, {}
         return words.correct_typos(question, searcher)
 
     def new_trace(self) -> Trace:
