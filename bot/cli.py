@@ -40,17 +40,26 @@ class Commands(click.Group):
     epilog="Settings come from the environment and .env (see .env.example)."
     " Run 'fieldguide COMMAND --help' for details.",
 )
+# the installed distribution's version (its metadata), as `llm --version` and `sqlite-utils
+# --version` print theirs
+@click.version_option(
+    package_name="fieldguide", prog_name="fieldguide", message="%(prog)s %(version)s"
+)
 def cli() -> None:
     """Answer questions from a folder of markdown docs, with citations; offline without API keys."""
 
 
-def command(summary: str, db: bool = True, **attrs: Any) -> Callable[[Callable[..., int]], Any]:
+def command(
+    summary: str, db: bool | str = True, **attrs: Any
+) -> Callable[[Callable[..., int]], Any]:
     """A fieldguide command named after the function (less a trailing _), `summary` its help and
-    its line in `fieldguide --help`; with `--db` unless `db` is False. The function is called
-    with the Settings and the arguments (see `guarded`) and returns the exit status."""
+    its line in `fieldguide --help`; with `--db` unless `db` is False (a string: `--db`'s help,
+    where the command's index is not FIELDGUIDE_DB). The function is called with the Settings and
+    the arguments (see `guarded`) and returns the exit status."""
 
     def make(f: Callable[..., int]) -> click.Command:
-        run = db_option(guarded(f)) if db else guarded(f)
+        with_db = option("--db", help=db) if isinstance(db, str) else db_option
+        run = with_db(guarded(f)) if db else guarded(f)
         name = f.__name__.rstrip("_")
         return cli.command(name, help=summary, short_help=summary, **attrs)(run)
 
@@ -293,7 +302,7 @@ def audit(
     "only questions on or after this ISO date/time (UTC unless it has a zone), or this"
     " long ago: 30m, 24h, 7d, 2w"
 )
-@option("--intent", help="only questions routed to this intent")
+@option("--intent", help="only the topics of this intent (a topic's intent is its nearest doc's)")
 @option("--top", type=int, default=10, help="topics printed (default 10)")
 @json_flag("print every topic as JSON")
 @option("--html", metavar="FILE", help="also write a self-contained report page")
@@ -312,19 +321,26 @@ def gaps(
         from .gaps_report import render
 
         title = "What the docs don't answer" + (f" · {intent}" if intent else "")
-        Path(html).write_text(render(found.rows, topics, title), encoding="utf-8")
+        page = render(found.rows, topics, title, info, since)
+        Path(html).write_text(page, encoding="utf-8")
         print(f"Wrote {html}", file=sys.stderr)
     if as_json:
         print_json({"topics": [t.to_json() for t in topics], **info})
         return 0
+    from .gaps_report import plural
+
     print(
-        f"{info['unanswered']} questions not answered well, in {len(topics)} topics"
-        f" (average-linkage cut at cosine distance {info['cut']}, silhouette {info['silhouette']})"
+        f"{plural(info['unanswered'], 'question')} not answered well, in"
+        f" {plural(len(topics), 'topic')} (average-linkage cut at cosine distance {info['cut']},"
+        f" silhouette {info['silhouette']})"
     )
+    if info["small_talk"]:
+        print(f"({plural(info['small_talk'], 'message')} of small talk left out)")
     for t in topics[:top]:
         print(f"\n{t.count:>4}  {t.questions[0]}")
-        where = f"nearest doc {t.doc or '-'} · intent {t.intent or '-'}"
-        print(f"      {where} · owner {t.owner or '-'}")
+        doc = t.doc + (f" › {t.section}" if t.section else "") if t.doc else "-"
+        where = f"nearest doc {doc} · intent {t.intent or '-'} · owner {t.owner or '-'}"
+        print(f"      {where}" + (f"\n      {t.url}" if t.url and t.url != t.doc else ""))
         for q in t.questions[1:]:
             print(f"        · {q}")
     return 0
@@ -336,14 +352,20 @@ def gaps(
 )
 @option("--docs", help="docs folder to check (default: FIELDGUIDE_DOCS, or FIELDGUIDE_DOCS_GIT)")
 @json_flag("print the checks as JSON")
-def doctor(settings: Settings | SettingsError, docs: str | None, as_json: bool, db: str) -> int:
-    from .doctor import Check, run_checks
+def doctor(
+    settings: Settings | SettingsError | None, docs: str | None, as_json: bool, db: str
+) -> int:
+    from .doctor import run_checks, settings_problems
 
-    if isinstance(settings, SettingsError):  # they could not be loaded: that is the finding
-        checks = [Check("settings", "FAIL", str(settings))]
+    if isinstance(settings, SettingsError):  # they could not be loaded: each is a finding
+        checks, settings = settings_problems(settings)
     else:
+        checks = []
+    if settings is not None:
         settings = settings.at(db)
-        checks = run_checks(settings, settings.db, docs or settings.docs)
+        found = run_checks(settings, settings.db, docs or settings.docs)
+        # with bad settings, "valid" would contradict the lines above (a mode warning stays)
+        checks += [c for c in found if not (checks and c.name == "settings" and c.status == "ok")]
     if as_json:
         print_json([c.__dict__ for c in checks])
     else:
@@ -446,6 +468,8 @@ class ModesCommand(click.Command):
 
 @command(
     "Index an eval set (incrementally) and score retrieval and routing on its questions.",
+    db="the set's own index, kept between runs (default: .fieldguide/eval/SET-EMBEDDER.db,"
+    " e.g. .fieldguide/eval/examples-local-all-MiniLM-L6-v2-int8.db; not FIELDGUIDE_DB)",
     cls=ModesCommand,
 )
 @click.argument(
@@ -453,7 +477,8 @@ class ModesCommand(click.Command):
     help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)",
 )
 @option("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
-@option("--json", "out", metavar="OUT", help="also write all figures to this JSON file")
+@json_flag("print every figure as one JSON object instead of the tables")
+@option("--output", "-o", metavar="FILE", help="also write every figure to this JSON file")
 @option(
     "--modes",
     multiple=True,
@@ -492,7 +517,8 @@ def eval_(
     settings: Settings,
     set_dir: str,
     questions: str | None,
-    out: str | None,
+    as_json: bool,
+    output: str | None,
     modes: tuple[str, ...],
     answers: bool,
     offtopic: str | None,
@@ -520,14 +546,16 @@ def eval_(
             settings=settings,
             progress=progress,
         )
-    if answers:
+    if output:
+        text = json.dumps(figures, indent=2, ensure_ascii=False)
+        Path(output).write_text(text + "\n", encoding="utf-8")
+        print(f"Wrote {output}", file=sys.stderr)
+    if as_json:
+        print_json(figures)
+    elif answers:
         print(format_summary(figures["summary"]["set"], figures["summary"]))
     else:
         print(format_table(figures))
-    if out:
-        text = json.dumps(figures, indent=2, ensure_ascii=False)
-        Path(out).write_text(text + "\n", encoding="utf-8")
-        print(f"\nWrote {out}", file=sys.stderr)
     return 0
 
 

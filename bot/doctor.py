@@ -16,7 +16,7 @@ from pathlib import Path
 from index.loader import MAX_DOC_BYTES
 from index.store import examine, open_read_only
 
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 TIMEOUT = 5.0  # seconds for each service call
 
@@ -26,6 +26,22 @@ class Check:
     name: str
     status: str  # ok | warn | skip | FAIL
     detail: str
+
+
+def settings_problems(error: SettingsError) -> tuple[list[Check], Settings | None]:
+    """A failed check for each bad setting, and the settings with those at their defaults, so
+    every other check still runs (None when even that cannot be read, e.g. .env is not UTF-8)."""
+    checks = [Check("settings", "FAIL", p) for p in error.problems]
+    if not error.bad:
+        return checks, None
+    given = {k: v for k, v in Settings.sources().items() if k not in error.bad}
+    try:
+        rest = Settings.load(environ=given, dotenv=None)
+    except SettingsError:
+        return checks, None
+    names = ", ".join(error.bad)
+    checks.append(Check("settings", "warn", f"the checks below ran with the default {names}"))
+    return checks, rest
 
 
 def check_settings(settings: Settings, dotenv: Path) -> Check:
@@ -254,6 +270,9 @@ def check_voyage(settings: Settings) -> Check:
 def check_slack(settings: Settings) -> Check:
     if not settings.slack_bot_token:
         return Check("slack", "skip", "no SLACK_BOT_TOKEN: fieldguide serve needs one")
+    shapes = [p for p in settings.slack_token_problems() if "is not set" not in p]
+    if shapes:  # Slack would only say invalid_auth
+        return Check("slack", "FAIL", "; ".join(shapes))
     from slack_sdk import WebClient
     from slack_sdk.errors import SlackApiError
 

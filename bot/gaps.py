@@ -2,12 +2,22 @@
 
 The questions the docs did not answer well — abstained ("not in the docs"), partial, marked 👎 or
 handed to a person — are embedded with the index's embedder and grouped into topics by
-agglomerative clustering (average linkage on cosine distance, scipy), after the vector all of them
-share (their mean) is taken out. Where the dendrogram is cut
-is not a hand-set number: among the cuts in its widest gaps between merge heights, the one whose
-clusters have the best mean silhouette (Rousseeuw 1987; a question alone in its topic scores 0)
-is taken. Each topic gets its count, the questions nearest its centre, and the doc a search with
-its centre finds first, with that doc's intent and owner.
+agglomerative clustering (average linkage on cosine distance). Before they are compared, what
+they share with everything else is taken out (Mu & Viswanath's "all-but-the-top"): the docs'
+own mean direction and their top d/100 principal directions (what any text about this product
+says: its name, its vocabulary, "a question about Tidewater"), then the mean of the questions
+themselves. The names a question holds that the docs lack (the decision's unknown words and
+phrases: what a gap is about) join its meaning as search joins words and meaning, at the index's
+BM25 share. Where the dendrogram is cut is not a hand-set number: among the cuts in its widest
+gaps between merge heights, the one whose clusters have the best mean silhouette (Rousseeuw 1987;
+a question alone in its topic scores 0) is taken, below cosine distance 1 — past it, a merge joins
+groups no more alike than two unrelated questions. Each topic gets its count, the questions
+nearest its centre, and the section a search with its centre finds first, with that doc's intent,
+owner and link.
+
+Small talk ("hi", "thanks") is no gap: a message the embedding model reads as nearer to an empty
+message than to anything in the docs, and in which the decision found no name the docs lack, says
+nothing the docs could answer.
 """
 
 from __future__ import annotations
@@ -18,11 +28,15 @@ from typing import Any
 
 import numpy as np
 
-# the newest unanswered questions clustered: an n x n distance matrix, ~13 s and ~60 MB at 2,000
-# on 2 cores (bench/gaps.py)
+# the newest unanswered questions clustered: an n x n distance matrix (bench/gaps.py measures it)
 MAX_QUESTIONS = 2000
 CUT_CANDIDATES = 60  # dendrogram cuts whose silhouette is computed (the widest gaps)
 EXAMPLES = 5  # questions shown per topic
+UNRELATED = 1.0  # cosine distance of two vectors with nothing in common (after centring)
+DOC_SAMPLE = 20_000  # rows of the index read to find the docs' common directions
+# the decision's signals of a name the docs lack (router/decide.py): a word rare in English they
+# never use, one no English either, words standing together nowhere in them
+LACKED_NAMES = ("rare", "unseen", "phrase")
 
 
 @dataclass
@@ -32,6 +46,8 @@ class Topic:
     intent: str = ""
     doc: str = ""
     owner: str = ""
+    section: str = ""  # the nearest section's heading ("" for the doc's top)
+    url: str = ""  # where it is read: the doc's url (or FIELDGUIDE_DOCS_BASE_URL + path) + anchor
     ids: list[int] = field(default_factory=list)  # the audit rows
 
     def to_json(self) -> dict:
@@ -40,7 +56,10 @@ class Topic:
             "questions": self.questions,
             "intent": self.intent,
             "doc": self.doc,
+            "section": self.section,
+            "url": self.url,
             "owner": self.owner,
+            "ids": self.ids,
         }
 
 
@@ -53,8 +72,26 @@ def unanswered(row: dict) -> bool:
     )
 
 
+def confirmed(row: dict) -> bool:
+    """Answered and someone said so: a 👍, and no 👎 or hand-off. An answer nobody rated may be
+    a confident wrong one, so only these count as the docs covering a question."""
+    return not unanswered(row) and "helpful" in (row.get("feedback") or {}).values()
+
+
 def top_intent(row: dict) -> str:
     return (row.get("intents") or [""])[0]
+
+
+def says_nothing(row: dict, vector: np.ndarray, empty: np.ndarray | None) -> bool:
+    """Small talk: the message is nearer an empty message than the docs' nearest passage is to
+    it (the decision's `sim`), and the decision found no name in it the docs lack (LACKED_NAMES:
+    a lone "Kotlin" the model reads as little is still a question)."""
+    evidence = row.get("evidence") or {}
+    if empty is None or evidence.get("sim") is None:
+        return False
+    if any(evidence.get(signal) for signal in LACKED_NAMES):
+        return False
+    return float(vector @ empty) > float(evidence["sim"])
 
 
 def silhouette(dist: np.ndarray, labels: np.ndarray) -> float:
@@ -76,29 +113,132 @@ def silhouette(dist: np.ndarray, labels: np.ndarray) -> float:
     return float(s.mean())
 
 
+def average_linkage(dist: np.ndarray) -> list[tuple[float, int, int]]:
+    """The merges of average-linkage (UPGMA) clustering of a distance matrix, lowest first, each
+    (height, a, b): the clusters holding points a and b join at that average distance. Found by
+    the nearest-neighbour chain (O(n²) time: a cluster and its nearest neighbour that are each
+    other's nearest are merged), with Lance-Williams updates of the matrix; average linkage is
+    monotone, so the clusters at a height are the merges up to it."""
+    n = len(dist)
+    d = dist.astype(np.float64, copy=True)
+    np.fill_diagonal(d, np.inf)
+    size = np.ones(n)
+    merges: list[tuple[float, int, int]] = []
+    chain: list[int] = []
+    alive = list(range(n))
+    while len(merges) < n - 1:
+        if not chain:
+            chain.append(alive[0])
+        a = chain[-1]
+        b = int(np.argmin(d[a]))
+        if len(chain) > 1 and d[a, chain[-2]] <= d[a, b]:
+            b = chain[-2]  # ties go back along the chain, so it always ends
+        if len(chain) > 1 and b == chain[-2]:
+            chain.pop()
+            chain.pop()
+            merges.append((float(d[a, b]), a, b))
+            # the merged cluster lives on as `a`: its distance to every other is the average over
+            # both clusters' points
+            d[a] = (size[a] * d[a] + size[b] * d[b]) / (size[a] + size[b])
+            d[:, a] = d[a]
+            d[a, a] = np.inf
+            d[b, :] = np.inf
+            d[:, b] = np.inf
+            size[a] += size[b]
+            alive.remove(b)
+        else:
+            chain.append(b)
+    return sorted(merges)
+
+
+def flat(merges: list[tuple[float, int, int]], n: int, cut: float) -> np.ndarray:
+    """The clusters at `cut`: every merge at or below it applied (union-find); labels 0..k-1."""
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for height, a, b in merges:
+        if height > cut:
+            break
+        parent[root(b)] = root(a)
+    return np.unique([root(i) for i in range(n)], return_inverse=True)[1]
+
+
 def cluster(vectors: np.ndarray) -> tuple[np.ndarray, float, float]:
     """(labels, cut distance, silhouette) of the average-linkage clustering of unit `vectors`."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import pdist, squareform
-
     n = len(vectors)
     if n < 3:
         return np.arange(n), 0.0, 0.0
-    condensed = np.clip(pdist(vectors, metric="cosine"), 0.0, 2.0)
-    tree = linkage(condensed, method="average")
-    heights = tree[:, 2]
+    dist = np.clip(1.0 - vectors @ vectors.T, 0.0, 2.0)
+    np.fill_diagonal(dist, 0.0)
+    merges = average_linkage(dist)
+    heights = np.array([m[0] for m in merges])
     gaps = np.diff(heights)
     # a natural cut lies in a gap between merge heights: the widest ones are the candidates
-    widest = np.argsort(-gaps)[:CUT_CANDIDATES]
-    dist = squareform(condensed)
     best = (-2.0, 0.0, np.arange(n))
-    for i in widest:
+    for i in np.argsort(-gaps, kind="stable")[:CUT_CANDIDATES]:
         cut = float((heights[i] + heights[i + 1]) / 2)
-        labels = fcluster(tree, cut, criterion="distance")
+        if cut >= UNRELATED:
+            continue
+        labels = flat(merges, n, cut)
         score = silhouette(dist, labels)
         if score > best[0]:
             best = (score, cut, labels)
     return best[2], best[1], best[0]
+
+
+def common_directions(docs: np.ndarray | None) -> np.ndarray | None:
+    """What every text about these docs shares, as orthonormal rows: the docs' mean direction and
+    their top d/100 principal directions (Mu & Viswanath's rule of thumb for how many dominate),
+    read from at most DOC_SAMPLE evenly spaced rows of the index; None without vectors."""
+    if docs is None or len(docs) < 2:
+        return None
+    rows = np.asarray(docs[:: max(1, len(docs) // DOC_SAMPLE)], dtype=np.float64)
+    mean = rows.mean(axis=0)
+    top = max(1, round(rows.shape[1] / 100))
+    _, _, vt = np.linalg.svd(rows - mean, full_matrices=False)
+    basis, _ = np.linalg.qr(np.vstack([mean, vt[:top]]).T)
+    return basis.T
+
+
+def comparable(vectors: np.ndarray, common: np.ndarray | None) -> np.ndarray:
+    """Unit `vectors` with what they share taken out: `common` (the docs' directions), then their
+    own mean, renormalised."""
+    v = vectors.astype(np.float64)
+    if common is not None:
+        v = v - (v @ common.T) @ common
+    v = v - v.mean(axis=0)
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+
+def lacked_names(row: dict) -> set[str]:
+    """The names a question holds that the docs lack, as the decision found them (its unknown
+    words and phrases), as search terms: what a gap is about ("terraform", "ios", "sdk")."""
+    from index.search import tokenize
+
+    evidence = row.get("evidence") or {}
+    found = (evidence.get("unknown_words") or []) + (evidence.get("unknown_phrases") or [])
+    return {term for name in found for term in tokenize(str(name))}
+
+
+def with_names(meaning: np.ndarray, names: list[set[str]], weight: float) -> np.ndarray:
+    """Each question as its meaning and the names it lacks, fused as search fuses a question's
+    meaning and words: cosines weighted 1 - `weight` and `weight` (the index's BM25 share). Two
+    questions naming the same thing the docs lack ("terraform apply … webhook endpoint", "a
+    Terraform provider") are that much closer, whatever else their sentences say."""
+    vocab = {term: i for i, term in enumerate(sorted(set().union(*names)))}
+    if not vocab:
+        return meaning
+    words = np.zeros((len(names), len(vocab)))
+    for i, terms in enumerate(names):
+        words[i, [vocab[t] for t in terms]] = 1.0
+    words /= np.maximum(np.linalg.norm(words, axis=1, keepdims=True), 1e-12)
+    both = np.hstack([np.sqrt(1 - weight) * meaning, np.sqrt(weight) * words])
+    return both / np.maximum(np.linalg.norm(both, axis=1, keepdims=True), 1e-12)
 
 
 def find_topics(
@@ -108,26 +248,38 @@ def find_topics(
     owners: Any,
     intent: str | None = None,
     most: int = MAX_QUESTIONS,
+    base_url: str = "",
+    names_weight: float = 0.4,
 ) -> tuple[list[Topic], dict]:
     """The topics of the newest `most` unanswered questions among `rows` (audit rows, newest
-    first), biggest first; and figures about the clustering."""
+    first), biggest first — only those labelled `intent` when given (a topic's intent is its
+    nearest doc's) —, and figures about the clustering. `names_weight`: the share of the names a
+    question lacks in comparing it (`with_names`: FIELDGUIDE_BM25_WEIGHT)."""
+    from index.embedding import EmbeddingError
     from index.store import owner_of
+    from router.citations import link_for
 
-    todo = [r for r in rows if unanswered(r) and (not intent or top_intent(r) == intent)]
-    todo = todo[:most]
-    info = {"unanswered": len(todo), "cut": 0.0, "silhouette": 0.0}
+    todo = [r for r in rows if unanswered(r)][:most]
+    info = {"unanswered": len(todo), "small_talk": 0, "cut": 0.0, "silhouette": 0.0}
     if not todo:
         return [], info
     texts = [" ".join(r["question"].split()) for r in todo]
     vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    # what every question shares (being a question about this product: "Does Tidewater …") is
-    # taken out before comparing them — the mean vector subtracted, as in Mu & Viswanath's
-    # "all-but-the-top" — else a product name outweighs the topic ("Does Tidewater accept
-    # Bitcoin?" sat with the Terraform questions, not the crypto ones)
-    centred = vectors - vectors.mean(axis=0)
-    centred /= np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12)
-    labels, cut, score = cluster(centred)
+    try:
+        empty = np.asarray(embedder.embed_documents([""])[0], dtype=np.float32)
+        empty /= max(float(np.linalg.norm(empty)), 1e-12)
+    except EmbeddingError:  # an embedding service that takes no empty text: nothing is left out
+        empty = None
+    talk = [says_nothing(r, v, empty) for r, v in zip(todo, vectors, strict=True)]
+    keep = [i for i, t in enumerate(talk) if not t]
+    todo, texts, vectors = [todo[i] for i in keep], [texts[i] for i in keep], vectors[keep]
+    info |= {"unanswered": len(todo), "small_talk": len(talk) - len(keep)}
+    if not todo:
+        return [], info
+    common = common_directions(getattr(searcher, "vectors", None))
+    meaning = comparable(vectors, common)
+    labels, cut, score = cluster(with_names(meaning, [lacked_names(r) for r in todo], names_weight))
     info |= {"cut": round(cut, 4), "silhouette": round(score, 4)}
     topics = []
     for label in np.unique(labels):
@@ -139,11 +291,16 @@ def find_topics(
         topic = Topic(len(members), shown, ids=[todo[i]["id"] for i in members])
         hits = searcher.search(shown[0], centre, k=1)
         if hits:
-            doc = hits[0].chunk["doc"]
-            topic.doc, topic.intent = doc, hits[0].intent
+            chunk = hits[0].chunk
+            topic.doc, topic.intent = chunk["doc"], hits[0].intent
+            topic.section = " › ".join(chunk["heading_path"][1:])
+            topic.url = link_for(chunk, base_url)
         else:  # no vector search: the intent the router gave these questions most often
             topic.intent = Counter(top_intent(todo[i]) for i in members).most_common(1)[0][0]
         topic.owner = owner_of(owners, topic.doc, topic.intent)
         topics.append(topic)
+    if intent:
+        topics = [t for t in topics if t.intent == intent]
+        info["unanswered"] = sum(t.count for t in topics)
     topics.sort(key=lambda t: (-t.count, t.questions[0]))
     return topics, info

@@ -93,7 +93,7 @@ def index_docs(
             source.git.pull()
         except GitError as e:
             why = f"could not pull {source.identity} ({e}); the index is unchanged"
-            record_failed_pull(db, source.root, embedder.name, why)  # for status and App Home
+            record_failed_pull(db, source.root, why)  # for status and App Home
             raise SourceUnreachable(why) from None
     kwargs: dict[str, Any] = dict(
         source=source.identity, replace=replace, max_doc_bytes=settings.max_doc_bytes, **callbacks

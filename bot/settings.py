@@ -22,7 +22,20 @@ from index.redact import redact
 
 
 class SettingsError(ValueError):
-    """Settings that cannot be used; the message names each bad one and what it must be."""
+    """Settings that cannot be used; the message names each bad one and what it must be, and
+    `problems` holds one line per bad setting."""
+
+    def __init__(
+        self, message: str, problems: list[str] | None = None, bad: list[str] | None = None
+    ):
+        super().__init__(message)
+        self.problems = problems or [message]
+        self.bad = bad or []  # the bad settings' names, when known
+
+    @classmethod
+    def of(cls, problems: list[str]) -> SettingsError:
+        bad = [p.split("=", 1)[0] for p in problems]
+        return cls("bad settings: " + "; ".join(problems), problems, bad)
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -404,16 +417,16 @@ class Settings:
                 problem = f"{f.metadata['env']}={value!r} {why} ({f.metadata['help']})"
                 problems.append(redact(problem, str(value)))  # a URL's password is not shown
         if problems:
-            raise SettingsError("bad settings: " + "; ".join(problems))
+            raise SettingsError.of(problems)
 
     @classmethod
     def load(
         cls, environ: dict[str, str] | None = None, dotenv: Path | None = Path(".env")
     ) -> Settings:
         """The environment wins over `.env`; an empty value means the default. SettingsError
-        names every value that cannot be used."""
-        merged = read_dotenv(dotenv) if dotenv else {}
-        merged.update(os.environ if environ is None else environ)
+        names every value that cannot be used: those that are not numbers and those out of range
+        alike."""
+        merged = cls.sources(environ, dotenv)
         kwargs: dict[str, object] = {}
         problems = []
         for f in fields(cls):
@@ -425,10 +438,23 @@ class Settings:
                 kwargs[f.name] = _parse(raw, kind)
             except ValueError:
                 what = "a whole number" if kind is int else "a number" if kind is float else kind
-                problems.append(f"{f.metadata['env']}={raw!r} is not {what}")
+                problems.append(redact(f"{f.metadata['env']}={raw!r} is not {what}", raw))
+        try:
+            settings = cls(**kwargs)  # type: ignore[arg-type]
+        except SettingsError as e:  # the parsed values' checks: named with the unparsable ones
+            problems += e.problems
         if problems:
-            raise SettingsError("bad settings: " + "; ".join(problems))
-        return cls(**kwargs)  # type: ignore[arg-type]
+            raise SettingsError.of(problems)
+        return settings
+
+    @staticmethod
+    def sources(
+        environ: dict[str, str] | None = None, dotenv: Path | None = Path(".env")
+    ) -> dict[str, str]:
+        """Every value as given: `.env`'s, then the environment's over them."""
+        merged = read_dotenv(dotenv) if dotenv else {}
+        merged.update(os.environ if environ is None else environ)
+        return merged
 
     def at(self, db: str | Path | None) -> Settings:
         """These settings with the index at `db` (a command's --db, an eval set's index); None:
@@ -440,6 +466,23 @@ class Settings:
         docs repository's included."""
         names = [f.name for f in fields(self) if f.name.endswith("_url") or f.name == "docs_git"]
         return [str(getattr(self, n)) for n in names]
+
+    def slack_token_problems(self, http: bool = False) -> list[str]:
+        """What is wrong with the Slack credentials `serve` needs (Socket Mode, or HTTP with
+        `http`), read from their shape alone, before anything waits on the network: each token
+        missing or not of its kind (a bot token starts xoxb-, an app-level token xapp-)."""
+        problems = []
+        wanted = [("SLACK_BOT_TOKEN", self.slack_bot_token, "xoxb-")]
+        if http:
+            wanted.append(("SLACK_SIGNING_SECRET", self.slack_signing_secret, ""))
+        else:
+            wanted.append(("SLACK_APP_TOKEN", self.slack_app_token, "xapp-"))
+        for name, value, prefix in wanted:
+            if not value:
+                problems.append(f"{name} is not set")
+            elif not value.startswith(prefix):
+                problems.append(f"{name} is not {SLACK_TOKEN_KINDS[prefix]}{_which(value)}")
+        return problems
 
     @property
     def refresh_seconds(self) -> float:
@@ -459,6 +502,24 @@ class Settings:
         return {a.strip() for a in self.admins.split(",") if a.strip()}
 
 
+# what each Slack token prefix is, and where a Slack app shows it
+SLACK_TOKEN_KINDS = {
+    "xoxb-": "a bot token (xoxb-…: OAuth & Permissions → Bot User OAuth Token)",
+    "xapp-": "an app-level token (xapp-…: Basic Information → App-Level Tokens, with"
+    " connections:write)",
+    "xoxp-": "a user token",
+}
+
+
+def _which(token: str) -> str:
+    """What a token of the wrong kind is, when its prefix says (never more of it than that)."""
+    for prefix, kind in SLACK_TOKEN_KINDS.items():
+        if token.startswith(prefix):
+            return f"; this one is {kind.split(' (')[0]}"
+    return ""
+
+
 def describe() -> list[tuple[str, object, str]]:
-    """(env name, default, help) for every setting: used to check .env.example and the README."""
+    """(env name, default, help) for every setting: used to check .env.example and the
+    configuration table (docs/configuration.md)."""
     return [(f.metadata["env"], f.default, f.metadata["help"]) for f in fields(Settings)]

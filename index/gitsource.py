@@ -39,6 +39,19 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
+def cause(stderr: str) -> str:
+    """What went wrong, from git's messages: the first one that is not a hint or a warning. Git
+    says the cause first ("'/srv/docs.git' does not appear to be a git repository", "Could not
+    resolve host", "couldn't find remote ref refs/heads/main"); what follows is its consequence
+    ("Could not read from remote repository.") and advice ("Please make sure you have the correct
+    access rights / and the repository exists.")."""
+    for line in stderr.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("hint:", "warning:")):
+            return line.removeprefix("fatal: ").removeprefix("error: ")
+    return ""
+
+
 def is_url(source: str) -> bool:
     return "://" in source or re.match(r"[\w.-]+@[\w.-]+:", source) is not None
 
@@ -131,8 +144,8 @@ class GitSource:
         return env
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
-        """Run `git args` and return its output; GitError with git's last line, redacted, when it
-        fails or runs over the timeout."""
+        """Run `git args` and return its output; GitError with git's cause (`cause`), redacted,
+        when it fails or runs over the timeout."""
         try:
             proc = subprocess.Popen(
                 ["git", *args],
@@ -152,8 +165,7 @@ class GitSource:
             proc.communicate()
             raise GitError(f"git {args[0]} took over {self.timeout:.0f} s") from None
         if proc.returncode != 0:
-            lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
-            why = lines[-1].strip() if lines else f"exit status {proc.returncode}"
+            why = cause(err.decode(errors="replace")) or f"exit status {proc.returncode}"
             raise GitError(redact(f"git {args[0]}: {why}", self.secrets))
         return out.decode(errors="replace")
 

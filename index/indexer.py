@@ -447,7 +447,7 @@ def _record_run(
     db["runs"].insert(row, alter=True)  # an index made before `warnings` existed gains it
 
 
-def record_failed_pull(db_path: str | Path, root: Path, model: str, error: str) -> None:
+def record_failed_pull(db_path: str | Path, root: Path, error: str) -> None:
     """A docs source that could not be pulled, as a failed run of the index at `db_path` (if it
     exists and can be written; store.record_failed_pull on a connection of its own)."""
     if not Path(db_path).is_file():
@@ -455,7 +455,7 @@ def record_failed_pull(db_path: str | Path, root: Path, model: str, error: str) 
     with contextlib.suppress(sqlite3.Error):
         db = open_db(db_path)
         try:
-            store_failed_pull(db, str(root), model, error)
+            store_failed_pull(db, str(root), error)
         finally:
             db.conn.close()
 

@@ -230,10 +230,11 @@ def last_runs(db: sqlite_utils.Database, limit: int = 5) -> list[dict]:
     return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
 
 
-def record_failed_pull(db: sqlite_utils.Database, root: str, model: str, error: str) -> None:
-    """A docs source that could not be pulled, as a failed run: one row per streak of failures,
-    its `finished` and `error` brought up to the latest try, its `started` saying since when
-    (`run_status`)."""
+def record_failed_pull(db: sqlite_utils.Database, root: str, error: str) -> None:
+    """A docs source that could not be pulled, as a failed run (of the index's own model: nothing
+    was embedded): one row per streak of failures, its `finished` and `error` brought up to the
+    latest try, its `started` saying since when (`run_status`)."""
+    model = get_meta(db, "embed_model", "")
     with writing(db):
         last = db.execute("SELECT id, status, added FROM runs ORDER BY id DESC LIMIT 1")
         row = last.fetchone()

@@ -82,6 +82,7 @@ def own_words(question: str, docs: DocsWords | None = None) -> str:
     return " ".join(w for w in without_own_values(question).split() if not name(w))
 
 
+@lru_cache(maxsize=256)  # asked before the typos are read and again when deciding
 def foreign_language(question: str, searcher: Searcher) -> str | None:
     """The question's language when it is surely not the docs' language, else None: the most
     likely other language's posterior, with the docs' language as the prior (DOCS_PRIOR, the

@@ -150,10 +150,18 @@ class Pipeline:
         # what the question's words are read against: the scope's docs only (its spelling,
         # signals and messages know nothing of the docs outside it), else the whole index
         searcher = router.searcher
+        # what every question reads, loaded on a process's first one (`serve` loads it at start:
+        # Engine.warm): the index, the docs' words (a scope's: on its first question) and English
+        # word frequencies; timed apart, so no step's figure counts it
+        words.docs_words(searcher)
+        words.zipf("the")
+        clock.lap("load")
         condensed = self.condense(question, history, claude, trace, searcher)
+        clock.lap("condense")
         condensed, typos = self.correct_typos(condensed, searcher)
         trace.notes += [words.typo_note(typos)] if typos else []
-        clock.lap("condense")
+        # the first word the docs don't know also loads the spelling dictionaries, once a process
+        clock.lap("typos")
         early = self.classify_early(condensed, router, claude)
         query_vec, note = self.engine.embed_query(condensed)
         trace.notes += [note] if note else []
@@ -169,6 +177,7 @@ class Pipeline:
 
         offline_verdict, gate = self.assess(condensed, query_vec, hits, searcher, claude)
         trace.evidence = gate.evidence()
+        clock.lap("decide")
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return abstain([])
         cite = self.path == "cite" and claude.available
@@ -258,7 +267,10 @@ class Pipeline:
         return cut.rsplit(None, 1)[0] if " " in cut else cut[:MAX_QUESTION_CHARS]
 
     def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
-        """The question with its typos read as the words they stand for (words.correct_typos)."""
+        """The question with its typos read as the words they stand for (words.correct_typos);
+        a question in another language than the docs has none of theirs ("Wie" is no "Wire")."""
+        if language.foreign_language(question, searcher):
+            return question, {}
         return words.correct_typos(question, searcher)
 
     def new_trace(self) -> Trace:

@@ -139,7 +139,7 @@ def test_eval_answers_writes_the_summary_and_every_answer(tmp_path, capsys, exam
             "3",
             "--offtopic",
             str(off),
-            "--json",
+            "--output",
             str(out),
         ]
     )

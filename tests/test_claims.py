@@ -297,7 +297,7 @@ def test_eval_answers_judged_by_claude_with_intervals(
     off.write_text(json.dumps({"id": "o1", "question": "What is the capital of Australia?"}) + "\n")
     out = tmp_path / "answers.json"
     argv = ["eval", str(ROOT / "examples"), "--answers", "--judge", "--db", examples_db]
-    argv += ["--limit", "5", "--offtopic", str(off), "--json", str(out)]
+    argv += ["--limit", "5", "--offtopic", str(off), "--output", str(out)]
     assert main([*argv, "--judge-model", "claude-opus-4-6"]) == 0
     printed = capsys.readouterr().out
     assert "judged faithfulness" in printed and "judged correctness" in printed

@@ -49,10 +49,10 @@ def test_every_setting_is_documented():
     from tests.conftest import ROOT
 
     example = (ROOT / ".env.example").read_text()
-    readme = (ROOT / "README.md").read_text()
+    table = (ROOT / "docs" / "configuration.md").read_text()
     for env, _, _ in describe():
         assert f"\n{env}=" in example, f"{env} missing from .env.example"
-        assert f"`{env}`" in readme, f"{env} missing from the README's configuration table"
+        assert f"| `{env}` |" in table, f"{env} missing from docs/configuration.md's table"
 
 
 def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
@@ -68,7 +68,7 @@ def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
                 str(set_dir),
                 "--db",
                 examples_db,  # already holds these docs: eval's index run finds nothing to embed
-                "--json",
+                "--output",
                 str(out_json),
                 "--modes",
                 "hybrid",
@@ -99,6 +99,21 @@ def test_eval_on_the_example_set(tmp_path, capsys, examples_db):
     assert lo <= paired["difference"] <= hi
     assert "routed − hybrid (mrr@10, 30 questions)" in table and "bootstrap 95% interval" in table
     assert main(["eval", str(tmp_path / "nothing")]) == 2
+    capsys.readouterr()
+    # --json is a flag, as every other command's: the same figures on stdout, no table
+    args = ["eval", str(set_dir), "--db", examples_db, "--modes", "hybrid", "--json"]
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["questions"] == 35 and list(printed["modes"]) == ["hybrid"]
+    assert printed["modes"]["hybrid"]["mrr@10"] == result["modes"]["hybrid"]["mrr@10"]
+
+
+def test_eval_help_says_where_its_index_is(capsys):
+    assert main(["eval", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: .fieldguide/eval/SET-EMBEDDER.db" in text and "not FIELDGUIDE_DB" in text
+    assert "--json print every figure as one JSON object" in text
+    assert "-o, --output FILE also write every figure to this JSON file" in text
 
 
 def test_search_and_ask_json(examples_db, capsys):
@@ -256,3 +271,10 @@ def test_a_bad_price_table_is_refused_with_the_reason(monkeypatch, capsys, tmp_p
             assert why in str(e) and "FIELDGUIDE_PRICES" in str(e)
         else:
             raise AssertionError(raw)
+
+
+def test_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"fieldguide {version('fieldguide')}\n"

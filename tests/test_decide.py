@@ -237,3 +237,12 @@ def test_unsure_says_so_and_quotes_the_closest_sections_cited(examples_db, local
     assert ans.decision == "PARTIAL" and ans.caveat.startswith("I'm not sure the docs answer this")
     assert ans.text.startswith("> ") and "8 attempts" in ans.text and ans.sources
     assert all(c.verified for c in ans.citations) and "[1]" in ans.text
+
+
+def test_a_question_in_another_language_gets_no_typo_note(examples_db, local_embedder):
+    ans = ask(
+        examples_db, local_embedder, "Wie oft wird ein fehlgeschlagener Webhook erneut zugestellt?"
+    )
+    assert ans.decision == ABSTAIN and not any(
+        n.startswith(words.TYPO_NOTE) for n in ans.trace.notes
+    )

@@ -90,5 +90,28 @@ def test_doctor_says_why_each_check_fails(tmp_path, stub, monkeypatch, capsys):
 def test_doctor_reports_bad_settings_as_a_failed_check(monkeypatch, capsys):
     monkeypatch.setenv("FIELDGUIDE_CHUNK_CHARS", "0")
     assert main(["doctor"]) == 1
-    [(status, detail)] = lines(capsys.readouterr().out).values()
-    assert status == "FAIL" and "FIELDGUIDE_CHUNK_CHARS=0 must be between 200" in detail
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("FAIL  settings")
+    assert "FIELDGUIDE_CHUNK_CHARS=0 must be between 200" in first
+
+
+def test_doctor_lists_every_bad_setting_and_still_runs_the_other_checks(
+    examples_db, monkeypatch, capsys
+):
+    # one value that is not a number and one out of range: both named, one line each
+    monkeypatch.setenv("FIELDGUIDE_BM25_WEIGHT", "2")
+    monkeypatch.setenv("FIELDGUIDE_TIMEOUT", "abc")
+    assert main(["doctor", "--db", examples_db]) == 1
+    out = capsys.readouterr().out.splitlines()
+    failed = [line for line in out if line.startswith("FAIL  settings")]
+    assert len(failed) == 2
+    assert any("FIELDGUIDE_TIMEOUT='abc' is not a number" in line for line in failed)
+    assert any("FIELDGUIDE_BM25_WEIGHT=2.0 must be between 0 and 1" in line for line in failed)
+    assert not any(line.startswith("ok    settings") for line in out)  # not also "valid"
+    # the rest ran, with those two at their defaults
+    found = lines("\n".join(line for line in out if "settings" not in line))
+    assert found["index"][0] == "ok" and found["model"][0] == "ok"
+    # every other command stops with both named in one line
+    assert main(["intents", "--db", examples_db]) == 2
+    err = capsys.readouterr().err
+    assert "FIELDGUIDE_TIMEOUT='abc'" in err and "FIELDGUIDE_BM25_WEIGHT=2.0" in err

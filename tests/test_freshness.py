@@ -182,6 +182,33 @@ def test_an_unreachable_repository_keeps_the_index_and_says_so_once(
     assert reindexer.refresh() is not None and "docs refresh works again" in caplog.text
 
 
+def test_a_git_source_that_is_not_there_is_named_with_what_is_wrong(
+    repo, tmp_path, monkeypatch, capsys
+):
+    """git's cause, not the advice it prints last ("and the repository exists.")."""
+    db = str(tmp_path / "index.db")
+    missing = tmp_path / "no-such-repo.git"
+    cases = [
+        (Settings(db=db, docs_git=str(missing)), f"'{missing}' does not appear to be a git"),
+        (
+            Settings(db=db, docs_git=str(repo.bare), docs_branch="nosuch"),
+            "couldn't find remote ref refs/heads/nosuch",
+        ),
+    ]
+    for settings, said in cases:
+        reindexer = Reindexer(settings, None, lock_only())  # type: ignore[arg-type]
+        assert reindexer.refresh() is None
+        err = reindexer.failing
+        assert said in err and "repository exists" not in err, err
+    # the command line says it the same way, in one line
+    monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", str(missing))
+    assert main(["index", "--db", db, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"fieldguide: could not pull {missing} (branch default) (git fetch: '")
+    assert "does not appear to be a git repository); the index is unchanged" in err
+    assert err.count("\n") == 1
+
+
 def test_credentials_never_appear_in_messages_logs_or_files(tmp_path, monkeypatch, capsys, caplog):
     db = tmp_path / "index.db"
     # nothing listens on port 9: the fetch fails fast

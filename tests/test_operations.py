@@ -158,6 +158,9 @@ def test_health_in_socket_mode_reports_slack_and_the_index_with_json_logs(
     messages = [r["message"] for r in records]
     assert "connected to Slack over Socket Mode" in messages
     assert any("Bolt app is running" in m for m in messages)
+    # Bolt's "As you gave `client` as well, `token` will be unused" (it reads SLACK_BOT_TOKEN
+    # itself): the client holds that very token, so the warning is not passed on
+    assert not any("will be unused" in m for m in messages), messages
 
 
 def test_health_on_the_http_port_and_the_log_level(slack, examples_db, tmp_path):
@@ -218,3 +221,38 @@ def test_a_refused_app_token_is_a_short_message(examples_db, tmp_path):
     log = bot.log_text()
     assert "Slack refused SLACK_APP_TOKEN (not_allowed_token_type)" in log
     assert "Traceback" not in log
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (
+            {"SLACK_BOT_TOKEN": "abc", "SLACK_APP_TOKEN": "def"},
+            ["SLACK_BOT_TOKEN is not a bot token (xoxb-", "SLACK_APP_TOKEN is not an app-level"],
+        ),
+        (  # swapped: each is named as what it is
+            {"SLACK_BOT_TOKEN": "xapp-1-A1-x", "SLACK_APP_TOKEN": "xoxb-1-x"},
+            ["this one is an app-level token", "this one is a bot token"],
+        ),
+        ({"SLACK_BOT_TOKEN": "xoxb-1-x"}, ["SLACK_APP_TOKEN is not set"]),
+    ],
+)
+def test_serve_checks_the_tokens_shapes_at_once(tmp_path, monkeypatch, capsys, env, said):
+    mock = SlackMock()
+    try:
+        monkeypatch.setenv("SLACK_API_BASE_URL", f"{mock.url}/api/")
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        started = time.monotonic()
+        # no index either: the tokens are checked before anything is loaded or asked
+        assert main(["serve", "--db", str(tmp_path / "none.db")]) == 2
+        assert time.monotonic() - started < 5
+        assert mock.requests == []  # Slack was not asked
+    finally:
+        mock.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Slack in five steps" in err
+    for words in said:
+        assert words in err
+    for value in env.values():
+        assert value not in err  # a token is never shown, only its kind

@@ -454,3 +454,16 @@ def test_default_deadline_is_45_s_and_each_call_gets_the_time_left(examples_db, 
     now[0] = 44.8
     assert claude.run("x", lambda c: "called", lambda: "offline") == "offline"
     assert claude.fell_back == {"x": "out of time"}
+
+
+def test_the_first_question_loads_are_timed_apart_from_condense(examples_db, local_embedder):
+    """A process's first question opens the index: that is `load`, not `condense` (offline,
+    condensing a question without a thread is a regular expression: it took 0.3-3.4 s when the
+    loads were counted in it)."""
+    pipeline = Pipeline(Engine(examples_db, local_embedder))
+    first = pipeline.answer("How many times is a failed webhook retried?").trace.timings_ms
+    again = pipeline.answer("How do I rotate an API key?").trace.timings_ms
+    steps = ["load", "condense", "typos", "embed", "route_retrieve", "decide", "extract"]
+    assert list(first)[: len(steps)] == steps and first["total"] >= sum(first[s] for s in steps)
+    assert first["condense"] < 50 and again["condense"] < 50
+    assert again["load"] < first["load"]  # loaded once a process

@@ -89,7 +89,7 @@ def test_eval_reranked_mode(stub, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("VOYAGE_API_KEY", "test-key")
     monkeypatch.setenv("VOYAGE_BASE_URL", stub.url + "/v1")
     out = tmp_path / "out.json"
-    assert main([*args, "--modes", "hybrid", "routed", "reranked", "--json", str(out)]) == 0
+    assert main([*args, "--modes", "hybrid", "routed", "reranked", "--output", str(out)]) == 0
     table = capsys.readouterr().out
     result = json.loads(out.read_text())
     assert result["reranker"] == "voyage:rerank-3" and "| reranked |" in table

@@ -93,7 +93,14 @@ def home_view(user: str, admin: bool, state: Any, engine: Any, doc_owners: bool 
     )
     # the newest HOME_QUESTIONS only: the tab is built while its opener waits (~2 s at 500)
     searcher = engine.loaded().searcher
-    topics, _ = find_topics(rows, engine.embedder, searcher, owners, most=HOME_QUESTIONS)
+    topics, _ = find_topics(
+        rows,
+        engine.embedder,
+        searcher,
+        owners,
+        most=HOME_QUESTIONS,
+        names_weight=engine.bm25_weight,
+    )
     if topics:
         lines = [
             f"• *{t.count}* × “{escape(t.questions[0])}” — {escape(t.doc or '-')}"

@@ -33,21 +33,10 @@ def serve(guide: Guide, http: int | None, host: str) -> None:
     redact_logs(*settings.urls())  # the handlers logs.configure added redact too
     # the pool would log each failed reconnection; bot/state/postgres.py says it once per outage
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    missing = [
-        name
-        for name, value in (
-            ("SLACK_BOT_TOKEN", settings.slack_bot_token),
-            (
-                "SLACK_SIGNING_SECRET" if http else "SLACK_APP_TOKEN",
-                settings.slack_signing_secret if http else settings.slack_app_token,
-            ),
-        )
-        if not value
-    ]
-    if missing:
-        raise CannotServe(
-            f"set {' and '.join(missing)} (see README, 'Set up the Slack app')", status=2
-        )
+    # the tokens' shapes first: a wrong one would otherwise be found after the index has loaded
+    # and Slack has been asked (and, unreachable, retried for FIELDGUIDE_SLACK_STARTUP_SECONDS)
+    if problems := settings.slack_token_problems(http=bool(http)):
+        raise CannotServe(f"{'; '.join(problems)} (see README, 'Slack in five steps')", status=2)
     if settings.database_url:
         from ..indexing import start_follower, sync_published
 

@@ -8,10 +8,11 @@ dropped by `State.claim_event`, which survives a restart.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
@@ -94,12 +95,33 @@ def connect(client: WebClient, within: float) -> dict:
         delay *= 2
 
 
+@contextlib.contextmanager
+def quiet_token_warning() -> Iterator[None]:
+    """Bolt's App reads SLACK_BOT_TOKEN from the environment itself and, given our client too,
+    warns that the token "will be unused": it is the token the client already holds (Settings
+    reads the same variable), so that one warning is dropped, while the App is made."""
+    from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+
+    unused = warning_client_prioritized_and_token_skipped()
+    logger = logging.getLogger("slack_bolt.App")
+
+    def other(record: logging.LogRecord) -> bool:
+        return record.getMessage() != unused
+
+    logger.addFilter(other)
+    try:
+        yield
+    finally:
+        logger.removeFilter(other)
+
+
 def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
     """The Bolt App of `guide` with every listener, and what they share."""
     settings = guide.settings
     client = client or make_client(settings)
     identity = connect(client, settings.slack_startup_seconds)
-    app = App(client=client, signing_secret=settings.slack_signing_secret or None)
+    with quiet_token_warning():
+        app = App(client=client, signing_secret=settings.slack_signing_secret or None)
     if guide.scopes is not None:
         guide.scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
     state = guide.state
