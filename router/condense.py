@@ -81,38 +81,3 @@ def offline(question: str, history: list[dict]) -> str:
     """The follow-up carries the thread's last question, which names what "it" refers to."""
     last_user = next((h["text"] for h in reversed(prior(history)) if h["role"] == "user"), "")
     return f"{question} (follow-up to: {plain(last_user)[:500]})" if last_user else question
-
-
-# What the asker pasted (a log, a stack trace) and their own values (URLs, hosts, IDs) name nothing
-# the docs lack: the decision reads the question without them.
-URL_OR_EMAIL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^@\s]+@[^@\s]+\.[a-z]{2,}", re.I)
-IP_ADDRESS = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?:/\d+)?")
-HOST = re.compile(r"(?:[a-z0-9-]+\.){2,}[a-z]{2,}(?::\d+)?(?:/\S*)?", re.I)  # a.acme.io/x
-TOKEN_EDGES = "\"'`()[]{}<>,;:!?."
-PASTED = re.compile(
-    r"```[^`]*```|\n(?:\t| {2,})[^\n]*|^Traceback \(most recent call last\):"
-    r"|^\s*File \"[^\"]*\", line \d+[^\n]*|\bat [\w.$<>]+ \([^()\s]*:\d+:\d+\)",
-    re.M,
-)
-
-
-def own_value(word: str) -> bool:
-    """A URL, an email or IP address, a host name of three or more labels, or an ID with a
-    random-looking part (a piece of 4+ characters switching between letters and digits 3+ times:
-    7d9fb, evt_8f3k2; not x509, sha256, rhel8): the asker's, not a name of the docs."""
-    w = word.strip(TOKEN_EDGES)
-    if URL_OR_EMAIL.fullmatch(w) or IP_ADDRESS.fullmatch(w):
-        return True
-    if HOST.fullmatch(w) and not any(p[:1].isupper() for p in w.split(".")[1:]):  # not a.b.Class
-        return True
-    return any(
-        len(piece) >= 4 and len(re.findall(r"[A-Za-z]+|\d+", piece)) >= 4
-        for piece in re.split(r"[-_./:=]", w)
-    )
-
-
-def without_own_values(question: str) -> str:
-    """The question without what the asker pasted (a fenced block, indented lines, a stack
-    trace's frames) and their own values; a question that is nothing else is read whole."""
-    asked = " ".join(w for w in PASTED.sub(" ", question).split() if not own_value(w))
-    return asked or question

@@ -8,7 +8,7 @@ from functools import cache, lru_cache
 
 from index.search import Searcher
 
-from .condense import without_own_values
+from .reading import read
 from .words import DocsWords, docs_words, specific_phrases, zipf
 
 # The local embedder reads English only: offline, a question in another language than the docs
@@ -19,8 +19,8 @@ from .words import DocsWords, docs_words, specific_phrases, zipf
 # prior: as likely as every other language together (DOCS_PRIOR), so that lingua's likelihoods
 # must outweigh it before a question is another language (CONFIDENT).
 # (chosen on the seven eval sets' 1,100 questions: with the names left out, a prior of 0.5 reads
-# none of their English questions as another language and finds 8 of 9 foreign ones; 0.9 and 0.99
-# miss "Quanto tempo dura un token di accesso?" too: bench/RESULTS.md, section calibration)
+# none of their English questions as another language and finds 9 of 9 foreign ones; 0.9 and 0.99
+# miss "Quanto tempo dura un token di accesso?": bench/RESULTS.md, section calibration)
 MIN_WORDS, CONFIDENT, DOCS_PRIOR = 3, 0.9, 0.5
 # a word: a run of letters, or one character of a script written without spaces (CJK, kana)
 UNSPACED = "\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff"
@@ -69,9 +69,10 @@ def docs_language_name(searcher: Searcher) -> str:
 
 
 def own_words(question: str, docs: DocsWords | None = None) -> str:
-    """The question's words that tell its language: without what the asker pasted, their own
-    values and the names in it (a name reads alike in every language): the question's names, and
-    the docs' words that are no English word ("duckdb", "kubectl")."""
+    """The question's words that tell its language: its prose (`reading.read`: without what the
+    asker pasted or typed as code, paths, versions, values) less the names in it, which read alike
+    in every language: the question's names, and the docs' words that are no English word
+    ("duckdb", "kubectl")."""
     names = {w for p in specific_phrases(question) for w in p.split()}
 
     def name(w: str) -> bool:
@@ -79,7 +80,7 @@ def own_words(question: str, docs: DocsWords | None = None) -> str:
         low = w.lower()
         return w in names or (docs is not None and zipf(low) == 0 and docs.knows(low))
 
-    return " ".join(w for w in without_own_values(question).split() if not name(w))
+    return " ".join(w for w in read(question).prose.split() if not name(w))
 
 
 @lru_cache(maxsize=256)  # asked before the typos are read and again when deciding

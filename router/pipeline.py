@@ -268,10 +268,12 @@ class Pipeline:
 
     def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
         """The question with its typos read as the words they stand for (words.correct_typos);
-        a question in another language than the docs has none of theirs ("Wie" is no "Wire")."""
-        if language.foreign_language(question, searcher):
+        a question in another language than the docs has none of theirs ("Wie" is no "Wire"),
+        asked only when there is something to correct."""
+        fixed, typos = words.correct_typos(question, searcher)
+        if typos and language.foreign_language(question, searcher):
             return question, {}
-        return words.correct_typos(question, searcher)
+        return fixed, typos
 
     def new_trace(self) -> Trace:
         trace = Trace(offline=self.client is None, models={"embed": self.engine.embedder.name})

@@ -10,7 +10,7 @@ markdown-it-py parses the question as the markdown Slack and GitHub render: code
 indented code and block quotes are the asker's material; the rest is prose, read word by word, a
 word with a character no English word has inside it (a digit, `_`, `/`, `\\`, `.`, `=`, `:`, `@`,
 `$`, `<`) being a value or identifier the asker typed ("3.12.5", "x.x.x", "MY_TOKEN", "src/app.py",
-"--frozen" is kept: a flag is a word of the docs), as is what `condense.own_value` finds. The
+"--frozen" is kept: a flag is a word of the docs), as is what `own_value` finds. The
 question's sentences are its prose cut at sentence ends and blank lines.
 """
 
@@ -22,7 +22,33 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
-from .condense import PASTED, own_value
+# What the asker pasted (a log, a stack trace, indented lines) and their own values (URLs, hosts,
+# IDs), found even where the question is no markdown
+URL_OR_EMAIL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|[^@\s]+@[^@\s]+\.[a-z]{2,}", re.I)
+IP_ADDRESS = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?:/\d+)?")
+HOST = re.compile(r"(?:[a-z0-9-]+\.){2,}[a-z]{2,}(?::\d+)?(?:/\S*)?", re.I)  # a.acme.io/x
+TOKEN_EDGES = "\"'`()[]{}<>,;:!?."
+PASTED = re.compile(
+    r"```[^`]*```|\n(?:\t| {2,})[^\n]*|^Traceback \(most recent call last\):"
+    r"|^\s*File \"[^\"]*\", line \d+[^\n]*|\bat [\w.$<>]+ \([^()\s]*:\d+:\d+\)",
+    re.M,
+)
+
+
+def own_value(word: str) -> bool:
+    """A URL, an email or IP address, a host name of three or more labels, or an ID with a
+    random-looking part (a piece of 4+ characters switching between letters and digits 3+ times:
+    7d9fb, evt_8f3k2; not x509, sha256, rhel8): the asker's, not a name of the docs."""
+    w = word.strip(TOKEN_EDGES)
+    if URL_OR_EMAIL.fullmatch(w) or IP_ADDRESS.fullmatch(w):
+        return True
+    if HOST.fullmatch(w) and not any(p[:1].isupper() for p in w.split(".")[1:]):  # not a.b.Class
+        return True
+    return any(
+        len(piece) >= 4 and len(re.findall(r"[A-Za-z]+|\d+", piece)) >= 4
+        for piece in re.split(r"[-_./:=]", w)
+    )
+
 
 PARSER = MarkdownIt("commonmark")
 MATERIAL_BLOCKS = {"fence", "code_block", "html_block"}
