@@ -73,7 +73,7 @@ class FieldGuide:
     def __enter__(self) -> FieldGuide:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
 
     def close(self) -> None:

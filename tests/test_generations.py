@@ -11,9 +11,10 @@ from router.engine import Engine
 from router.pipeline import Pipeline
 from tests.conftest import write_docs
 
-DOCS = {
+RETRIES = "# Webhook retries\n\nA failed webhook is retried 5 times.\n"
+DOCS: dict[str, str | bytes] = {
     "auth/keys.md": "# API keys\n\nRotate an API key from the dashboard every 90 days.\n",
-    "hooks/retries.md": "# Webhook retries\n\nA failed webhook is retried 5 times.\n",
+    "hooks/retries.md": RETRIES,
 }
 QUESTIONS = (
     "How often do I rotate an API key?",
@@ -34,7 +35,7 @@ def test_no_old_generation_is_alive_after_20_reindexes(tmp_path, local_embedder)
         for q in QUESTIONS:
             pipeline.answer(q)
         del loaded
-        write_docs(docs, {"hooks/retries.md": DOCS["hooks/retries.md"] + f"\nRun {n}.\n"})
+        write_docs(docs, {"hooks/retries.md": RETRIES + f"\nRun {n}.\n"})
         index_folder(db, docs, local_embedder)
     current = pipeline.engine.loaded(wait=True).searcher
     deadline = time.monotonic() + 60  # a new generation's words are built on a thread of its own
