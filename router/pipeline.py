@@ -4,14 +4,14 @@ FieldGuide.ask).
 
 `Pipeline.steps` reads top to bottom: the steps every question takes fill one `Asked`
 (router/question.py); then one path runs, the offline one (no key) or the Claude one, and returns
-a Draft of what it found, wrote and decided; router/verdict.py alone chooses the verdict that
-stands. Every Claude step goes through router/claude.py, which retries what the API means to be
-retried within the question's deadline and runs a step offline when Claude fails or replies with
-something unusable: a failed step changes only itself, and quotes shown offline stand on the
-offline decision. Passages are checked against their chunk, citations against the blocks that
-were sent, so nothing reaches the user as a quote that is not in the docs; an answer that cites
-nothing is never shown (the docs' own quotes are), and one whose claims could not be checked
-says so.
+a Draft of what it found, wrote and decided; router/question.py's `verdict` alone chooses the
+verdict that stands. Every Claude step goes through router/claude.py, which retries what the API
+means to be retried within the question's deadline and runs a step offline when Claude fails or
+replies with something unusable: a failed step changes only itself, and quotes shown offline
+stand on the offline decision. Passages are checked against their chunk, citations against the
+blocks that were sent, so nothing reaches the user as a quote that is not in the docs; an answer
+that cites nothing is never shown (the docs' own quotes are), and one whose claims could not be
+checked says so.
 
 With Claude, the path before the answer is a setting (`path`, FIELDGUIDE_CLAUDE_PATH):
 - "sequential": classify, then search, then extract passages, then answer (three round trips
@@ -39,8 +39,7 @@ from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .classify import Classification, ClaudeClassifier
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Scope
-from .question import Asked, Laps, checked_question
-from .verdict import Draft, verdict
+from .question import Asked, Draft, checked_question, verdict
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +138,9 @@ class Pipeline:
         loaded = self.engine.loaded()  # one index generation for the whole answer
         router = self.engine.router_for(loaded, scope)
         clock = Laps(trace.timings_ms)
-        return Asked(question, history, scope, on_text, trace, claude, loaded, router, clock)
+        return Asked(
+            question, history, scope, on_text, trace, claude, loaded, router, router.searcher, clock
+        )
 
     def steps(self, q: Asked) -> Answer:
         """The question's path: what every question takes, then one path, then the verdict."""
@@ -270,6 +271,7 @@ class Pipeline:
             h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits
         ]
         q.hits = decision.hits
+        q.chunks = {h["id"]: h for h in trace.hits}
 
     def assess(self, q: Asked) -> tuple[decide.Decision, decide.Decision]:
         """(the offline decision, the gate before extraction): the same calibrated p read in the
@@ -366,6 +368,18 @@ class Pipeline:
 def context_passages(q: Asked) -> list[Passage]:
     """The top chunks' paragraphs, as the answer reads them on the cite path."""
     return citations.context_passages(q.hits[:CONTEXT_CHUNKS])
+
+
+class Laps:
+    """Each step's milliseconds into `timings`."""
+
+    def __init__(self, timings: dict):
+        self.timings, self.clock = timings, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round((now - self.clock) * 1000, 1)
+        self.clock = now
 
 
 def fell_back(trace: Trace, step: str, why: str) -> None:

@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 from bot.state.sqlite import SqliteState
+from index.indexer import index_folder
 from index.store import open_db
 from router.answer import Answer
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import EXAMPLES, ROOT, write_docs
+from tests.test_teams import ALPHA_DEPLOY
 
 STRESS_SECONDS = 20.0
 
@@ -107,3 +109,105 @@ def test_writers_readers_and_an_index_run_lose_nothing(examples_db, tmp_path):  
     fresh.close()
     state.db.close()
     assert Path(examples_db).is_file()
+
+
+# -- 5. questions during reindexes (SQLite) --------------------------------------------------------
+
+
+def test_questions_during_reindexes_are_all_answered_and_recorded(tmp_path, local_embedder):
+    """A reindex committing every half second (twice the attack's /docs-reindex rate, and a doc
+    rewritten before each, so the chunks a question found leave the index) while three threads
+    ask about that doc: every question gets its answer, none raises, and every answer has its
+    audit row."""
+    import threading
+    import time
+
+    from bot.app import FieldGuide
+    from bot.settings import Settings
+    from index.store import open_db
+
+    def rotation(n: int) -> str:
+        return (
+            f"---\nintent: ops\n---\n# Key rotation\n\nRotate the signing key every {n} days with"
+            f" the rotation job (revision {n}). The job retires the old key after one day.\n"
+        )
+
+    docs = write_docs(
+        tmp_path / "docs", {"ops/rotation.md": rotation(0), "ops/deploy.md": ALPHA_DEPLOY}
+    )
+    db = str(tmp_path / "index.db")
+    index_folder(db, docs, local_embedder)
+    guide = FieldGuide(Settings(db=db), embedder=local_embedder)
+    guide.ask("warm up")
+    stop = threading.Event()
+    errors: list[str] = []
+    answered: list[int | None] = []
+    reindexes = 0
+
+    def reindex() -> None:
+        nonlocal reindexes
+        n = 1
+        while not stop.is_set():
+            (docs / "ops" / "rotation.md").write_text(rotation(n))
+            try:
+                index_folder(db, docs, local_embedder)
+                reindexes += 1
+            except Exception as e:  # noqa: BLE001 - counted: the test says which
+                errors.append(f"reindex: {type(e).__name__}: {e}")
+            n += 1
+            stop.wait(0.5)
+
+    def ask() -> None:
+        while not stop.is_set():
+            try:
+                ans = guide.ask("How often is the signing key rotated?")
+                answered.append(ans.audit_id)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"question: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=reindex)] + [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(8)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    assert reindexes >= 5 and len(answered) >= 20, (reindexes, len(answered))
+    assert errors == [], sorted({e[:40] for e in errors})
+    assert None not in answered  # every answer recorded
+    with open_db(db).conn as conn:
+        (rows,) = conn.execute("SELECT count(*) FROM answers").fetchone()
+    assert rows == len(answered) + 1  # and the warm-up
+
+
+def test_audit_rows_wait_for_another_writer_instead_of_being_lost(examples_db):
+    """Another connection committing write after write (an index run's) while answers are
+    recorded: each audit write waits its turn; none is lost to "database is locked"."""
+    import threading
+    import time
+
+    from bot.state.sqlite import SqliteState
+    from index.store import open_db
+    from router.answer import Answer
+
+    state = SqliteState(open_db(examples_db))
+    stop = threading.Event()
+
+    def writer() -> None:
+        conn = open_db(examples_db).conn
+        n = 0
+        while not stop.is_set():
+            with conn:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('busy', ?)", [str(n)])
+                time.sleep(0.002)
+            time.sleep(0.003)
+            n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        ids = [state.record_answer(Answer(f"q{i}", "q", "ANSWER", "…"), {}) for i in range(100)]
+    finally:
+        stop.set()
+        thread.join()
+    assert None not in ids and len(set(ids)) == 100
