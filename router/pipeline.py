@@ -137,9 +137,9 @@ class Pipeline:
         claude = Claude(self.client, self.deadline, lambda step, why: fell_back(trace, step, why))
         loaded = self.engine.loaded()  # one index generation for the whole answer
         router = self.engine.router_for(loaded, scope)
-        clock = Laps(trace.timings_ms)
+        lap = Laps(trace.timings_ms).lap
         return Asked(
-            question, history, scope, on_text, trace, claude, loaded, router, router.searcher, clock
+            question, history, scope, on_text, trace, claude, loaded, router, router.searcher, lap
         )
 
     def steps(self, q: Asked) -> Answer:
@@ -149,20 +149,20 @@ class Pipeline:
         # frequencies; timed apart, so no step's figure counts it
         words.docs_words(q.searcher)
         words.zipf("the")
-        q.clock.lap("load")
+        q.lap("load")
         q.condensed = self.condense(q)
-        q.clock.lap("condense")
+        q.lap("condense")
         q.condensed = self.correct_typos(q)
         # the first word the docs don't know also loads the spelling dictionaries, once a process
-        q.clock.lap("typos")
+        q.lap("typos")
         early = self.classify_early(q)
         q.query_vec, note = self.engine.embed_query(q.condensed)
         q.trace.notes += [note] if note else []
-        q.clock.lap("embed")
+        q.lap("embed")
         self.route(q, early)
-        q.clock.lap("route_retrieve")
+        q.lap("route_retrieve")
         q.offline_verdict, gate = self.assess(q)
-        q.clock.lap("decide")
+        q.lap("decide")
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             draft = Draft(gate)
         elif self.client is None:
@@ -178,13 +178,13 @@ class Pipeline:
         offline decision."""
         assert q.offline_verdict is not None
         passages = self.offline_passages(q)
-        q.clock.lap("extract")
+        q.lap("extract")
         if not passages:
             return Draft(q.offline_verdict)
         written, passages, sources = self.quotes(q, passages)
-        q.clock.lap("answer")
+        q.lap("answer")
         checked = claims.offline(written.citations)
-        q.clock.lap("check")
+        q.lap("check")
         return Draft(q.offline_verdict, passages, written, sources, checked)
 
     def claude_path(self, q: Asked, gate: decide.Decision) -> Draft:
@@ -194,7 +194,7 @@ class Pipeline:
         assert q.offline_verdict is not None
         cite = self.path == "cite" and q.claude.available
         passages = context_passages(q) if cite else self.extract(q)
-        q.clock.lap("extract")
+        q.lap("extract")
         if "extract" in q.claude.fell_back:  # Claude was to check the passages but failed
             gate = q.offline_verdict
             if gate.decision == ABSTAIN:
@@ -202,14 +202,14 @@ class Pipeline:
         if not passages:
             return Draft(gate)
         written, passages, sources = self.write(q, passages, cite)
-        q.clock.lap("answer")
+        q.lap("answer")
         if written.by == "offline":  # the docs' own quotes stand on the offline decision alone
             gate = q.offline_verdict
         passages = citations.cited_passages(passages, written) if cite else passages
         checked = None
         if written.status in (compose.OK, compose.INCOMPLETE):
             checked = self.check_claims(q, written)
-        q.clock.lap("check")
+        q.lap("check")
         return Draft(gate, passages, written, sources, checked)
 
     # -- the steps -------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from .claude import Claude
 
 if TYPE_CHECKING:
     from .engine import Loaded, Scope
-    from .pipeline import Laps
     from .policy import Router
 
 MAX_QUESTION_CHARS = condense.MAX_QUESTION_CHARS
@@ -61,7 +60,7 @@ class Asked:
     # what the question's words are read against: the scope's docs only (its spelling, signals
     # and messages know nothing of the docs outside it), else the whole index
     searcher: Searcher
-    clock: Laps
+    lap: Callable[[str], None]  # the step just done, timed into trace.timings_ms
     condensed: str = ""  # the question as searched: thread context folded in, typos read
     query_vec: np.ndarray | None = None
     hits: list[Hit] = field(default_factory=list)
