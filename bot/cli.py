@@ -401,6 +401,34 @@ def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
 
 
 @command(
+    "Serve the docs to MCP hosts (Claude Code, Claude Desktop, Cursor): over stdio, or with"
+    " --http PORT over Streamable HTTP (FIELDGUIDE_MCP_TOKEN required)."
+)
+@option("--http", type=int, metavar="PORT", help="serve Streamable HTTP at /mcp on this port")
+@option(
+    "--host",
+    default="127.0.0.1",
+    help="address to bind with --http (default 127.0.0.1: this machine only; 0.0.0.0 in a"
+    " container)",
+)
+@option(
+    "--scope",
+    help="see only this entry of FIELDGUIDE_SCOPES (default: FIELDGUIDE_MCP_SCOPE, else the"
+    " file's default entry, else everything)",
+)
+def mcp(settings: Settings, http: int | None, host: str, scope: str | None, db: str) -> int:
+    import logging
+
+    from .app import FieldGuide
+    from .mcp_server import run
+
+    # stdout is the protocol's over stdio: every log line goes to stderr
+    logging.basicConfig(level=settings.log_level, stream=sys.stderr)
+    run(FieldGuide.open(settings, db), http, host, scope)
+    return 0
+
+
+@command(
     "PostgreSQL for a fleet (FIELDGUIDE_DATABASE_URL): create or migrate the schema.", db=False
 )
 @click.argument("action", type=click.Choice(["upgrade"]), help="upgrade: apply pending migrations")

@@ -112,6 +112,14 @@ def duration(v: Any) -> str | None:
     return None if seconds == 0 or seconds >= 1 else "must be at least 1s"
 
 
+MIN_TOKEN_CHARS = 32  # 128 bits as hex: beyond guessing over the network
+
+
+def token_length(v: Any) -> str | None:
+    ok = v == "" or len(str(v)) >= MIN_TOKEN_CHARS
+    return None if ok else f"must be {MIN_TOKEN_CHARS} characters or more"
+
+
 def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
 
@@ -359,6 +367,19 @@ class Settings:
         "",
         "YAML file mapping Slack channels to the intents/folders they search; empty = all",
     )
+    mcp_scope: str = _setting(
+        "FIELDGUIDE_MCP_SCOPE",
+        "",
+        "`fieldguide mcp` sees only this entry of FIELDGUIDE_SCOPES (its key: a channel id, #name"
+        " or default); empty = the file's default entry, else everything",
+    )
+    mcp_token: str = _setting(
+        "FIELDGUIDE_MCP_TOKEN",
+        "",
+        "bearer token every request to `fieldguide mcp --http` must carry (32 characters or more,"
+        " e.g. openssl rand -hex 32); empty = --http refuses to start",
+        token_length,
+    )
     doc_owners: str = _setting(
         "FIELDGUIDE_DOC_OWNERS",
         "off",
@@ -414,7 +435,8 @@ class Settings:
             elif isinstance(value, float) and not math.isfinite(value):
                 problems.append(f"{f.metadata['env']}={value!r} must be a finite number")
             elif check and (why := check(value)):
-                problem = f"{f.metadata['env']}={value!r} {why} ({f.metadata['help']})"
+                shown = "***" if f.metadata["env"].endswith("_TOKEN") else repr(value)  # a secret
+                problem = f"{f.metadata['env']}={shown} {why} ({f.metadata['help']})"
                 problems.append(redact(problem, str(value)))  # a URL's password is not shown
         if problems:
             raise SettingsError.of(problems)
