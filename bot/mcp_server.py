@@ -169,8 +169,9 @@ class Section(BaseModel):
     url: str
     intent: str
     text: str = Field(description=f"the section's text, cut with a mark past a limit. {QUOTED}")
-    chars: int = Field(description="the section's whole length, in characters")
+    chars: int = Field(description="the whole section's length in characters (its chunks')")
     others: list[str] = Field(description="ids of other sections at the same URL")
+    note: str = QUOTED
 
 
 class Intent(BaseModel):
