@@ -446,3 +446,22 @@ def test_a_reindex_during_calls_loses_nothing(tmp_path, local_embedder):
     asks = [r for r in results if r.structured_content and "decision" in r.structured_content]
     assert all(a.structured_content["citations"] for a in asks)
     assert len(audit_rows(db)) == len(asks)
+
+
+def test_doctor_checks_the_mcp_settings(scoped, monkeypatch, capsys):
+    from tests.test_doctor import lines
+
+    settings = scoped.settings
+    monkeypatch.setenv("FIELDGUIDE_SCOPES", settings.scopes)
+    monkeypatch.setenv("FIELDGUIDE_MCP_SCOPE", "alpha-team")
+    main(["doctor", "--db", settings.db, "--docs", str(EXAMPLES)])
+    found = lines(capsys.readouterr().out)
+    assert found["mcp"] == (
+        "ok",
+        "sees #alpha-team (intents alpha); --http needs FIELDGUIDE_MCP_TOKEN",
+    )
+    monkeypatch.setenv("FIELDGUIDE_MCP_SCOPE", "#gamma")
+    monkeypatch.setenv("FIELDGUIDE_MCP_TOKEN", TOKEN)
+    assert main(["doctor", "--db", settings.db, "--docs", str(EXAMPLES)]) == 1
+    status, detail = lines(capsys.readouterr().out)["mcp"]
+    assert status == "FAIL" and "FIELDGUIDE_MCP_SCOPE=#gamma is no entry of" in detail
