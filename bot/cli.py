@@ -400,30 +400,16 @@ def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
     return 0
 
 
-@command(
-    "Serve the docs to MCP hosts (Claude Code, Claude Desktop, Cursor): over stdio, or with"
-    " --http PORT over Streamable HTTP (FIELDGUIDE_MCP_TOKEN required)."
-)
-@option("--http", type=int, metavar="PORT", help="serve Streamable HTTP at /mcp on this port")
+@command("Serve the docs to MCP hosts (Claude Code, Cursor...) over stdio, or with --http PORT.")
+@option("--http", type=int, metavar="PORT", help="Streamable HTTP at /mcp (FIELDGUIDE_MCP_TOKEN)")
 @option(
-    "--host",
-    default="127.0.0.1",
-    help="address to bind with --http (default 127.0.0.1: this machine only; 0.0.0.0 in a"
-    " container)",
+    "--host", default="127.0.0.1", help="address for --http (default 127.0.0.1; containers 0.0.0.0)"
 )
-@option(
-    "--scope",
-    help="see only this entry of FIELDGUIDE_SCOPES (default: FIELDGUIDE_MCP_SCOPE, else the"
-    " file's default entry, else everything)",
-)
+@option("--scope", help="see only this FIELDGUIDE_SCOPES entry (default: FIELDGUIDE_MCP_SCOPE)")
 def mcp(settings: Settings, http: int | None, host: str, scope: str | None, db: str) -> int:
-    import logging
-
     from .app import FieldGuide
     from .mcp_server import run
 
-    # stdout is the protocol's over stdio: every log line goes to stderr
-    logging.basicConfig(level=settings.log_level, stream=sys.stderr)
     run(FieldGuide.open(settings, db), http, host, scope)
     return 0
 

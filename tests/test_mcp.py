@@ -27,15 +27,8 @@ from mcp_types import Implementation
 from bot import api
 from bot.app import FieldGuide
 from bot.cli import main
-from bot.mcp_server import (
-    INSTRUCTIONS,
-    MAX_HITS,
-    MAX_RESULT_CHARS,
-    MAX_SECTION_CHARS,
-    QUOTED,
-    build,
-    deployment_scope,
-)
+from bot.mcp_results import MAX_HITS, MAX_RESULT_CHARS, MAX_SECTION_CHARS, QUOTED
+from bot.mcp_server import INSTRUCTIONS, build, deployment_scope
 from bot.settings import Settings, SettingsError
 from router.answer import occurs_in
 from router.citations import link_for
