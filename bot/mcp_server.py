@@ -478,16 +478,30 @@ def run(guide: FieldGuide, http: int | None, host: str, scope_key: str | None = 
     logging.basicConfig(level=settings.log_level, stream=sys.stderr)
     if http is not None and not settings.mcp_token:
         raise ValueError("mcp --http needs FIELDGUIDE_MCP_TOKEN (the clients' bearer token)")
-    scope = deployment_scope(guide, scope_key)
-    server = build(guide, scope)
+    if settings.database_url:  # a fleet replica: the newest published index, then each new one
+        from .indexing import sync_published
+
+        held = sync_published(settings)
+        log.info("fleet mode: serving published index generation %s", held)
+    server = build(guide, deployment_scope(guide, scope_key))
     if http is None:
         # a host waits for the handshake: the index and the model load beside it
-        threading.Thread(target=guide.engine.warm, daemon=True).start()
+        threading.Thread(target=follow, args=(guide,), daemon=True).start()
         server.run("stdio")
         return
     import uvicorn
 
-    guide.engine.warm()
+    follow(guide)
     app = http_app(server, settings.mcp_token, host)
     log.info("MCP over Streamable HTTP on http://%s:%d/mcp", host, http)
     uvicorn.Server(uvicorn.Config(app, host=host, port=http, log_level="warning")).run()
+
+
+def follow(guide: FieldGuide) -> None:
+    """The engine warmed (the index, the model, the docs' words) and, in a fleet, kept on the
+    newest published index generation."""
+    guide.engine.warm()
+    if guide.settings.database_url:
+        from .indexing import start_follower
+
+        start_follower(guide.settings, guide.engine)

@@ -458,3 +458,33 @@ def test_doctor_checks_the_mcp_settings(scoped, monkeypatch, capsys):
     assert main(["doctor", "--db", settings.db, "--docs", str(EXAMPLES)]) == 1
     status, detail = lines(capsys.readouterr().out)["mcp"]
     assert status == "FAIL" and "FIELDGUIDE_MCP_SCOPE=#gamma is no entry of" in detail
+
+
+def test_on_the_fleets_postgresql(pg_server, examples_template, tmp_path):
+    """A replica beside the Slack replicas: its index is the newest one published to PostgreSQL
+    (it has none of its own at start), its answers are recorded in the fleet's audit trail."""
+    import uuid
+
+    import psycopg
+
+    from index.pg import upgrade
+    from index.publish import publish
+
+    url = pg_server.create_database("mcp_" + uuid.uuid4().hex[:8])
+    upgrade(url)
+    publish(url, str(examples_template))
+    replica_db = str(tmp_path / "replica" / "index.db")
+    (tmp_path / "replica").mkdir()
+
+    async def session():
+        params = stdio(replica_db, env={"FIELDGUIDE_DATABASE_URL": url})
+        me = Implementation(name="cursor", version="3")
+        async with Client(params, client_info=me) as client:
+            return await client.call_tool("ask", {"question": RETRIES_Q})
+
+    asked = run(session)
+    assert not asked.is_error, asked.content
+    check_citations(asked.structured_content, replica_db)
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT question, channel FROM answers").fetchall()
+    assert rows == [(RETRIES_Q, "mcp:cursor")]
