@@ -148,8 +148,11 @@ def test_stdio_tools_answers_and_abstains(examples_db):
 
 
 def test_stdio_search_read_and_resources(examples_db):
+    """Through the initialize handshake, as a host older than the 2026-07-28 revision connects."""
+
     async def session():
-        async with Client(stdio(examples_db)) as client:
+        async with Client(stdio(examples_db), mode="legacy") as client:
+            assert client.protocol_version < "2026-07-28"
             found = await client.call_tool("search", {"query": "retry schedule", "k": 3})
             hit = found.structured_content["hits"][0]
             by_id = await client.call_tool("read_section", {"section": hit["id"]})
