@@ -66,12 +66,15 @@ from .mcp_results import (
     Source,
     T,
     cut,
+    name,
+    size,
     within_budget,
 )
 from .scopes import DEFAULT, ScopeError
 
 if TYPE_CHECKING:
     from router.answer import Answer
+    from router.answer import Source as AnswerSource
     from router.engine import Scope
     from router.policy import RouteDecision
 
@@ -81,6 +84,7 @@ log = logging.getLogger(__name__)
 
 MAX_RESOURCES = 1_000  # sections listed as resources (every one can be read by its URL)
 MAX_REF_CHARS = 2_000  # a section id or URL read at most
+MAX_SAME_URL = 20  # sections at one URL read (a heading repeated in a doc shares its anchor)
 INDEX_RETRIES = 3  # a search asked again when a reindex takes a chunk it found (as an answer is)
 SEAM_MIN, SEAM_REACH = 12, 1_000  # the overlap a section's consecutive chunks share, found back
 RESOURCE_SCHEME = "fieldguide:///"  # a section without an absolute URL, as a resource
@@ -167,14 +171,14 @@ class Sections:
                 found = self._read(conn, *place, limit)
                 return [found] if found else []
             url = ref.removeprefix(RESOURCE_SCHEME)
-            out = []
+            out: list[Found] = []
             for doc, doc_url in doc_urls(conn):
                 top: dict = {"doc": doc, "heading_path": [], "url": doc_url}
                 if link_for(top, self.base_url) != url.split("#")[0]:
                     continue
                 for path in doc_sections(conn, doc):
                     chunk = {"doc": doc, "heading_path": json.loads(path), "url": doc_url}
-                    if link_for(chunk, self.base_url) == url:
+                    if link_for(chunk, self.base_url) == url and len(out) <= MAX_SAME_URL:
                         found = self._read(conn, doc, path, limit)
                         out += [found] if found else []
             return out
@@ -192,7 +196,7 @@ class Sections:
                 heading_path = json.loads(path)
                 chunk = {"doc": doc, "heading_path": heading_path, "url": url}
                 uri = resource_uri(link_for(chunk, self.base_url))
-                out.setdefault(uri, (uri, label(title, heading_path), doc))
+                out.setdefault(uri, (uri, name(label(title, heading_path)), name(doc)))
         return list(out.values())
 
 
@@ -243,17 +247,24 @@ class DocsServer(MCPServer):
     async def read_resource(
         self, uri: Any, context: Context | None = None
     ) -> Iterable[ReadResourceContents]:
-        found = self.sections.find(str(uri))
+        found = self.sections.find(str(uri)[:MAX_REF_CHARS])
         if not found:
-            raise ResourceNotFoundError(f"no section at {uri}")
-        return [
+            raise ResourceNotFoundError(f"no section at {name(str(uri))}")
+        contents = (
             ReadResourceContents(
-                f"[{QUOTED} Source: {label(f.title, f.heading_path)} ({f.url})]\n\n"
+                f"[{QUOTED} Source: {name(label(f.title, f.heading_path))} ({name(f.url)})]\n\n"
                 + cut(f.text, MAX_SECTION_CHARS, f.chars),
                 "text/markdown",
             )
             for f in found
-        ]
+        )
+        kept, _ = within_budget(contents, lambda c: len(c.content), MAX_RESULT_CHARS)
+        return kept
+
+
+def source_of(s: AnswerSource) -> Source:
+    """An answer's numbered source, its names bounded."""
+    return Source(n=s.n, id=s.chunk_id, doc=name(s.doc), section=name(s.label), url=name(s.url))
 
 
 def fail_closed(call: Callable[[], T]) -> T:
@@ -296,30 +307,29 @@ class Tools:
                 return self.guide.ask(question, context=context, scope=self.scope)
 
         ans = fail_closed(answer)
+        text = cut(ans.text, MAX_ANSWER_CHARS)
+        sources, _ = within_budget(map(source_of, ans.sources), size, MAX_RESULT_CHARS - len(text))
         citations, _ = within_budget(
             (
                 Citation(
                     source=c.source,
-                    doc=c.doc,
-                    section=c.section,
-                    url=c.url,
+                    doc=name(c.doc),
+                    section=name(c.section),
+                    url=name(c.url),
                     quote=cut(c.cited_text, MAX_QUOTE_CHARS),
                     verified=c.verified,
                 )
                 for c in ans.citations
             ),
-            lambda c: len(c.quote) + 200,
-            MAX_RESULT_CHARS - MAX_ANSWER_CHARS - 2_000,
+            size,
+            MAX_RESULT_CHARS - len(text) - sum(map(size, sources)),
         )
         return AskResult(
             decision=ans.decision,  # type: ignore[arg-type]
-            answer=cut(ans.text, MAX_ANSWER_CHARS),
+            answer=text,
             caveat=ans.caveat,
             citations=citations,
-            sources=[
-                Source(n=s.n, id=s.chunk_id, doc=s.doc, section=s.label, url=s.url)
-                for s in ans.sources
-            ],
+            sources=sources,
             scope=self.where,
             audit_id=ans.audit_id,
         )
@@ -336,22 +346,27 @@ class Tools:
         asked = fail_closed(lambda: self.guide.pipeline.check(query))
         decision, hits = fail_closed(lambda: self._search(asked, k))
         base_url = self.guide.settings.docs_base_url
-        return SearchResult(
-            query=asked,
-            routed_to=[i for i, _ in decision.ranked[:3]],
-            hits=[
+        found, _ = within_budget(
+            (
                 Hit(
                     rank=n,
                     id=c["id"],
-                    doc=c["doc"],
-                    section=label(c["title"], c["heading_path"]),
-                    url=link_for(c, base_url),
+                    doc=name(c["doc"]),
+                    section=name(label(c["title"], c["heading_path"])),
+                    url=name(link_for(c, base_url)),
                     intent=c["intent"],
                     score=round(float(score), 4),
                     text=cut(c["text"], MAX_EXCERPT_CHARS),
                 )
                 for n, (score, c) in enumerate(hits, 1)
-            ],
+            ),
+            size,
+            MAX_RESULT_CHARS - len(asked),
+        )
+        return SearchResult(
+            query=asked,
+            routed_to=[i for i, _ in decision.ranked[:3]],
+            hits=found,
             scope=self.where,
         )
 
@@ -382,13 +397,13 @@ class Tools:
         f = found[0]
         return Section(
             id=f.id,
-            doc=f.doc,
-            section=label(f.title, f.heading_path),
-            url=f.url,
+            doc=name(f.doc),
+            section=name(label(f.title, f.heading_path)),
+            url=name(f.url),
             intent=f.intent,
             text=cut(f.text, MAX_SECTION_CHARS, f.chars),
             chars=f.chars,
-            others=[o.id for o in found[1:]][:20],
+            others=[o.id for o in found[1:]],
         )
 
     def list_intents(self) -> IntentList:
@@ -414,9 +429,7 @@ class Tools:
             for i in intents
             if i["name"] in seen
         )
-        kept, left = within_budget(
-            listed, lambda i: len(i.description) + sum(map(len, i.examples)) + 100, MAX_RESULT_CHARS
-        )
+        kept, left = within_budget(listed, size, MAX_RESULT_CHARS)
         return IntentList(intents=kept, left_out=left, scope=self.where)
 
 
