@@ -499,8 +499,10 @@ def run(guide: FieldGuide, http: int | None, host: str, scope_key: str | None = 
     server = build(guide, deployment_scope(guide, scope_key))
     if http is None:
         # a host waits for the handshake: the index and the model load beside it
-        threading.Thread(target=follow, args=(guide,), daemon=True).start()
+        warming = threading.Thread(target=follow, args=(guide,), daemon=True)
+        warming.start()
         server.run("stdio")
+        warming.join()  # a process ending inside the model's native code would abort
         return
     import uvicorn
 

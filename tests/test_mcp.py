@@ -505,3 +505,29 @@ def test_on_the_fleets_postgresql(pg_server, examples_template, tmp_path):
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT question, channel FROM answers").fetchall()
     assert rows == [(RETRIES_Q, "mcp:cursor")]
+
+
+def test_a_host_that_goes_away_at_once_ends_the_server_cleanly(examples_db, tmp_path):
+    """The host hangs up while the model is still loading: exit 0, no abort in native code."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "sh", "version": "1"},
+        },
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "mcp", "--db", examples_db],
+        input=json.dumps(hello) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr
+    reply = json.loads(done.stdout.splitlines()[0])
+    assert reply["result"]["serverInfo"]["name"] == "fieldguide"
