@@ -394,12 +394,11 @@ def test_a_huge_section_is_cut_with_a_mark_and_doc_text_stays_data(scoped):
     assert "PWNED" not in (server.instructions or "") + " ".join(d or "" for d in described)
 
 
-def test_an_unknown_scope_stops_the_server(scoped, capsys):
-    settings = scoped.settings
-    with pytest.raises(ValueError, match="no scope '#gamma'"):
-        deployment_scope(
-            FieldGuide.open(Settings(db=settings.db, scopes=settings.scopes)), "#gamma"
-        )
+def test_an_unknown_scope_stops_the_server(scoped, monkeypatch, capsys):
+    monkeypatch.setenv("FIELDGUIDE_SCOPES", scoped.settings.scopes)
+    assert main(["mcp", "--db", scoped.settings.db, "--scope", "#gamma"]) == 2
+    err = capsys.readouterr().err
+    assert "no scope '#gamma'" in err and "#alpha-team, #beta-team" in err
 
 
 def test_a_reindex_during_calls_loses_nothing(tmp_path, local_embedder):
