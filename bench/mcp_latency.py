@@ -11,6 +11,7 @@ launching the server to its first answer (what a host waits for on its first cal
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -92,7 +93,9 @@ copies.
 
 Per question, MCP minus API: p50 {o50:.0f} ms, p95 {o95:.0f} ms. The same decision on
 {decisions_agree} of {len(asked)} questions. From launching `fieldguide mcp` to its first answer
-(start-up, handshake, model and index loaded, one question): {first:.1f} s.
+(start-up, handshake, model and index loaded, one question): {first:.1f} s. The 1-minute load
+average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other work shares them:
+read the paired difference, not the absolute times).
 """
     print(body)
     write_section("mcp", body)
