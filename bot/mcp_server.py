@@ -50,6 +50,9 @@ from router.pipeline import QuestionError
 
 from .mcp_results import (
     MAX_ANSWER_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_EXAMPLE_CHARS,
+    MAX_EXAMPLES,
     MAX_EXCERPT_CHARS,
     MAX_HITS,
     MAX_QUOTE_CHARS,
@@ -421,8 +424,8 @@ class Tools:
         listed = (
             Intent(
                 name=i["name"],
-                description=cut(i["description"], 500),
-                examples=[cut(q, 200) for q in i["examples"][:5]],
+                description=cut(i["description"], MAX_DESCRIPTION_CHARS),
+                examples=[cut(q, MAX_EXAMPLE_CHARS) for q in i["examples"][:MAX_EXAMPLES]],
                 docs=i["docs"],
                 chunks=i["chunks"],
             )
