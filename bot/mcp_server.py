@@ -416,9 +416,9 @@ class Tools:
         from index.store import doc_intents, load_intents
 
         def read() -> tuple[list[dict], set[str]]:
-            index = self.guide.index
-            seen = {i for d, i in doc_intents(index) if visible(self.scope, i, d)}
-            return load_intents(index), seen
+            with read_snapshot(self.guide.settings.db) as conn:
+                seen = {i for d, i in doc_intents(conn) if visible(self.scope, i, d)}
+                return load_intents(conn), seen
 
         intents, seen = fail_closed(read)
         listed = (

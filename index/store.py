@@ -428,7 +428,7 @@ def chunk_headings(db: sqlite_utils.Database) -> Iterator[dict]:
         yield {"doc": doc, "intent": intent, "title": title, "heading_path": json.loads(path)}
 
 
-def load_intents(db: sqlite_utils.Database) -> list[dict]:
+def load_intents(db: Reader) -> list[dict]:
     out = []
     for row in db.execute(
         "SELECT name, description, examples, docs, chunks, owner FROM intents ORDER BY name"
