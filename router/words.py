@@ -25,6 +25,12 @@ ROOT_INSIDE = 6
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
 LETTERS = re.compile(r"[^\W\d_]+")
 VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")  # 4, 3.5, 4.15: joins a name (Opus 4), starts none
+# A word English knows is typed on purpose, never read as a typo ("git" is not "get", though the
+# docs say "get" far more often): a word wordfreq counts at least this often (zipf scale). Fitted
+# by bench/typos.py (KNOWN_QUANTILE): one edit (a swap of neighbours, a letter dropped) of every
+# lowercase word of the dev sets' questions that makes no dictionary word (symspellpy's) is a
+# typo; 99.5% of those typos lie below 3.05 on the zipf scale: a word at or above it is English's.
+KNOWN_ZIPF = 3.05
 
 
 # one build of each at a time: the engine's warm-up and a first question wait for the same one
@@ -205,7 +211,8 @@ TYPO_NOTE = "read "  # how a typo note starts: the Slack context line shows thos
 
 def correct_typos(question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
     """The question with its typos read as the words they stand for, and what was read as what.
-    A word the docs or English know is no typo; nor is a capitalised or code-like name."""
+    A word the docs or English know (KNOWN_ZIPF) is no typo; nor is a capitalised or code-like
+    name."""
     words = docs_words(searcher)
     names = {w.lower() for p in specific_phrases(question) for w in p.split()}
     fixed: dict[str, str] = {}
@@ -213,7 +220,9 @@ def correct_typos(question: str, searcher: Searcher) -> tuple[str, dict[str, str
     def fix(m: re.Match) -> str:
         w = m.group()
         low = w.lower()
-        if len(low) < 3 or low in names or low in STOPWORDS or words.knows(low):
+        if len(low) < 3 or low in names or low in STOPWORDS or zipf(low) >= KNOWN_ZIPF:
+            return w
+        if words.knows(low):
             return w
         right = words.apart(low) or words.correction(low)
         if not right:
