@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from bot.evaluation.retrieval import ALL_MODES
+from bot.evaluation import ALL_MODES
 from router.citations import label
 
 from . import api

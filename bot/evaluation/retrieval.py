@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from bot.evaluation import ALL_MODES
 from index.search import Hit
 from router.answer import squash
-
-# reranked: the routed list reordered by the reranker (needs a Voyage key), what the bot serves then
-ALL_MODES = ("bm25", "vector", "hybrid", "rrf", "routed", "reranked", "oracle")
 
 
 @dataclass
