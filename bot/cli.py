@@ -230,7 +230,12 @@ def ask(
     scope: str | None,
     db: str,
 ) -> int:
+    from router.talk import REPLIES, small_talk
+
     text = question_of(question)
+    if talk := small_talk(text):  # "thanks", "hello": nothing to look up, and no gap
+        print_json({"small_talk": talk, "text": REPLIES[talk]}) if as_json else print(REPLIES[talk])
+        return 0
     ans = api.ask(text, db, channel=channel, scope=scope, settings=settings)
     if as_json:
         print_json(answer_json(ans, show_context))
