@@ -479,7 +479,7 @@ class ModesCommand(click.Command):
 )
 @click.argument(
     "set_dir",
-    help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)",
+    help="a folder with docs/ and questions.jsonl (format: docs/quality.md, 'Eval sets')",
 )
 @option("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
 @json_flag("print every figure as one JSON object instead of the tables")

@@ -1,5 +1,5 @@
 """`fieldguide eval`: retrieval and routing measured on a set of docs with questions and gold
-answers, scored by the rules of shared/eval/README.md."""
+answers, scored as docs/quality.md ("Eval sets: the format") says."""
 
 from __future__ import annotations
 
