@@ -336,13 +336,19 @@ def gaps(
 
     print(
         f"{plural(info['unanswered'], 'question')} not answered well, in"
-        f" {plural(len(topics), 'topic')} (average-linkage cut at cosine distance {info['cut']},"
-        f" silhouette {info['silhouette']})"
+        f" {plural(len(topics), 'topic')} (questions about the same thing grouped together),"
+        " the likeliest missing docs first"
     )
     if info["small_talk"]:
         print(f"({plural(info['small_talk'], 'message')} of small talk left out)")
     for t in topics[:top]:
         print(f"\n{t.count:>4}  {t.questions[0]}")
+        answered = t.count - t.unsure
+        print(
+            f"      {plural(answered, 'question')} the docs did not answer"
+            + (f", {t.unsure} answered unsure" if t.unsure else "")
+            + (": write this up" if answered >= t.unsure else ": check the section covers it")
+        )
         doc = t.doc + (f" › {t.section}" if t.section else "") if t.doc else "-"
         where = f"nearest doc {doc} · intent {t.intent or '-'} · owner {t.owner or '-'}"
         print(f"      {where}" + (f"\n      {t.url}" if t.url and t.url != t.doc else ""))
