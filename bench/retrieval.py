@@ -121,6 +121,77 @@ def plot(results: list[dict], path) -> None:
     fig.savefig(path, dpi=120)
 
 
+# the title-and-headings field's share tried (search.HEADING_FIELD), leave one corpus out
+FIELD_GRID = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
+
+
+def objective(m: dict) -> float:
+    """What a share is chosen on: MRR@10 where the set has gold sections, else intent hit@1."""
+    return m["mrr@10"] if m["mrr@10"] is not None else m["intent_hit@1"]
+
+
+def heading_field(only: list[str] | None = None) -> None:
+    """search.HEADING_FIELD fitted leave-one-corpus-out: for each corpus, the share that is best
+    on the others (mean of `objective`), reported on it; hybrid search, unrouted."""
+    from harness import REAL_SETS, laid_out, set_dir
+
+    from bot.evaluation.retrieval import run_eval
+    from index.mapped import open_searcher
+    from index.search import HEADING_FIELD
+
+    embedder = make_embedder()
+    names = ["examples", "claude-docs", "openshift-4.15"]
+    names += [n for n in REAL_SETS if laid_out(n)]
+    names = [n for n in names if not only or n in only]
+    found: dict[str, dict[float, dict]] = {}
+    for name in names:
+        questions = [q for q in load_questions(set_dir(name) / "questions.jsonl") if q.intents]
+        _, searcher = open_searcher(eval_db(name, embedder), embedder.name)
+        vecs = {q.question: embedder.embed_query(q.question) for q in questions}
+        found[name] = {}
+        for share in FIELD_GRID:
+            searcher.heading_weight = share
+            out = run_eval(questions, searcher, vecs.__getitem__, modes=["hybrid"])
+            found[name][share] = out["modes"]["hybrid"]
+            print(name, share, found[name][share], flush=True)
+    rows = []
+    chosen = {}
+    for name in names:
+        others = [n for n in names if n != name]
+        best = max(
+            FIELD_GRID, key=lambda h: (np.mean([objective(found[n][h]) for n in others]), -h)
+        )
+        chosen[name] = best
+        before, after = found[name][0.0], found[name][best]
+        for label, m, h in (("before", before, 0.0), ("after", after, best)):
+            rows.append(
+                [name, label, h]
+                + [m[k] if m[k] is not None else "—" for k in ("hit@1", "hit@5", "mrr@10")]
+                + [m["intent_hit@1"]]
+            )
+    overall = max(FIELD_GRID, key=lambda h: (np.mean([objective(found[n][h]) for n in names]), -h))
+    grid = table(
+        ["share"] + names,
+        [[h] + [f"{objective(found[n][h]):.3f}" for n in names] for h in FIELD_GRID],
+    )
+    body = f"""## A page's title and headings as a field of their own (bench/retrieval.py)
+
+`python bench/retrieval.py --heading-field` — hybrid search (unrouted) with a BM25 over each
+chunk's title and heading path alone fused in at a share (index/search.py HEADING_FIELD, shipped
+{HEADING_FIELD}); the share for each corpus is the one best on the other corpora (mean MRR@10, or
+intent hit@1 where a set has no gold sections: openshift-4.15), tried among {list(FIELD_GRID)}, and
+reported on the corpus left out ("before": share 0, the body's BM25 with its headings counted
+{3} times and the meaning only). Fitted on every corpus: {overall}.
+
+{table(["corpus", "", "share", "hit@1", "hit@5", "MRR@10", "intent hit@1"], rows)}
+
+Each share's figure on each corpus (MRR@10; openshift-4.15: intent hit@1):
+
+{grid}
+"""
+    write_section("heading-field", body)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -130,7 +201,11 @@ def main() -> None:
     p.add_argument(
         "--rank-bm25-up-to", type=int, default=100000, help="largest size to compare with rank-bm25"
     )
+    p.add_argument("--heading-field", action="store_true", help="only fit and report HEADING_FIELD")
     args = p.parse_args()
+    heading_field()
+    if args.heading_field:
+        return
 
     embedder = make_embedder()
     db = eval_db("openshift-4.15", embedder)

@@ -161,7 +161,7 @@ def test_search_and_ask_json(examples_db, capsys):
 def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not sqlite" * 100)
-    assert main(["ask", "anything", "--db", str(bad)]) == 2
+    assert main(["ask", "what is a webhook", "--db", str(bad)]) == 2
     assert "is not an index" in capsys.readouterr().err
 
 
