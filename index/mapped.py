@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from .furniture import Counts, Furniture
-from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens, heading_tokens
+from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
 from .store import IndexMissing, check_model, doc_updated, open_db, record
 
 MAGIC = b"FGARRAY1"
-FORMAT = 3  # 2: the furniture arrays; 3: the title-and-headings field's BM25
+FORMAT = 2  # 2: the furniture arrays
 ALIGN = 64
 
 
@@ -153,7 +153,6 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
     section_of: dict[tuple[str, str], int] = {}
     sections = np.zeros(n, dtype=np.int32)
     furniture = Counts()
-    heads: list[list[str]] = []  # each chunk's title-and-headings terms: a few words a chunk
 
     def rows():
         cursor = conn.execute(
@@ -172,11 +171,9 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
             furniture.add(doc, title, json.loads(path), text, start)
             if blob is not None:
                 vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            heads.append(heading_tokens(search_text))
             yield bm25_tokens(search_text)
 
     bm25 = BM25(rows())
-    headings = BM25(heads)
     # intent ids in name order
     names = sorted(intent_of)
     remap = np.zeros(max(len(names), 1), dtype=np.int32)
@@ -195,7 +192,6 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
         "sections": sections,
         "vectors": vectors,
         **bm25.arrays(),
-        **headings.arrays("heading_"),
         **furniture.result().arrays(),
     }
     return header, arrays
@@ -270,6 +266,5 @@ def open_searcher(
         BM25.from_arrays(a),
         Records(conn, a["ids"]),
         Furniture.from_arrays(a),
-        BM25.from_arrays(a, "heading_"),
     )
     return head["generation"], searcher

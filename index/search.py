@@ -32,13 +32,6 @@ TOKENIZER_VERSION = 3
 # about (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs
 # recall@3 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
 HEADING_WEIGHT = 3
-# A page's title and heading path also weigh as a field of their own: a BM25 over them alone
-# (short, so a heading that is mostly the question's words scores high, whatever the body says),
-# fused with this share beside the words-and-meaning score. "What models are available?" is about
-# a page titled "Models overview", which the body's words ("available" in Bedrock's "List available
-# models") and the meaning did not bring into the top 20. Fitted leave-one-corpus-out on the eval
-# sets by bench/retrieval.py (section heading-field), where the figures before and after are.
-HEADING_FIELD = 0.15
 # fmt: off
 STOPWORDS = frozenset([
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from",
@@ -66,11 +59,6 @@ def stem(word: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     return [stem(t[:MAX_TERM_CHARS]) for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
-
-
-def heading_tokens(search_text: str) -> list[str]:
-    """A chunk's title and heading path (its search text's header line) as BM25 terms."""
-    return tokenize(search_text.partition("\n\n")[0])
 
 
 def bm25_tokens(search_text: str) -> list[str]:
@@ -167,23 +155,22 @@ class BM25:
         self.offsets = np.zeros(len(words) + 1, dtype=np.int64)
         np.cumsum(df[np.argsort(new_id)], out=self.offsets[1:])
 
-    def arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
-        """Everything the index is, as arrays (to store, and to map back with `from_arrays`),
-        named with `prefix` ("heading_": the title-and-headings field's)."""
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything the index is, as arrays (to store, and to map back with `from_arrays`)."""
         return {
-            f"{prefix}bm25_size": np.array([self.size], dtype=np.int64),
-            f"{prefix}vocab_blob": self.vocab.blob,
-            f"{prefix}vocab_starts": self.vocab.starts,
-            **{prefix + k: getattr(self, k) for k in self.ARRAYS},
+            "bm25_size": np.array([self.size], dtype=np.int64),
+            "vocab_blob": self.vocab.blob,
+            "vocab_starts": self.vocab.starts,
+            **{k: getattr(self, k) for k in self.ARRAYS},
         }
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str = "") -> BM25:
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> BM25:
         bm25 = cls(None)
-        bm25.size = int(arrays[f"{prefix}bm25_size"][0])
-        bm25.vocab = Vocab(arrays[f"{prefix}vocab_blob"], arrays[f"{prefix}vocab_starts"])
+        bm25.size = int(arrays["bm25_size"][0])
+        bm25.vocab = Vocab(arrays["vocab_blob"], arrays["vocab_starts"])
         for k in cls.ARRAYS:
-            setattr(bm25, k, arrays[prefix + k])
+            setattr(bm25, k, arrays[k])
         return bm25
 
     def scores(self, query: list[str]) -> np.ndarray:
@@ -294,8 +281,6 @@ class Searcher:
     `Searcher(records, vectors)` builds one in memory from full records (tests, benches);
     `Searcher.from_arrays` is how an index is opened (index/mapped.py)."""
 
-    heading_weight = HEADING_FIELD  # the title-and-headings field's share (a bench varies it)
-
     def __init__(self, records: list[dict], vectors: np.ndarray | None, bm25: BM25 | None = None):
         # each chunk's intent as a small integer id: a numpy array of the names themselves would
         # be chunks x the longest name wide (1.4 GB for one 100,000-character intent)
@@ -316,7 +301,6 @@ class Searcher:
             bm25 or BM25(bm25_tokens(r["search_text"]) for r in records),
             lambda rows: [records[r] for r in rows],
             count(r for r in records if "text" in r),
-            BM25(heading_tokens(r["search_text"]) for r in records),
         )
 
     @classmethod
@@ -329,31 +313,20 @@ class Searcher:
         bm25: BM25,
         fetch: Fetch,
         furniture: Furniture | None = None,
-        headings: BM25 | None = None,
     ) -> Searcher:
         searcher = cls.__new__(cls)
         searcher._setup(
-            intent_ids,
-            intent_names,
-            sections,
-            vectors,
-            bm25,
-            fetch,
-            furniture or Furniture(),
-            headings,
+            intent_ids, intent_names, sections, vectors, bm25, fetch, furniture or Furniture()
         )
         return searcher
 
-    def _setup(
-        self, intent_ids, intent_names, sections, vectors, bm25, fetch, furniture, headings=None
-    ) -> None:
+    def _setup(self, intent_ids, intent_names, sections, vectors, bm25, fetch, furniture) -> None:
         self.size = len(intent_ids)
         self.intent_ids = intent_ids
         self.intent_names = intent_names
         self.sections = sections
         self.vectors = vectors
         self.bm25 = bm25
-        self.headings: BM25 | None = headings  # the title-and-headings field (HEADING_FIELD)
         self.fetch = fetch
         self.furniture = furniture
         self.base: np.ndarray | None = None  # a scope's rows (within()); None: every row
@@ -420,11 +393,6 @@ class Searcher:
             fused = rrf(bm25, vec.astype(np.float64))
         else:
             fused = bm25_weight * minmax(bm25) + (1 - bm25_weight) * minmax(vec.astype(np.float64))
-        if mode in ("hybrid", "bm25") and self.headings is not None and self.heading_weight:
-            heads = self.headings.scores(tokenize(query))
-            heads = heads if whole else heads[rows]
-            base = fused if mode == "hybrid" else minmax(fused)
-            fused = (1 - self.heading_weight) * base + self.heading_weight * minmax(heads)
         pool = max(3 * k, 30)
         top = (
             np.argpartition(-fused, pool - 1)[:pool] if fused.size > pool else np.arange(fused.size)

@@ -112,30 +112,3 @@ def test_bm25_round_trips_through_its_arrays():
     for q in (["webhook", "signature"], ["tw", "1429"], ["nothing"], []):
         assert np.array_equal(built.scores(q), loaded.scores(q))
         assert built.coverage(q, ["webhook"]) == loaded.coverage(q, ["webhook"])
-
-
-def test_a_pages_title_and_headings_weigh_as_a_field_of_their_own():
-    """A short question about a whole page: the page its title names ranks higher with the title
-    and headings weighing as a field of their own, though another page's body uses the
-    question's words more and the meaning is no help (equal vectors)."""
-    body = "the available models: list available models, then call one of the available models"
-    recs = [
-        record(0, "api", "bedrock.md", ["Bedrock", "Calling"], text=f"Bedrock > Calling\n\n{body}"),
-        record(1, "api", "models.md", ["Models overview"], text="Models overview\n\nOpus, Sonnet"),
-    ]
-    recs += [
-        record(i, "api", f"p{i}.md", [f"Page {i}"], text=f"Page {i}\n\n{i}") for i in range(2, 8)
-    ]
-    vecs = np.ones((len(recs), 4), dtype=np.float32) / 2
-    searcher = Searcher(recs, vecs)
-
-    def rank_of_models_page(share: float) -> int:
-        searcher.heading_weight = share
-        hits = searcher.search("What models are available?", vecs[0], k=8)
-        return [h.chunk["doc"] for h in hits].index("models.md")
-
-    assert rank_of_models_page(0.0) == 1 and rank_of_models_page(0.4) == 0
-    # the field is stored with a generation's arrays and mapped back (index/mapped.py)
-    assert searcher.headings is not None
-    again = BM25.from_arrays(searcher.headings.arrays("heading_"), "heading_")
-    assert np.allclose(again.scores(["model"]), searcher.headings.scores(["model"]))
