@@ -142,20 +142,22 @@ class WithHeadings(Searcher):
         self.headings = BM25(tokenize(r["search_text"].partition("\n\n")[0]) for r in records)
         self.body = self.bm25
 
-    def search(self, query, query_vec, intents=None, k=10, mode="hybrid", **kw):
-        terms = tokenize(query)
-        extra = self.headings.scores(terms) * self.weight
+    def search(
+        self, query, query_vec, intents=None, k=10, mode="hybrid", bm25_weight=0.4, exclude=None
+    ):
+        extra = self.headings.scores(tokenize(query)) * self.weight
         self.bm25 = _Plus(self.body, extra)
         try:
-            return super().search(query, query_vec, intents, k, mode, **kw)
+            return super().search(query, query_vec, intents, k, mode, bm25_weight, exclude)
         finally:
             self.bm25 = self.body
 
 
-class _Plus:
+class _Plus(BM25):
     """A BM25 whose scores are another's plus fixed extra scores (one query's)."""
 
     def __init__(self, bm25, extra):
+        super().__init__(None)
         self.bm25, self.extra = bm25, extra
 
     def scores(self, query):

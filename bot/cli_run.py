@@ -95,8 +95,7 @@ def run(f: Callable[..., int], params: dict[str, Any]) -> int:
         fleet_errors = (FleetError,)
     try:
         return f(settings, **params)
-    except (
-        *indexing_errors(),
+    except indexing_errors() + (
         IndexMissing,
         ModelMismatch,
         EmbeddingError,
