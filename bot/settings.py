@@ -68,12 +68,24 @@ def read_dotenv(path: Path) -> dict[str, str]:
 Check = Callable[[Any], str | None]
 
 
+@dataclass(frozen=True)
+class Range:
+    """A numeric setting's allowed range: a Check whose rule is also said when a value is not a
+    number at all ("FIELDGUIDE_BM25_WEIGHT='abc' is not a number: must be between 0 and 1")."""
+
+    holds: Callable[[float], bool]
+    rule: str
+
+    def __call__(self, v: Any) -> str | None:
+        return None if self.holds(v) else self.rule
+
+
 def between(lo: float, hi: float) -> Check:
-    return lambda v: None if lo <= v <= hi else f"must be between {lo:,} and {hi:,}"
+    return Range(lambda v: lo <= v <= hi, f"must be between {lo:,} and {hi:,}")
 
 
 def positive_at_most(hi: float) -> Check:
-    return lambda v: None if 0 < v <= hi else f"must be more than 0 and at most {hi:,}"
+    return Range(lambda v: 0 < v <= hi, f"must be more than 0 and at most {hi:,}")
 
 
 def one_of(*choices: str) -> Check:
@@ -460,7 +472,9 @@ class Settings:
                 kwargs[f.name] = _parse(raw, kind)
             except ValueError:
                 what = "a whole number" if kind is int else "a number" if kind is float else kind
-                problems.append(redact(f"{f.metadata['env']}={raw!r} is not {what}", raw))
+                check = f.metadata["check"]
+                rule = f": {check.rule}" if isinstance(check, Range) else ""
+                problems.append(redact(f"{f.metadata['env']}={raw!r} is not {what}{rule}", raw))
         try:
             settings = cls(**kwargs)  # type: ignore[arg-type]
         except SettingsError as e:  # the parsed values' checks: named with the unparsable ones
