@@ -12,7 +12,7 @@ import numpy as np
 
 from .embedding import Embedder, EmbeddingError, Progress, fit_text, normalise
 from .onnx_model import DEFAULT_DIR, OnnxEmbedder
-from .retries import retryable, voyage_retrying
+from .retries import voyage_retryable, voyage_retrying
 
 # the interface is re-exported: callers import it from here with the embedders
 __all__ = [
@@ -133,7 +133,7 @@ class VoyageEmbedder:
                 )
             )
         except verr.VoyageError as e:
-            if isinstance(e, retryable()):
+            if voyage_retryable(e):
                 tries = retrying.statistics.get("attempt_number", 1)
                 raise EmbeddingError(
                     f"Voyage embeddings failed after {tries} tries: {type(e).__name__}"

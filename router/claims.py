@@ -106,7 +106,9 @@ def request(items: list[Sentence]) -> str:
 def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
     """Sets each sentence's verdict from Claude's; the usage. Unusable unless every sentence got
     exactly one verdict."""
-    data, usage = structured(client, model, render("check"), request(items), SCHEMA, MAX_TOKENS)
+    data, usage = structured(
+        client, model, render("check"), request(items), SCHEMA, MAX_TOKENS, "check"
+    )
     given = data.get("sentences")
     if not isinstance(given, list):
         raise Unusable("no sentences in the check")

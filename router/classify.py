@@ -201,6 +201,7 @@ class ClaudeClassifier:
             question,
             self.schema(),
             max_tokens=1000,
+            step="classify",
         )
         return Classification(self._parse(data), "claude", usage=usage)
 
