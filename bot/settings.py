@@ -308,8 +308,16 @@ class Settings:
     deadline: float = _setting(
         "FIELDGUIDE_DEADLINE",
         45.0,
-        "seconds for one question's Claude steps, all together",
+        "seconds for one question's Claude steps, all together; the answer's stream is cut at it,"
+        " less the claim check's reserved time",
         positive_at_most(600),
+    )
+    first_byte_timeout: float = _setting(
+        "FIELDGUIDE_FIRST_BYTE_TIMEOUT",
+        5.0,
+        "seconds the answer's stream may wait for its first byte (and between later reads) before"
+        " the try fails as a timeout and is retried or falls back",
+        positive_at_most(120),
     )
     chunk_chars: int = _setting(
         "FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters", between(200, 20_000)

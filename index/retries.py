@@ -114,7 +114,7 @@ def retrying(
         said = server_says(error)
         return should_retry(error) if said is None else said
 
-    stop = stop_after_attempt(retries + 1)
+    stop: stop_base = stop_after_attempt(retries + 1)
     if ends is not None:
         stop = stop | stop_at_deadline(ends, clock, min_call)
     return Retrying(

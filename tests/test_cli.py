@@ -301,6 +301,8 @@ def test_prices_are_the_english_pricing_pages():
         "claude-opus-5": 0.50,
     }
     for model, read in reads.items():
-        assert price_for(model, DEFAULT_PRICES)["cache_read"] == read, model
+        price = price_for(model, DEFAULT_PRICES)
+        assert price is not None and price["cache_read"] == read, model
     sonnet = price_for("claude-sonnet-5-5", DEFAULT_PRICES)
+    assert sonnet is not None
     assert (sonnet["input"], sonnet["output"], sonnet["cache_write"]) == (2.0, 10.0, 2.5)

@@ -193,6 +193,8 @@ class FakeClaude:
         # faults served to the next requests, whatever they ask (rate_limited(1), OVERLOADED),
         # and a step that is down (kind → the fault every call of it gets); what was failed
         self.faults: list[tuple] = []
+        # faults served to the next calls of one kind (step → faults in turn)
+        self.faults_for: dict[str, list] = {}
         self.down: dict[str, tuple] = dict(down or {})
         self.failed: list[tuple[str, int]] = []
         # model → (seconds to the first token, output tokens per second): MODEL_TIMING
@@ -237,8 +239,10 @@ class FakeClaude:
                 self.refused.append(body)
             return refused
         with self.lock:
-            fault = self.faults.pop(0) if self.faults else None
             kind = self.kind(body)
+            fault = self.faults.pop(0) if self.faults else None
+            if fault is None and self.faults_for.get(kind):
+                fault = self.faults_for[kind].pop(0)
             down = self.down.get(kind)
         served = fault or down
         if callable(served):  # a fault built per request (a stream failing mid-way, a hang)
