@@ -141,7 +141,9 @@ def slow_stream(db: Path) -> float:
     """Seconds to the delivered answer: an 8 s deadline, the answer streamed at 3 words a
     second (~25 s whole), the claim check in its reserved time."""
     server = StubServer()
-    server.route("/v1/messages", FakeClaude(answer=LONG, words_per_second=3))
+    # the answer streamed slowly; the claim check at Haiku 5.5's published pace
+    check = {"claude-haiku-5-5": MODEL_TIMING["claude-haiku-5-5"]}
+    server.route("/v1/messages", FakeClaude(answer=LONG, words_per_second=3, timing=check))
     settings = replace(
         Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url),
         deadline=8.0,

@@ -731,6 +731,20 @@ def overloaded_mid_stream(body: dict):
     return 200, events()
 
 
+def broken_after(events, text_deltas: int = 3):
+    """A stream (`events`, as FakeClaude streams it) that carries an overloaded_error event after
+    its first `text_deltas` text deltas."""
+    seen = 0
+    for piece in events:
+        yield piece
+        if b'"text_delta"' in piece:
+            seen += 1
+            if seen == text_deltas:
+                error = {"type": "overloaded_error", "message": "Overloaded"}
+                yield sse("error", {"type": "error", "error": error})
+                return
+
+
 def hanging(release: threading.Event, seconds: float = 60.0):
     """A fault for `down` / `faults`: the connection is accepted and nothing is sent until
     `release` is set (or `seconds` pass)."""
