@@ -62,7 +62,7 @@ def count(root: Path) -> dict[str, tuple[int, int, int]]:
             caller = frame.f_back
             while caller is not None and module(caller) is None:
                 caller = caller.f_back
-            calls.append((depth["now"], here, module(caller) if caller else ""))
+            calls.append((depth["now"], here, (module(caller) or "") if caller else ""))
             names.append((depth["now"], here, frame.f_code.co_name))
         else:
             returns.append(depth["now"])
