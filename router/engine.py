@@ -156,9 +156,13 @@ class Engine:
         rather than failing every question) and what the decision reads of the docs' words now,
         not on the first question (`serve` starts with it)."""
         from .decide import load_models
+        from .language import docs_language
 
         load_models()
-        words.prepare(self.loaded().searcher)
+        searcher = self.loaded().searcher
+        words.prepare(searcher)
+        # the language identifier (seconds to load), which a question with Claude asks first
+        docs_language(searcher)
         self.embed_query("warm up")
 
     def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:
