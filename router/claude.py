@@ -169,7 +169,6 @@ class Claude:
         self.ends = clock() + deadline
         self.on_fail = on_fail
         self.fell_back: dict[str, str] = {}  # step → why it ran offline
-        self.retried: dict[str, int] = {}  # step → how many more tries it took
 
     def remaining(self) -> float:
         return self.ends - self.clock()
@@ -178,11 +177,6 @@ class Claude:
     def available(self) -> bool:
         """A client and time for a call."""
         return self.client is not None and self.remaining() >= MIN_CALL
-
-    @property
-    def failed(self) -> str:
-        """Why the first step that fell back did ("" while none has)."""
-        return next(iter(self.fell_back.values()), "")
 
     def timeout(self, first_byte: float | None = None) -> Any:
         """One attempt's timeout: the client's own, but no more than the time left; with
@@ -211,7 +205,6 @@ class Claude:
             return call(client.with_options(timeout=timeout, max_retries=0))
 
         def noted(state: Any) -> None:
-            self.retried[step] = state.attempt_number
             error = state.outcome.exception() if state.outcome is not None else None
             log.info(
                 "Claude step %s: %s, trying again in %.2f s",

@@ -100,7 +100,7 @@ class Engine:
             self._lock.release()
 
     def _load(self) -> Loaded:
-        gen, searcher = open_searcher(self.db_path, self.embedder.name, self.db.conn)
+        gen, searcher = open_searcher(self.db_path, self.embedder.name, self.db)
         if self._loaded is not None:  # a new generation: its words are built beside the answers
             threading.Thread(target=words.prepare, args=(searcher,), daemon=True).start()
         intents = load_intents(self.db)

@@ -609,10 +609,10 @@ def test_a_doc_over_the_size_cap_is_skipped_with_its_reason(tmp_path, monkeypatc
 
 
 def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, local_embedder):
+    from bot.app import FieldGuide
     from bot.settings import Settings
     from bot.slack.home import home_view
     from bot.slack.reindex import Reindexer
-    from bot.state.sqlite import SqliteState
     from index.store import open_db
     from tests.test_freshness import Repo, lock_only
 
@@ -631,8 +631,8 @@ def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, loc
     status = reindexer.status()
     assert "(ok)" not in status and f"failing since {since}" in status
     assert "could not pull" in status and "last good run" in status
-    engine = Engine(db, local_embedder)
-    home = json.dumps(home_view("UADMIN", True, SqliteState(open_db(db)), engine))
+    guide = FieldGuide(Settings(db=db), embedder=local_embedder)
+    home = json.dumps(home_view("UADMIN", True, guide))
     assert "*ok*" not in home and "*failing*" in home and f"since {since}" in home
     assert "could not pull" in home
     with open_db(db).conn as conn:  # one row for the whole streak, not one per try
