@@ -2,9 +2,11 @@
 
 One question has one deadline (FIELDGUIDE_DEADLINE). Each Claude call gets the time that is left,
 and a call that fails with what the API means to be retried (429 rate limit: after its
-`retry-after`; 529 overloaded, another 5xx, a timeout or a lost connection: after an exponential
-backoff with jitter) is tried again, up to FIELDGUIDE_MAX_RETRIES times, as long as the wait and
-another attempt still fit in the time left. The SDK's own retries are off: they would sleep a
+`retry-after`, never a spend limit; 529 overloaded, another 5xx, a timeout, a lost connection, or
+those errors arriving mid-stream: after an exponential backoff with jitter; the server's
+`x-should-retry` deciding when it is sent) is tried again, up to FIELDGUIDE_MAX_RETRIES times, as
+long as the wait and another attempt still fit in the time left: the one policy of
+index/retries.py, which Voyage's calls use too. The SDK's own retries are off: they would sleep a
 `retry-after` whatever the deadline. A step that still fails (or replies with something that is
 not what was asked for: a body that is not JSON, fields missing) runs offline; the question's
 other steps still ask Claude (a failed routing means an unrouted search, and Claude still writes
