@@ -21,19 +21,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from harness import ROOT, SHARED, eval_db, table, write_section
+from harness import ROOT, SHARED, WORK, eval_db, table, write_section
 
 from bot.costs import stats
 from bot.settings import DEFAULT_PRICES, Settings
-from bot.wiring import make_pipeline
+from bot.wiring import embedder_for, make_pipeline
 from index.embedders import make_embedder
-from tests.standins.claude import MODEL_TIMING, FakeClaude
+from index.indexer import index_folder
+from tests.standins.claude import MODEL_TIMING, FakeClaude, hanging
 from tests.standins.server import StubServer
+from tests.standins.voyage import voyage_embeddings, voyage_rerank
+from tests.standins.voyage import voyage_hanging as voyage_hanging_handler
 
 # an answer of the usual length (~110 output tokens), every sentence citing the first block
 REPLY = [
@@ -123,6 +128,111 @@ def run(db: Path, qs: list[str], path: str, cache: bool) -> dict:
     }
 
 
+# -- the deadlines (issue 41) ---------------------------------------------------------------------
+
+SIGNATURE_Q = "How do I verify the signature of a webhook?"
+LONG = [
+    (f"Sentence {n} says what the docs say about verifying a webhook signature.", [(0, 0, 1)])
+    for n in range(12)
+]
+
+
+def slow_stream(db: Path) -> float:
+    """Seconds to the delivered answer: an 8 s deadline, the answer streamed at 3 words a
+    second (~25 s whole), the claim check in its reserved time."""
+    server = StubServer()
+    # the answer streamed slowly; the claim check at Haiku 5.5's published pace
+    check = {"claude-haiku-5-5": MODEL_TIMING["claude-haiku-5-5"]}
+    server.route("/v1/messages", FakeClaude(answer=LONG, words_per_second=3, timing=check))
+    settings = replace(
+        Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url),
+        deadline=8.0,
+    )
+    try:
+        p = make_pipeline(settings)
+        p.answer(SIGNATURE_Q)  # what a first question loads, timed apart
+        started = time.monotonic()
+        ans = p.answer(SIGNATURE_Q)
+        assert "time limit" in ans.caveat, ans.caveat
+        return time.monotonic() - started
+    finally:
+        server.close()
+
+
+def api_hanging(db: Path) -> float:
+    """Seconds to the answer with the Messages API accepting connections and never answering,
+    default settings, the index and model loaded by the question itself."""
+    release = threading.Event()
+    server = StubServer()
+    server.route(
+        "/v1/messages", FakeClaude(down={k: hanging(release) for k in ("classify", "answer")})
+    )
+    try:
+        started = time.monotonic()
+        settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
+        ans = make_pipeline(settings).answer(SIGNATURE_Q)
+        assert ans.trace.offline
+        return time.monotonic() - started
+    finally:
+        release.set()
+        server.close()
+
+
+def voyage_hanging(work: Path) -> float:
+    """Seconds to the first question after a reindex with Voyage hanging (the query timeout at
+    its default, 2 s)."""
+    server = StubServer()
+    server.route("/v1/embeddings", voyage_embeddings())
+    server.route("/v1/rerank", voyage_rerank())
+    docs = work / "docs"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(ROOT / "examples", docs)
+    settings = Settings(
+        db=str(work / "v.db"), voyage_api_key="bench", voyage_base_url=server.url + "/v1"
+    )
+    release = threading.Event()
+    try:
+        embedder = embedder_for(settings)
+        index_folder(settings.db, docs, embedder)
+        p = make_pipeline(settings)
+        p.answer(SIGNATURE_Q)
+        page = next(docs.rglob("*.md"))
+        page.write_text(page.read_text() + "\n\nOne more line.\n")
+        index_folder(settings.db, docs, embedder)
+        server.route("/v1/embeddings", voyage_hanging_handler(release))
+        server.route("/v1/rerank", voyage_hanging_handler(release))
+        started = time.monotonic()
+        p.answer(SIGNATURE_Q)
+        return time.monotonic() - started
+    finally:
+        release.set()
+        server.close()
+
+
+def deadlines(db: Path) -> list[list]:
+    d = Settings()
+    return [
+        [
+            "8 s deadline, the answer streamed at 3 words/s (~25 s whole)",
+            "9 s",
+            f"{slow_stream(db):.1f} s",
+        ],
+        [
+            f"Messages API hanging, default settings ({d.deadline:.0f} s deadline,"
+            f" {d.timeout:.0f} s timeout, {d.max_retries} retries,"
+            f" {d.first_byte_timeout:.0f} s first byte), load included",
+            "45 s",
+            f"{api_hanging(db):.1f} s",
+        ],
+        [
+            "Voyage hanging, first question after a reindex"
+            f" (query timeout {d.query_timeout:.0f} s)",
+            f"{d.query_timeout + 1:.0f} s",
+            f"{voyage_hanging(WORK / 'voyage-hanging'):.1f} s",
+        ],
+    ]
+
+
 def pct(values: list[float], q: int) -> float:
     if not values:
         return float("nan")
@@ -168,33 +278,48 @@ def main() -> None:
             )
             print(table(HEADERS, rows[-1:]), flush=True)
     timing = "; ".join(f"{m} {t:.2f} s + {s:.0f} tokens/s" for m, (t, s) in MODEL_TIMING.items())
+    limits = deadlines(sets[0][1])
+    print(table(["question", "bound", "measured"], limits), flush=True)
     body = f"""
 `python bench/claude_paths.py --questions {args.questions}`: the answerable questions of each set
 (the first {args.questions}) through the whole pipeline with the default models
 (classify / extract / check on claude-haiku-5-5, the answer on claude-sonnet-5-5), against the
 Messages API stand-in playing each model's time to first token and output speed ({timing}: the
 model pages give only "Fastest" / "Fast" / "Moderate"; the figures are the latest measured ones in
-the pages read, see MODEL_TIMING), billing prompt caching by each model's minimum (512 tokens on
-the 5.5 models) and priced with bot/settings.py's DEFAULT_PRICES. Answers whose every step ran on
+the pages read, see MODEL_TIMING), adaptive thinking as the docs describe it (on by default on the
+5.x models, its tokens before the text and within max_tokens: the stand-in's THINKING_TOKENS),
+billing prompt caching by each model's minimum (512 tokens on the 5.5 models) and priced with
+bot/settings.py's DEFAULT_PRICES (the English pricing page). Answers whose every step ran on
 Claude; times from the question to its first streamed word and to the returned, checked answer.
 Prompt tokens: input + cache write + cache read, per answer (the stand-in counts ~3.5 characters a
 token).
 
 {table(HEADERS, rows)}
 
-The default is **cite** (FIELDGUIDE_CLAUDE_PATH): two Claude round trips before the first word
-(the classification, overlapped with the local search, then the answer) instead of three, because
-the extraction call is gone: the answer's own search_result citations, checked by their block
-indices, are the extraction, and the claim check still reads each sentence against the paragraphs
-it cites. Its price is prompt tokens on the answer model: Sonnet 5.5 reads five chunks'
-paragraphs instead of Haiku 5.5's extracted passages, about twice the cost per answer in the
-table, a fraction of a cent either way; the first word is about a second sooner. Overlapping the
-classification alone saves only the local search's time (embedding and search, tens of ms) and no
-tokens. Caching reads the classifier's taxonomy prefix (over 512 tokens
-on these sets) from the second question on; the other steps' stable prefixes (system prompts of
-200-300 tokens) are below every model's minimum and carry no marker. `sequential` stays available
-for a team that wants Claude's extraction step (its `nothing_relevant` abstains before the answer
-model is called).
+The default is **cite** (FIELDGUIDE_CLAUDE_PATH): one Claude round trip before the first word.
+Retrieval no longer waits for Claude's classification (issue 41): the offline router, which only
+breaks ties, picks the five chunks the answer reads while Claude classifies beside it; the
+classification is kept in the audit's routing when it is back (bench/context.py: the sections the
+answer is given, before and after). No extraction call: the answer's own search_result citations,
+checked by their block indices, are the extraction, and the claim check still reads each sentence
+against the paragraphs it cites. Every step sends thinking as low as its model allows (Sonnet 5.5
+`between_tools`, Haiku 5.5 `disabled`) and its effort (router/claude.py EFFORT): left at the
+default, adaptive thinking would spend its tokens before the first word. The first word's floor on
+this path is the answer model's own time to first token (1.8 s for Sonnet here): issue 41's
+1.6 s p50 needs a faster first token than the stand-in plays. Before issue 41, cite's first word
+came at 2.56 s p50 (two round trips, 2026-11-25 rows of this section).
+
+### A deadline that holds (issue 41)
+
+{table(["question", "bound", "measured"], limits)}
+
+The answer's stream is cut at the question's deadline less the claim check's reserved time
+(router/claims.py RESERVE: 4 s, at most a third of the deadline), what was shown and checked is
+kept and marked ("cut short at the question's time limit"); a streamed reply whose first byte (or a
+later read) does not come within FIELDGUIDE_FIRST_BYTE_TIMEOUT (5 s) fails as a timeout and is
+retried within the deadline, then the docs' own quotes answer. Voyage at question time: the query
+embedded once (FIELDGUIDE_QUERY_TIMEOUT), no reranker when it did not answer, and the intents'
+example questions were embedded by the index run (as queries), not by the question.
 """
     write_section("claude-paths", body)
 

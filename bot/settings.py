@@ -136,23 +136,26 @@ def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
 
 
-# USD per million tokens (Anthropic's list prices on the model pages, platform.claude.com/docs/en/
-# models/*/overview, 2026-11; a cache write is the 5-minute one). A model id matches the longest key
-# it starts with (claude-haiku-4-5-20251001 → claude-haiku-4-5). FIELDGUIDE_PRICES replaces the
-# table. Haiku 5.5's prices are those of prompts up to 100,000 tokens (a question's are ~2-6 K);
-# Sonnet 5.5's cache read is $0.20 on its model page (its migration guide says $0.10: the model
-# page is taken). Opus 5.5's cache prices are the usual 1.25x / 0.1x of its input price.
+# USD per million tokens: the English pricing page (platform.claude.com/docs/en/about-claude/
+# pricing, "Model pricing", 2026-11; translated pages and model pages lag it: Sonnet 5.5's cache
+# read was cut from $0.20 to $0.10 on 2026-10-07). A cache write is the 5-minute one. A model id
+# matches the longest key it starts with (claude-haiku-4-5-20251001 → claude-haiku-4-5).
+# FIELDGUIDE_PRICES replaces the table. Haiku 5.5's prices are those of prompts up to 100,000
+# tokens (a question's are ~2-6 K).
 DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
-    "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.50, "cache_read": 0.20},
+    "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.50, "cache_read": 0.10},
     "claude-sonnet-5": {"input": 2.0, "output": 10.0, "cache_write": 2.50, "cache_read": 0.20},
-    "claude-opus-5-5": {"input": 4.0, "output": 20.0, "cache_write": 5.0, "cache_read": 0.40},
+    "claude-opus-5-5": {"input": 4.0, "output": 20.0, "cache_write": 5.0, "cache_read": 0.20},
     "claude-opus-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
-    "claude-fable-5-1": {"input": 10.0, "output": 50.0, "cache_write": 12.5, "cache_read": 1.0},
+    "claude-fable-5-1": {"input": 10.0, "output": 50.0, "cache_write": 12.5, "cache_read": 0.25},
+    "claude-fable-5": {"input": 10.0, "output": 50.0, "cache_write": 12.5, "cache_read": 1.0},
     "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.10},
     "claude-sonnet-4": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
-    "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus-4-8": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus-4-7": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
     "claude-opus-4-6": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+    "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
     "claude-opus-4-1": {"input": 15.0, "output": 75.0, "cache_write": 18.75, "cache_read": 1.50},
 }
 PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
@@ -325,8 +328,16 @@ class Settings:
     deadline: float = _setting(
         "FIELDGUIDE_DEADLINE",
         45.0,
-        "seconds for one question's Claude steps, all together",
+        "seconds for one question's Claude steps, all together; the answer's stream is cut at it,"
+        " less the claim check's reserved time",
         positive_at_most(600),
+    )
+    first_byte_timeout: float = _setting(
+        "FIELDGUIDE_FIRST_BYTE_TIMEOUT",
+        5.0,
+        "seconds the answer's stream may wait for its first byte (and between later reads) before"
+        " the try fails as a timeout and is retried or falls back",
+        positive_at_most(120),
     )
     chunk_chars: int = _setting(
         "FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters", between(200, 20_000)

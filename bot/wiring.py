@@ -119,6 +119,7 @@ def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
         settings.docs_base_url,
         settings.deadline,
         path=settings.claude_path,
+        first_byte=settings.first_byte_timeout,
     )
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .embedding import Embedder, EmbeddingError, Progress, fit_text, normalise
 from .onnx_model import DEFAULT_DIR, OnnxEmbedder
-from .retries import retryable, voyage_retrying
+from .retries import voyage_retryable, voyage_retrying
 
 # the interface is re-exported: callers import it from here with the embedders
 __all__ = [
@@ -79,6 +79,12 @@ class TorchEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return normalise(self._load().encode([text], convert_to_numpy=True))[0]
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.embed_documents(texts)
+
+    def embed_now(self, texts: list[str]) -> np.ndarray:
+        return self.embed_documents(texts)
+
 
 class VoyageEmbedder:
     """Voyage embeddings (`input_type` document/query), batched within the API's per-request limits.
@@ -118,12 +124,15 @@ class VoyageEmbedder:
             api_key=api_key, base_url=base_url or None, timeout=query_timeout, max_retries=0
         )
 
-    def _call(self, texts: list[str], input_type: str) -> Sequence[Sequence[float]]:
+    def _call(
+        self, texts: list[str], input_type: str, now: bool = False
+    ) -> Sequence[Sequence[float]]:
+        """`now`: a question is waiting: one try of the query timeout, else the indexing client
+        with its retries."""
         import voyageai.error as verr
 
-        query = input_type == "query"
-        client = self.query_client if query else self.client
-        retrying = voyage_retrying(0 if query else self.max_retries)
+        client = self.query_client if now else self.client
+        retrying = voyage_retrying(0 if now else self.max_retries)
         try:
             return retrying(
                 lambda: (
@@ -133,7 +142,7 @@ class VoyageEmbedder:
                 )
             )
         except verr.VoyageError as e:
-            if isinstance(e, retryable()):
+            if voyage_retryable(e):
                 tries = retrying.statistics.get("attempt_number", 1)
                 raise EmbeddingError(
                     f"Voyage embeddings failed after {tries} tries: {type(e).__name__}"
@@ -156,10 +165,16 @@ class VoyageEmbedder:
         return out
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
+        return self._embed(texts, "document", progress)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, "query")
+
+    def _embed(self, texts: list[str], input_type: str, progress=None) -> np.ndarray:
         rows: list = [None] * len(texts)
         for batch in self.batches(texts):
             for i, vec in zip(
-                batch, self._call([texts[i] for i in batch], "document"), strict=True
+                batch, self._call([texts[i] for i in batch], input_type), strict=True
             ):
                 rows[i] = vec
             if progress:
@@ -167,7 +182,10 @@ class VoyageEmbedder:
         return normalise(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return normalise(self._call([text], "query"))[0]
+        return normalise(self._call([text], "query", now=True))[0]
+
+    def embed_now(self, texts: list[str]) -> np.ndarray:
+        return normalise(self._call(texts, "document", now=True))
 
 
 def make_embedder(

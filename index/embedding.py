@@ -1,5 +1,6 @@
 """What every embedder shares: the `Embedder` interface (a `name` recorded in the index,
-`embed_documents` and `embed_query`, both returning L2-normalised float32 rows), its error and
+`embed_documents` and `embed_queries` for indexing, `embed_query` and `embed_now` at question
+time, all returning L2-normalised float32 rows), its error and
 the normalisation. The embedders themselves are in embedders.py (Voyage, torch) and
 onnx_model.py (the local default), which both build on this module."""
 
@@ -23,6 +24,14 @@ class Embedder(Protocol):
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray: ...
 
     def embed_query(self, text: str) -> np.ndarray: ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Questions embedded as queries, patiently (indexing: intents.yaml's examples)."""
+        ...
+
+    def embed_now(self, texts: list[str]) -> np.ndarray:
+        """A few passages at question time: one short try (the offline extraction's units)."""
+        ...
 
 
 def normalise(rows) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Protocol
 import sqlite_utils
 
 from .chunker import Chunk, chunk_doc
-from .embedders import Embedder
+from .embedders import Embedder, EmbeddingError
 from .gitsource import doc_dates
 from .loader import (
     INTENT,
@@ -36,8 +36,10 @@ from .loader import (
 )
 from .mapped import prepare
 from .store import (
+    example_key,
     generation,
     get_meta,
+    load_intents,
     open_db,
     set_meta,
     utc_now,
@@ -197,8 +199,12 @@ def index_folder(
         summary.embedded = _embed_missing(
             db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch, shared
         )
+        examples, warnings = _embed_examples(db, embedder, intents_info)
+        summary.warnings += warnings
         with writing(db):
-            _commit(db, fresh, replaced, summary.removed, intents_info, embedder.name, dates)
+            _commit(
+                db, fresh, replaced, summary.removed, intents_info, embedder.name, dates, examples
+            )
             set_meta(db, docs_source=source)
             for path in undated:  # docs indexed before their last change was recorded
                 db.execute("UPDATE docs SET updated = ? WHERE path = ?", [dates.get(path), path])
@@ -314,6 +320,31 @@ def _embed_missing(
     return len(missing)
 
 
+def _embed_examples(db, embedder: Embedder, intents_info) -> tuple[int, list[dict]]:
+    """intents.yaml's example questions embedded as queries and stored (store.example_key), those
+    not stored yet: a question never waits for them. `intents_info` None (intents.yaml unreadable
+    this run): the examples already stored in the index. A failure costs only the examples (they
+    sharpen the offline routing vote): a warning, and the next run tries again."""
+    if intents_info is not None:
+        questions = [q for i in intents_info.values() for q in i.examples]
+    else:
+        questions = [q for i in load_intents(db) for q in i["examples"]]
+    have = {
+        h
+        for (h,) in db.execute("SELECT text_hash FROM embeddings WHERE model = ?", [embedder.name])
+    }
+    missing = list({example_key(q): q for q in questions if example_key(q) not in have}.items())
+    if not missing:
+        return 0, []
+    try:
+        vectors = embedder.embed_queries([q for _, q in missing])
+    except EmbeddingError as e:
+        return 0, [{"path": "intents.yaml", "warning": f"example questions not embedded: {e}"}]
+    blobs = {h: vector_blob(v) for (h, _), v in zip(missing, vectors, strict=True)}
+    _save_vectors(db, embedder.name, blobs)
+    return len(blobs), []
+
+
 def _save_vectors(db, model: str, blobs: dict[str, bytes]) -> None:
     with writing(db):
         db["embeddings"].upsert_all(
@@ -323,7 +354,14 @@ def _save_vectors(db, model: str, blobs: dict[str, bytes]) -> None:
 
 
 def _commit(
-    db, fresh, replaced: set[str], removed: list[str], intents_info, model: str, dates: dict
+    db,
+    fresh,
+    replaced: set[str],
+    removed: list[str],
+    intents_info,
+    model: str,
+    dates: dict,
+    examples: int = 0,
 ) -> None:
     for path in replaced:
         db.execute("DELETE FROM chunks WHERE doc = ?", [path])
@@ -367,7 +405,8 @@ def _commit(
         pk="id",
     )
     intents_changed = _refresh_intents(db, intents_info)
-    if fresh or removed or intents_changed or get_meta(db, "embed_model") != model:
+    # newly embedded example questions are a new generation too: a running bot reads them on load
+    if fresh or removed or intents_changed or examples or get_meta(db, "embed_model") != model:
         # readers (a running bot) reload only when the index really changed; the random id tells
         # this generation from another index's with the same number (index/mapped.py)
         set_meta(

@@ -214,6 +214,13 @@ class OnnxEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return normalise(self._run(self._encode([text])))[0]
 
+    # all-MiniLM-L6-v2 is symmetric: a question and a passage are embedded alike, and locally
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.embed_documents(texts)
+
+    def embed_now(self, texts: list[str]) -> np.ndarray:
+        return self.embed_documents(texts)
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 2:

@@ -45,19 +45,24 @@ class VoyageReranker:
         """Relevance of each text to the question, in the texts' order."""
         import voyageai.error as verr
 
+        retrying = voyage_retrying(self.max_retries, max_backoff=2.0, max_retry_after=2.0)
         try:
-            retrying = voyage_retrying(self.max_retries, max_backoff=2.0, max_retry_after=2.0)
             result = retrying(
                 lambda: self.client.rerank(question, texts, model=self.model, truncation=True)
             )
-            out: list[float | None] = [None] * len(texts)
-            for r in result.results:
-                out[r.index] = float(r.relevance_score)
         except verr.VoyageError as e:
             raise RerankError(f"{type(e).__name__}") from e
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as e:
-            # a response out of shape (the client parses it lazily)
+            # the client library reading a response out of shape
             raise RerankError(f"unusable answer: {type(e).__name__}") from e
+        out: list[float | None] = [None] * len(texts)
+        for r in getattr(result, "results", None) or []:
+            index, score = getattr(r, "index", None), getattr(r, "relevance_score", None)
+            if not isinstance(index, int) or not 0 <= index < len(texts):
+                raise RerankError(f"unusable answer: a result for document {index!r}")
+            if not isinstance(score, (int, float)):
+                raise RerankError(f"unusable answer: a relevance score {score!r}")
+            out[index] = float(score)
         if any(s is None for s in out):
             raise RerankError("the reranker did not score every chunk")
         return [float(s) for s in out if s is not None]

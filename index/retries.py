@@ -1,37 +1,69 @@
-"""Retrying Voyage calls (embeddings, reranking) with tenacity: a rate limit, an outage, a timeout
-or a dropped connection is retried after exponential backoff with jitter, or after what the
-service asked for in Retry-After (a 429 carries it), capped; anything else is not retried."""
+"""The one retry policy for every call to a web API (Claude's Messages API, Voyage's embeddings and
+reranker), built on tenacity: a failure the service means to be retried is tried again after what
+it asked for (`retry-after-ms` / `retry-after`: seconds or an HTTP date), else after an exponential
+backoff with jitter; the server's `x-should-retry: true|false` overrides the kind of the error;
+tries stop after `retries` more, or before a wait and another attempt would pass the caller's
+deadline (`ends`, on `clock`). Which errors are worth another try is the caller's (`should_retry`):
+router/claude.py for Claude (never a spend limit), `voyage_retryable` here for Voyage.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 from tenacity import (
     RetryCallState,
     Retrying,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
     wait_exponential_jitter,
 )
+from tenacity.stop import stop_base
 from tenacity.wait import wait_base
+
+# backoff before another try: INITIAL s x 2^n plus up to INITIAL of jitter, at most MAX_BACKOFF
+# (the Anthropic SDK's own schedule: 0.5 s doubling to 8 s)
+INITIAL, MAX_BACKOFF = 0.5, 8.0
+
+
+def headers_of(error: BaseException | None) -> dict[str, str]:
+    """A failed response's headers, lower-cased: the anthropic SDK's `error.response.headers`,
+    voyageai's `error.headers`."""
+    response = getattr(error, "response", None)
+    raw = getattr(response, "headers", None) or getattr(error, "headers", None) or {}
+    try:
+        return {str(k).lower(): str(v) for k, v in raw.items()}
+    except AttributeError:
+        return {}
 
 
 def retry_after(error: BaseException | None) -> float | None:
-    """Seconds a failed response's Retry-After header asks to wait (a number or an HTTP date),
-    or None when it has none."""
-    headers = getattr(error, "headers", None) or {}
-    value = next((str(v) for k, v in headers.items() if k.lower() == "retry-after"), None)
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
+    """Seconds a failed response asks to wait (`retry-after-ms`, else `retry-after` as a number
+    or an HTTP date), or None when it asks nothing."""
+    headers = headers_of(error)
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            pass
+        if scale == 1.0:
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def server_says(error: BaseException) -> bool | None:
+    """The server's `x-should-retry` header: True, False, or None when it says nothing."""
+    value = headers_of(error).get("x-should-retry", "").strip().lower()
+    return {"true": True, "false": False}.get(value)
 
 
 class wait_retry_after(wait_base):  # noqa: N801 (named as tenacity's wait strategies are)
@@ -46,31 +78,82 @@ class wait_retry_after(wait_base):  # noqa: N801 (named as tenacity's wait strat
         return min(asked, self.cap) if asked is not None else self.backoff(retry_state)
 
 
-def retryable() -> tuple[type[Exception], ...]:
-    """The voyageai errors worth another try: rate limits, outages, timeouts, lost connections."""
-    import voyageai.error as verr  # the client library is loaded only when Voyage is used
+class stop_at_deadline(stop_base):  # noqa: N801
+    """Stop when the coming wait and another attempt of at least `min_call` seconds would end
+    after `ends` (on `clock`)."""
 
-    return (
-        verr.RateLimitError,
-        verr.ServiceUnavailableError,
-        verr.ServerError,
-        verr.Timeout,
-        verr.APIConnectionError,
-    )
+    def __init__(self, ends: float, clock: Callable[[], float], min_call: float) -> None:
+        self.ends, self.clock, self.min_call = ends, clock, min_call
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.clock() + retry_state.upcoming_sleep + self.min_call > self.ends
 
 
-def voyage_retrying(
-    retries: int, initial: float = 0.5, max_backoff: float = 8.0, max_retry_after: float = 60.0
+def retrying(
+    should_retry: Callable[[BaseException], bool],
+    retries: int,
+    ends: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Any] = time.sleep,
+    min_call: float = 0.0,
+    initial: float = INITIAL,
+    max_backoff: float = MAX_BACKOFF,
+    max_retry_after: float = 60.0,
+    before_sleep: Callable[[RetryCallState], Any] | None = None,
+    never: Callable[[BaseException], bool] | None = None,
 ) -> Retrying:
-    """A tenacity controller for one Voyage call: `retries` more tries after the first, waiting
-    initial × 2^n + up to `initial` of jitter (at most `max_backoff`), or Retry-After (at most
-    `max_retry_after`); the last failure is raised as it is."""
+    """A tenacity controller for one call: up to `retries` more tries of what `should_retry`
+    accepts (the server's x-should-retry overriding it, except for what `never` names: a spend
+    limit), each after Retry-After (at most
+    `max_retry_after`) or the backoff, and none that would not fit before `ends`; the last failure
+    is raised as it is."""
+
+    def worth(error: BaseException) -> bool:
+        if never is not None and never(error):
+            return False
+        said = server_says(error)
+        return should_retry(error) if said is None else said
+
+    stop: stop_base = stop_after_attempt(retries + 1)
+    if ends is not None:
+        stop = stop | stop_at_deadline(ends, clock, min_call)
     return Retrying(
-        stop=stop_after_attempt(retries + 1),
+        stop=stop,
         wait=wait_retry_after(
             wait_exponential_jitter(multiplier=initial, max=max_backoff, jitter=initial),
             max_retry_after,
         ),
-        retry=retry_if_exception_type(retryable()),
+        retry=retry_if_exception(worth),
+        sleep=sleep,
+        before_sleep=before_sleep,
         reraise=True,
+    )
+
+
+def voyage_retryable(error: BaseException) -> bool:
+    """The voyageai errors worth another try: rate limits, outages, timeouts, lost connections."""
+    import voyageai.error as verr  # the client library is loaded only when Voyage is used
+
+    return isinstance(
+        error,
+        (
+            verr.RateLimitError,
+            verr.ServiceUnavailableError,
+            verr.ServerError,
+            verr.Timeout,
+            verr.APIConnectionError,
+        ),
+    )
+
+
+def voyage_retrying(
+    retries: int, initial: float = INITIAL, max_backoff: float = MAX_BACKOFF, max_retry_after=60.0
+) -> Retrying:
+    """The policy for one Voyage call (indexing: patient; a question's: `retries` 0)."""
+    return retrying(
+        voyage_retryable,
+        retries,
+        initial=initial,
+        max_backoff=max_backoff,
+        max_retry_after=max_retry_after,
     )

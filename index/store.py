@@ -460,6 +460,43 @@ def chunk_headings(db: sqlite_utils.Database) -> Iterator[dict]:
         yield {"doc": doc, "intent": intent, "title": title, "heading_path": json.loads(path)}
 
 
+# intents.yaml's example questions are embedded as queries (input_type "query") by the index run
+# and kept in `embeddings` beside the chunks' vectors, under the hash of this prefix and the
+# question: a question embedded as a query is never taken for the same text embedded as a passage.
+QUERY_PREFIX = "query\n"
+
+
+def example_key(question: str) -> str:
+    import hashlib
+
+    return hashlib.sha256((QUERY_PREFIX + question).encode("utf-8")).hexdigest()
+
+
+def example_vectors(db: Reader, intents: list[dict], model: str) -> dict[str, np.ndarray]:
+    """intent → the stored query embeddings of its example questions (rows), by `model`; an
+    example the index run did not embed (an index built before, or Voyage down then) is left
+    out: nothing is embedded here, at question time."""
+    keys = {example_key(q) for i in intents for q in i["examples"]}
+    if not keys:
+        return {}
+    found: dict[str, np.ndarray] = {}
+    listed = sorted(keys)
+    for s in range(0, len(listed), 500):
+        part = listed[s : s + 500]
+        for h, blob in db.execute(
+            "SELECT text_hash, vector FROM embeddings WHERE model = ? AND text_hash IN"
+            f" ({','.join('?' * len(part))})",
+            [model, *part],
+        ):
+            found[h] = np.frombuffer(blob, dtype=np.float32)
+    out = {}
+    for i in intents:
+        rows = [found[k] for k in map(example_key, i["examples"]) if k in found]
+        if rows:
+            out[i["name"]] = np.vstack(rows)
+    return out
+
+
 def load_intents(db: Reader) -> list[dict]:
     out = []
     for row in db.execute(

@@ -39,6 +39,18 @@ SCHEMA = {
     "required": ["sentences"],
 }
 MAX_TOKENS = 2000
+# The claim check's own time at the end of a question's deadline: the answer's stream is cut
+# before it. The check model's time to its first token (Haiku 5.5: 0.7 s, thinking off) and its
+# verdicts, ~10 output tokens a sentence for an answer of up to ~15 sentences (150 tokens at 130
+# tokens/s: 1.2 s), with as much again for a slow moment: 4 s. Never more than a third of the
+# deadline, so a short deadline still leaves the answer most of it.
+RESERVE = 4.0
+
+
+def reserve(deadline: float) -> float:
+    return min(RESERVE, deadline / 3)
+
+
 NAMED = 2  # unsupported sentences named in the caveat; the rest are counted
 NAME_CHARS = 90
 
@@ -105,7 +117,9 @@ def request(items: list[Sentence]) -> str:
 def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
     """Sets each sentence's verdict from Claude's; the usage. Unusable unless every sentence got
     exactly one verdict."""
-    data, usage = structured(client, model, render("check"), request(items), SCHEMA, MAX_TOKENS)
+    data, usage = structured(
+        client, model, render("check"), request(items), SCHEMA, MAX_TOKENS, "check"
+    )
     given = data.get("sentences")
     if not isinstance(given, list):
         raise Unusable("no sentences in the check")

@@ -200,8 +200,14 @@ class ClaudeClassifier:
             question,
             self.schema(),
             max_tokens=1000,
+            step="classify",
         )
         return Classification(self._parse(data), "claude", usage=usage)
+
+    def beside(self, question: str, claude: Claude) -> tuple[Classification | None, str]:
+        """Claude's ranking made beside the answer (the cite path, which does not wait for it):
+        (it, "") or (None, why it did not come); a failure is no step that fell back offline."""
+        return claude.attempt("classify", lambda client: self.ask(client, question))
 
     def early(self, question: str, claude: Claude) -> Classification | None:
         """Claude's ranking alone, started before the question's local search so the two

@@ -2,9 +2,11 @@
 
 One question has one deadline (FIELDGUIDE_DEADLINE). Each Claude call gets the time that is left,
 and a call that fails with what the API means to be retried (429 rate limit: after its
-`retry-after`; 529 overloaded, another 5xx, a timeout or a lost connection: after an exponential
-backoff with jitter) is tried again, up to FIELDGUIDE_MAX_RETRIES times, as long as the wait and
-another attempt still fit in the time left. The SDK's own retries are off: they would sleep a
+`retry-after`, never a spend limit; 529 overloaded, another 5xx, a timeout, a lost connection, or
+those errors arriving mid-stream: after an exponential backoff with jitter; the server's
+`x-should-retry` deciding when it is sent) is tried again, up to FIELDGUIDE_MAX_RETRIES times, as
+long as the wait and another attempt still fit in the time left: the one policy of
+index/retries.py, which Voyage's calls use too. The SDK's own retries are off: they would sleep a
 `retry-after` whatever the deadline. A step that still fails (or replies with something that is
 not what was asked for: a body that is not JSON, fields missing) runs offline; the question's
 other steps still ask Claude (a failed routing means an unrouted search, and Claude still writes
@@ -25,11 +27,12 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import re
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
+
+from index.retries import retrying
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +41,27 @@ T = TypeVar("T")
 DEADLINE = 45.0  # seconds for one question, all its Claude steps together (FIELDGUIDE_DEADLINE)
 MIN_CALL = 0.5  # with less time than this left, a step does not call Claude at all
 OFFLINE_NOTE = "answered from the docs without Claude"
-# backoff before another try of a 529 / 5xx / timeout / lost connection: 0.5 s x 2^n, up to
-# BACKOFF_MAX, less up to a quarter of jitter (the SDK's own schedule)
-BACKOFF, BACKOFF_MAX = 0.5, 8.0
-# the effort the pipeline's steps ask for where a model takes one: each step is a short, well
-# specified task (route, quote, answer from given passages, check), and effort is what trades
-# thinking for latency on the adaptive-thinking models
-EFFORT = "low"
+# A streamed reply's first byte (and every later read) must come within this many seconds, else
+# the attempt fails as a timeout and is tried again or falls back
+# (FIELDGUIDE_FIRST_BYTE_TIMEOUT): a model's time to its first token is 0.7-2.7 s
+# (tests/standins/claude.py MODEL_TIMING, thinking off), and the stream sends `ping` events while
+# it works, so a silence of twice the slowest is a reply that is not coming.
+FIRST_BYTE = 5.0
+# The effort each step asks for where a model takes one (`output_config.effort`, the thinking
+# page: "low" skips thinking on simple tasks and writes tersely, the Haiku / Opus 5.5 default is
+# "medium", the others' "high"). Routing, condensing, extracting and checking are short, closed
+# tasks: low. The answer is written from given passages whose every sentence must cite one: medium,
+# which keeps the answer's care without the "high" default's long replies.
+EFFORT = {
+    "classify": "low",
+    "condense": "low",
+    "extract": "low",
+    "check": "low",
+    "answer": "medium",
+}
+# a model that thinks whatever is asked (Opus 5.5, Fable 5.x: "thinking cannot be disabled") spends
+# thinking tokens out of max_tokens; this much room is added so the reply itself is not cut
+THINKING_ROOM = 4000
 
 
 class MessagesClient(Protocol):
@@ -57,7 +74,7 @@ class MessagesClient(Protocol):
     @property
     def messages(self) -> Any: ...
 
-    def with_options(self, *, timeout: float, max_retries: int) -> Any: ...
+    def with_options(self, *, timeout: Any, max_retries: int) -> Any: ...
 
 
 class Unusable(ValueError):
@@ -68,32 +85,58 @@ class OutOfTime(Exception):
     """Less than MIN_CALL seconds of the question's deadline are left."""
 
 
-# What a Claude step may raise that means "run this step offline": API errors (after the
-# retries), and a 200 whose body is not the expected message. The SDK raises json.JSONDecodeError
-# (a ValueError) for a JSON content type with a body that is not JSON, returns the body as a str
-# for another content type (AttributeError on `.content`), and builds a message without validating
-# it (missing fields: AttributeError / TypeError / KeyError when read).
+# What a Claude step may raise that means "run this step offline": an API error (after the
+# retries), too little time, and a reply that is not what was asked for, raised as Unusable where
+# the reply is read (`message`, `json_reply`, compose's stream). Nothing else: a programming error
+# (AttributeError, TypeError, KeyError, IndexError in our code) is raised, never an offline answer.
 # The SDK is imported only when a step fails: an offline bot never loads it (~85 MB, ~2 s).
 def failures() -> tuple[type[BaseException], ...]:
     import anthropic
 
-    return (
-        anthropic.APIError,
-        OutOfTime,
-        ValueError,
-        AttributeError,
-        TypeError,
-        KeyError,
-        IndexError,
-    )
+    return (anthropic.APIError, OutOfTime, Unusable)
 
 
-def retryable() -> tuple[type[BaseException], ...]:
-    """What the API means to be tried again: 429, 5xx (529 overloaded included), a timeout, a
-    lost connection."""
+def error_type(error: BaseException) -> str:
+    """The API's error type (`overloaded_error`, ...) from a failed response's or stream event's
+    body, or ""."""
+    body = getattr(error, "body", None)
+    inner = body.get("error") if isinstance(body, dict) else None
+    return str(inner.get("type") or "") if isinstance(inner, dict) else ""
+
+
+def spend_limited(error: BaseException) -> bool:
+    """A spend limit (a 429 `enforced_spend_limit_reached` / `contract_spend_limit_reached`, the
+    rate-limits and errors pages): retrying fails until the month turns or the limit is raised."""
+    body = getattr(error, "body", None)
+    inner = body.get("error") if isinstance(body, dict) else None
+    details = inner.get("details") if isinstance(inner, dict) else None
+    code = details.get("error_code") if isinstance(details, dict) else None
+    return isinstance(code, str) and "spend_limit" in code
+
+
+# error types the API means to be retried, when they arrive as an `error` event inside a stream
+# whose status was 200 (the SDK then raises a plain APIStatusError)
+RETRIED_TYPES = ("overloaded_error", "api_error", "rate_limit_error", "timeout_error")
+
+
+def retryable(error: BaseException) -> bool:
+    """What the API means to be tried again: 408, 409, 429 (never a spend limit), 5xx (529
+    overloaded included), a timeout, a lost connection, and those same errors arriving mid-stream.
+    The server's x-should-retry overrides this (index/retries.py), except for a spend limit."""
     import anthropic
 
-    return (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APIConnectionError)
+    if spend_limited(error):
+        return False
+    kinds = (
+        anthropic.RateLimitError,
+        anthropic.InternalServerError,
+        anthropic.APIConnectionError,
+        anthropic.RequestTimeoutError,
+        anthropic.ConflictError,
+    )
+    if isinstance(error, kinds):
+        return True
+    return isinstance(error, anthropic.APIStatusError) and error_type(error) in RETRIED_TYPES
 
 
 def describe(error: BaseException) -> str:
@@ -101,24 +144,13 @@ def describe(error: BaseException) -> str:
 
     if isinstance(error, OutOfTime):
         return "out of time"
+    if isinstance(error, anthropic.APIStatusError) and spend_limited(error):
+        return f"{type(error).__name__} (spend limit reached)"
+    if isinstance(error, anthropic.APIStatusError) and error.status_code == 200:
+        return f"{error_type(error) or 'error'} mid-stream"  # an error event inside a stream
     if isinstance(error, anthropic.APIError):
         return type(error).__name__
     return f"unusable reply ({type(error).__name__}: {str(error)[:120]})"
-
-
-def retry_after(error: BaseException) -> float | None:
-    """The seconds a failed response asks to wait (`retry-after-ms`, else `retry-after`), or
-    None."""
-    response = getattr(error, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
 
 
 class Claude:
@@ -148,45 +180,66 @@ class Claude:
         """A client and time for a call."""
         return self.client is not None and self.remaining() >= MIN_CALL
 
-    def timeout(self) -> float:
-        """One attempt's timeout: the client's own, but no more than the time left."""
+    def timeout(self, first_byte: float | None = None) -> Any:
+        """One attempt's timeout: the client's own, but no more than the time left; with
+        `first_byte` (a streamed reply), each read (the first byte included) gets at most that."""
         assert self.client is not None
         own = self.client.timeout
-        return min(own if isinstance(own, (int, float)) else 600.0, self.remaining())
+        total = min(own if isinstance(own, (int, float)) else 600.0, self.remaining())
+        if first_byte is None:
+            return total
+        import anthropic
 
-    def wait(self, error: BaseException, tries: int) -> float:
-        """How long to wait before the next try after `error` (the tries-th failure)."""
-        asked = retry_after(error)
-        if asked is not None:
-            return asked
-        return min(BACKOFF * 2**tries, BACKOFF_MAX) * (1 - 0.25 * random.random())
+        return anthropic.Timeout(total, read=min(first_byte, total))
 
-    def call(self, step: str, call: Callable[[Any], T]) -> T:
-        """`call(client)`, tried again on what the API means to be retried while the wait and
-        another attempt fit in the time left; raises the last failure (OutOfTime with too little
-        time for a first attempt)."""
+    def call(self, step: str, call: Callable[[Any], T], first_byte: float | None = None) -> T:
+        """`call(client)`, tried again on what the API means to be retried (index/retries.py:
+        Retry-After or backoff, x-should-retry, never a spend limit) while the wait and another
+        attempt fit in the time left; raises the last failure (OutOfTime with too little time for a
+        first attempt)."""
         assert self.client is not None
-        tries = 0
-        while True:
+        client = self.client
+
+        def attempt() -> T:
             if self.remaining() < MIN_CALL:
                 raise OutOfTime()
-            try:
-                return call(self.client.with_options(timeout=self.timeout(), max_retries=0))
-            except retryable() as e:
-                wait = self.wait(e, tries)
-                if tries >= self.client.max_retries or wait + MIN_CALL > self.remaining():
-                    raise
-                tries += 1
-                log.info("Claude step %s: %s, trying again in %.2f s", step, describe(e), wait)
-                self.sleep(wait)
+            timeout = self.timeout(first_byte)
+            return call(client.with_options(timeout=timeout, max_retries=0))
 
-    def run(self, step: str, call: Callable[[Any], T], offline: Callable[[], T]) -> T:
+        def noted(state: Any) -> None:
+            error = state.outcome.exception() if state.outcome is not None else None
+            log.info(
+                "Claude step %s: %s, trying again in %.2f s",
+                step,
+                describe(error) if error is not None else "?",
+                state.upcoming_sleep,
+            )
+
+        policy = retrying(
+            retryable,
+            client.max_retries,
+            ends=self.ends,
+            clock=self.clock,
+            sleep=self.sleep,
+            min_call=MIN_CALL,
+            before_sleep=noted,
+            never=spend_limited,
+        )
+        return policy(attempt)
+
+    def run(
+        self,
+        step: str,
+        call: Callable[[Any], T],
+        offline: Callable[[], T],
+        first_byte: float | None = None,
+    ) -> T:
         """`call(client)` within this question's deadline, or `offline()` when Claude is absent,
         out of time, or fails for this step."""
         if self.client is None:
             return offline()
         try:
-            return self.call(step, call)
+            return self.call(step, call, first_byte)
         except failures() as e:
             self._fail(step, describe(e))
             return offline()
@@ -310,30 +363,92 @@ def closed(schema: dict) -> dict:
     return out
 
 
-def output_config(model: str, schema: dict | None = None) -> dict:
+def thinking_for(model: str) -> dict | None:
+    """The `thinking` a step sends to think as little as the model allows (the thinking page and
+    the 5.x migration guides, 2026-11): Sonnet 5.5 turns thinking off with `between_tools` (it
+    answers `disabled` with a 400); Haiku 5.5, Sonnet 5 and Opus 5 take `disabled` (at effort high
+    or lower); Opus 5.5 and Fable 5.x always think (None: their effort keeps it short); models
+    before 5 think only when asked (None)."""
+    if model.startswith("claude-sonnet-5-5"):
+        return {"type": "between_tools"}
+    if always_thinks(model):
+        return None
+    return {"type": "disabled"} if generation(model) >= (5, 0) else None
+
+
+def always_thinks(model: str) -> bool:
+    """Opus 5.5 and Fable 5.x: adaptive thinking always on; its tokens count toward max_tokens."""
+    return model.startswith(("claude-opus-5-5", "claude-fable-5"))
+
+
+def output_config(model: str, schema: dict | None = None, step: str = "") -> dict:
     """The request's `output_config`: the JSON schema the reply must follow (structured
-    outputs), and the effort where the model takes one."""
+    outputs), and the step's effort where the model takes one."""
     config: dict[str, Any] = {}
     if schema is not None:
         config["format"] = {"type": "json_schema", "schema": closed(schema)}
     if takes_effort(model):
-        config["effort"] = EFFORT
+        config["effort"] = EFFORT.get(step, "low")
     return config
 
 
+def options(model: str, step: str, max_tokens: int, schema: dict | None = None) -> dict:
+    """A step's request parameters besides its prompt: max_tokens (with THINKING_ROOM on a model
+    that always thinks), thinking as low as the model allows, the output config."""
+    out: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens + (THINKING_ROOM if always_thinks(model) else 0),
+    }
+    thinking = thinking_for(model)
+    if thinking is not None:
+        out["thinking"] = thinking
+    config = output_config(model, schema, step)
+    if config:
+        out["output_config"] = config
+    return out
+
+
 def structured(
-    client: Any, model: str, system: str, user: str, schema: dict, max_tokens: int
+    client: Any,
+    model: str,
+    system: str,
+    user: str,
+    schema: dict,
+    max_tokens: int,
+    step: str = "",
 ) -> tuple[dict, dict]:
     """(the JSON object Claude wrote following `schema`, the usage): a structured output
     (`output_config.format`), never a forced tool call."""
-    msg = client.messages.create(
-        model=model,
-        max_tokens=max_tokens,
-        system=cached_system(system, model),
-        messages=[{"role": "user", "content": user}],
-        output_config=output_config(model, schema),
-    )
+    try:
+        msg = client.messages.create(
+            system=cached_system(system, model),
+            messages=[{"role": "user", "content": user}],
+            **options(model, step, max_tokens, schema),
+        )
+    except json.JSONDecodeError as e:  # the SDK, reading a JSON content type that is not JSON
+        raise Unusable(f"a body that is not JSON ({e})") from None
+    msg = message(msg)
     return json_reply(msg), usage_of(msg)
+
+
+def message(msg: Any) -> Any:
+    """`msg` if it is a message to read (the SDK builds one from any 200 without validating it:
+    a body of another content type comes back as a str, missing fields raise when read), else
+    Unusable. Only the reply's shape is checked here, so an error in our own reading of it is
+    never taken for an unusable reply."""
+    from anthropic.types import Message
+
+    if not isinstance(msg, Message):
+        raise Unusable(f"a {type(msg).__name__} where a message was asked for")
+    missing = [f for f in ("content", "usage") if f not in msg.model_fields_set]
+    if missing or not isinstance(msg.__dict__.get("content"), list):
+        raise Unusable(f"a message without {', '.join(missing) or 'a content list'}")
+    for block in msg.content:
+        if not isinstance(getattr(block, "type", None), str):
+            raise Unusable("a content block without a type")
+        if block.type == "text" and not isinstance(getattr(block, "text", None), str):
+            raise Unusable("a text block without text")
+    return msg
 
 
 def json_reply(msg: Any) -> dict:

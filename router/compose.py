@@ -6,7 +6,9 @@ pipeline shows the docs' own quotes instead). The offline counterpart is router/
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,18 +17,34 @@ from prompts import render
 
 from . import citations
 from .answer import Citation, Passage, Source
-from .claude import MessagesClient, Unusable, cached_system, merge_usage, output_config, usage_of
+from .claude import (
+    MessagesClient,
+    Unusable,
+    cached_system,
+    merge_usage,
+    message,
+    options,
+    usage_of,
+)
+
+log = logging.getLogger(__name__)
 
 NOT_IN_DOCS = "NOT_IN_DOCS"
+# an answer's text: ~110 tokens usually, the longest seen under 800 (bench/claude_paths.py); 1,500
+# leaves it room with thinking off (router/claude.py thinking_for); a model that always thinks
+# gets THINKING_ROOM more. A reply cut there is asked again once with RETRY_MAX_TOKENS, when
+# RETRY_TIME seconds are left for it.
 MAX_TOKENS, RETRY_MAX_TOKENS = 1500, 4000
+RETRY_TIME = 5.0
 
 # what came back, for the pipeline to decide on
 OK, NOT_COVERED, EMPTY, REFUSED, INCOMPLETE = "ok", "not_in_docs", "empty", "refusal", "incomplete"
+CUT = "cut"  # the stream was cut at the question's deadline (or failed after text was shown)
 
 
 @dataclass
 class Written:
-    status: str  # OK | NOT_COVERED | EMPTY | REFUSED | INCOMPLETE
+    status: str  # OK | NOT_COVERED | EMPTY | REFUSED | INCOMPLETE | CUT
     text: str = ""
     citations: list[Citation] = field(default_factory=list)
     usage: dict = field(default_factory=dict)
@@ -83,19 +101,36 @@ def compose(
     passages: list[Passage],
     by_chunk: dict[str, Source],
     on_text: Callable[[str], None] | None = None,
+    until: float | None = None,
 ) -> Written:
     """Claude's answer to `question` from `passages` (sources numbered in `by_chunk`). Streams
-    the text to `on_text`; a reply cut by max_tokens is asked again once with more room (not
-    streamed again: the returned text supersedes what was streamed)."""
+    the text to `on_text`; `until` (time.monotonic()) cuts the stream there, keeping what came
+    (CUT). A reply cut by max_tokens is asked again once with more room when the time allows (not
+    streamed again: the returned text supersedes what was streamed); a second try that fails or
+    is cut keeps the first reply. An error before any text was shown is raised (the step is tried
+    again or falls back offline); after, what was shown and checked is kept, CUT."""
     results = citations.search_results(passages, by_chunk)
     sources = list(by_chunk.values())
     hold = Holdback(on_text)
-    msg = _stream(client, model, question, results, sources, MAX_TOKENS, hold)
+    msg, cut = _stream(client, model, question, results, sources, MAX_TOKENS, hold, until)
     usage = usage_of(msg)
-    if msg.stop_reason == "max_tokens":
-        msg = _stream(client, model, question, results, sources, RETRY_MAX_TOKENS, Holdback(None))
-        usage = merge_usage(usage, usage_of(msg))
+    left = (until - time.monotonic()) if until is not None else None
+    if not cut and msg.stop_reason == "max_tokens" and (left is None or left > RETRY_TIME):
+        import anthropic
+
+        try:
+            again = client.with_options(timeout=left, max_retries=0) if left else client
+            second, cut2 = _stream(
+                again, model, question, results, sources, RETRY_MAX_TOKENS, Holdback(None), until
+            )
+            usage = merge_usage(usage, usage_of(second))
+            if not cut2:
+                msg = second
+        except (anthropic.APIError, Unusable) as e:
+            log.info("the longer second answer failed (%s); the first one is kept", e)
     written = read(msg, results, sources)
+    if cut and written.status in (OK, INCOMPLETE):
+        written.status = CUT
     written.usage = usage
     return written
 
@@ -108,11 +143,11 @@ def _stream(
     sources: list[Source],
     max_tokens: int,
     hold: Holdback,
-):
-    config = output_config(model)
+    until: float | None = None,
+) -> tuple[Any, str]:
+    """(the message, "" or why it was cut short: the deadline, or an error once text was
+    shown)."""
     with client.messages.stream(
-        model=model,
-        max_tokens=max_tokens,
         system=cached_system(render("answer"), model),
         messages=[
             {
@@ -120,12 +155,32 @@ def _stream(
                 "content": [*results, {"type": "text", "text": f"Question: {question}"}],
             }
         ],
-        **({"output_config": config} if config else {}),
+        **options(model, "answer", max_tokens),
     ) as stream:
         kind = stream.response.headers.get("content-type", "")
         if not kind.startswith("text/event-stream"):
             raise Unusable(f"a {kind or 'typeless'} reply where an event stream was asked for")
+        cut = _read(stream, results, sources, hold, until)
+        try:
+            msg = stream.current_message_snapshot if cut else stream.get_final_message()
+        except AssertionError:  # the SDK's way of saying no message_start arrived
+            raise Unusable("an event stream without a message") from None
+    if msg.stop_reason is None and not cut:
+        raise Unusable("the event stream ended before the message did")
+    return message(msg), cut
+
+
+def _read(stream, results: list[dict], sources: list[Source], hold: Holdback, until) -> str:
+    """Reads the stream's events into `hold` (text) and checks each citation as it arrives;
+    returns "" or why the stream was cut: the deadline (`until`), or an error after text was
+    shown. An error before is raised, as the API's error (a read past FIRST_BYTE: a timeout)."""
+    import anthropic
+    import httpx2
+
+    try:
         for event in stream:
+            if until is not None and time.monotonic() >= until:
+                return "deadline"
             if event.type != "content_block_delta":
                 continue
             if event.delta.type == "citations_delta":
@@ -134,13 +189,16 @@ def _stream(
                     hold.cite()
             elif event.delta.type == "text_delta":
                 hold(event.delta.text)
-        try:
-            msg = stream.get_final_message()
-        except AssertionError:  # the SDK's way of saying no message_start arrived
-            raise Unusable("an event stream without a message") from None
-    if msg.stop_reason is None:
-        raise Unusable("the event stream ended before the message did")
-    return msg
+    except (anthropic.APIError, httpx2.TransportError) as e:
+        if isinstance(e, httpx2.TimeoutException):  # a read past FIRST_BYTE, mid-stream
+            e = anthropic.APITimeoutError(request=stream.response.request)
+        elif isinstance(e, httpx2.TransportError):
+            e = anthropic.APIConnectionError(request=stream.response.request)
+        if not hold.released:
+            raise e from None
+        log.warning("the answer's stream failed after text was shown (%s): kept", e)
+        return type(e).__name__
+    return ""
 
 
 def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:

@@ -7,7 +7,7 @@ import re
 
 from prompts import render
 
-from .claude import MessagesClient, cached_system, output_config, usage_of
+from .claude import MessagesClient, cached_system, message, options, usage_of
 
 MAX_QUESTION_CHARS = 4000
 
@@ -55,13 +55,14 @@ def with_claude(
     """(standalone question in `docs_language`, token usage); an empty rewrite keeps the offline
     one."""
     convo = "\n".join(f"{h['role']}: {h['text'][:1500]}" for h in prior(history)[-10:])
-    config = output_config(model)
-    msg = client.messages.create(
-        model=model,
-        max_tokens=1000,
-        system=cached_system(render("condense", docs_language=docs_language), model),
-        messages=[{"role": "user", "content": f"Conversation:\n{convo}\n\nFollow-up: {question}"}],
-        **({"output_config": config} if config else {}),
+    msg = message(
+        client.messages.create(
+            system=cached_system(render("condense", docs_language=docs_language), model),
+            messages=[
+                {"role": "user", "content": f"Conversation:\n{convo}\n\nFollow-up: {question}"}
+            ],
+            **options(model, "condense", 1000),
+        )
     )
     text = " ".join(b.text for b in msg.content if b.type == "text").strip()
     return (text[:MAX_QUESTION_CHARS] or offline(question, history)), usage_of(msg)

@@ -14,7 +14,14 @@ from index.embedders import Embedder, EmbeddingError
 from index.mapped import arrays_path, open_searcher
 from index.rerank import VoyageReranker
 from index.search import Searcher
-from index.store import chunk_headings, generation, load_intents, load_related, open_db
+from index.store import (
+    chunk_headings,
+    example_vectors,
+    generation,
+    load_intents,
+    load_related,
+    open_db,
+)
 
 from . import words
 from .classify import ClaudeClassifier, OfflineClassifier
@@ -116,15 +123,8 @@ class Engine:
         if self._loaded is not None:  # a new generation: its words are built beside the answers
             threading.Thread(target=words.prepare, args=(searcher,), daemon=True).start()
         intents = load_intents(self.db)
-        examples = {}
-        texts = [(i["name"], q) for i in intents for q in i["examples"]]
-        if texts:
-            try:
-                vecs = self.embedder.embed_documents([q for _, q in texts])
-                for name in {n for n, _ in texts}:
-                    examples[name] = vecs[[j for j, (n, _) in enumerate(texts) if n == name]]
-            except EmbeddingError:
-                pass  # example questions only sharpen routing; the chunks' votes still decide
+        # the example questions' query embeddings, stored by the index run: none is embedded here
+        examples = example_vectors(self.db, intents, self.embedder.name)
         return Loaded(gen, searcher, self._router(searcher, intents, examples), intents, examples)
 
     def _router(
@@ -175,9 +175,13 @@ class Engine:
         rather than failing every question) and what the decision reads of the docs' words now,
         not on the first question (`serve` starts with it)."""
         from .decide import load_models
+        from .language import docs_language
 
         load_models()
-        words.prepare(self.loaded().searcher)
+        searcher = self.loaded().searcher
+        words.prepare(searcher)
+        # the language identifier (seconds to load), which a question with Claude asks first
+        docs_language(searcher)
         self.embed_query("warm up")
 
     def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:

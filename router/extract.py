@@ -43,7 +43,13 @@ def extract(
         for i, h in enumerate(hits, 1)
     )
     data, usage = structured(
-        client, model, render("extract"), f"{chunks}\n\nQuestion: {question}", SCHEMA, 4000
+        client,
+        model,
+        render("extract"),
+        f"{chunks}\n\nQuestion: {question}",
+        SCHEMA,
+        4000,
+        "extract",
     )
     items = data.get("passages")
     if not isinstance(items, list):

@@ -67,7 +67,7 @@ def extract(
             for u in top
         ]
         try:
-            sims = np.clip(embedder.embed_documents(texts) @ query_vec, 0, None)
+            sims = np.clip(embedder.embed_now(texts) @ query_vec, 0, None)
             for u, sim in zip(top, sims, strict=True):
                 lex = (u.score - CHUNK_WEIGHT * u.hit.score) / (1 - CHUNK_WEIGHT)
                 u.score = CHUNK_WEIGHT * u.hit.score + (1 - CHUNK_WEIGHT) * (

@@ -18,9 +18,17 @@ With Claude, the path before the answer is a setting (`path`, FIELDGUIDE_CLAUDE_
   before the first word);
 - "overlap": the same, with Claude's classification running while the question is embedded and
   searched locally;
-- "cite" (the default, bench/claude_paths.py): classification overlapped, and no extraction call:
-  the top chunks go to the answer as search_result blocks, a text block per paragraph, and the
-  answer's own citations are the extraction (one round trip before the first word).
+- "cite" (the default, bench/claude_paths.py): one round trip before the first word. Retrieval does
+  not wait for Claude's classification: the offline router (which only breaks ties) picks the top
+  chunks while Claude classifies beside the answer, and its classification is kept in the trace
+  (the audit's routing) when it is back by the end (bench/context.py: the sections the answer is
+  given are those of today's routed search); no extraction call: the top chunks go to the answer
+  as search_result blocks, a text block per paragraph, and the answer's own citations are the
+  extraction.
+
+The whole answer has a deadline: the answer's stream is cut at the question's deadline less the
+claim check's reserved time (claims.reserve), what was shown and checked is kept and marked, and a
+streamed reply's first byte must come within FIELDGUIDE_FIRST_BYTE_TIMEOUT seconds.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from . import citations, claims, compose, condense, decide, language, offline, w
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .classify import Classification, ClaudeClassifier
-from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
+from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Scope
 from .question import Asked, Draft, checked_question, verdict
 
@@ -66,6 +74,7 @@ class Pipeline:
         docs_base_url: str = "",
         deadline: float = DEADLINE,
         path: str = "cite",
+        first_byte: float = FIRST_BYTE,
     ):
         """`models`: {"condense", "extract", "answer", "check"} model ids. `deadline`: seconds
         for one question's Claude steps. `path`: the steps with Claude before the answer (PATHS,
@@ -78,6 +87,7 @@ class Pipeline:
         self.docs_base_url = docs_base_url
         self.deadline = deadline
         self.path = path
+        self.first_byte = first_byte  # seconds a streamed answer's reads may wait
 
     def answer(
         self,
@@ -169,6 +179,7 @@ class Pipeline:
             draft = self.offline_path(q)
         else:
             draft = self.claude_path(q, gate)
+        keep_classification(self.path, early, q.trace)
         return verdict(q, draft)
 
     # -- the two paths ---------------------------------------------------------------------------
@@ -207,7 +218,7 @@ class Pipeline:
             gate = q.offline_verdict
         passages = citations.cited_passages(passages, written) if cite else passages
         checked = None
-        if written.status in (compose.OK, compose.INCOMPLETE):
+        if written.status in (compose.OK, compose.INCOMPLETE, compose.CUT):
             checked = self.check_claims(q, written)
         q.lap("check")
         return Draft(gate, passages, written, sources, checked)
@@ -241,25 +252,37 @@ class Pipeline:
         q.trace.notes += [words.typo_note(typos)] if typos else []
         return fixed
 
-    def classify_early(self, q: Asked) -> Future[Classification | None] | None:
+    def classify_early(self, q: Asked) -> Future | None:
         """Claude's classification, started now so it runs while the question is embedded and
-        searched ("overlap" and "cite" paths); None when it is to run in turn (or not at all)."""
+        searched ("overlap"), or beside the answer, never waited for ("cite"); None when it is to
+        run in turn (or not at all)."""
         if self.path == "sequential" or not q.claude.available:
             return None
         classifier = q.router.classifier
         if not isinstance(classifier, ClaudeClassifier):
             return None
+        if self.path == "cite":
+            return EARLY.submit(classifier.beside, q.condensed, q.claude)
         return EARLY.submit(classifier.early, q.condensed, q.claude)
 
-    def route(self, q: Asked, early: Future[Classification | None] | None) -> None:
-        """The hits, routed (by intent) and retrieved, into `q.hits` and the trace."""
+    def route(self, q: Asked, early: Future | None) -> None:
+        """The hits, routed (by intent) and retrieved, into `q.hits` and the trace. The cite path
+        retrieves with the offline router: it does not wait for Claude's classification."""
         claude = q.claude
         with_claude = claude if claude.client is not None else None
         classified: Classification | str | None = None
-        if early is not None:
+        waits = self.path != "cite"
+        if early is not None and waits:
             classified = early.result() or claude.fell_back.get("classify", "failed")
         decision = q.router.route(
-            q.condensed, q.query_vec, k=10, claude=with_claude, classified=classified
+            q.condensed,
+            q.query_vec,
+            k=10,
+            # Voyage did not embed the question: its reranker, the same service, is not asked
+            rerank=q.query_vec is not None or not self.engine.embedder.name.startswith("voyage:"),
+            claude=with_claude if waits else None,
+            classified=classified,
+            wait=waits,
         )
         trace = q.trace
         trace.route = decision.to_dict() | ({"scope": q.scope.describe()} if q.scope else {})
@@ -341,15 +364,23 @@ class Pipeline:
             # a try after one that already streamed words to the user is not streamed again:
             # the returned text replaces what was streamed
             stream = relay if q.on_text is not None and not shown[0] else None
+            # the stream ends where the claim check's reserved time begins
+            until = q.claude.ends - claims.reserve(self.deadline)
             written = compose.compose(
-                client, self.models["answer"], q.question, passages, by_chunk, stream
+                client, self.models["answer"], q.question, passages, by_chunk, stream, until
             )
             add_usage(q.trace.usage, "answer", written.usage)
             return written, passages, by_chunk
 
-        quoted = q.claude.run("answer", ask, lambda: self.quotes(q, passages, cite))
+        quoted = q.claude.run(
+            "answer", ask, lambda: self.quotes(q, passages, cite), first_byte=self.first_byte
+        )
         written, used, by_chunk = quoted
-        uncited = written.by == "claude" and written.status in (compose.OK, compose.INCOMPLETE)
+        uncited = written.by == "claude" and written.status in (
+            compose.OK,
+            compose.INCOMPLETE,
+            compose.CUT,
+        )
         if uncited and not written.cited:  # never shown as an answer: the docs' own quotes are
             q.trace.notes.append(UNCITED_NOTE)
             return self.quotes(q, passages, cite)
@@ -380,6 +411,22 @@ class Laps:
         now = time.perf_counter()
         self.timings[name] = round((now - self.clock) * 1000, 1)
         self.clock = now
+
+
+def keep_classification(path: str, early: Future | None, trace: Trace) -> None:
+    """The cite path: Claude's classification, made beside the answer, kept in the trace's
+    routing (the audit) when it is back; never waited for."""
+    if early is None or path != "cite":
+        return
+    if not early.done():
+        trace.notes.append("Claude's routing was not back by the end of the answer")
+        return
+    result, why = early.result()
+    if result is None:
+        trace.notes.append(f"Claude's routing did not run ({why})")
+        return
+    trace.route["claude"] = [{"intent": i, "score": round(s, 3)} for i, s in result.ranked[:5]]
+    add_usage(trace.usage, "classify", result.usage)
 
 
 def fell_back(trace: Trace, step: str, why: str) -> None:

@@ -121,14 +121,16 @@ class Router:
         rerank: bool = True,
         claude: Claude | None = None,
         classified: Classification | str | None = None,
+        wait: bool = True,
     ) -> RouteDecision:
         """The routed top k; `rerank=False` keeps the fused order even with a reranker (eval).
         `claude`: the question's router.claude.Claude (deadline), if any. `classified`: Claude's
         classification made beforehand (overlapping this search), or why it failed (a str: the
-        offline vote decides), or None (the classifier is asked here)."""
+        offline vote decides), or None (the classifier is asked here). `wait=False`: Claude is
+        not waited for: the offline vote decides (the cite path: Claude classifies beside it)."""
         reranker = self.reranker if rerank else None
         depth = max(k, reranker.depth) if reranker else k
-        decision = self._route(question, query_vec, depth, claude, classified)
+        decision = self._route(question, query_vec, depth, claude, classified, wait)
         if reranker is not None:
             decision.hits, note = reranker.rerank(question, decision.hits)
             decision.reranked = not note
@@ -137,7 +139,13 @@ class Router:
         return decision
 
     def _route(
-        self, question: str, query_vec: np.ndarray | None, k: int, claude=None, classified=None
+        self,
+        question: str,
+        query_vec: np.ndarray | None,
+        k: int,
+        claude=None,
+        classified=None,
+        wait: bool = True,
     ) -> RouteDecision:
         search = lambda intents, n: self.searcher.search(  # noqa: E731
             question,
@@ -148,12 +156,14 @@ class Router:
             bm25_weight=self.bm25_weight,
         )
         everything = search(None, max(k, VOTERS))
+        offline = getattr(self.classifier, "fallback", self.classifier)
         if isinstance(classified, Classification):
             result = classified
         elif isinstance(classified, str):  # Claude failed: the offline vote (Claude's fallback)
-            offline = getattr(self.classifier, "fallback", self.classifier)
             result = offline.classify(question, query_vec, everything)
             result.note = unused_note(classified)
+        elif not wait:
+            result = offline.classify(question, query_vec, everything)
         else:
             result = self.classifier.classify(question, query_vec, everything, claude=claude)
         everything = prefer_intents(everything, result.ranked)

@@ -76,6 +76,8 @@ CAVEATS = {
     "unverified": "Partial answer: a citation could not be checked against the docs.",
     "not_covered": "Partial answer: the docs cover only part of this question.",
     "incomplete": "Partial answer: it was cut short at its length limit.",
+    "cut": "Partial answer: it was cut short (the question's time limit, or Claude failing"
+    " mid-answer).",
 }
 REFUSED = "Claude declined to answer this question, so there is no answer from the docs."
 ABSTAIN_TEXT = "I couldn't find this in the docs, so I won't guess."
@@ -149,7 +151,9 @@ def conclude(
     ANSWER, and only the sources it verifiably cites are listed."""
     verified = {c.source for c in written.citations if c.verified}
     why = (
-        "incomplete"
+        "cut"
+        if written.status == compose.CUT
+        else "incomplete"
         if written.status == compose.INCOMPLETE
         else "unverified"
         if not verified or any(not c.verified for c in written.citations)

@@ -246,6 +246,12 @@ def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypa
     expected = (sonnet["input_tokens"] * 2 + sonnet["output_tokens"] * 10) / 1e6
     assert abs(sonnet["cost_usd"] - expected) < 1e-6
     assert abs(s["cost_usd"] - sonnet["cost_usd"] - haiku["cost_usd"]) < 1e-6
+    # per step and per answer (issue 41): the steps' costs add up to the total; two of the three
+    # answers called Claude
+    assert {"classify", "answer", "check"} <= set(s["steps"])
+    assert s["steps"]["answer"]["calls"] == 2 and s["answers_with_claude"] == 2
+    assert abs(sum(st["cost_usd"] for st in s["steps"].values()) - s["cost_usd"]) < 1e-5
+    assert abs(s["cost_per_answer_usd"] - s["cost_usd"] / 2) < 1e-6
     # a price table of one's own; a model without a price is named, not guessed
     prices = {"claude-sonnet": {"input": 1, "output": 1, "cache_write": 1, "cache_read": 1}}
     monkeypatch.setenv("FIELDGUIDE_PRICES", json.dumps(prices))
@@ -253,6 +259,7 @@ def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypa
     out = capsys.readouterr().out
     assert "Answers since 2000-01-01T00:00:00+00:00: 3" in out and "| claude-haiku-5-5 | 4 |" in out
     assert "No price for claude-haiku-5-5: add it to FIELDGUIDE_PRICES." in out
+    assert "| answer | 2 |" in out and "an answer that called Claude, 2 of them" in out
     assert main(["audit", "--stats", "--db", examples_db, "--since", "2999-01-01"]) == 0
     assert "Answers since 2999-01-01T00:00:00+00:00: 0" in capsys.readouterr().out
 
@@ -292,3 +299,24 @@ def test_small_talk_gets_a_reply_of_its_own_never_not_in_the_docs(tmp_path, caps
     assert json.loads(capsys.readouterr().out)["small_talk"] == "greeting"
     assert main(["ask", "how long is the grace period", "--db", db]) == 2  # a question: no index
     assert "No index" in capsys.readouterr().err
+
+
+def test_prices_are_the_english_pricing_pages():
+    """Cache reads as the English pricing page lists them (2026-11): Sonnet 5.5 $0.10, Opus 5.5
+    $0.20, Fable 5.1 $0.25, Haiku 5.5 $0.01 (issue 41: they were listed at 2x and 4x)."""
+    from bot.costs import price_for
+    from bot.settings import DEFAULT_PRICES
+
+    reads = {
+        "claude-sonnet-5-5": 0.10,
+        "claude-opus-5-5": 0.20,
+        "claude-fable-5-1": 0.25,
+        "claude-haiku-5-5": 0.01,
+        "claude-opus-5": 0.50,
+    }
+    for model, read in reads.items():
+        price = price_for(model, DEFAULT_PRICES)
+        assert price is not None and price["cache_read"] == read, model
+    sonnet = price_for("claude-sonnet-5-5", DEFAULT_PRICES)
+    assert sonnet is not None
+    assert (sonnet["input"], sonnet["output"], sonnet["cache_write"]) == (2.0, 10.0, 2.5)

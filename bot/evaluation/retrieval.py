@@ -158,11 +158,15 @@ PAIRS = (("routed", "hybrid"), ("reranked", "routed"))
 BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED = 2000, 0
 
 
-def paired_difference(rows: list[dict], base: list[dict], mode: str, baseline: str) -> dict:
+def paired_difference(
+    rows: list[dict], base: list[dict], mode: str, baseline: str, metric: str | None = None
+) -> dict:
     """Mean per-question difference mode − baseline, with a seeded percentile bootstrap 95%
-    interval (questions resampled with replacement, the same draw for both modes). The metric is
-    MRR@10 when the set has gold sections, else intent hit@1 (a set with gold books only)."""
-    metric = "mrr@10" if any(r.get("mrr@10") is not None for r in rows) else "intent_hit@1"
+    interval (questions resampled with replacement, the same draw for both modes). The metric
+    (unless given) is MRR@10 when the set has gold sections, else intent hit@1 (a set with gold
+    books only)."""
+    if metric is None:
+        metric = "mrr@10" if any(r.get("mrr@10") is not None for r in rows) else "intent_hit@1"
     diffs = np.array(
         [
             float(a[metric]) - float(b[metric])

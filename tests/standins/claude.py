@@ -191,6 +191,8 @@ class FakeClaude:
         # faults served to the next requests, whatever they ask (rate_limited(1), OVERLOADED),
         # and a step that is down (kind → the fault every call of it gets); what was failed
         self.faults: list[tuple] = []
+        # faults served to the next calls of one kind (step → faults in turn)
+        self.faults_for: dict[str, list] = {}
         self.down: dict[str, tuple] = dict(down or {})
         self.failed: list[tuple[str, int]] = []
         # model → (seconds to the first token, output tokens per second): MODEL_TIMING
@@ -235,10 +237,14 @@ class FakeClaude:
                 self.refused.append(body)
             return refused
         with self.lock:
-            fault = self.faults.pop(0) if self.faults else None
             kind = self.kind(body)
+            fault = self.faults.pop(0) if self.faults else None
+            if fault is None and self.faults_for.get(kind):
+                fault = self.faults_for[kind].pop(0)
             down = self.down.get(kind)
         served = fault or down
+        if callable(served):  # a fault built per request (a stream failing mid-way, a hang)
+            served = served(body)
         if served is not None:
             with self.lock:
                 self.failed.append((kind, served[0]))
@@ -262,8 +268,13 @@ class FakeClaude:
             if structured_kind(body):  # asked through output_config.format: JSON text
                 message = as_json_text(message)
         message["model"] = body.get("model", message["model"])
+        thought = thinking_tokens(body)
+        if thought:
+            message = with_thinking(message, thought, int(body.get("max_tokens") or 0))
         message["usage"] = self.bill(body, message)
         first, per_word = self.pace(body, message)
+        if thought and self.timing and body.get("model") in self.timing:
+            first += thought / self.timing[body["model"]][1]  # thinking comes before the text
         if body.get("stream"):
             return 200, self.events(message, kind, body, first, per_word)
         n = sum(len(words(b.get("text") or json.dumps(b.get("input")))) for b in message["content"])
@@ -288,7 +299,11 @@ class FakeClaude:
         input_tokens counts what follows the last breakpoint (or all of it, uncached)."""
         parts = prompt_parts(body)
         total = sum(estimate_tokens(p) for p, _ in parts)
-        output = sum(estimate_tokens(b.get("text") or b.get("input")) for b in message["content"])
+        output = sum(
+            estimate_tokens(b.get("text") or b.get("input"))
+            for b in message["content"]
+            if b["type"] != "thinking"
+        ) + thinking_tokens(body)
         read = written = 0
         if self.cache_on:
             model = body.get("model", "")
@@ -448,13 +463,18 @@ class FakeClaude:
                 opening: dict = {"type": "text", "text": ""}
                 if citations_on:
                     opening["citations"] = []
+            elif block["type"] == "thinking":
+                opening = {"type": "thinking", "thinking": "", "signature": ""}
             else:
                 opening = dict(block, input={})
             yield sse(
                 "content_block_start",
                 {"type": "content_block_start", "index": i, "content_block": opening},
             )
-            if block["type"] == "text":
+            if block["type"] == "thinking":
+                yield self.delta(i, {"type": "thinking_delta", "thinking": block["thinking"]})
+                yield self.delta(i, {"type": "signature_delta", "signature": block["signature"]})
+            elif block["type"] == "text":
                 for cit in block.get("citations") or []:
                     yield self.delta(i, {"type": "citations_delta", "citation": cit})
                 for piece in words(block["text"]):
@@ -576,7 +596,162 @@ def api_rules(body: dict) -> tuple | None:
     effort = (body.get("output_config") or {}).get("effort")
     if effort is not None and not model.startswith(EFFORT_MODELS):
         return api_error(400, "invalid_request_error", f"effort is not supported for {model}")
+    return thinking_rules(model, (body.get("thinking") or {}).get("type"), effort)
+
+
+# -- thinking (platform.claude.com/docs/en/build-with-claude/thinking, the 5.x what's-new pages
+# and migration guides, 2026-11) --------------------------------------------------------------
+# Adaptive thinking is on by default on every 5.x model; Opus 5.5 and Fable 5.x cannot turn it off;
+# Sonnet 5.5 turns it off with "between_tools" (and answers "disabled" with a 400); Haiku 5.5,
+# Sonnet 5 and Opus 5 take "disabled" at effort high or lower. Before 5, a model thinks only when
+# asked. The default effort is medium on Haiku 5.5 and Opus 5.5, high on the others.
+ALWAYS_THINKS = ("claude-opus-5-5", "claude-fable-5")
+THINKS_BY_DEFAULT = ("claude-haiku-5-5", "claude-sonnet-5", "claude-opus-5", "claude-fable-5")
+MEDIUM_BY_DEFAULT = ("claude-haiku-5-5", "claude-opus-5-5")
+# The thinking tokens the stand-in spends per effort level: the docs give no figures (low "skips
+# thinking for simpler tasks", high "almost always thinks"); these are the stand-in's own, in
+# proportion, so that thinking costs time and max_tokens as it does on the API.
+THINKING_TOKENS = {"low": 50, "medium": 300, "high": 800, "xhigh": 1600, "max": 3000}
+
+
+def thinking_rules(model: str, kind: str | None, effort: str | None) -> tuple | None:
+    """The 400 a thinking setting gets on `model`, or None."""
+    if kind is None or kind == "adaptive":
+        return None
+    high = effort in ("xhigh", "max")
+    if kind == "between_tools":
+        if not model.startswith("claude-sonnet-5-5"):
+            return api_error(400, "invalid_request_error", f"thinking.type: {kind}: {model}")
+        if high:
+            return api_error(400, "invalid_request_error", "between_tools needs effort <= high")
+        return None
+    if kind == "disabled":
+        if model.startswith("claude-sonnet-5-5"):
+            return api_error(
+                400,
+                "invalid_request_error",
+                "thinking cannot be disabled on claude-sonnet-5-5: use between_tools",
+            )
+        if model.startswith(ALWAYS_THINKS):
+            return api_error(400, "invalid_request_error", f"thinking is always on for {model}")
+        if high and model.startswith(THINKS_BY_DEFAULT):
+            return api_error(
+                400, "invalid_request_error", "disabling thinking needs effort <= high"
+            )
+        return None
+    if kind == "enabled" and model.startswith(THINKS_BY_DEFAULT):
+        return api_error(400, "invalid_request_error", "budget_tokens is not supported: adaptive")
     return None
+
+
+def thinking_tokens(body: dict) -> int:
+    """The thinking tokens a request spends (0 with thinking off)."""
+    model = str(body.get("model", ""))
+    kind = (body.get("thinking") or {}).get("type")
+    if kind in ("disabled", "between_tools"):
+        return 0
+    if kind is None and not model.startswith(THINKS_BY_DEFAULT):
+        return 0
+    if kind == "enabled":
+        return int((body.get("thinking") or {}).get("budget_tokens") or 0)
+    effort = (body.get("output_config") or {}).get("effort") or (
+        "medium" if model.startswith(MEDIUM_BY_DEFAULT) else "high"
+    )
+    return THINKING_TOKENS.get(effort, THINKING_TOKENS["high"])
+
+
+def with_thinking(message: dict, tokens: int, max_tokens: int) -> dict:
+    """The reply with a thinking block first; its tokens count toward max_tokens, so a reply
+    whose thinking and text pass it is cut (stop_reason max_tokens)."""
+    thinking = {"type": "thinking", "thinking": "Let me work through this.", "signature": "sig"}
+    budget = max_tokens - tokens if max_tokens else 10**9
+    content, used = [thinking], 0
+    for block in message["content"]:
+        cost = estimate_tokens(block.get("text") or block.get("input"))
+        if used + cost > budget:
+            if block["type"] == "text" and budget - used > 0:
+                keep = int(len(block["text"]) * (budget - used) / cost)
+                content.append(dict(block, text=block["text"][:keep]))
+            return dict(message, content=content, stop_reason="max_tokens")
+        content.append(block)
+        used += cost
+    return dict(message, content=content)
+
+
+# -- faults as the API serves them (errors page, rate-limits page, streaming page) ----------------
+
+
+def spend_limited() -> tuple:
+    """A spend limit's 429: rate_limit_error with error.details.error_code
+    enforced_spend_limit_reached and no retry-after (retrying fails until the month turns)."""
+    return (
+        429,
+        {
+            "type": "error",
+            "error": {
+                "type": "rate_limit_error",
+                "message": "Your organization has reached its monthly spend limit.",
+                "details": {"error_code": "enforced_spend_limit_reached"},
+            },
+        },
+        {},
+    )
+
+
+def should_not_retry(fault: tuple) -> tuple:
+    """`fault` with the server's `x-should-retry: false`."""
+    status, body, *rest = fault
+    return status, body, {**(rest[0] if rest else {}), "x-should-retry": "false"}
+
+
+def overloaded_mid_stream(body: dict):
+    """A stream that starts (message_start, a ping) and then carries an `error` event of type
+    overloaded_error, as the streaming page shows one, before any text."""
+    start = {
+        "id": "msg_stub",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", ""),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1},
+    }
+
+    def events():
+        yield sse("message_start", {"type": "message_start", "message": start})
+        yield sse("ping", {"type": "ping"})
+        yield sse(
+            "error",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        )
+
+    return 200, events()
+
+
+def broken_after(events, text_deltas: int = 3):
+    """A stream (`events`, as FakeClaude streams it) that carries an overloaded_error event after
+    its first `text_deltas` text deltas."""
+    seen = 0
+    for piece in events:
+        yield piece
+        if b'"text_delta"' in piece:
+            seen += 1
+            if seen == text_deltas:
+                error = {"type": "overloaded_error", "message": "Overloaded"}
+                yield sse("error", {"type": "error", "error": error})
+                return
+
+
+def hanging(release: threading.Event, seconds: float = 60.0):
+    """A fault for `down` / `faults`: the connection is accepted and nothing is sent until
+    `release` is set (or `seconds` pass)."""
+
+    def serve(body: dict) -> tuple:
+        release.wait(seconds)
+        return OVERLOADED
+
+    return serve
 
 
 def asked_schema(body: dict) -> dict | None:

@@ -4,18 +4,31 @@ limits, /rerank. Handlers for a StubServer (server.py)."""
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from .server import Request
 
+INPUT_TYPES = (None, "query", "document")  # the embeddings page's input_type values
+
 
 def voyage_embeddings(dim: int = 8):
-    """A Voyage /embeddings handler: deterministic vectors from each text's hash."""
+    """A Voyage /embeddings handler: deterministic vectors from each text's hash (and its
+    input_type: a query and a document differ, as Voyage's prompts make them); 400 for what the
+    API rejects (no model, an input_type it does not know, no texts, more than 1,000)."""
 
     def handler(req: Request):
-        texts = req.json["input"]
+        body = req.json
+        texts = body.get("input")
+        kind = body.get("input_type")
+        if not body.get("model") or kind not in INPUT_TYPES:
+            return 400, {"detail": "model is required; input_type is null, query or document"}
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts or len(texts) > 1000:
+            return 400, {"detail": "input must be a list of 1 to 1,000 texts"}
         data = []
         for i, t in enumerate(texts):
-            h = hashlib.sha256(t.encode()).digest()
+            h = hashlib.sha256(f"{kind}\n{t}".encode() if kind == "query" else t.encode()).digest()
             data.append({"embedding": [b / 255 - 0.5 for b in h[:dim]], "index": i})
         return 200, {"data": data, "usage": {"total_tokens": sum(len(t.split()) for t in texts)}}
 
@@ -57,5 +70,16 @@ def voyage_rerank(prefer: str = ""):
             "model": body["model"],
             "usage": {"total_tokens": tokens},
         }
+
+    return handler
+
+
+def voyage_hanging(release: threading.Event, seconds: float = 60.0):
+    """A Voyage endpoint that accepts the connection and answers nothing until `release` is set
+    (or `seconds` pass)."""
+
+    def handler(req: Request):
+        release.wait(seconds)
+        return 503, {"detail": "service unavailable"}
 
     return handler
