@@ -102,12 +102,15 @@ def check_git_docs(settings: Settings) -> Check:
     """The git docs source answers (`git ls-remote`, within the checks' timeout)."""
     from index.gitsource import GitError, GitSource
 
-    git = GitSource(
-        settings.docs_git, settings.docs_branch, Path("."), token=settings.docs_git_token
-    )
+    try:  # the value checked as index checks it: git never reads it as an option
+        git = GitSource(
+            settings.docs_git, settings.docs_branch, Path("."), token=settings.docs_git_token
+        )
+    except GitError as e:
+        return Check("docs", "FAIL", str(e))
     git.timeout = TIMEOUT
     try:
-        heads = git.git("ls-remote", "--heads", git.url)
+        heads = git.git("ls-remote", "--heads", "--", git.url)
     except GitError as e:
         return Check("docs", "FAIL", f"cannot reach {git.identity}: {e}")
     branch = git.branch
