@@ -257,3 +257,62 @@ def test_front_matter_closing_lines_and_body_offset():
     # an opening line without a closing one is no front matter: the whole file is the body
     doc = parse_doc("b.md", b"---\n# H\n\ntext\n")
     assert doc.body_start == 0 and doc.title == "H"
+
+
+def alias_bomb(levels: int = 20, leaf: int = 1000) -> str:
+    """An intents.yaml of `levels` anchors, each a list of the previous one twice (2 aliases a
+    level, under the 50-alias limit), read as 2**levels copies of a `leaf`-letter string: the
+    example is no question, so the loader's message is where it would be printed whole."""
+    lines = [f"l0: &l0 {'x' * leaf}"]
+    lines += [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, levels)]
+    lines.append(f"api:\n  examples: [*l{levels - 1}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_in_bounded_memory(tmp_path):
+    """In a process that may use 600 MB of address space at most: the 23 KB file would read as
+    a gigabyte; it is refused in one line, with nothing expanded."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    write_docs(tmp_path, {"intents.yaml": alias_bomb()})
+    also = "\n".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, 20))
+    write_docs(tmp_path / "fm", {"a.md": f"---\na0: &a0 {'y' * 1000}\n{also}\n---\n# A\n\nt\n"})
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20))\n"
+        "from pathlib import Path\n"
+        "from index.loader import DocError, load_intents_yaml, parse_doc\n"
+        "for load in (lambda: load_intents_yaml(Path(sys.argv[1])),"
+        " lambda: parse_doc('a.md', Path(sys.argv[1], 'fm', 'a.md').read_bytes())):\n"
+        "    try:\n        load()\n    except DocError as e:\n        print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-500:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and all("YAML aliases" in line for line in lines), lines
+    assert lines[0].startswith("intents.yaml reads as over 4 times its own size")
+    assert lines[1].startswith("front matter reads as over 4 times its own size")
+
+
+def test_a_few_aliases_are_read_and_a_bad_example_is_shown_short(tmp_path):
+    write_docs(
+        tmp_path,
+        {"intents.yaml": "o: &o U0OWNER\napi:\n  owner: *o\nbilling:\n  owner: *o\n"},
+    )
+    assert {k: v.owner for k, v in load_intents_yaml(tmp_path).items()} == {
+        "o": None,
+        "api": "U0OWNER",
+        "billing": "U0OWNER",
+    }
+    write_docs(tmp_path, {"intents.yaml": "api:\n  examples: [[" + "x, " * 10_000 + "x]]\n"})
+    with pytest.raises(DocError) as e:
+        load_intents_yaml(tmp_path)
+    assert "examples must be questions (text), got ['x', 'x', 'x', 'x', ...]" in str(e.value)
