@@ -56,6 +56,8 @@ class Doc:
     version: str | None = None
     url: str | None = None
     owner: str | None = None
+    # optional front-matter fields left out (the doc indexed all the same): one line each
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -342,9 +344,20 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     if not body.strip():
         raise DocError("no content after the front matter")
     intent = meta.get("intent")
+    warnings: list[str] = []
+
+    def optional(read, *args):
+        """An optional field's value, or None with a warning: one bad link, owner or label
+        leaves the field out, never the doc's content."""
+        try:
+            return read(*args)
+        except DocError as e:
+            warnings.append(f"{e}: the field is left out")
+            return None
+
     heading = first_heading(body)
     title = (
-        _scalar(meta, "title", MAX_TITLE)
+        optional(_scalar, meta, "title", MAX_TITLE)
         or (heading and heading[:MAX_TITLE])
         or Path(rel_path).stem.replace("-", " ").replace("_", " ")[:MAX_TITLE]
     )
@@ -357,11 +370,12 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
         text=text,
         body_start=end,
         hash=content_hash(data),
-        subcategory=_scalar(meta, "subcategory", MAX_FIELD),
-        related_intents=_related(meta.get("related_intents")),
-        version=_scalar(meta, "version", MAX_FIELD),
-        url=_url(meta),
-        owner=owner_id(meta.get("owner"), "front matter 'owner'"),
+        subcategory=optional(_scalar, meta, "subcategory", MAX_FIELD),
+        related_intents=optional(_related, meta.get("related_intents")) or [],
+        version=optional(_scalar, meta, "version", MAX_FIELD),
+        url=optional(_url, meta),
+        owner=optional(owner_id, meta.get("owner"), "front matter 'owner'"),
+        warnings=warnings,
     )
 
 

@@ -167,14 +167,7 @@ def test_a_huge_intent_is_rejected_and_named_in_the_summary(tmp_path, local_embe
 @pytest.mark.parametrize(
     "front_matter, reason",
     [
-        ("url: javascript:alert(1)", "not an http(s) link"),
-        ("url: https://example.com/a b", "not an http(s) link"),
-        ("url: https://example.com/<script>", "not an http(s) link"),
-        ("url: [https://example.com]", "'url' must be text, got a list"),
-        (f"title: {'t' * 201}", "'title' is 201 characters (at most 200)"),
-        ("version: {a: 1}", "'version' must be text, got a mapping"),
-        ("related_intents: 7", "'related_intents' must be a list, got int"),
-        ("related_intents: [Two Words]", "not a valid intent name"),
+        ("intent: [a, b]", "'intent' must be a single name"),
         ("a: &a [1, 2]\nb: [" + ", ".join(["*a"] * 51) + "]", "more than 50 YAML aliases"),
         ("deep: " + "[" * 5000 + "]" * 5000, "nested deeper than 20 levels"),
     ],
@@ -183,6 +176,29 @@ def test_front_matter_schema(front_matter, reason):
     with pytest.raises(DocError) as e:
         parse_doc("a.md", f"---\n{front_matter}\n---\n# A\ntext\n".encode())
     assert reason in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "front_matter, field, reason",
+    [
+        ("url: javascript:alert(1)", "url", "not an http(s) link"),
+        ("url: https://example.com/a b", "url", "not an http(s) link"),
+        ("url: https://example.com/<script>", "url", "not an http(s) link"),
+        ("url: [https://example.com]", "url", "'url' must be text, got a list"),
+        (f"title: {'t' * 201}", "title", "'title' is 201 characters (at most 200)"),
+        ("version: {a: 1}", "version", "'version' must be text, got a mapping"),
+        ("related_intents: 7", "related_intents", "must be a list, got int"),
+        ("related_intents: [Two Words]", "related_intents", "not a valid intent name"),
+        ("owner: everyone", "owner", "is not a Slack owner"),
+    ],
+)
+def test_a_bad_optional_field_is_left_out_with_a_warning(front_matter, field, reason):
+    """One bad optional field costs the field, never the doc's content."""
+    doc = parse_doc("a.md", f"---\nintent: api\n{front_matter}\n---\n# A\ntext\n".encode())
+    [warning] = doc.warnings
+    assert reason in warning and warning.endswith("the field is left out"), warning
+    assert "\n" not in warning and doc.intent == "api" and doc.title == "A"
+    assert getattr(doc, field) in (None, [], "A")  # the title falls back to the heading
 
 
 def test_long_headings_make_bounded_titles():
@@ -316,3 +332,30 @@ def test_a_few_aliases_are_read_and_a_bad_example_is_shown_short(tmp_path):
     with pytest.raises(DocError) as e:
         load_intents_yaml(tmp_path)
     assert "examples must be questions (text), got ['x', 'x', 'x', 'x', ...]" in str(e.value)
+
+
+def test_a_doc_with_a_bad_link_keeps_its_content(examples_db, tmp_path, capsys):
+    """Through the command line: the doc is indexed, the field named in a warning, and its
+    section answers."""
+    import json
+    import shutil
+
+    from bot.cli import main
+    from tests.conftest import EXAMPLES
+
+    docs = tmp_path / "docs"
+    shutil.copytree(EXAMPLES, docs)
+    (docs / "pelican.md").write_text(
+        "---\nintent: troubleshooting\nurl: 'https://wiki.example.com/pelican gateway'\n---\n"
+        "# Pelican gateway\n\n## What do I do when the pelican gateway is down?\n\n"
+        "Restart the pelican gateway with `tide gateway restart --pelican`, then page the"
+        " on-call engineer in #pelican-ops if it is still down after five minutes.\n"
+    )
+    assert main(["index", str(docs), "--db", examples_db, "--replace"]) == 0
+    out = capsys.readouterr().out
+    assert "added 1" in out and "skipped 0" in out
+    assert "warning pelican.md: front matter 'url'" in out and "the field is left out" in out
+    q = "What do I do when the pelican gateway is down?"
+    assert main(["ask", q, "--db", examples_db, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["decision"] != "ABSTAIN" and "tide gateway restart" in answer["text"]
