@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from markdown_it import MarkdownIt
+
 from router.answer import Answer, Source
 from router.citations import updated_ago
 from router.words import TYPO_NOTE
@@ -45,23 +47,38 @@ def _escape_line(line: str) -> str:
 
 # an inline link or image, its label holding at most one level of brackets ("[a [b]](u)")
 _LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(([^)\n]*)\)")
-# a reference definition, also inside a blockquote or a list item ("> [r]: url")
-_LINK_DEFINITION = re.compile(r"^([ \t>*+\-\d.)]*)\[([^\]\n]+)\]:", re.MULTILINE)
-# a `]` that closes a link's text: before `(` (inline) or `[` (a reference), not escaped already
+# a `]` that closes a link's text or label: before `(` (inline), `[` (a reference) or `:` (a
+# reference definition, whatever its label holds: two lines, an escaped `]`), not escaped already
 # (an even run of backslashes before it escapes only themselves)
-_LINK_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\](?=[(\[])")
+_LINK_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\](?=[(\[:])")
+_ANY_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\]")
+PARSER = MarkdownIt("commonmark")
+
+
+def links_of(markdown: str) -> bool:
+    """Does a CommonMark parser (as Slack's markdown block) read a link, an image or a reference
+    definition in `markdown`?"""
+    env: dict = {}
+    tokens = PARSER.parse(markdown, env)
+    if env.get("references"):
+        return True
+    return any(t.type in ("link_open", "image") for token in tokens for t in token.children or [])
 
 
 def safe_markdown(text: str) -> str:
-    """Model or doc text made safe for a `markdown` block: links reduced to their labels (inline
-    and reference definitions), then every `]` that could still close a link's text escaped (a
-    label nesting brackets deeper, `[a [b [c]]](u)`, or any form the label pattern misses: no
-    link of the text can form, whatever its brackets), then every line escaped. Code is no
-    exception, as links in it were never kept either."""
+    """Model or doc text made safe for a `markdown` block: inline links reduced to their labels,
+    then every `]` that could close a link's text or a reference definition's label escaped (a
+    label nesting brackets deeper, `[a [b [c]]](u)`, a definition's label over two lines or
+    holding `\\]`: no link of the text can form, whatever its brackets), then every line
+    escaped. What is left is read by markdown-it as Slack would: should it still find a link or
+    a definition, every `]` is escaped. Code is no exception, as links in it were never kept
+    either."""
     text = _LINK.sub(lambda m: m.group(1), text)
-    text = _LINK_DEFINITION.sub(lambda m: f"{m.group(1)}\\[{m.group(2)}\\]:", text)
     text = _LINK_CLOSE.sub(lambda m: m.group(1) + "\\]", text)
-    return "\n".join(_escape_line(line) for line in text.split("\n"))
+    out = "\n".join(_escape_line(line) for line in text.split("\n"))
+    if "]" in out and links_of(out):
+        out = _ANY_CLOSE.sub(lambda m: m.group(1) + "\\]", out)
+    return out
 
 
 # code (left alone: Slack links nothing in it), or a URL Slack would turn into a link: a scheme or
