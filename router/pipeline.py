@@ -33,7 +33,7 @@ from index.clean import valid_text
 from index.search import Hit, IndexChanged, Searcher
 from prompts import prompt_hash
 
-from . import citations, claims, compose, condense, decide, language, offline, words
+from . import citations, claims, compose, condense, decide, language, offline, reading, words
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .classify import Classification, ClaudeClassifier
@@ -260,11 +260,8 @@ class Pipeline:
         question = valid_text(question or "").strip()
         if not question:
             raise QuestionError("The question is empty: ask me something about the docs.")
-        if len(question) <= MAX_QUESTION_CHARS:
-            return question
-        # cut at a word boundary: half a word ("padd") would read as a name the docs never mention
-        cut = question[: MAX_QUESTION_CHARS + 1]
-        return cut.rsplit(None, 1)[0] if " " in cut else cut[:MAX_QUESTION_CHARS]
+        # a long paste keeps the sentences that ask, wherever they stand (reading.bounded)
+        return reading.bounded(question, MAX_QUESTION_CHARS)
 
     def correct_typos(self, question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
         """The question with its typos read as the words they stand for (words.correct_typos);
