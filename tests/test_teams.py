@@ -66,6 +66,31 @@ def test_a_default_scope_covers_dms_and_unlisted_channels(make_harness, tmp_path
     assert all(x["doc"].startswith("webhooks/") for x in row["hits"])
 
 
+def test_the_greeting_in_a_scoped_channel_suggests_its_own_questions(make_harness, tmp_path):
+    """ "hi" suggests example questions of the intents the channel is routed among, none of
+    another team's."""
+    from tests.standins.slack_harness import wait
+
+    path = tmp_path / "scopes.yaml"
+    path.write_text(SCOPES)
+    h = make_harness(channels={"CPLATFORM": "platform"}, scopes=str(path))
+    h.event(mention("hi", channel="CBILLING", ts="1700000001.000100"), "EvG1")
+    h.event(mention("hello", channel="CPLATFORM", ts="1700000002.000100"), "EvG2")
+
+    def greeting(channel: str) -> str:
+        return wait(
+            lambda: next((p["text"] for p in h.mock.posts() if p.get("channel") == channel), ""),
+            what=f"the greeting in {channel}",
+        )
+
+    billing, platform = greeting("CBILLING"), greeting("CPLATFORM")
+    assert "How much does the Team plan cost?" in billing
+    assert "rotate my API key" not in billing and "retry a failed webhook" not in billing
+    # api/ holds the api intent's docs only
+    assert "What is the maximum page size when listing deliveries?" in platform
+    assert "rotate my API key" not in platform and "Team plan cost" not in platform
+
+
 def test_a_channel_name_the_app_cannot_see_stops_start_up_with_its_name(make_harness, tmp_path):
     path = tmp_path / "scopes.yaml"
     path.write_text(SCOPES)
