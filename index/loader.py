@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from .markdown import first_heading
+from .markdown import capped, first_heading
 
 MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
@@ -205,10 +205,14 @@ def expanded_size(node: yaml.Node, limit: int) -> int:
     """The nodes plus scalar characters that `node` stands for with every alias expanded,
     counted without expanding anything (each node's size computed once); stops past `limit`."""
     sizes: dict[int, int] = {}
+    open_: set[int] = set()  # being counted: met again inside itself, it is endless
 
     def size(n: yaml.Node) -> int:
         if id(n) in sizes:
             return sizes[id(n)]
+        if id(n) in open_:
+            return limit + 1
+        open_.add(id(n))
         if isinstance(n, yaml.ScalarNode):
             total = 1 + len(n.value)
         elif isinstance(n, yaml.SequenceNode):
@@ -216,6 +220,7 @@ def expanded_size(node: yaml.Node, limit: int) -> int:
         else:
             total = 1 + sum(size(k) + size(v) for k, v in n.value)
         sizes[id(n)] = min(total, limit + 1)
+        open_.discard(id(n))
         return sizes[id(n)]
 
     return size(node)
@@ -358,7 +363,7 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     heading = first_heading(body)
     title = (
         optional(_scalar, meta, "title", MAX_TITLE)
-        or (heading and heading[:MAX_TITLE])
+        or (heading and capped(heading, MAX_TITLE))
         or Path(rel_path).stem.replace("-", " ").replace("_", " ")[:MAX_TITLE]
     )
     return Doc(

@@ -10,6 +10,22 @@ from markdown_it.token import Token
 
 SPLIT_LEVELS = 4  # H1-H4 start a chunk; H5/H6 stay inside their section
 TITLE_PREFIX = 64 * 1024  # characters read for a doc's first heading
+# A heading is a title: at most as long as a front-matter title (index/loader.py MAX_TITLE); a
+# longer one is cut with a mark. Headings travel into every chunk's path, the search text, the
+# quotes' attributions and each answer's sources: a 30,000-character one made an answer's
+# sources 30,078 characters, which Slack refused.
+MAX_HEADING = 200
+
+
+def capped(title: str, limit: int = MAX_HEADING) -> str:
+    """`title` in at most `limit` characters, cut at a word with "…" when longer."""
+    if len(title) <= limit:
+        return title
+    cut = title[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip() + "…"
+
 
 # block structure only: inline markup (emphasis, links) is not needed to cut a doc into blocks
 BLOCKS = MarkdownIt("commonmark").enable("table")
@@ -53,7 +69,7 @@ def section_heading(tokens: list[Token], i: int, after_blank: bool) -> tuple[int
         not after_blank or "\n" in title or title[-1] in ".:;" or MARKUP_LINE.match(title)
     ):
         return None
-    return level, title
+    return level, capped(title)
 
 
 def first_heading(markdown: str) -> str | None:
@@ -71,6 +87,6 @@ def first_heading(markdown: str) -> str | None:
             setext = token.markup in ("=", "-")
             ok = not setext or section_heading(tokens, i, first == 0 or first > prev_end)
             if title and ok:
-                return title
+                return capped(title)
         prev_end = last
     return None

@@ -626,3 +626,61 @@ def test_a_signed_event_is_acked_in_time_while_200_idle_connections_are_open(htt
     finally:
         for s in idle:
             s.close()
+
+
+# -- Slack's limits, whatever the docs hold ------------------------------------------------------
+
+
+def test_a_very_long_heading_gives_one_answer_within_slacks_limits(
+    make_harness, tmp_path, local_embedder
+):
+    """A 30,000-character heading is cut with a mark when indexed; the answer is one message
+    with its sources, decision and feedback, accepted by Slack as it is."""
+    from index.indexer import index_folder
+    from index.store import open_db
+    from tests.conftest import write_docs
+
+    heading = "Pelican gateway restarts " + "after a ferry token rotation " * 1100
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "ops/pelican.md": "---\nintent: ops\n---\n# Pelican gateway\n\n"
+            f"## {heading}\n\nTo restart the pelican gateway, run `tide gateway restart`"
+            " and wait for the health check to turn green.\n"
+        },
+    )
+    db = str(tmp_path / "index.db")
+    index_folder(db, docs, local_embedder)
+    paths = [json.loads(p) for (p,) in open_db(db).execute("SELECT heading_path FROM chunks")]
+    assert max(len(h) for path in paths for h in path) <= 200
+    assert any(h.endswith("…") for path in paths for h in path)
+    h = make_harness(db=db)
+    h.event(mention("How do I restart the pelican gateway?"), "EvLong1")
+    [answer] = answer_in(h.mock, "C1")
+    sentinel(h)
+    refused = [f for f in h.mock.posts() + h.mock.updates() if h.mock._message_error(f)]
+    assert not refused, "Slack refused a message"
+    assert "tide gateway restart" in markdown_of(answer)
+    assert any(b["type"] == "context_actions" for b in answer["blocks"])
+    assert len([m for m in h.mock.posts() if m.get("channel") == "C1"]) <= 2  # placeholder too
+
+
+def test_every_answer_message_is_within_slacks_limits_whatever_its_sources():
+    """An index built before headings were capped: labels and text of any length still make
+    messages Slack accepts, the sources in one block of the last message."""
+    from bot.slack.slack_format import answer_messages
+    from router.answer import Answer, Source
+    from tests.standins.slack import _block_error
+
+    label = "x" * 30_000
+    sources = [
+        Source(n, f"c{n}", "a.md", label, [label, label], "https://d.example/a") for n in (1, 2)
+    ]
+    for text in ("One sentence [1].", "word " * 20_000):
+        ans = Answer("q", "q", "PARTIAL", text, sources=sources)
+        messages = answer_messages(ans, 7)
+        assert all(_block_error(m) is None for m in messages)
+        assert len(messages) <= 2 + len(text) // 12_000  # the text, then the footer
+        last = messages[-1]
+        assert sum(b["type"] == "markdown" for b in last) >= 1
+        assert any(b["type"] == "context_actions" for b in last)

@@ -12,7 +12,7 @@ from typing import Any
 from index.store import counts, load_owners, run_status
 
 from ..gaps import find_topics, top_intent
-from .slack_format import escape
+from .slack_format import escape, within_limits
 
 REINDEX_ACTION = "home_reindex"
 DAYS = 7
@@ -124,4 +124,4 @@ def home_view(user: str, admin: bool, state: Any, engine: Any, doc_owners: bool 
                 ],
             }
         )
-    return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}
+    return {"type": "home", "blocks": within_limits(blocks, MAX_BLOCKS)}
