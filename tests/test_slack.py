@@ -684,3 +684,58 @@ def test_every_answer_message_is_within_slacks_limits_whatever_its_sources():
         last = messages[-1]
         assert sum(b["type"] == "markdown" for b in last) >= 1
         assert any(b["type"] == "context_actions" for b in last)
+
+
+# -- malformed signed bodies ---------------------------------------------------------------------
+
+
+def click_form(**changes) -> bytes:
+    from urllib.parse import urlencode
+
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U1"},
+        "team": {"id": "T1"},
+        "channel": {"id": "C1"},
+        "actions": [{"type": "button", "action_id": "answer_feedback", "value": "helpful:1"}],
+    } | changes
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+MALFORMED_SIGNED = [
+    click_form(actions=[{"type": "button", "action_id": 5, "value": "helpful:1"}]),
+    click_form(user="U1"),
+    click_form(user={"name": "no id"}),
+    b"command=%2Fdocs-reindex&text=status&channel_id=C1&team_id=T1",  # no user_id
+    b"command=%2Fdocs-reindex&text=&user_id=U1",  # no channel_id
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED_SIGNED)
+def test_a_malformed_signed_body_is_a_400_with_no_traceback(http, caplog, body):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    status, text = http.send_http(body, "application/x-www-form-urlencoded")
+    assert status == 400 and "not a Slack payload" in text, (status, text)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    http.event(mention("How many times is a failed webhook retried?"), "EvMal1")
+    answer_in(http.mock, "C1")  # and the bot still answers
+
+
+def test_feedback_on_an_answer_not_on_record_is_not_stored(http):
+    from router.answer import Answer
+
+    real = http.state.record_answer(Answer("q", "q", "ANSWER", "…"), {"channel": "C1"})
+    acked, _ = http.click("U1", f"helpful:{real + 1000}")
+    assert acked
+    [note] = wait(lambda: http.mock.calls("/api/chat.postEphemeral"), what="the note")
+    assert "no record of that answer" in note.form["text"] and note.form["user"] == "U1"
+    http.click("U1", f"helpful:{real}")
+    wait(lambda: http.state.get_answer(real)["feedback"], what="the feedback on a real answer")
+    assert http.state.get_answer(real + 1000) is None
+    import sqlite3
+
+    with sqlite3.connect(http.guide.settings.db) as conn:
+        stored = conn.execute("SELECT answer_id FROM feedback").fetchall()
+    assert stored == [(real,)]
