@@ -439,7 +439,9 @@ def test_calibrate_refuses_too_few_of_each_kind_and_writes_nothing(tmp_path, cap
     assert "Traceback" not in err and err.startswith("fieldguide: calibrate cannot fit")
     assert "one has no off-topic questions" in err and "two has no off-topic questions" in err
     need = 10 * len(FEATURES)  # ten of each per signal
-    assert f"at least {need} answerable questions" in err and "have 4 answerable and 0" in err
+    assert (
+        f"at least {need} distinct answerable questions" in err and "have 4 answerable and 0" in err
+    )
     assert not out.exists()
     # an empty questions file: said so, no traceback
     (one / "questions.jsonl").write_text("")
