@@ -4,6 +4,7 @@ which headings start a section, and what a line of markup left by a converter lo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -27,9 +28,40 @@ def capped(title: str, limit: int = MAX_HEADING) -> str:
     return cut.rstrip() + "…"
 
 
-# block structure only: inline markup (emphasis, links) is not needed to cut a doc into blocks
-BLOCKS = MarkdownIt("commonmark").enable("table")
+# block structure only: inline markup (emphasis, links) is not needed to cut a doc into blocks.
+# GFM tables are found in the paragraphs markdown-it gives (`table_at`), not by its table rule:
+# that rule makes three tokens of every cell, and a 4.9 MB table (100,000 columns, or 480,000
+# rows of two) took 1-2 GB to cut into chunks; a paragraph is one token whatever its size.
+BLOCKS = MarkdownIt("commonmark")
 BLOCKS.disable(["inline", "text_join"])
+
+# a GFM table's delimiter row ("| --- | :-: |", "---|---"), within a list or block quote too
+DELIMITER_ROW = re.compile(r"[ \t>]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*")
+
+
+def _columns(row: str) -> int:
+    row = row.strip().lstrip("> \t").strip()
+    inner = row.removeprefix("|").removesuffix("|")
+    return len(re.findall(r"(?<!\\)\|", inner)) + 1
+
+
+def table_at(lines: Iterable[str]) -> int | None:
+    """The index of the header row of the first GFM table in a paragraph's `lines` (a header
+    row, then a delimiter row of as many columns, a pipe in it; the rows after it belong to
+    the table up to the paragraph's end), or None."""
+    previous = None
+    for i, line in enumerate(lines):
+        if (
+            previous is not None
+            and "|" in line
+            and "-" in line
+            and DELIMITER_ROW.fullmatch(line)
+            and _columns(previous) == _columns(line)
+        ):
+            return i - 1
+        previous = line
+    return None
+
 
 # A line that is markup, not text: it ends the paragraph or list it stands in and is never quoted
 # (what it marks, an admonition's text, is): AsciiDoc block attributes and admonition labels
