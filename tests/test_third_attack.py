@@ -529,8 +529,6 @@ def test_half_sent_probes_hold_no_threads_and_are_closed(examples_db, local_embe
     import time
     from urllib.request import urlopen
 
-    from waitress import wasyncore
-
     from bot.health import HEALTH_CONNECTIONS, HEALTH_IDLE_SECONDS, Health, serve_health
 
     health = Health(Engine(examples_db, local_embedder))
@@ -565,8 +563,7 @@ def test_half_sent_probes_hold_no_threads_and_are_closed(examples_db, local_embe
     finally:
         for s in half:
             s.close()
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-        server.task_dispatcher.shutdown()
+        server.close()
 
 
 # -- 9. a size cap on docs -------------------------------------------------------------------------
