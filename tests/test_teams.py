@@ -406,3 +406,51 @@ def test_channel_names_are_resolved_across_conversations_list_pages(tmp_path):
         assert scopes.for_channel("C000001") is None  # not listed, no default: everything
     finally:
         mock.close()
+
+
+def test_home_tabs_are_built_off_bolts_threads_once_per_generation(make_harness, caplog):
+    """Five opens of an admin's tab with 150 unanswered questions to read for gaps: built on the
+    Home worker (never one of Bolt's listener threads), the gaps found once for this generation
+    and these questions; a question and a click meanwhile are answered and acknowledged."""
+    import logging
+
+    from router.answer import Answer
+    from tests.standins.slack_harness import wait
+
+    caplog.set_level(logging.DEBUG, logger="bot.slack.home")
+    h = make_harness()
+    for i in range(150):
+        q = f"Can I pay invoice {i} with Bitcoin or with gold coins?"
+        h.state.record_answer(Answer(q, q, "ABSTAIN", "…"), {"channel": "C1"})
+    answered = h.state.record_answer(Answer("q", "q", "ANSWER", "…"), {"channel": "C1"})
+    for n in range(5):
+        acked, _ = h.event({"type": "app_home_opened", "user": "UADMIN", "tab": "home"}, f"EvT{n}")
+        assert acked
+    h.event(mention("How many times is a failed webhook retried?"), "EvTQ")
+    acked, _ = h.click("U1", f"helpful:{answered}")
+    assert acked
+    answer_in(h.mock, "C1")
+    wait(lambda: h.state.get_answer(answered)["feedback"], what="the click stored")
+    view = wait(lambda: h.mock.home_views.get("UADMIN"), what="the Home tab")
+    assert "Bitcoin" in home_text(view)
+    built = wait(
+        lambda: [r for r in caplog.records if r.getMessage().startswith("Home tab for UADMIN")],
+        what="the builds",
+    )
+    assert {r.threadName for r in built} == {"home-tabs"}
+
+    # the same generation, no new question: the gaps are not read again
+    def found() -> int:
+        return sum(r.getMessage().startswith("Home tab gaps found") for r in caplog.records)
+
+    def shows_all() -> bool:
+        view = h.mock.home_views.get("UADMIN")
+        return bool(view) and "152 questions" in home_text(view)
+
+    h.event({"type": "app_home_opened", "user": "UADMIN", "tab": "home"}, "EvT8")
+    wait(shows_all, what="a tab with every question")
+    before = found()
+    h.mock.home_views.clear()
+    h.event({"type": "app_home_opened", "user": "UADMIN", "tab": "home"}, "EvT9")
+    wait(lambda: h.mock.home_views.get("UADMIN"), what="the Home tab again")
+    assert found() == before
