@@ -32,7 +32,8 @@ def test_a_one_line_question_is_read_whole():
 
 def pasted_log(chars: int) -> str:
     """A raw log, as pasted into a message: no code fence, one event a line."""
-    lines, n = [], 0
+    lines: list[str] = []
+    n = 0
     while sum(len(line) + 1 for line in lines) < chars:
         n += 1
         lines.append(
