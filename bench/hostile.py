@@ -240,9 +240,10 @@ def shape_docs(root: Path, shape: str) -> Path:
     root.mkdir(parents=True)
     intro = "# Shape\n\nOne doc of one shape.\n\n"
     if shape == "alias bomb":
-        lines = [f"l0: &l0 {'x' * 1000}"]
-        lines += [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, 20)]
-        (root / "intents.yaml").write_text("\n".join(lines) + "\napi:\n  examples: [*l19]\n")
+        chain = [f"&l0 {'x' * 1000}"] + [f"&l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, 20)]
+        (root / "intents.yaml").write_text(
+            f"api:\n  description: the API\n  examples:\n    - [{', '.join(chain)}]\n"
+        )
         (root / "a.md").write_text("---\nintent: api\n---\n# A\n\nThe API answers.\n")
         return root
     if shape == "one table, 100,000 columns":
@@ -253,9 +254,12 @@ def shape_docs(root: Path, shape: str) -> Path:
     elif shape == "one table, 2 columns":
         text = intro + "| key | value |\n|---|---|\n"
         text += "| knob | 42 |\n" * ((SIZE - len(text)) // 14)
-    else:  # prose
-        para = "The gateway restarts after a token rotation, and the drill runs on Thursdays. "
-        text = intro + (para * 12 + "\n\n") * (SIZE // (len(para) * 12 + 2))
+    else:  # prose: every sentence its own (a repeated one would be embedded once)
+        text, i = intro, 0
+        while len(text) < SIZE:
+            i += 1
+            text += f"Gateway {i} restarts after rotation {i * 7 % 1009} on rack {i % 97}. "
+            text += "\n\n" if i % 12 == 0 else ""
     (root / "shape.md").write_text(text)
     return root
 
@@ -295,8 +299,9 @@ def shapes() -> None:
         "hostile-shapes",
         "## Docs of every shape at the size cap, and an alias bomb (issue 42)\n\n"
         f"`fieldguide index` of one doc of {SIZE:,} characters in each shape (the alias bomb: an"
-        " intents.yaml of 20 anchors, each a list of the one before twice, 23 KB, beside one"
-        " small doc), each run in a fresh process with the local model; peak RSS from"
+        " intents.yaml whose first example holds 20 anchors, each a list of the one before"
+        " twice, 1.4 KB, beside one small doc), each run in a fresh process with the local"
+        " model; peak RSS from"
         f" `getrusage(RUSAGE_CHILDREN)`, a run stopped at {CAP_GB} GB of address space."
         f" `python bench/hostile.py --shapes`\n\n"
         + table(["code", "doc", "peak RSS (MB)", "seconds"], rows)

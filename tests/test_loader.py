@@ -276,13 +276,12 @@ def test_front_matter_closing_lines_and_body_offset():
 
 
 def alias_bomb(levels: int = 20, leaf: int = 1000) -> str:
-    """An intents.yaml of `levels` anchors, each a list of the previous one twice (2 aliases a
-    level, under the 50-alias limit), read as 2**levels copies of a `leaf`-letter string: the
-    example is no question, so the loader's message is where it would be printed whole."""
-    lines = [f"l0: &l0 {'x' * leaf}"]
-    lines += [f"l{i}: &l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, levels)]
-    lines.append(f"api:\n  examples: [*l{levels - 1}]")
-    return "\n".join(lines) + "\n"
+    """An intents.yaml whose first example holds `levels` anchors, each a list of the one before
+    twice (2 aliases a level, under the 50-alias limit): read whole, 2**levels copies of a
+    `leaf`-letter string. The example is no question, so the loader's message is where it
+    would be printed whole."""
+    chain = [f"&l0 {'x' * leaf}"] + [f"&l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, levels)]
+    return f"api:\n  description: the API\n  examples:\n    - [{', '.join(chain)}]\n"
 
 
 def test_an_alias_bomb_is_refused_in_bounded_memory(tmp_path):
