@@ -10,7 +10,8 @@ quoted). Section `hostile-inputs`. About 4 minutes.
 `python bench/hostile.py --shapes [REV]` (issue 42; REV default c75d3e9, main before it): peak
 memory of `fieldguide index` of one doc at the size cap in each shape (prose, a table of 2
 columns, a table of 100,000 columns) and of an intents.yaml alias bomb. Section `hostile-shapes`.
-About 6 minutes.
+About 15 minutes on a quiet machine. `--reading [REV]`: the same docs read and chunked, without
+the embedding (section `hostile-shapes-reading`, about 3 minutes).
 
 `python bench/hostile.py [REV]` (issue 12): peak memory of `fieldguide search` on a 3,200-chunk
 index whose docs carry a long intent, before and after intents became small integer ids.
@@ -37,8 +38,8 @@ from pathlib import Path
 from harness import ROOT, WORK, table, write_section
 
 INPUTS = "--inputs" in sys.argv
-SHAPES = "--shapes" in sys.argv
-ARGS = [a for a in sys.argv[1:] if a not in ("--inputs", "--shapes")]
+SHAPES = "--shapes" in sys.argv or "--reading" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a not in ("--inputs", "--shapes", "--reading")]
 REV = ARGS[0] if ARGS else ("c75d3e9" if SHAPES else "30a8556" if INPUTS else "57f47da^1")
 DOCS, SECTIONS = 100, 32  # 3,200 chunks (the issue's figure: 1.4 GB at 3,200 chunks)
 QUESTION = "How is knob 4207 tuned?"
@@ -255,11 +256,13 @@ def shape_docs(root: Path, shape: str) -> Path:
         text = intro + "| key | value |\n|---|---|\n"
         text += "| knob | 42 |\n" * ((SIZE - len(text)) // 14)
     else:  # prose: every sentence its own (a repeated one would be embedded once)
-        text, i = intro, 0
-        while len(text) < SIZE:
+        parts, size, i = [intro], len(intro), 0
+        while size < SIZE:
             i += 1
-            text += f"Gateway {i} restarts after rotation {i * 7 % 1009} on rack {i % 97}. "
-            text += "\n\n" if i % 12 == 0 else ""
+            parts.append(f"Gateway {i} restarts after rotation {i * 7 % 1009} on rack {i % 97}. ")
+            parts.append("\n\n" if i % 12 == 0 else "")
+            size += len(parts[-2]) + len(parts[-1])
+        text = "".join(parts)
     (root / "shape.md").write_text(text)
     return root
 
@@ -310,5 +313,42 @@ def shapes() -> None:
     )
 
 
+READ = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path;"
+    " from index.chunker import chunk_doc; from index.loader import DocError, load_intents_yaml,"
+    " parse_doc\nroot = Path(sys.argv[2])\ntry: load_intents_yaml(root)\nexcept DocError: pass\n"
+    "for p in root.glob('*.md'): chunk_doc(parse_doc(p.name, p.read_bytes()), 2000)"
+)
+
+
+def reading() -> None:
+    """What the fixes changed, without the embedding: each shape's docs read (intents.yaml
+    loaded, each doc parsed and cut into chunks) in a fresh process, before and after."""
+    work = WORK / "hostile-reading"
+    work.mkdir(parents=True, exist_ok=True)
+    before_src = checkout(REV, work / "before-src")
+    rows = []
+    for shape in ("prose", "one table, 2 columns", "one table, 100,000 columns", "alias bomb"):
+        docs = shape_docs(work / "docs", shape)
+        for label, src in ((f"before ({REV})", before_src), ("after", ROOT)):
+            mb, seconds = capped([sys.executable, "-c", READ, str(src), str(docs)], work)
+            print(f"{label}, {shape}: {mb} MB, {seconds:.1f} s", flush=True)
+            rows.append([label, shape, mb, f"{seconds:.1f}"])
+    write_section(
+        "hostile-shapes-reading",
+        "## Reading docs of every shape at the size cap, and an alias bomb (issue 42)\n\n"
+        "What `index` does before it embeds: intents.yaml loaded, each doc parsed and cut into"
+        f" chunks, in a fresh process; the docs of `--shapes` above ({SIZE:,} characters each);"
+        f" peak RSS from `getrusage(RUSAGE_CHILDREN)`, a run stopped at {CAP_GB} GB of address"
+        " space. `python bench/hostile.py --reading`\n\n"
+        + table(["code", "doc", "peak RSS (MB)", "seconds"], rows)
+        + "\n\n"
+        + SHAPE_NOTE,
+    )
+
+
 if __name__ == "__main__":
-    shapes() if SHAPES else inputs() if INPUTS else main()
+    if "--reading" in sys.argv:
+        reading()
+    else:
+        shapes() if SHAPES else inputs() if INPUTS else main()
