@@ -299,8 +299,11 @@ def test_acks_feedback_and_commands_do_not_wait_behind_answers(make_harness, tra
         wait(lambda: len(h.mock.posts()) >= 3)
         notes = [p["text"] for p in h.mock.posts()]
         assert BUSY in notes and any("Too many questions" in n for n in notes)
+        from router.answer import Answer
+
+        earlier = h.state.record_answer(Answer("q", "q", "ANSWER", "…"), {"channel": "C1"})
         for send in (
-            lambda: h.click("U2", "helpful:1"),
+            lambda: h.click("U2", f"helpful:{earlier}"),
             lambda: h.command("UADMIN", "status"),
             lambda: h.event(dm("anything", ts="1700000200.000100"), "EvB9"),
         ):
@@ -389,13 +392,15 @@ def test_injected_doc_cannot_ping_the_channel_or_link_elsewhere(
             "[Rotate](https://evil.example/rotate).\n",
         },
     )
-    # a front-matter url that would smuggle markup never reaches the index (the loader's schema)
+    # a front-matter url that would smuggle markup never reaches the index (the loader's schema):
+    # the field is left out with a warning, the doc kept
     (docs / "evil-url.md").write_text(
         '---\nurl: "https://x> <!channel> <https://evil"\n---\n# Evil\n\nRotate keys here.\n'
     )
     db = str(tmp_path / "evil.db")
     summary = index_folder(db, docs, local_embedder)
-    assert [s["path"] for s in summary.skipped] == ["evil-url.md"]
+    assert not summary.skipped and "evil-url.md" in summary.added
+    assert [w["path"] for w in summary.warnings] == ["evil-url.md"]
     h = make_harness("http", db=db)
     h.event(mention("How do I rotate an API key?"), "EvX")
     [answer] = answer_in(h.mock, "C1")

@@ -48,19 +48,21 @@ def register(app: App, bot: Bot) -> None:
 
     @app.action(FEEDBACK_IDS)
     def on_feedback(ack: Ack, body: dict, action: dict, client: WebClient, logger: Logger) -> None:
-        ack()
         parsed = parse_feedback(action)
         if parsed is None:
+            ack()
             logger.warning("feedback click with an unknown value: %r", action.get("value"))
             return
         answer_id, value = parsed
         user = body["user"]["id"]
         row = bot.guide.state.get_answer(answer_id)
         if row is None:  # pruned (FIELDGUIDE_AUDIT_RETENTION_DAYS) or never one of our answers
+            ack()
             logger.warning("feedback on answer %s, which is not on record: not stored", answer_id)
             tell(client, logger, body, answer_id, text=NOT_ON_RECORD)
             return
         bot.guide.state.record_feedback(answer_id, user, value)
+        ack()  # after the write: a user's next click is stored after this one
         # a person is offered only to whoever may hand the answer on (bot/slack/handoff.py)
         admin = user in bot.guide.settings.admin_ids
         if value == NOT_HELPFUL and may_hand_off(row, user, admin):
