@@ -11,12 +11,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from index.store import counts, load_owners, run_status
+from typing import TYPE_CHECKING, Any
 
 from ..gaps import find_topics, top_intent
 from .slack_format import escape, within_limits
+
+if TYPE_CHECKING:
+    from .guide import Guide
 
 REINDEX_ACTION = "home_reindex"
 DAYS = 7
@@ -80,18 +81,11 @@ class GapsCache:
         return found
 
 
-def home_view(
-    user: str,
-    admin: bool,
-    state: Any,
-    engine: Any,
-    doc_owners: bool = False,
-    cache: GapsCache | None = None,
-) -> dict:
-    """The Home tab's view for `user` (`engine`'s index, `state`'s audit trail; `doc_owners`:
-    FIELDGUIDE_DOC_OWNERS, for gaps' owners; `cache`: the gaps already found)."""
-    db = engine.db
-    owners = load_owners(db, doc_owners)
+def home_view(user: str, admin: bool, guide: Guide, cache: GapsCache | None = None) -> dict:
+    """The Home tab's view for `user`: `guide`'s index, audit trail and owners (`cache`: the
+    gaps already found)."""
+    state, engine = guide.state, guide.engine
+    owners = guide.owners()
     mine = owned_intents(user, owners)
     if not admin and not mine:
         return {"type": "home", "blocks": [section(f"*fieldguide*\n{HOW_TO}")]}
@@ -100,8 +94,7 @@ def home_view(
         section(HOW_TO),
         {"type": "divider"},
     ]
-    docs, chunks = counts(db)
-    run = run_status(db)
+    docs, chunks, run = guide.index_status()
     if run is None:
         last = "never refreshed"
     elif run["status"] != "ok":

@@ -24,9 +24,7 @@ def register(app: App, bot: Bot) -> None:
     def build(user: str) -> dict:
         settings = bot.guide.settings
         admin = user in settings.admin_ids
-        return home_view(
-            user, admin, bot.guide.state, bot.guide.engine, settings.honour_doc_owners, cache
-        )
+        return home_view(user, admin, bot.guide, cache)
 
     def publish(client: WebClient, user: str, view: dict) -> None:
         try:
