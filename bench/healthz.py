@@ -10,6 +10,11 @@ a connection cap and an idle timeout). Two loads, from this process:
 - 150 threads probing /healthz back to back for 20 s (a 30 s client timeout): probes answered,
   p50 / p99 / max, and how many took over 10 s (the image's HEALTHCHECK allows 5 s).
 Section `healthz`. About 2 minutes.
+
+    python bench/healthz.py --starve [REV]     # issue 42: REV default c75d3e9
+
+300 idle sockets, then 40 sending headers a byte every 0.5 s, each with 7 probes among them: the
+waitress server of REV against this tree's selector server. Section `healthz-starve`.
 """
 
 from __future__ import annotations
@@ -26,8 +31,13 @@ from urllib.request import urlopen
 from harness import ROOT, eval_db, table, write_section
 
 SERVE = "--serve" in sys.argv  # a server process: --serve old|new PORT DB REV
-ARGS = sys.argv[sys.argv.index("--serve") + 1 :] if SERVE else sys.argv[1:]
-REV = ARGS[3] if SERVE else (ARGS[0] if ARGS else "2547680")
+STARVE = "--starve" in sys.argv  # issue 42's loads: python bench/healthz.py --starve [REV]
+ARGS = (
+    sys.argv[sys.argv.index("--serve") + 1 :]
+    if SERVE
+    else [a for a in sys.argv[1:] if a != "--starve"]
+)
+REV = ARGS[3] if SERVE else (ARGS[0] if ARGS else "c75d3e9" if STARVE else "2547680")
 HALF_SENT, PROBERS, PROBE_SECONDS = 800, 150, 20.0
 
 
@@ -48,6 +58,7 @@ def serve(which: str, port: int, db: str) -> None:
         exec(compile(source, "old_health.py", "exec"), module.__dict__)  # noqa: S102
     health = module.Health(Engine(db, make_embedder()))
     health.slack = lambda: (True, "bench")
+    health.engine.loaded()  # the index loaded, as `serve` warms it before serving
     module.serve_health(health, port, "127.0.0.1")
     print("ready", flush=True)
     while True:
@@ -174,8 +185,103 @@ def main() -> None:
     write_section("healthz", body)
 
 
+# -- issue 42: starving the probes -------------------------------------------------------------
+
+IDLE, SLOW, PROBES = 300, 40, 7
+
+
+def seven_probes(port: int) -> tuple[int, float]:
+    """(probes answered of PROBES, the slowest in s), one every 0.5 s, each with a 5 s timeout
+    (a HEALTHCHECK's)."""
+    answered, slowest = 0, 0.0
+    for _ in range(PROBES):
+        t = time.monotonic()
+        try:
+            with urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+                r.read()
+            answered += 1
+        except OSError:
+            pass
+        slowest = max(slowest, time.monotonic() - t)
+        time.sleep(0.5)
+    return answered, slowest
+
+
+def starve(which: str, db: str) -> list:
+    from tests.standins.pgserver import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", which, str(port), db, REV],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    row = [which]
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(IDLE)]
+        answered, slowest = seven_probes(port)
+        row += [f"{answered} / {PROBES}", f"{slowest:.1f}"]
+        for s in idle:
+            s.close()
+        time.sleep(3)
+        stop = threading.Event()
+
+        def slow() -> None:
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"y" * 60:
+                    if stop.wait(0.5):
+                        break
+                    s.send(bytes([byte]))
+                s.close()
+            except OSError:
+                pass
+
+        senders = [threading.Thread(target=slow, daemon=True) for _ in range(SLOW)]
+        for t in senders:
+            t.start()
+        time.sleep(1)
+        answered, slowest = seven_probes(port)
+        stop.set()
+        row += [f"{answered} / {PROBES}", f"{slowest:.1f}"]
+        return row
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def starving() -> None:
+    from index.embedders import make_embedder
+
+    db = str(eval_db("examples", make_embedder()))
+    rows = [starve("old", db), starve("new", db)]
+    for row in rows:
+        print(row)
+    body = (
+        "`python bench/healthz.py --starve` (issue 42, item 9): the health port of"
+        f" {REV} (`old`: waitress, 20 connections, 2 s idle timeout) and of this tree (`new`:"
+        " one selector thread, a 2 s deadline from accept, 256 connections, the oldest closed"
+        f" for a new one), each in its own process on the examples' index. First {IDLE} sockets"
+        f" connect and send nothing; then, those closed, {SLOW} send a request header a byte"
+        f" every 0.5 s. During each, {PROBES} probes of `/healthz`, one every 0.5 s, each with"
+        " a 5 s timeout.\n\n"
+        + table(
+            [
+                "server",
+                f"{IDLE} idle: probes answered",
+                "slowest probe (s)",
+                f"{SLOW} slow headers: probes answered",
+                "slowest probe (s)",
+            ],
+            rows,
+        )
+    )
+    write_section("healthz-starve", body)
+
+
 if __name__ == "__main__":
     if SERVE:
         serve(ARGS[0], int(ARGS[1]), ARGS[2])
     else:
-        main()
+        starving() if STARVE else main()

@@ -7,6 +7,12 @@ file that is a single fenced code block of 10 MB (before and after) and 50 MB (a
 code before needs ~9 GB for it, more than this shared machine can spare; the issue's figure is
 quoted). Section `hostile-inputs`. About 4 minutes.
 
+`python bench/hostile.py --shapes [REV]` (issue 42; REV default c75d3e9, main before it): peak
+memory of `fieldguide index` of one doc at the size cap in each shape (prose, a table of 2
+columns, a table of 100,000 columns) and of an intents.yaml alias bomb. Section `hostile-shapes`.
+About 15 minutes on a quiet machine. `--reading [REV]`: the same docs read and chunked, without
+the embedding (section `hostile-shapes-reading`, about 3 minutes).
+
 `python bench/hostile.py [REV]` (issue 12): peak memory of `fieldguide search` on a 3,200-chunk
 index whose docs carry a long intent, before and after intents became small integer ids.
 
@@ -32,8 +38,9 @@ from pathlib import Path
 from harness import ROOT, WORK, table, write_section
 
 INPUTS = "--inputs" in sys.argv
-ARGS = [a for a in sys.argv[1:] if a != "--inputs"]
-REV = ARGS[0] if ARGS else ("30a8556" if INPUTS else "57f47da^1")
+SHAPES = "--shapes" in sys.argv or "--reading" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a not in ("--inputs", "--shapes", "--reading")]
+REV = ARGS[0] if ARGS else ("c75d3e9" if SHAPES else "30a8556" if INPUTS else "57f47da^1")
 DOCS, SECTIONS = 100, 32  # 3,200 chunks (the issue's figure: 1.4 GB at 3,200 chunks)
 QUESTION = "How is knob 4207 tuned?"
 WRAPPER = (
@@ -202,5 +209,146 @@ def main() -> None:
     )
 
 
+# -- issue 42: docs of every shape at the size cap, and an alias bomb in intents.yaml ----------
+
+CAP_GB = 6  # the address space a "before" run may take here; past it, it is stopped
+CAPPED = (
+    "import resource, subprocess, sys, time; t = time.perf_counter();"
+    f" cap = {CAP_GB} << 30;"
+    " r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,"
+    " preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)));"
+    " print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, r.returncode,"
+    " time.perf_counter() - t)"
+)
+SIZE = 4_900_000  # under the 5 MB cap on a doc
+
+
+def capped(cmd: list[str], cwd: Path) -> tuple[str, float]:
+    """(peak RSS in MB, or "over N GB" when the run was stopped at CAP_GB; seconds)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FIELDGUIDE_")}
+    out = subprocess.run(
+        [sys.executable, "-c", CAPPED, *cmd], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    mb, code, seconds = out.stdout.split()
+    return (mb if code == "0" else f"stopped at {CAP_GB} GB (exit {code})"), float(seconds)
+
+
+def shape_docs(root: Path, shape: str) -> Path:
+    """A docs folder of one doc of `shape` at SIZE characters (and, for `alias bomb`, a small doc
+    beside an intents.yaml of 20 anchors, each twice the one before: read whole, a gigabyte)."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    intro = "# Shape\n\nOne doc of one shape.\n\n"
+    if shape == "alias bomb":
+        chain = [f"&l0 {'x' * 1000}"] + [f"&l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, 20)]
+        (root / "intents.yaml").write_text(
+            f"api:\n  description: the API\n  examples:\n    - [{', '.join(chain)}]\n"
+        )
+        (root / "a.md").write_text("---\nintent: api\n---\n# A\n\nThe API answers.\n")
+        return root
+    if shape == "one table, 100,000 columns":
+        head = "| " + " | ".join(f"c{i}" for i in range(100_000)) + " |\n"
+        row = "| " + " | ".join("v" for _ in range(100_000)) + " |\n"
+        text = intro + head + "|" + "---|" * 100_000 + "\n"
+        text += row * ((SIZE - len(text)) // len(row))
+    elif shape == "one table, 2 columns":
+        text = intro + "| key | value |\n|---|---|\n"
+        text += "| knob | 42 |\n" * ((SIZE - len(text)) // 14)
+    else:  # prose: every sentence its own (a repeated one would be embedded once)
+        parts, size, i = [intro], len(intro), 0
+        while size < SIZE:
+            i += 1
+            parts.append(f"Gateway {i} restarts after rotation {i * 7 % 1009} on rack {i % 97}. ")
+            parts.append("\n\n" if i % 12 == 0 else "")
+            size += len(parts[-2]) + len(parts[-1])
+        text = "".join(parts)
+    (root / "shape.md").write_text(text)
+    return root
+
+
+SHAPE_NOTE = (
+    "Before, a GFM table cost three markdown-it tokens a cell; tables are now found in"
+    " markdown-it's paragraphs (one token whatever their size: index/markdown.py `table_at`),"
+    " with the same chunks and blocks on examples, claude-docs and openshift-4.15. The alias"
+    " bomb is refused before anything is built from it: what a YAML text reads as, aliases"
+    " expanded, may be at most 4 times the text (counted without expanding: index/loader.py"
+    " `expanded_size`), and a value in a message is cut while it is formatted (reprlib)."
+)
+
+
+def shapes() -> None:
+    """Issue 42: `fieldguide index` of one doc at the size cap in each shape, and of an
+    intents.yaml alias bomb, before (REV) and after, each in a fresh process."""
+    work = WORK / "hostile-shapes"
+    work.mkdir(parents=True, exist_ok=True)
+    before_src = checkout(REV, work / "before-src")
+    rows = []
+    for shape in (
+        "prose",
+        "one table, 2 columns",
+        "one table, 100,000 columns",
+        "alias bomb",
+    ):
+        docs = shape_docs(work / "docs", shape)
+        for label, src in ((f"before ({REV})", before_src), ("after", ROOT)):
+            db = work / "shape.db"
+            db.unlink(missing_ok=True)
+            cmd = fieldguide(src, "index", str(docs), "--db", str(db), "--quiet")
+            mb, seconds = capped(cmd, work)
+            print(f"{label}, {shape}: {mb} MB, {seconds:.1f} s")
+            rows.append([label, shape, mb, f"{seconds:.1f}"])
+    write_section(
+        "hostile-shapes",
+        "## Docs of every shape at the size cap, and an alias bomb (issue 42)\n\n"
+        f"`fieldguide index` of one doc of {SIZE:,} characters in each shape (the alias bomb: an"
+        " intents.yaml whose first example holds 20 anchors, each a list of the one before"
+        " twice, 1.4 KB, beside one small doc), each run in a fresh process with the local"
+        " model; peak RSS from"
+        f" `getrusage(RUSAGE_CHILDREN)`, a run stopped at {CAP_GB} GB of address space."
+        f" `python bench/hostile.py --shapes`\n\n"
+        + table(["code", "doc", "peak RSS (MB)", "seconds"], rows)
+        + "\n\n"
+        + SHAPE_NOTE,
+    )
+
+
+READ = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path;"
+    " from index.chunker import chunk_doc; from index.loader import DocError, load_intents_yaml,"
+    " parse_doc\nroot = Path(sys.argv[2])\ntry: load_intents_yaml(root)\nexcept DocError: pass\n"
+    "for p in root.glob('*.md'): chunk_doc(parse_doc(p.name, p.read_bytes()), 2000)"
+)
+
+
+def reading() -> None:
+    """What the fixes changed, without the embedding: each shape's docs read (intents.yaml
+    loaded, each doc parsed and cut into chunks) in a fresh process, before and after."""
+    work = WORK / "hostile-reading"
+    work.mkdir(parents=True, exist_ok=True)
+    before_src = checkout(REV, work / "before-src")
+    rows = []
+    for shape in ("prose", "one table, 2 columns", "one table, 100,000 columns", "alias bomb"):
+        docs = shape_docs(work / "docs", shape)
+        for label, src in ((f"before ({REV})", before_src), ("after", ROOT)):
+            mb, seconds = capped([sys.executable, "-c", READ, str(src), str(docs)], work)
+            print(f"{label}, {shape}: {mb} MB, {seconds:.1f} s", flush=True)
+            rows.append([label, shape, mb, f"{seconds:.1f}"])
+    write_section(
+        "hostile-shapes-reading",
+        "## Reading docs of every shape at the size cap, and an alias bomb (issue 42)\n\n"
+        "What `index` does before it embeds: intents.yaml loaded, each doc parsed and cut into"
+        f" chunks, in a fresh process; the docs of `--shapes` above ({SIZE:,} characters each);"
+        f" peak RSS from `getrusage(RUSAGE_CHILDREN)`, a run stopped at {CAP_GB} GB of address"
+        " space. `python bench/hostile.py --reading`\n\n"
+        + table(["code", "doc", "peak RSS (MB)", "seconds"], rows)
+        + "\n\n"
+        + SHAPE_NOTE,
+    )
+
+
 if __name__ == "__main__":
-    inputs() if INPUTS else main()
+    if "--reading" in sys.argv:
+        reading()
+    else:
+        shapes() if SHAPES else inputs() if INPUTS else main()

@@ -102,12 +102,15 @@ def check_git_docs(settings: Settings) -> Check:
     """The git docs source answers (`git ls-remote`, within the checks' timeout)."""
     from index.gitsource import GitError, GitSource
 
-    git = GitSource(
-        settings.docs_git, settings.docs_branch, Path("."), token=settings.docs_git_token
-    )
+    try:  # the value checked as index checks it: git never reads it as an option
+        git = GitSource(
+            settings.docs_git, settings.docs_branch, Path("."), token=settings.docs_git_token
+        )
+    except GitError as e:
+        return Check("docs", "FAIL", str(e))
     git.timeout = TIMEOUT
     try:
-        heads = git.git("ls-remote", "--heads", git.url)
+        heads = git.git("ls-remote", "--heads", "--", git.url)
     except GitError as e:
         return Check("docs", "FAIL", f"cannot reach {git.identity}: {e}")
     branch = git.branch
@@ -134,6 +137,7 @@ def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
     if not walk.files:
         return Check("docs", "FAIL", f"no markdown files (*.md, *.markdown) under {docs}")
     problems = [f"{s['path']}: {s['reason']}" for s in walk.skipped]
+    left_out: list[str] = []  # optional fields an index run leaves out, the doc indexed
     for path in walk.files:
         try:
             if (size := path.stat().st_size) > max_bytes:  # skipped unread by an index run too
@@ -141,7 +145,8 @@ def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
                     f"{path.relative_to(root).as_posix()}: {too_large(size, max_bytes)}"
                 )
                 continue
-            parse_doc(path.relative_to(root).as_posix(), path.read_bytes())
+            doc = parse_doc(path.relative_to(root).as_posix(), path.read_bytes())
+            left_out += [f"{doc.path}: {w}" for w in doc.warnings]
         except (DocError, OSError) as e:
             problems.append(f"{path.relative_to(root).as_posix()}: {e}")
     try:
@@ -149,10 +154,15 @@ def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
     except (DocError, OSError) as e:
         problems.append(f"intents.yaml: {e}")
     detail = f"{docs}: {len(walk.files)} markdown files"
-    if not problems:
+    if not problems and not left_out:
         return Check("docs", "ok", f"{detail}, all readable")
-    shown = "; ".join(problems[:3]) + ("; …" if len(problems) > 3 else "")
-    return Check("docs", "warn", f"{detail}, {len(problems)} would be skipped: {shown}")
+    if problems:
+        shown = "; ".join(problems[:3]) + ("; …" if len(problems) > 3 else "")
+        detail += f", {len(problems)} would be skipped: {shown}"
+    if left_out:
+        shown = "; ".join(left_out[:3]) + ("; …" if len(left_out) > 3 else "")
+        detail += f", {len(left_out)} front-matter fields would be left out: {shown}"
+    return Check("docs", "warn", detail)
 
 
 def check_local_model(settings: Settings) -> Check:

@@ -7,6 +7,7 @@ port of its own for a probe to reach."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
@@ -127,47 +128,129 @@ def respond(health: Health) -> tuple[str, bytes]:
     return status, json.dumps(body).encode() + b"\n"
 
 
-def health_app(health: Health):
-    """The health port's WSGI application: GET /healthz; anything else is 404."""
+# The health port's limits. A probe sends its whole request at once and reads a few hundred
+# bytes back: no connection needs more than HEALTH_REQUEST_SECONDS from its accept to a whole
+# request, however it trickles in (a deadline, not an idle time: 40 sockets sending a header
+# byte a second held waitress's 20 connections); at most HEALTH_CONNECTIONS are open, the
+# oldest closed for a new one (300 idle sockets filled waitress's 20 for 30 s). One thread
+# reads every connection without blocking (selectors), so none waits on another.
+HEALTH_CONNECTIONS = 256  # open at once; a new one closes the oldest (open files are the cost)
+HEALTH_REQUEST_SECONDS = 2.0  # from accept to the end of the request's headers
+HEALTH_HEADER_BYTES = 8 * 1024
+# kept for the names the earlier limits had
+HEALTH_IDLE_SECONDS = HEALTH_REQUEST_SECONDS
 
-    def app(environ, start_response):
-        if environ.get("PATH_INFO") != "/healthz":
-            status, body = "404 Not Found", b'{"error": "not found: try /healthz"}\n'
+
+class HealthServer:
+    """GET /healthz (bot/health.py's report) on one socket, every connection read by one thread
+    through a selector, each closed at its deadline or once answered."""
+
+    def __init__(self, health: Health, host: str, port: int):
+        import selectors
+        import socket
+
+        self.health = health
+        self.sock = socket.create_server((host, port), backlog=128)
+        self.sock.setblocking(False)
+        self.effective_port = self.sock.getsockname()[1]
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.sock, selectors.EVENT_READ, None)
+        self.open: dict = {}  # socket -> (deadline, bytes read): in accept order
+        self.closed = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.closed.is_set():
+                for key, _ in self.selector.select(timeout=0.2):
+                    if key.data is None:
+                        self._accept()
+                    else:
+                        self._read(key.fileobj)
+                self._expire(time.monotonic())
+        finally:
+            for conn in list(self.open):
+                self._drop(conn)
+            self.selector.close()
+            self.sock.close()
+
+    def close(self) -> None:
+        self.closed.set()
+
+    def _accept(self) -> None:
+        import selectors
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # out of file descriptors: the oldest make room
+                log.warning("health port: cannot accept (%s)", e)
+                if self.open:
+                    self._drop(next(iter(self.open)))
+                return
+            if len(self.open) >= HEALTH_CONNECTIONS:
+                self._drop(next(iter(self.open)))
+            conn.setblocking(False)
+            self.open[conn] = (time.monotonic() + HEALTH_REQUEST_SECONDS, b"")
+            self.selector.register(conn, selectors.EVENT_READ, True)
+
+    def _read(self, conn) -> None:
+        try:
+            data = conn.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        deadline, got = self.open[conn]
+        got += data
+        if b"\r\n\r\n" in got or b"\n\n" in got:
+            self._answer(conn, got)
+        elif len(got) > HEALTH_HEADER_BYTES:
+            self._send(conn, "431 Request Header Fields Too Large", b'{"error": "headers"}\n')
         else:
-            status, body = respond(health)
-        start_response(status, [("content-type", "application/json")])
-        return [body]
+            self.open[conn] = (deadline, got)
 
-    return app
+    def _answer(self, conn, request: bytes) -> None:
+        method, _, rest = request.partition(b" ")
+        path = rest.split(b" ", 1)[0].split(b"?", 1)[0]
+        if method not in (b"GET", b"HEAD") or path != b"/healthz":
+            self._send(conn, "404 Not Found", b'{"error": "not found: try /healthz"}\n')
+            return
+        status, body = respond(self.health)
+        self._send(conn, status, b"" if method == b"HEAD" else body, len(body))
+
+    def _send(self, conn, status: str, body: bytes, length: int | None = None) -> None:
+        head = (
+            f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body) if length is None else length}\r\n"
+            "connection: close\r\n\r\n"
+        ).encode()
+        with contextlib.suppress(OSError):  # a few hundred bytes: the buffer takes them whole
+            conn.send(head + body)
+        self._drop(conn)
+
+    def _expire(self, now: float) -> None:
+        for conn, (deadline, _) in list(self.open.items()):
+            if deadline > now:
+                break  # in accept order: the rest are later
+            self._drop(conn)
+
+    def _drop(self, conn) -> None:
+        self.open.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(conn)
+        conn.close()
 
 
-# The health port's limits (issue 35): probes come from one orchestrator now and then, each request
-# whole at once, so a few connections and a short idle time serve them all; anything holding more
-# is not a probe. Requests are read asynchronously (waitress), so a half-sent one holds no thread.
-HEALTH_CONNECTIONS = 20  # open at once; more wait in the listen backlog
-HEALTH_IDLE_SECONDS = 2  # a connection sending nothing for this long is closed
-HEALTH_THREADS = 2  # reports computed at once (they are cached for REPORT_SECONDS)
-
-
-def serve_health(health: Health, port: int, host: str = "127.0.0.1"):
-    """GET /healthz on `host`:`port` (localhost unless told: FIELDGUIDE_HEALTH_HOST), served by
-    waitress in a daemon thread within the limits above; the server (`effective_port`). OSError
+def serve_health(health: Health, port: int, host: str = "127.0.0.1") -> HealthServer:
+    """GET /healthz on `host`:`port` (localhost unless told: FIELDGUIDE_HEALTH_HOST), served in a
+    daemon thread within the limits above; the server (`effective_port`, `close()`). OSError
     when the port cannot be had."""
-    import waitress
-
-    server = waitress.create_server(
-        health_app(health),
-        host=host,
-        port=port,
-        threads=HEALTH_THREADS,
-        connection_limit=HEALTH_CONNECTIONS,
-        channel_timeout=HEALTH_IDLE_SECONDS,
-        cleanup_interval=1,
-        max_request_header_size=8 * 1024,
-        max_request_body_size=1024,
-        asyncore_use_poll=True,
-        ident="fieldguide",
-    )
+    server = HealthServer(health, host, port)
     threading.Thread(target=server.run, name="healthz", daemon=True).start()
     log.info("health endpoint at http://%s:%s/healthz", host, server.effective_port)
     return server

@@ -39,7 +39,7 @@ def checkout_folder(db: str | Path) -> Path:
 def docs_source(settings: Settings, docs: str | Path | None = None) -> DocsSource:
     """`docs` (a folder named on the command line), else FIELDGUIDE_DOCS_GIT, else FIELDGUIDE_DOCS;
     IndexError_ saying what to set when there is none."""
-    from index.gitsource import GitSource
+    from index.gitsource import GitError, GitSource
     from index.indexer import IndexError_, folder_source
 
     if docs is None and settings.docs_git and settings.docs:
@@ -48,14 +48,17 @@ def docs_source(settings: Settings, docs: str | Path | None = None) -> DocsSourc
             " (FIELDGUIDE_DOCS_GIT_PATH names a folder inside the repository)"
         )
     if docs is None and settings.docs_git:
-        git = GitSource(
-            settings.docs_git,
-            settings.docs_branch,
-            checkout_folder(settings.db),
-            settings.docs_git_path,
-            settings.docs_git_token,
-            settings.git_timeout,
-        )
+        try:
+            git = GitSource(
+                settings.docs_git,
+                settings.docs_branch,
+                checkout_folder(settings.db),
+                settings.docs_git_path,
+                settings.docs_git_token,
+                settings.git_timeout,
+            )
+        except GitError as e:
+            raise IndexError_(str(e)) from None
         return DocsSource(git.root, git.identity, git)
     folder = docs or settings.docs
     if not folder:

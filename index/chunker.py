@@ -17,9 +17,10 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from .loader import Doc
-from .markdown import BLOCKS, MARKUP_LINE, section_heading
+from .markdown import BLOCKS, MARKUP_LINE, section_heading, table_at
 
 OVERLAP_CHARS = 300
 SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=\S)")
@@ -29,7 +30,6 @@ LINE = re.compile(r"[^\r\n]*")
 
 _KINDS = {
     "fence": "code",
-    "table_open": "table",
     "bullet_list_open": "list",
     "ordered_list_open": "list",
 }  # anything else (paragraph, blockquote, html, indented code, rule) is read as prose: "para"
@@ -120,6 +120,14 @@ class _Reader:
         elif end > start:
             self.blocks.append(_Block(start, end, kind, self.text))
 
+    def table_in(self, first: int, last: int) -> int | None:
+        """The source line where a GFM table starts in the paragraph on lines first..last
+        (markdown.table_at), or None. Its lines are read forward from the paragraph's start
+        (the line offsets are asked in order)."""
+        spans = islice(_line_spans(self.text, self.line_start(first), len(self.text)), last - first)
+        found = table_at(self.text[s:e] for s, e in spans)
+        return None if found is None else first + found
+
     def close_list(self) -> None:
         if self.open_list is not None:
             start, last = self.open_list
@@ -147,9 +155,12 @@ def _sections(doc: Doc):
         if token.map is None or token.nesting == -1:
             continue
         first, last = token.map
+        header = reader.table_in(first, last) if token.type == "paragraph_open" else None
         if token.level > 0:
-            if token.type in ("fence", "table_open"):
-                reader.nested(_KINDS[token.type], first, last)
+            if token.type == "fence":
+                reader.nested("code", first, last)
+            elif header is not None:
+                reader.nested("table", header, last)
             continue
         reader.close_list()
         after_blank = first == 0 or first > prev_end_line
@@ -165,6 +176,10 @@ def _sections(doc: Doc):
             reader.blocks = [_Block(*reader.span(first, last), kind, doc.text)]
         elif kind == "list":
             reader.open_list = (reader.line_start(first), last)
+        elif header is not None:  # a paragraph's lines before the table, then the table
+            if header > first:
+                reader.add(*reader.span(first, header), "para", after_blank)
+            reader.add(*reader.span(header, last), "table", header > first or after_blank)
         else:
             reader.add(*reader.span(first, last), kind, after_blank)
     reader.close_list()

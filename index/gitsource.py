@@ -56,6 +56,42 @@ def is_url(source: str) -> bool:
     return "://" in source or re.match(r"[\w.-]+@[\w.-]+:", source) is not None
 
 
+# the transports a docs repository may use: git's own allow-list (GIT_ALLOW_PROTOCOL) is set to
+# these for every git call, so `ext::sh -c …` or a helper named in a URL never runs a command
+PROTOCOLS = ("http", "https", "ssh", "git", "file")
+
+
+def check_repository(source: str) -> str:
+    """`source` (FIELDGUIDE_DOCS_GIT) as git will be given it: an http(s), ssh, git or file URL,
+    an scp-like `user@host:path`, or a local path. GitError (one line, no credentials) for
+    anything git could read as an option (`--upload-pack=…`) or a command transport (`ext::…`,
+    `fd::…`): the one check `index`, `/docs-reindex` and `doctor` share."""
+    text = source.strip()
+    if not text:
+        raise GitError("FIELDGUIDE_DOCS_GIT is empty")
+    if text.startswith("-") or any(ord(c) < 32 for c in text):
+        raise GitError(
+            f"FIELDGUIDE_DOCS_GIT {redact(text)[:80]!r} is not a repository (it starts with '-'"
+            " or holds a control character): use an https or ssh URL, or a path"
+        )
+    if "::" in text.split("/", 1)[0]:
+        raise GitError(
+            f"FIELDGUIDE_DOCS_GIT uses git's {text.split('::')[0]}:: transport:"
+            " not accepted (use an https or ssh URL, or a path)"
+        )
+    if "://" in text:
+        scheme = text.split("://", 1)[0].lower()
+        host = urlsplit(text).hostname or ""
+        if scheme not in PROTOCOLS or (scheme != "file" and (not host or host.startswith("-"))):
+            raise GitError(
+                f"FIELDGUIDE_DOCS_GIT {redact(text)[:80]!r} is not an {'/'.join(PROTOCOLS)}"
+                " URL with a host"
+            )
+    elif (m := re.match(r"([^/:]*@)?([^/:]+):", text)) and m.group(2).startswith("-"):
+        raise GitError(f"FIELDGUIDE_DOCS_GIT {redact(text)[:80]!r} names no host")
+    return text
+
+
 # a URL's host and port, as what follows the user part's '@' must be ("[::1]" and "host:8443" too)
 HOST = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(?::\d*)?(?=[/?#]|\Z)")
 
@@ -107,6 +143,11 @@ class GitSource:
 
     def __post_init__(self) -> None:
         self.checkout = Path(self.checkout)
+        check_repository(self.url)
+        if self.branch.startswith("-") or self.subdir.startswith("-"):
+            raise GitError(
+                "FIELDGUIDE_DOCS_BRANCH and FIELDGUIDE_DOCS_GIT_PATH cannot start with '-'"
+            )
         self.url, self.user, password, written = split_credentials(self.url)
         self.token = self.token or password
         if not is_url(self.url):  # a local path: absolute, so the working copy can fetch from it
@@ -129,6 +170,7 @@ class GitSource:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password on a terminal
+        env["GIT_ALLOW_PROTOCOL"] = ":".join(PROTOCOLS)  # no ext:: or fd:: transport
         env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
         if self.token and urlsplit(self.url).scheme in ("http", "https"):
             parts = urlsplit(self.url)
@@ -145,7 +187,8 @@ class GitSource:
 
     def git(self, *args: str, cwd: Path | None = None) -> str:
         """Run `git args` and return its output; GitError with git's cause (`cause`), redacted,
-        when it fails or runs over the timeout."""
+        when it fails or runs over the timeout. Callers put `--` before any value that comes from
+        a setting, so git never reads one as an option."""
         try:
             proc = subprocess.Popen(
                 ["git", *args],
@@ -177,9 +220,9 @@ class GitSource:
         if not self._usable():
             shutil.rmtree(self.checkout, ignore_errors=True)
             self.checkout.parent.mkdir(parents=True, exist_ok=True)
-            self.git("init", "-q", str(self.checkout))
-            self.git("remote", "add", "origin", self.url, cwd=self.checkout)
-        self.git("fetch", "-q", "--no-tags", "origin", ref, cwd=self.checkout)
+            self.git("init", "-q", "--", str(self.checkout))
+            self.git("remote", "add", "--", "origin", self.url, cwd=self.checkout)
+        self.git("fetch", "-q", "--no-tags", "--", "origin", ref, cwd=self.checkout)
         self.git("reset", "-q", "--hard", "FETCH_HEAD", cwd=self.checkout)
         self.git("clean", "-q", "-ffdx", cwd=self.checkout)
         if not self.root.is_dir():

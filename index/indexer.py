@@ -209,7 +209,9 @@ def index_folder(
             for path in undated:  # docs indexed before their last change was recorded
                 db.execute("UPDATE docs SET updated = ? WHERE path = ?", [dates.get(path), path])
             summary.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            summary.warnings = unknown_related(db)
+            summary.warnings = [
+                {"path": d.path, "warning": w} for d, _ in fresh for w in d.warnings
+            ] + unknown_related(db)
             summary.seconds = time.perf_counter() - t0
             _record_run(db, started, root, summary, "ok")
     except BaseException as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from .markdown import first_heading
+from .markdown import capped, first_heading
 
 MARKDOWN_SUFFIXES = {".md", ".markdown"}
 DEFAULT_INTENT = "general"
@@ -55,6 +56,8 @@ class Doc:
     version: str | None = None
     url: str | None = None
     owner: str | None = None
+    # optional front-matter fields left out (the doc indexed all the same): one line each
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -164,9 +167,10 @@ def _front_matter(text: str) -> tuple[str, int]:
 
 
 class LimitedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with limits: a handful of aliases (an alias bomb expands a few lines
-    into gigabytes once anything walks or prints the result) and bounded nesting (the composer
-    recurses: a 100,000-deep list is a RecursionError)."""
+    """PyYAML's safe loader with limits: a handful of aliases, bounded nesting (the composer
+    recurses: a 100,000-deep list is a RecursionError), and what the YAML reads as bounded by
+    the text it came from (`expanded_size`): 38 aliases over 20 levels of anchors double a list
+    20 times over, a 200 KB file read as gigabytes once anything walks or prints the result."""
 
     MAX_ALIASES = 50
     MAX_DEPTH = 20
@@ -190,15 +194,68 @@ class LimitedLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
+# Aliases exist to say a thing once and use it a few times: what a YAML text reads as (its nodes
+# and characters, each alias counted as what it stands for) may be a few times the text, never
+# more. The floor lets a small file share one anchor widely.
+EXPANSION = 4
+EXPANSION_FLOOR = 64 * 1024
+
+
+def expanded_size(node: yaml.Node, limit: int) -> int:
+    """The nodes plus scalar characters that `node` stands for with every alias expanded,
+    counted without expanding anything (each node's size computed once); stops past `limit`."""
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()  # being counted: met again inside itself, it is endless
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if id(n) in open_:
+            return limit + 1
+        open_.add(id(n))
+        if isinstance(n, yaml.ScalarNode):
+            total = 1 + len(n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(c) for c in n.value)
+        else:
+            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+        sizes[id(n)] = min(total, limit + 1)
+        open_.discard(id(n))
+        return sizes[id(n)]
+
+    return size(node)
+
+
 def load_yaml(text: str, what: str) -> object:
     """Parse YAML with the limits above; a one-line DocError naming `what` when it is bad."""
+    loader = LimitedLoader(text)
     try:
-        return yaml.load(text, Loader=LimitedLoader)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        limit = max(EXPANSION * len(text), EXPANSION_FLOOR)
+        if expanded_size(node, limit) > limit:
+            raise DocError(
+                f"{what} reads as over {EXPANSION} times its own size through YAML aliases"
+                " (*name): not accepted"
+            )
+        return loader.construct_document(node)
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise DocError(f"malformed {what}: {problem}{where}") from None
+    finally:
+        loader.dispose()
+
+
+# a value shown in a message: cut while it is formatted (reprlib), never formatted whole first
+SHOWN = reprlib.Repr()
+SHOWN.maxlevel, SHOWN.maxstring, SHOWN.maxother, SHOWN.maxlist, SHOWN.maxdict = 2, 60, 60, 4, 4
+
+
+def shown(value: object) -> str:
+    return SHOWN.repr(value)
 
 
 def _kind(value) -> str:
@@ -292,10 +349,21 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
     if not body.strip():
         raise DocError("no content after the front matter")
     intent = meta.get("intent")
+    warnings: list[str] = []
+
+    def optional(read, *args):
+        """An optional field's value, or None with a warning: one bad link, owner or label
+        leaves the field out, never the doc's content."""
+        try:
+            return read(*args)
+        except DocError as e:
+            warnings.append(f"{e}: the field is left out")
+            return None
+
     heading = first_heading(body)
     title = (
-        _scalar(meta, "title", MAX_TITLE)
-        or (heading and heading[:MAX_TITLE])
+        optional(_scalar, meta, "title", MAX_TITLE)
+        or (heading and capped(heading, MAX_TITLE))
         or Path(rel_path).stem.replace("-", " ").replace("_", " ")[:MAX_TITLE]
     )
     return Doc(
@@ -307,11 +375,12 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
         text=text,
         body_start=end,
         hash=content_hash(data),
-        subcategory=_scalar(meta, "subcategory", MAX_FIELD),
-        related_intents=_related(meta.get("related_intents")),
-        version=_scalar(meta, "version", MAX_FIELD),
-        url=_url(meta),
-        owner=owner_id(meta.get("owner"), "front matter 'owner'"),
+        subcategory=optional(_scalar, meta, "subcategory", MAX_FIELD),
+        related_intents=optional(_related, meta.get("related_intents")) or [],
+        version=optional(_scalar, meta, "version", MAX_FIELD),
+        url=optional(_url, meta),
+        owner=optional(owner_id, meta.get("owner"), "front matter 'owner'"),
+        warnings=warnings,
     )
 
 
@@ -348,7 +417,7 @@ def _intent_info(name: str, info) -> IntentInfo:
     for q in examples:
         if not isinstance(q, str) or not q.strip():
             raise DocError(
-                f"intents.yaml: '{name}' examples must be questions (text), got {q!r}"[:200]
+                f"intents.yaml: '{name}' examples must be questions (text), got {shown(q)}"
             )
         if len(q) > MAX_EXAMPLE:
             raise DocError(

@@ -4,16 +4,64 @@ which headings start a section, and what a line of markup left by a converter lo
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 SPLIT_LEVELS = 4  # H1-H4 start a chunk; H5/H6 stay inside their section
 TITLE_PREFIX = 64 * 1024  # characters read for a doc's first heading
+# A heading is a title: at most as long as a front-matter title (index/loader.py MAX_TITLE); a
+# longer one is cut with a mark. Headings travel into every chunk's path, the search text, the
+# quotes' attributions and each answer's sources: a 30,000-character one made an answer's
+# sources 30,078 characters, which Slack refused.
+MAX_HEADING = 200
 
-# block structure only: inline markup (emphasis, links) is not needed to cut a doc into blocks
-BLOCKS = MarkdownIt("commonmark").enable("table")
+
+def capped(title: str, limit: int = MAX_HEADING) -> str:
+    """`title` in at most `limit` characters, cut at a word with "…" when longer."""
+    if len(title) <= limit:
+        return title
+    cut = title[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip() + "…"
+
+
+# block structure only: inline markup (emphasis, links) is not needed to cut a doc into blocks.
+# GFM tables are found in the paragraphs markdown-it gives (`table_at`), not by its table rule:
+# that rule makes three tokens of every cell, and a 4.9 MB table (100,000 columns, or 480,000
+# rows of two) took 1-2 GB to cut into chunks; a paragraph is one token whatever its size.
+BLOCKS = MarkdownIt("commonmark")
 BLOCKS.disable(["inline", "text_join"])
+
+# a GFM table's delimiter row ("| --- | :-: |", "---|---"), within a list or block quote too
+DELIMITER_ROW = re.compile(r"[ \t>]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*")
+
+
+def _columns(row: str) -> int:
+    row = row.strip().lstrip("> \t").strip()
+    inner = row.removeprefix("|").removesuffix("|")
+    return len(re.findall(r"(?<!\\)\|", inner)) + 1
+
+
+def table_at(lines: Iterable[str]) -> int | None:
+    """The index of the header row of the first GFM table in a paragraph's `lines` (a header
+    row, then a delimiter row of as many columns, a pipe in it; the rows after it belong to
+    the table up to the paragraph's end), or None."""
+    previous = None
+    for i, line in enumerate(lines):
+        if (
+            previous is not None
+            and "|" in line
+            and "-" in line
+            and DELIMITER_ROW.fullmatch(line)
+            and _columns(previous) == _columns(line)
+        ):
+            return i - 1
+        previous = line
+    return None
+
 
 # A line that is markup, not text: it ends the paragraph or list it stands in and is never quoted
 # (what it marks, an admonition's text, is): AsciiDoc block attributes and admonition labels
@@ -53,7 +101,7 @@ def section_heading(tokens: list[Token], i: int, after_blank: bool) -> tuple[int
         not after_blank or "\n" in title or title[-1] in ".:;" or MARKUP_LINE.match(title)
     ):
         return None
-    return level, title
+    return level, capped(title)
 
 
 def first_heading(markdown: str) -> str | None:
@@ -71,6 +119,6 @@ def first_heading(markdown: str) -> str | None:
             setext = token.markup in ("=", "-")
             ok = not setext or section_heading(tokens, i, first == 0 or first > prev_end)
             if title and ok:
-                return title
+                return capped(title)
         prev_end = last
     return None

@@ -310,6 +310,15 @@ def check_model(m: Model) -> str:
         0 <= v <= 1 for v in m.bands.values()
     ):
         return f"has bands {m.bands} (answer, partial and claude at least, each within 0-1)"
+    # p is above 0 for every question: an edge at 0 takes them all, and a decision that can
+    # refuse nothing answers "how do I bake bread?" from any docs
+    if zero := sorted(k for k, v in m.bands.items() if v <= 0):
+        return f"has band edges at 0 ({', '.join(zero)}): it would refuse no question"
+    for style in ("", "_message"):
+        if f"partial{style}" in m.bands and m.bands[f"partial{style}"] > m.bands.get(
+            f"answer{style}", 1.0
+        ):
+            return f"has its partial{style} edge above its answer{style} edge"
     if not np.any(m.weights):
         return "weighs no signal (every weight 0): it decides every question alike"
     return ""

@@ -170,6 +170,15 @@ class Engine:
             router = loaded.scoped.setdefault(scope, self._router(view, intents, examples))
         return router
 
+    def intents_for(self, scope: Scope | None) -> list[dict]:
+        """The intents (name, description, examples) a question under `scope` is routed among:
+        all of them for None."""
+        loaded = self.loaded()
+        if scope is None:
+            return loaded.intents
+        view = self.router_for(loaded, scope).searcher
+        return [i for i in loaded.intents if i["name"] in view.intent_rows]
+
     def warm(self) -> None:
         """Load the index, the model, the decision file (a bad one stops `serve` here, named,
         rather than failing every question) and what the decision reads of the docs' words now,

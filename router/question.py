@@ -14,7 +14,7 @@ import numpy as np
 from index.clean import valid_text
 from index.search import Hit, Searcher
 
-from . import citations, claims, compose, condense, decide
+from . import citations, claims, compose, condense, decide, reading
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .claude import Claude
 
@@ -36,11 +36,8 @@ def checked_question(question: str) -> str:
     question = valid_text(question or "").strip()
     if not question:
         raise QuestionError("The question is empty: ask me something about the docs.")
-    if len(question) <= MAX_QUESTION_CHARS:
-        return question
-    # cut at a word boundary: half a word ("padd") would read as a name the docs never mention
-    cut = question[: MAX_QUESTION_CHARS + 1]
-    return cut.rsplit(None, 1)[0] if " " in cut else cut[:MAX_QUESTION_CHARS]
+    # a long paste keeps the sentences that ask, wherever they stand (reading.bounded)
+    return reading.bounded(question, MAX_QUESTION_CHARS)
 
 
 @dataclass

@@ -119,3 +119,22 @@ def read(question: str) -> Reading:
         if (kept := _words(s, material).strip()) and kept.strip(EDGES + " ")
     )
     return Reading(" ".join(sentences), sentences, tuple(m for m in material if m.strip()))
+
+
+def bounded(question: str, limit: int) -> str:
+    """`question` in at most `limit` characters. A longer one is mostly what the asker pasted (a
+    log, a trace) with the question before or after it: it is read (its opening and its end when
+    it is over ten times the limit), and what is kept are its sentences that ask, those ending in
+    a question mark, else its prose; cut at a word boundary."""
+    if len(question) <= limit:
+        return question
+    if len(question) > 10 * limit:
+        question = f"{question[: 5 * limit]}\n\n{question[-5 * limit :]}"
+    reading = read(question)
+    asks = [s for s in reading.sentences if s.rstrip().endswith("?")]
+    text = " ".join(asks) if asks else reading.prose
+    text = text or question  # nothing but material: its opening, as before
+    if len(text) <= limit:
+        return text
+    cut = text[: limit + 1]
+    return cut.rsplit(None, 1)[0] if " " in cut else cut[:limit]

@@ -184,3 +184,50 @@ def test_a_setext_title_is_the_doc_title():
     doc, chunks = chunks_of("Webhooks guide\n==============\n\nIntro.\n", path="guide.md")
     assert doc.title == "Webhooks guide"
     assert chunks[0].search_text.startswith("Webhooks guide\n\n")
+
+
+def wide_table(columns: int = 100_000, size: int = 4_900_000) -> str:
+    """A doc of one GFM table `columns` wide, rows of one letter a cell up to `size`
+    characters."""
+    head = "| " + " | ".join(f"c{i}" for i in range(columns)) + " |\n"
+    row = "| " + " | ".join("v" for _ in range(columns)) + " |\n"
+    text = "# Wide\n\nOne wide table.\n\n" + head + "|" + "---|" * columns + "\n"
+    return text + row * max(0, (size - len(text)) // len(row))
+
+
+def test_a_table_of_100000_columns_is_chunked_in_bounded_memory(tmp_path):
+    """4.9 MB of one table, in a process that may use 500 MB of address space: cut into chunks,
+    each a table piece, the text kept."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "wide.md").write_text(wide_table())
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (500 << 20, 500 << 20))\n"
+        "from index.chunker import chunk_doc\nfrom index.loader import parse_doc\n"
+        "chunks = chunk_doc(parse_doc('wide.md', open(sys.argv[1], 'rb').read()), 2000)\n"
+        "print(len(chunks), max(c.end - c.start for c in chunks), chunks[0].heading_path)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "wide.md")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-300:]
+    count, longest, path = out.stdout.split(maxsplit=2)
+    assert int(count) > 2000 and int(longest) <= 2000 and "Wide" in path
+
+
+def test_tables_are_found_in_paragraphs_as_gfm_reads_them():
+    from index.chunker import block_spans
+
+    text = (
+        "# T\n\nIntro line\n| a | b |\n|---|:-:|\n| 1 | 2 |\n\n"
+        "Not a table\n| a | b |\n|---|\n\n- item\n\n  | x | y |\n  | - | - |\n  | 1 | 2 |\n"
+    )
+    kinds = [kind for kind, _ in block_spans(text)]
+    assert kinds.count("table") == 2, kinds

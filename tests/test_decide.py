@@ -177,7 +177,7 @@ def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
         + "\n".join(
             json.dumps({"id": f"off{i}", "question": q, "intents": []})
             for i, q in enumerate(
-                ["How do I bake bread?", "Who won the 1998 World Cup?"] * ((need - 55) // 2 + 1)
+                [f"Who won the football World Cup of {1930 + 4 * i}?" for i in range(need - 54)]
             )
         )
         + "\n"
@@ -251,6 +251,51 @@ def test_a_question_in_another_language_gets_no_typo_note(examples_db, local_emb
     )
 
 
+def test_degenerate_bands_are_refused_with_one_line(tmp_path, examples_db):
+    """Band edges at 0 take every question (p is above 0 for all): such a decision would answer
+    the sourdough question from any docs. doctor fails it, the bot will not load it."""
+    from bot import api
+    from bot.doctor import check_decision
+
+    good = json.loads(decide.MODEL_FILE.read_text())
+    for m in good["models"].values():
+        m["bands"] = {k: 0.0 for k in m["bands"]}
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps(good))
+    check = check_decision(zero)
+    assert check.status == "FAIL" and "it would refuse no question" in check.detail
+    assert "\n" not in check.detail
+    with pytest.raises(decide.DecisionFileError, match="band edges at 0"):
+        decide.load_models(zero)
+    # the shipped decision refuses it
+    assert api.ask("What is a good recipe for sourdough bread?", examples_db).decision == "ABSTAIN"
+    swapped = json.loads(decide.MODEL_FILE.read_text())
+    for m in swapped["models"].values():
+        m["bands"]["partial"], m["bands"]["answer"] = 0.9, 0.2
+    (tmp_path / "swapped.json").write_text(json.dumps(swapped))
+    assert "partial edge above its answer" in check_decision(tmp_path / "swapped.json").detail
+
+
+def test_calibrate_counts_distinct_questions_not_copies(tmp_path, capsys):
+    """Two distinct questions copied 35 times each are two questions: refused in one line,
+    nothing written."""
+    docs = write_docs(
+        tmp_path / "copied" / "docs", {"a.md": "# A\n\n## Set up a\n\nOpen Settings.\n"}
+    )
+    lines = [
+        {"id": f"a{i}", "question": "How do I set up a?", "intents": ["general"]} for i in range(35)
+    ]
+    lines += [{"id": f"o{i}", "question": "How do I bake bread?", "intents": []} for i in range(35)]
+    (docs.parent / "questions.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "decision.json"
+    args = ["calibrate", str(docs.parent), str(EXAMPLES.parent), "--work", str(tmp_path / "w")]
+    assert main([*args, "--write", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "distinct answerable questions" in err and "68 copies of a question not counted" in err
+    assert not out.exists()
+
+
 # -- 6. calibrate fits only on enough of each kind; the decision file is checked -------------------
 
 
@@ -289,7 +334,9 @@ def test_calibrate_refuses_too_few_of_each_kind_and_writes_nothing(tmp_path, cap
     assert "Traceback" not in err and err.startswith("fieldguide: calibrate cannot fit")
     assert "one has no off-topic questions" in err and "two has no off-topic questions" in err
     need = 10 * len(FEATURES)  # ten of each per signal
-    assert f"at least {need} answerable questions" in err and "have 4 answerable and 0" in err
+    assert (
+        f"at least {need} distinct answerable questions" in err and "have 4 answerable and 0" in err
+    )
     assert not out.exists()
     # an empty questions file: said so, no traceback
     (one / "questions.jsonl").write_text("")

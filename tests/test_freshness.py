@@ -507,6 +507,33 @@ def test_docs_reindex_pulls_first(repo, tmp_path, local_embedder):
     assert "added 1, changed 0, removed 0, unchanged 2" in posts[-1]
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "--upload-pack=touch PWNED;://x",
+        "-c core.sshCommand=touch PWNED",
+        "ext::sh -c touch% PWNED",
+        "ssh://-oProxyCommand=touch PWNED/x",
+    ],
+)
+def test_no_docs_repository_setting_runs_a_command(value, repo, tmp_path, monkeypatch, capsys):
+    """Where an operator often stands, a checkout with a reachable remote: `doctor` and `index`
+    refuse the value with one line, and git never reads it as an option or a transport."""
+    here = tmp_path / "checkout"
+    git("clone", "-q", str(repo.bare), str(here))
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", value)
+    db = str(tmp_path / "index.db")
+    main(["doctor", "--db", db])
+    out = capsys.readouterr().out
+    docs = next(line for line in out.splitlines() if line.split()[1:2] == ["docs"])
+    assert docs.startswith("FAIL") and "FIELDGUIDE_DOCS_GIT" in docs, docs
+    assert main(["index", "--db", db, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "FIELDGUIDE_DOCS_GIT" in err and err.count("\n") == 1, err
+    assert not list(tmp_path.rglob("PWNED")) and not (here / "PWNED").exists()
+
+
 # -- 3. credentials in a git URL, reserved characters and all ------------------------------------
 
 

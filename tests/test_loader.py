@@ -167,14 +167,7 @@ def test_a_huge_intent_is_rejected_and_named_in_the_summary(tmp_path, local_embe
 @pytest.mark.parametrize(
     "front_matter, reason",
     [
-        ("url: javascript:alert(1)", "not an http(s) link"),
-        ("url: https://example.com/a b", "not an http(s) link"),
-        ("url: https://example.com/<script>", "not an http(s) link"),
-        ("url: [https://example.com]", "'url' must be text, got a list"),
-        (f"title: {'t' * 201}", "'title' is 201 characters (at most 200)"),
-        ("version: {a: 1}", "'version' must be text, got a mapping"),
-        ("related_intents: 7", "'related_intents' must be a list, got int"),
-        ("related_intents: [Two Words]", "not a valid intent name"),
+        ("intent: [a, b]", "'intent' must be a single name"),
         ("a: &a [1, 2]\nb: [" + ", ".join(["*a"] * 51) + "]", "more than 50 YAML aliases"),
         ("deep: " + "[" * 5000 + "]" * 5000, "nested deeper than 20 levels"),
     ],
@@ -183,6 +176,29 @@ def test_front_matter_schema(front_matter, reason):
     with pytest.raises(DocError) as e:
         parse_doc("a.md", f"---\n{front_matter}\n---\n# A\ntext\n".encode())
     assert reason in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "front_matter, field, reason",
+    [
+        ("url: javascript:alert(1)", "url", "not an http(s) link"),
+        ("url: https://example.com/a b", "url", "not an http(s) link"),
+        ("url: https://example.com/<script>", "url", "not an http(s) link"),
+        ("url: [https://example.com]", "url", "'url' must be text, got a list"),
+        (f"title: {'t' * 201}", "title", "'title' is 201 characters (at most 200)"),
+        ("version: {a: 1}", "version", "'version' must be text, got a mapping"),
+        ("related_intents: 7", "related_intents", "must be a list, got int"),
+        ("related_intents: [Two Words]", "related_intents", "not a valid intent name"),
+        ("owner: everyone", "owner", "is not a Slack owner"),
+    ],
+)
+def test_a_bad_optional_field_is_left_out_with_a_warning(front_matter, field, reason):
+    """One bad optional field costs the field, never the doc's content."""
+    doc = parse_doc("a.md", f"---\nintent: api\n{front_matter}\n---\n# A\ntext\n".encode())
+    [warning] = doc.warnings
+    assert reason in warning and warning.endswith("the field is left out"), warning
+    assert "\n" not in warning and doc.intent == "api" and doc.title == "A"
+    assert getattr(doc, field) in (None, [], "A")  # the title falls back to the heading
 
 
 def test_long_headings_make_bounded_titles():
@@ -257,3 +273,88 @@ def test_front_matter_closing_lines_and_body_offset():
     # an opening line without a closing one is no front matter: the whole file is the body
     doc = parse_doc("b.md", b"---\n# H\n\ntext\n")
     assert doc.body_start == 0 and doc.title == "H"
+
+
+def alias_bomb(levels: int = 20, leaf: int = 1000) -> str:
+    """An intents.yaml whose first example holds `levels` anchors, each a list of the one before
+    twice (2 aliases a level, under the 50-alias limit): read whole, 2**levels copies of a
+    `leaf`-letter string. The example is no question, so the loader's message is where it
+    would be printed whole."""
+    chain = [f"&l0 {'x' * leaf}"] + [f"&l{i} [*l{i - 1}, *l{i - 1}]" for i in range(1, levels)]
+    return f"api:\n  description: the API\n  examples:\n    - [{', '.join(chain)}]\n"
+
+
+def test_an_alias_bomb_is_refused_in_bounded_memory(tmp_path):
+    """In a process that may use 600 MB of address space at most: the 23 KB file would read as
+    a gigabyte; it is refused in one line, with nothing expanded."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    write_docs(tmp_path, {"intents.yaml": alias_bomb()})
+    also = "\n".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]" for i in range(1, 20))
+    write_docs(tmp_path / "fm", {"a.md": f"---\na0: &a0 {'y' * 1000}\n{also}\n---\n# A\n\nt\n"})
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20))\n"
+        "from pathlib import Path\n"
+        "from index.loader import DocError, load_intents_yaml, parse_doc\n"
+        "for load in (lambda: load_intents_yaml(Path(sys.argv[1])),"
+        " lambda: parse_doc('a.md', Path(sys.argv[1], 'fm', 'a.md').read_bytes())):\n"
+        "    try:\n        load()\n    except DocError as e:\n        print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-500:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and all("YAML aliases" in line for line in lines), lines
+    assert lines[0].startswith("intents.yaml reads as over 4 times its own size")
+    assert lines[1].startswith("front matter reads as over 4 times its own size")
+
+
+def test_a_few_aliases_are_read_and_a_bad_example_is_shown_short(tmp_path):
+    write_docs(
+        tmp_path,
+        {"intents.yaml": "o: &o U0OWNER\napi:\n  owner: *o\nbilling:\n  owner: *o\n"},
+    )
+    assert {k: v.owner for k, v in load_intents_yaml(tmp_path).items()} == {
+        "o": None,
+        "api": "U0OWNER",
+        "billing": "U0OWNER",
+    }
+    write_docs(tmp_path, {"intents.yaml": "api:\n  examples: [[" + "x, " * 10_000 + "x]]\n"})
+    with pytest.raises(DocError) as e:
+        load_intents_yaml(tmp_path)
+    assert "examples must be questions (text), got ['x', 'x', 'x', 'x', ...]" in str(e.value)
+
+
+def test_a_doc_with_a_bad_link_keeps_its_content(examples_db, tmp_path, capsys):
+    """Through the command line: the doc is indexed, the field named in a warning, and its
+    section answers."""
+    import json
+    import shutil
+
+    from bot.cli import main
+    from tests.conftest import EXAMPLES
+
+    docs = tmp_path / "docs"
+    shutil.copytree(EXAMPLES, docs)
+    (docs / "pelican.md").write_text(
+        "---\nintent: troubleshooting\nurl: 'https://wiki.example.com/pelican gateway'\n---\n"
+        "# Pelican gateway\n\n## What do I do when the pelican gateway is down?\n\n"
+        "Restart the pelican gateway with `tide gateway restart --pelican`, then page the"
+        " on-call engineer in #pelican-ops if it is still down after five minutes.\n"
+    )
+    assert main(["index", str(docs), "--db", examples_db, "--replace"]) == 0
+    out = capsys.readouterr().out
+    assert "added 1" in out and "skipped 0" in out
+    assert "warning pelican.md: front matter 'url'" in out and "the field is left out" in out
+    q = "What do I do when the pelican gateway is down?"
+    assert main(["ask", q, "--db", examples_db, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["decision"] != "ABSTAIN" and "tide gateway restart" in answer["text"]

@@ -303,8 +303,6 @@ def test_half_sent_probes_hold_no_threads_and_are_closed(examples_db, local_embe
     import time
     from urllib.request import urlopen
 
-    from waitress import wasyncore
-
     from bot.health import HEALTH_CONNECTIONS, HEALTH_IDLE_SECONDS, Health, serve_health
 
     health = Health(Engine(examples_db, local_embedder))
@@ -339,5 +337,58 @@ def test_half_sent_probes_hold_no_threads_and_are_closed(examples_db, local_embe
     finally:
         for s in half:
             s.close()
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-        server.task_dispatcher.shutdown()
+        server.close()
+
+
+def test_the_health_port_cannot_be_starved(examples_db, local_embedder):
+    """300 idle sockets, then 40 sending their headers a byte at a time: every probe among them
+    is answered at once, and the slow ones are closed at their deadline."""
+    import socket
+    import threading
+    from urllib.request import urlopen
+
+    from bot.health import HEALTH_REQUEST_SECONDS, Health, serve_health
+    from router.engine import Engine
+
+    health = Health(Engine(examples_db, local_embedder))
+    health.slack = lambda: (True, "test")
+    server = serve_health(health, 0)
+    port = server.effective_port
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def slow_headers() -> None:
+        s = socket.create_connection(("127.0.0.1", port))
+        held.append(s)
+        for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"y" * 100:
+            if stop.wait(0.5):
+                return
+            try:
+                s.send(bytes([byte]))
+            except OSError:  # closed by the server at its deadline
+                return
+
+    def probe() -> float:
+        started = time.monotonic()
+        with urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            assert r.status == 200 and json.loads(r.read())["index"]["ok"]
+        return time.monotonic() - started
+
+    try:
+        held += [socket.create_connection(("127.0.0.1", port)) for _ in range(300)]
+        slow = [threading.Thread(target=slow_headers, daemon=True) for _ in range(40)]
+        for t in slow:
+            t.start()
+        waits = []
+        for _ in range(7):
+            waits.append(probe())
+            time.sleep(0.5)
+        assert max(waits) < HEALTH_REQUEST_SECONDS, waits
+        idle = held[0]
+        idle.settimeout(HEALTH_REQUEST_SECONDS + 3)
+        assert idle.recv(10) == b""  # closed by the server
+    finally:
+        stop.set()
+        for s in held:
+            s.close()
+        server.close()

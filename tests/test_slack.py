@@ -301,8 +301,11 @@ def test_acks_feedback_and_commands_do_not_wait_behind_answers(make_harness, tra
         wait(lambda: len(h.mock.posts()) >= 3)
         notes = [p["text"] for p in h.mock.posts()]
         assert BUSY in notes and any("Too many questions" in n for n in notes)
+        from router.answer import Answer
+
+        earlier = h.state.record_answer(Answer("q", "q", "ANSWER", "…"), {"channel": "C1"})
         for send in (
-            lambda: h.click("U2", "helpful:1"),
+            lambda: h.click("U2", f"helpful:{earlier}"),
             lambda: h.command("UADMIN", "status"),
             lambda: h.event(dm("anything", ts="1700000200.000100"), "EvB9"),
         ):
@@ -391,13 +394,15 @@ def test_injected_doc_cannot_ping_the_channel_or_link_elsewhere(
             "[Rotate](https://evil.example/rotate).\n",
         },
     )
-    # a front-matter url that would smuggle markup never reaches the index (the loader's schema)
+    # a front-matter url that would smuggle markup never reaches the index (the loader's schema):
+    # the field is left out with a warning, the doc kept
     (docs / "evil-url.md").write_text(
         '---\nurl: "https://x> <!channel> <https://evil"\n---\n# Evil\n\nRotate keys here.\n'
     )
     db = str(tmp_path / "evil.db")
     summary = index_folder(db, docs, local_embedder)
-    assert [s["path"] for s in summary.skipped] == ["evil-url.md"]
+    assert not summary.skipped and "evil-url.md" in summary.added
+    assert [w["path"] for w in summary.warnings] == ["evil-url.md"]
     h = make_harness("http", db=db)
     h.event(mention("How do I rotate an API key?"), "EvX")
     [answer] = answer_in(h.mock, "C1")
@@ -628,6 +633,119 @@ def test_a_signed_event_is_acked_in_time_while_200_idle_connections_are_open(htt
     finally:
         for s in idle:
             s.close()
+
+
+# -- Slack's limits, whatever the docs hold ------------------------------------------------------
+
+
+def test_a_very_long_heading_gives_one_answer_within_slacks_limits(
+    make_harness, tmp_path, local_embedder
+):
+    """A 30,000-character heading is cut with a mark when indexed; the answer is one message
+    with its sources, decision and feedback, accepted by Slack as it is."""
+    from index.indexer import index_folder
+    from index.store import open_db
+    from tests.conftest import write_docs
+
+    heading = "Pelican gateway restarts " + "after a ferry token rotation " * 1100
+    docs = write_docs(
+        tmp_path / "docs",
+        {
+            "ops/pelican.md": "---\nintent: ops\n---\n# Pelican gateway\n\n"
+            f"## {heading}\n\nTo restart the pelican gateway, run `tide gateway restart`"
+            " and wait for the health check to turn green.\n"
+        },
+    )
+    db = str(tmp_path / "index.db")
+    index_folder(db, docs, local_embedder)
+    paths = [json.loads(p) for (p,) in open_db(db).execute("SELECT heading_path FROM chunks")]
+    assert max(len(h) for path in paths for h in path) <= 200
+    assert any(h.endswith("…") for path in paths for h in path)
+    h = make_harness(db=db)
+    h.event(mention("How do I restart the pelican gateway?"), "EvLong1")
+    [answer] = answer_in(h.mock, "C1")
+    sentinel(h)
+    refused = [f for f in h.mock.posts() + h.mock.updates() if h.mock._message_error(f)]
+    assert not refused, "Slack refused a message"
+    assert "tide gateway restart" in markdown_of(answer)
+    assert any(b["type"] == "context_actions" for b in answer["blocks"])
+    assert len([m for m in h.mock.posts() if m.get("channel") == "C1"]) <= 2  # placeholder too
+
+
+def test_every_answer_message_is_within_slacks_limits_whatever_its_sources():
+    """An index built before headings were capped: labels and text of any length still make
+    messages Slack accepts, the sources in one block of the last message."""
+    from bot.slack.slack_format import answer_messages
+    from router.answer import Answer, Source
+    from tests.standins.slack import _block_error
+
+    label = "x" * 30_000
+    sources = [
+        Source(n, f"c{n}", "a.md", label, [label, label], "https://d.example/a") for n in (1, 2)
+    ]
+    for text in ("One sentence [1].", "word " * 20_000):
+        ans = Answer("q", "q", "PARTIAL", text, sources=sources)
+        messages = answer_messages(ans, 7)
+        assert all(_block_error(m) is None for m in messages)
+        assert len(messages) <= 2 + len(text) // 12_000  # the text, then the footer
+        last = messages[-1]
+        assert sum(b["type"] == "markdown" for b in last) >= 1
+        assert any(b["type"] == "context_actions" for b in last)
+
+
+# -- malformed signed bodies ---------------------------------------------------------------------
+
+
+def click_form(**changes) -> bytes:
+    from urllib.parse import urlencode
+
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "U1"},
+        "team": {"id": "T1"},
+        "channel": {"id": "C1"},
+        "actions": [{"type": "button", "action_id": "answer_feedback", "value": "helpful:1"}],
+    } | changes
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+MALFORMED_SIGNED = [
+    click_form(actions=[{"type": "button", "action_id": 5, "value": "helpful:1"}]),
+    click_form(user="U1"),
+    click_form(user={"name": "no id"}),
+    b"command=%2Fdocs-reindex&text=status&channel_id=C1&team_id=T1",  # no user_id
+    b"command=%2Fdocs-reindex&text=&user_id=U1",  # no channel_id
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED_SIGNED)
+def test_a_malformed_signed_body_is_a_400_with_no_traceback(http, caplog, body):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    status, text = http.send_http(body, "application/x-www-form-urlencoded")
+    assert status == 400 and "not a Slack payload" in text, (status, text)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    http.event(mention("How many times is a failed webhook retried?"), "EvMal1")
+    answer_in(http.mock, "C1")  # and the bot still answers
+
+
+def test_feedback_on_an_answer_not_on_record_is_not_stored(http):
+    from router.answer import Answer
+
+    real = http.state.record_answer(Answer("q", "q", "ANSWER", "…"), {"channel": "C1"})
+    acked, _ = http.click("U1", f"helpful:{real + 1000}")
+    assert acked
+    [note] = wait(lambda: http.mock.calls("/api/chat.postEphemeral"), what="the note")
+    assert "no record of that answer" in note.form["text"] and note.form["user"] == "U1"
+    http.click("U1", f"helpful:{real}")
+    wait(lambda: http.state.get_answer(real)["feedback"], what="the feedback on a real answer")
+    assert http.state.get_answer(real + 1000) is None
+    import sqlite3
+
+    with sqlite3.connect(http.guide.settings.db) as conn:
+        stored = conn.execute("SELECT answer_id FROM feedback").fetchall()
+    assert stored == [(real,)]
 
 
 # -- 12. signed but malformed bodies get 400 -------------------------------------------------------

@@ -323,6 +323,40 @@ def test_a_message_is_read_as_typed_not_as_slack_sends_it():
     assert plain_text('boom:\n  File "a.py", line 1') == 'boom:\n  File "a.py", line 1'
 
 
+DEFINITIONS = [
+    "see [evil\nlabel] now\n\n[evil\nlabel]: //evil.example/two-lines",
+    "see [a\\]b] now\n\n[a\\]b]: mailto:boss@evil.example",
+    "see [x] now\n\n- > [x]: https:evil.example/in-a-list-quote",
+    "see [y] now\n\n[y]:\n  //evil.example/next-line",
+]
+
+
+@pytest.mark.parametrize("text", DEFINITIONS)
+def test_no_reference_definition_reaches_slack_whatever_its_label(text):
+    """A CommonMark parser (markdown-it, as Slack's markdown block) reads no link and no
+    definition in what is posted, whole or streamed a few characters at a time."""
+    from markdown_it import MarkdownIt
+
+    from bot.slack.slack_format import StreamSanitizer
+
+    def links(markdown: str) -> list:
+        env: dict = {}
+        tokens = MarkdownIt("commonmark").parse(markdown, env)
+        found = [
+            t for tok in tokens for t in tok.children or [] if t.type in ("link_open", "image")
+        ]
+        return found + list(env.get("references", {}))
+
+    assert links(text)  # as written, a link
+    ans = Answer("q", "q", "ANSWER", text)
+    [[block, *_]] = answer_messages(ans, None)
+    assert not links(block["text"]), block["text"]
+    assert "evil.example" in block["text"]  # shown as text
+    s = StreamSanitizer()
+    streamed = "".join(s.feed(text[i : i + 3]) for i in range(0, len(text), 3)) + s.flush()
+    assert not links(streamed), streamed
+
+
 # -- 4. no link from the docs or the model reaches Slack, nested brackets and all ----------------
 
 DECEPTIVE = [

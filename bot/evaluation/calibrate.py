@@ -284,24 +284,40 @@ def write_models(data: dict[str, list[Example]], embedder: str, path: Path) -> d
     return body
 
 
+def distinct(items: list[dict]) -> list[dict]:
+    """The items whose question differs from every earlier one's (case and spacing aside)."""
+    seen: set[str] = set()
+    out = []
+    for q in items:
+        key = " ".join(str(q.get("question", "")).lower().split())
+        if key not in seen:
+            seen.add(key)
+            out.append(q)
+    return out
+
+
 def check_sets(sets: dict[str, list[dict]]) -> None:
     """ValueError saying what is missing when these sets (name → their question items) are not
     enough to fit on: a set without answerable or off-topic questions, or fewer than
     EVENTS_PER_SIGNAL per signal of either label altogether (answerable; off-topic, and
     answerable ones whose gold sections are hidden)."""
-    problems, yes, no = [], 0, 0
+    problems, yes, no, copies = [], 0, 0, 0
     for name, items in sets.items():
         answerable, offtopic = split_offtopic(items)
         problems += [f"{name} has no answerable questions"] if not answerable else []
         problems += [f"{name} has no off-topic questions"] if not offtopic else []
+        # a copy of a question tells a fit nothing its first did: distinct questions count
+        answerable, offtopic = distinct(answerable), distinct(offtopic)
+        copies += len(items) - len(answerable) - len(offtopic)
         yes += len(answerable)
         no += len(offtopic) + sum(any(g.get("doc") for g in q["gold"]) for q in answerable)
     need = EVENTS_PER_SIGNAL * len(FEATURES)
     if yes < need or no < need:
+        copied = f" ({copies} copies of a question not counted)" if copies else ""
         problems.append(
-            f"a fit needs at least {need} answerable questions and {need} that the docs do not"
-            f" answer (off-topic ones, and answerable ones with gold sections to hide), ten per"
-            f" signal; these sets have {yes} answerable and {no}"
+            f"a fit needs at least {need} distinct answerable questions and {need} that the docs"
+            f" do not answer (off-topic ones, and answerable ones with gold sections to hide),"
+            f" ten per signal; these sets have {yes} answerable and {no}{copied}"
         )
     if problems:
         raise ValueError(

@@ -151,12 +151,18 @@ class Answerer:
 
     # -- one question ----------------------------------------------------------------------------
 
+    def examples(self, channel: str) -> list[str]:
+        """Example questions from the intents a question in `channel` is routed among (its
+        scope's, FIELDGUIDE_SCOPES): a greeting never suggests another team's questions."""
+        scopes = self.guide.scopes
+        scope = scopes.for_channel(channel) if scopes else None
+        return example_questions(self.guide.engine.intents_for(scope))
+
     def answer(self, q: Question) -> None:
         talk = small_talk(q.text)
         if talk:  # "hi", "thanks", "ok": no question for the docs
             if talk == "greeting":
-                examples = example_questions(self.guide.engine.loaded().intents)
-                self.deliver_text(q, None, greeting(examples))
+                self.deliver_text(q, None, greeting(self.examples(q.channel)))
             elif talk == "thanks":
                 self.deliver_text(q, None, THANKS_REPLY)
             self._done(q)

@@ -5,12 +5,16 @@ reindex button (the same lock as /docs-reindex). Anyone else gets a short how-to
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..gaps import find_topics, top_intent
-from .slack_format import escape
+from .slack_format import escape, within_limits
 
 if TYPE_CHECKING:
     from .guide import Guide
@@ -50,8 +54,36 @@ def figures(rows: list[dict]) -> dict:
     }
 
 
-def home_view(user: str, admin: bool, guide: Guide) -> dict:
-    """The Home tab's view for `user`: `guide`'s index, audit trail and owners."""
+log = logging.getLogger(__name__)
+
+
+class GapsCache:
+    """The Home tab's top gaps, computed once per index generation and audit state: kept while
+    the generation, whose questions are seen (admin, or an owner's intents) and the newest of
+    those questions stay the same; a new generation drops every entry."""
+
+    def __init__(self) -> None:
+        self.generation: int | None = None
+        self.entries: dict[tuple, list] = {}
+        self.lock = threading.Lock()
+
+    def get(self, generation: int, key: tuple, compute: Callable[[], list]) -> list:
+        with self.lock:
+            if generation != self.generation:
+                self.generation, self.entries = generation, {}
+            if key in self.entries:
+                return self.entries[key]
+        found = compute()
+        log.debug("Home tab gaps found for generation %s, %s", generation, key[0])
+        with self.lock:
+            if generation == self.generation:
+                self.entries[key] = found
+        return found
+
+
+def home_view(user: str, admin: bool, guide: Guide, cache: GapsCache | None = None) -> dict:
+    """The Home tab's view for `user`: `guide`'s index, audit trail and owners (`cache`: the
+    gaps already found)."""
     state, engine = guide.state, guide.engine
     owners = guide.owners()
     mine = owned_intents(user, owners)
@@ -90,16 +122,23 @@ def home_view(user: str, admin: bool, guide: Guide) -> dict:
             f" {f['not_in_docs']} not in the docs · 👍 {f['helpful']} · 👎 {f['not_helpful']}"
         )
     )
-    # the newest HOME_QUESTIONS only: the tab is built while its opener waits (~2 s at 500)
-    searcher = engine.loaded().searcher
-    topics, _ = find_topics(
-        rows,
-        engine.embedder,
-        searcher,
-        owners,
-        most=HOME_QUESTIONS,
-        names_weight=engine.bm25_weight,
-    )
+    # the newest HOME_QUESTIONS only (~2 s at 500, off Bolt's threads: HomeTabs)
+    loaded = engine.loaded()
+
+    def gaps() -> list:
+        topics, _ = find_topics(
+            rows,
+            engine.embedder,
+            loaded.searcher,
+            owners,
+            most=HOME_QUESTIONS,
+            names_weight=engine.bm25_weight,
+        )
+        return topics
+
+    newest = max((r.get("id") or 0 for r in rows), default=0)
+    key = ("admin" if admin else tuple(sorted(mine)), len(rows), newest)
+    topics = cache.get(loaded.generation, key, gaps) if cache is not None else gaps()
     if topics:
         lines = [
             f"• *{t.count}* × “{escape(t.questions[0])}” — {escape(t.doc or '-')}"
@@ -123,4 +162,50 @@ def home_view(user: str, admin: bool, guide: Guide) -> dict:
                 ],
             }
         )
-    return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}
+    return {"type": "home", "blocks": within_limits(blocks, MAX_BLOCKS)}
+
+
+class HomeTabs:
+    """Builds and publishes Home tabs on a thread of its own, one at a time, so an opened tab
+    never holds one of Bolt's listener threads (an admin's tab reads the gaps, seconds of work:
+    five opens held Bolt's threads and delayed the next question by 36 s, and clicks went
+    unacknowledged). Opens of one user while their tab is waiting are one build."""
+
+    def __init__(self, build: Callable[[str], dict], publish: Callable[[Any, str, dict], None]):
+        self.build, self.publish = build, publish
+        self.pending: dict[str, Any] = {}  # user -> the client to publish with, in open order
+        self.wake = threading.Condition()
+        self.closed = False
+        self.thread: threading.Thread | None = None
+
+    def open(self, client: Any, user: str) -> None:
+        """Queue `user`'s tab; returns at once."""
+        with self.wake:
+            self.pending[user] = client
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="home-tabs", daemon=True)
+                self.thread.start()
+            self.wake.notify()
+
+    def close(self) -> None:
+        with self.wake:
+            self.closed = True
+            self.wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self.wake:
+                while not self.pending and not self.closed:
+                    self.wake.wait()
+                if self.closed:
+                    return
+                user = next(iter(self.pending))
+                client = self.pending.pop(user)
+            started = time.monotonic()
+            try:
+                view = self.build(user)
+            except Exception:  # one tab must not stop the others
+                log.exception("could not build the Home tab for %s", user)
+                continue
+            log.debug("Home tab for %s built in %.2f s", user, time.monotonic() - started)
+            self.publish(client, user, view)

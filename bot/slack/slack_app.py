@@ -209,7 +209,7 @@ PAYLOAD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "team_id": str,
     "api_app_id": str,
     "event": dict,
-    "user": (dict, str),
+    "user": dict,  # an interactive payload's clicker ({id, …}); an event's user is event.user
     "channel": (dict, str),
     "team": (dict, str),
     "enterprise": (dict, str),
@@ -242,6 +242,25 @@ EVENT_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
+# each action of an interactive payload (what the listeners match and read)
+ACTION_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "action_id": str,
+    "block_id": str,
+    "type": str,
+    "value": str,
+    "action_ts": str,
+}
+# a slash command's form: these must be there (the listeners answer the user in the channel)
+COMMAND_REQUIRED = ("command", "user_id", "channel_id")
+
+
+def _wrong_type(fields: dict, where: dict, what: str = "") -> str:
+    for key, kind in fields.items():
+        if key in where and where[key] is not None and not isinstance(where[key], kind):
+            return f"'{what}{key}' is a {type(where[key]).__name__}"
+    return ""
+
+
 def payload_problem(body: bytes, content_type: str | None) -> str:
     """Why a (signed) body is no Slack payload ("" when it is one): read as Bolt reads it (JSON,
     `payload=` JSON, or a form), it must be an object whose fields above have their types, each
@@ -255,16 +274,24 @@ def payload_problem(body: bytes, content_type: str | None) -> str:
         return f"unreadable ({type(e).__name__})"
     if not isinstance(payload, dict):
         return "not an object"
-    for fields, where in ((PAYLOAD_FIELDS, payload), (EVENT_FIELDS, payload.get("event") or {})):
-        for key, kind in fields.items():
-            if key in where and where[key] is not None and not isinstance(where[key], kind):
-                return f"'{key}' is a {type(where[key]).__name__}"
+    event = payload.get("event") or {}
+    if problem := _wrong_type(PAYLOAD_FIELDS, payload) or _wrong_type(EVENT_FIELDS, event):
+        return problem
     for key in ("actions", "authorizations"):
         if not all(isinstance(a, dict) for a in payload.get(key) or []):
             return f"'{key}' holds a non-object"
+    for action in payload.get("actions") or []:
+        if problem := _wrong_type(ACTION_FIELDS, action, "actions[]."):
+            return problem
     user = payload.get("user")
-    if isinstance(user, dict) and not isinstance(user.get("id"), str):
+    if (user is not None or "actions" in payload) and not (
+        isinstance(user, dict) and isinstance(user.get("id"), str)
+    ):
         return "'user' has no id"
+    if "command" in payload:  # a slash command's form
+        missing = [k for k in COMMAND_REQUIRED if not isinstance(payload.get(k), str)]
+        if missing:
+            return f"a slash command without {', '.join(missing)}"
     return ""
 
 

@@ -13,12 +13,21 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from markdown_it import MarkdownIt
+
 from router.answer import Answer, Source
 from router.citations import updated_ago
 from router.words import TYPO_NOTE
 
+# Slack's documented limits (docs.slack.dev, Block Kit reference): a markdown block's text 12,000
+# characters, and the markdown blocks of one payload 12,000 together; a section's or a text
+# object's text 3,000; a header's 150; 50 blocks a message (100 in a Home view); a message's
+# `text` is cut by Slack past 40,000.
 MARKDOWN_LIMIT = 12_000  # characters of markdown blocks in one message
-TEXT_LIMIT = 3_000  # of a message's fallback `text`, and of each plain-text piece
+TEXT_LIMIT = 3_000  # of a message's fallback `text`, of each plain-text piece, of a text object
+HEADER_LIMIT = 150
+MESSAGE_BLOCKS = 50
+LABEL_LIMIT = 300  # a source's label (its heading path) as shown, whatever the index holds
 FEEDBACK_ACTION = "answer_feedback"
 # buttons on answers posted before native feedback; their clicks are still recorded
 LEGACY_FEEDBACK_ACTIONS = ("feedback_helpful", "feedback_not_helpful")
@@ -45,23 +54,38 @@ def _escape_line(line: str) -> str:
 
 # an inline link or image, its label holding at most one level of brackets ("[a [b]](u)")
 _LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(([^)\n]*)\)")
-# a reference definition, also inside a blockquote or a list item ("> [r]: url")
-_LINK_DEFINITION = re.compile(r"^([ \t>*+\-\d.)]*)\[([^\]\n]+)\]:", re.MULTILINE)
-# a `]` that closes a link's text: before `(` (inline) or `[` (a reference), not escaped already
+# a `]` that closes a link's text or label: before `(` (inline), `[` (a reference) or `:` (a
+# reference definition, whatever its label holds: two lines, an escaped `]`), not escaped already
 # (an even run of backslashes before it escapes only themselves)
-_LINK_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\](?=[(\[])")
+_LINK_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\](?=[(\[:])")
+_ANY_CLOSE = re.compile(r"(?<!\\)((?:\\\\)*)\]")
+PARSER = MarkdownIt("commonmark")
+
+
+def links_of(markdown: str) -> bool:
+    """Does a CommonMark parser (as Slack's markdown block) read a link, an image or a reference
+    definition in `markdown`?"""
+    env: dict = {}
+    tokens = PARSER.parse(markdown, env)
+    if env.get("references"):
+        return True
+    return any(t.type in ("link_open", "image") for token in tokens for t in token.children or [])
 
 
 def safe_markdown(text: str) -> str:
-    """Model or doc text made safe for a `markdown` block: links reduced to their labels (inline
-    and reference definitions), then every `]` that could still close a link's text escaped (a
-    label nesting brackets deeper, `[a [b [c]]](u)`, or any form the label pattern misses: no
-    link of the text can form, whatever its brackets), then every line escaped. Code is no
-    exception, as links in it were never kept either."""
+    """Model or doc text made safe for a `markdown` block: inline links reduced to their labels,
+    then every `]` that could close a link's text or a reference definition's label escaped (a
+    label nesting brackets deeper, `[a [b [c]]](u)`, a definition's label over two lines or
+    holding `\\]`: no link of the text can form, whatever its brackets), then every line
+    escaped. What is left is read by markdown-it as Slack would: should it still find a link or
+    a definition, every `]` is escaped. Code is no exception, as links in it were never kept
+    either."""
     text = _LINK.sub(lambda m: m.group(1), text)
-    text = _LINK_DEFINITION.sub(lambda m: f"{m.group(1)}\\[{m.group(2)}\\]:", text)
     text = _LINK_CLOSE.sub(lambda m: m.group(1) + "\\]", text)
-    return "\n".join(_escape_line(line) for line in text.split("\n"))
+    out = "\n".join(_escape_line(line) for line in text.split("\n"))
+    if "]" in out and links_of(out):
+        out = _ANY_CLOSE.sub(lambda m: m.group(1) + "\\]", out)
+    return out
 
 
 # code (left alone: Slack links nothing in it), or a URL Slack would turn into a link: a scheme or
@@ -99,7 +123,38 @@ def safe_url(url: str) -> str | None:
 
 
 def _label(text: str) -> str:
+    text = text if len(text) <= LABEL_LIMIT else text[: LABEL_LIMIT - 1] + "…"
     return escape(text).replace("[", "\\[").replace("]", "\\]")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def within_limits(blocks: list[dict], most: int = MESSAGE_BLOCKS) -> list[dict]:
+    """`blocks` as Slack accepts them whatever the docs or the model put in them: every text
+    cut to its limit, the markdown blocks to 12,000 characters together, at most `most` blocks
+    (the last ones, the decision line and buttons, kept)."""
+    budget = MARKDOWN_LIMIT
+    out = []
+    for b in blocks:
+        b = dict(b)
+        kind = b.get("type")
+        if kind == "markdown":
+            b["text"] = _cut(b["text"], max(budget, 1))
+            budget -= len(b["text"])
+            if not b["text"] or budget < 0:
+                continue
+        elif kind in ("section", "header") and isinstance(b.get("text"), dict):
+            limit = HEADER_LIMIT if kind == "header" else TEXT_LIMIT
+            b["text"] = {**b["text"], "text": _cut(b["text"].get("text", ""), limit)}
+        elif kind == "context":
+            b["elements"] = [
+                {**e, "text": _cut(e["text"], TEXT_LIMIT)} if "text" in e else e
+                for e in b.get("elements", [])[:10]
+            ]
+        out.append(b)
+    return out if len(out) <= most else out[: most - 3] + out[-3:]
 
 
 def sources_markdown(sources: list[Source]) -> str:
@@ -236,14 +291,15 @@ def footer_blocks(
     sources = sources_markdown(ans.sources) if with_sources else ""
     if with_caveat and caveat_markdown(ans):
         sources = caveat_markdown(ans) + ("\n\n" + sources if sources else "")
-    for piece in split_text(sources, MARKDOWN_LIMIT):
-        blocks.append(markdown_block(piece))
+    if sources:  # one block: a message's markdown blocks share one 12,000-character limit
+        pieces = split_text(sources, MARKDOWN_LIMIT - 2)
+        blocks.append(markdown_block(pieces[0] + ("\n…" if len(pieces) > 1 else "")))
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context_line(ans)}]})
     if answer_id is not None:
         blocks.append(feedback_block(answer_id))
         if ans.decision in ("ABSTAIN", "PARTIAL"):  # the docs did not settle it: offer a person
             blocks += ask_person_block(answer_id)
-    return blocks
+    return within_limits(blocks)
 
 
 def source_urls(ans: Answer) -> frozenset[str]:
@@ -259,10 +315,10 @@ def answer_messages(ans: Answer, answer_id: int | None) -> list[list[dict]]:
     sources = sources_markdown(ans.sources)
     whole = text + ("\n\n" + sources if sources else "")
     if len(whole) <= MARKDOWN_LIMIT:
-        return [[markdown_block(whole), *footer_blocks(ans, answer_id, with_sources=False)]]
+        return [within_limits([markdown_block(whole), *footer_blocks(ans, answer_id, False)])]
     messages = [[markdown_block(p)] for p in split_text(text, MARKDOWN_LIMIT)]
     messages.append(footer_blocks(ans, answer_id))
-    return messages
+    return [within_limits(m) for m in messages]
 
 
 class StreamSanitizer:

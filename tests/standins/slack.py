@@ -48,6 +48,15 @@ def _block_error(blocks: list) -> str | None:
     for b in blocks:
         if b.get("type") == "section" and len(b.get("text", {}).get("text", "")) > 3000:
             return "invalid_blocks"
+        if b.get("type") == "header" and len(b.get("text", {}).get("text", "")) > 150:
+            return "invalid_blocks"
+        if b.get("type") == "markdown" and len(b.get("text", "")) > 12_000:
+            return "invalid_blocks"
+        if b.get("type") == "context" and (
+            len(b.get("elements", [])) > 10
+            or any(len(e.get("text", "")) > 3000 for e in b.get("elements", []))
+        ):
+            return "invalid_blocks"
     return None
 
 

@@ -24,6 +24,10 @@ from ..slack_format import (
 from .common import Bot
 
 FEEDBACK_IDS = re.compile("^(" + "|".join((FEEDBACK_ACTION, *LEGACY_FEEDBACK_ACTIONS)) + ")$")
+NOT_ON_RECORD = (
+    "Thanks, but I have no record of that answer any more (answers are kept for a limited"
+    " time), so your feedback was not stored."
+)
 NOT_HELPFUL_OFFER = "Sorry this didn't help. Want the people who own these docs to take a look?"
 
 
@@ -44,15 +48,21 @@ def register(app: App, bot: Bot) -> None:
 
     @app.action(FEEDBACK_IDS)
     def on_feedback(ack: Ack, body: dict, action: dict, client: WebClient, logger: Logger) -> None:
-        ack()
         parsed = parse_feedback(action)
         if parsed is None:
+            ack()
             logger.warning("feedback click with an unknown value: %r", action.get("value"))
             return
         answer_id, value = parsed
         user = body["user"]["id"]
+        row = bot.guide.state.get_answer(answer_id)
+        if row is None:  # pruned (FIELDGUIDE_AUDIT_RETENTION_DAYS) or never one of our answers
+            ack()
+            logger.warning("feedback on answer %s, which is not on record: not stored", answer_id)
+            tell(client, logger, body, answer_id, text=NOT_ON_RECORD)
+            return
         bot.guide.state.record_feedback(answer_id, user, value)
-        row = bot.guide.state.get_answer(answer_id) or {}
+        ack()  # after the write: a user's next click is stored after this one
         # a person is offered only to whoever may hand the answer on (bot/slack/handoff.py)
         admin = user in bot.guide.settings.admin_ids
         if value == NOT_HELPFUL and may_hand_off(row, user, admin):

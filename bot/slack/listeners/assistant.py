@@ -9,7 +9,7 @@ from slack_bolt import App, Assistant, Say
 from slack_bolt.context.set_suggested_prompts import SetSuggestedPrompts
 from slack_sdk import WebClient
 
-from ..slack_rules import GREETING, example_questions, is_user_message
+from ..slack_rules import GREETING, is_user_message
 from .common import Bot
 
 
@@ -18,10 +18,12 @@ def register(app: App, bot: Bot) -> None:
 
     @assistant.thread_started
     def on_thread_started(
-        say: Say, set_suggested_prompts: SetSuggestedPrompts, logger: Logger
+        payload: dict, say: Say, set_suggested_prompts: SetSuggestedPrompts, logger: Logger
     ) -> None:
         say(GREETING)
-        examples = example_questions(bot.guide.engine.loaded().intents)
+        thread = payload.get("assistant_thread") if isinstance(payload, dict) else None
+        channel = thread.get("channel_id") if isinstance(thread, dict) else None
+        examples = bot.answerer.examples(channel or "")
         if examples:
             set_suggested_prompts(prompts=examples, title="For example:")
 

@@ -30,6 +30,7 @@ class Bot:
     app: App
     sweeper: Any = None  # bot/slack/orphans.py's Sweeper, in a fleet
     refresher: Any = None  # bot/slack/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
+    home_tabs: Any = None  # bot/slack/home.py's HomeTabs: the worker that builds Home tabs
 
     def ask(
         self,
@@ -108,4 +109,6 @@ class Bot:
             self.sweeper.close()
         if self.refresher is not None:
             self.refresher.stop()
+        if self.home_tabs is not None:
+            self.home_tabs.close()
         self.answerer.close()

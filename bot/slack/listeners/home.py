@@ -3,31 +3,41 @@ reindex button (admins only) runs the same Reindexer, under the same lock, as /d
 
 from __future__ import annotations
 
+import logging
+import threading
 from logging import Logger
 
 from slack_bolt import Ack, App
 from slack_sdk import WebClient
 
 from ..answers import SLACK_FAILURES
-from ..home import REINDEX_ACTION, home_view
+from ..home import REINDEX_ACTION, GapsCache, HomeTabs, home_view
 from ..reindex import Reporter
 from .common import Bot
 
+log = logging.getLogger(__name__)
+
 
 def register(app: App, bot: Bot) -> None:
-    def publish(client: WebClient, user: str, logger: Logger) -> None:
+    cache = GapsCache()
+
+    def build(user: str) -> dict:
         settings = bot.guide.settings
         admin = user in settings.admin_ids
-        view = home_view(user, admin, bot.guide)
+        return home_view(user, admin, bot.guide, cache)
+
+    def publish(client: WebClient, user: str, view: dict) -> None:
         try:
             client.views_publish(user_id=user, view=view)
         except SLACK_FAILURES as e:
-            logger.warning("could not publish the Home tab for %s: %s", user, e)
+            log.warning("could not publish the Home tab for %s: %s", user, e)
+
+    tabs = bot.home_tabs = HomeTabs(build, publish)
 
     @app.event("app_home_opened")
     def on_home_opened(event: dict, client: WebClient, logger: Logger) -> None:
         if event.get("tab", "home") == "home" and event.get("user"):
-            publish(client, event["user"], logger)
+            tabs.open(client, event["user"])  # built and published off Bolt's threads
 
     @app.action(REINDEX_ACTION)
     def on_reindex(ack: Ack, body: dict, client: WebClient, logger: Logger) -> None:
@@ -45,5 +55,9 @@ def register(app: App, bot: Bot) -> None:
                 logger.warning("could not tell %s about the reindex: %s", user, e)
                 return False
 
-        bot.reindexer.run(Reporter(dm, dm))
-        publish(client, user, logger)  # the new figures
+        def run() -> None:
+            bot.reindexer.run(Reporter(dm, dm))
+            tabs.open(client, user)  # the new figures
+
+        # a reindex takes minutes: on a thread of its own, never one of Bolt's
+        threading.Thread(target=run, name="home-reindex", daemon=True).start()
