@@ -8,7 +8,7 @@ import threading
 import anthropic
 import pytest
 
-from bot.slack.slack_rules import BUSY, GREETING, THANKS_REPLY, WORKING
+from bot.slack.slack_rules import ACK_REPLY, BUSY, GREETING, THANKS_REPLY, WORKING
 from tests.standins.server import StubServer
 from tests.standins.slack import BOT, RATELIMITED, SERVER_ERROR, slack_error
 from tests.standins.slack_harness import (
@@ -70,7 +70,7 @@ def test_a_question_is_read_as_typed_not_as_slack_escapes_it(http):
     assert asked == [typed]
 
 
-def test_small_talk_gets_a_greeting_thanks_or_nothing_never_not_in_the_docs(slack):
+def test_small_talk_gets_a_greeting_thanks_or_a_short_reply_never_not_in_the_docs(slack):
     slack.event(dm("hi", ts="1700000051.000100", channel="DHI"), "EvHi")
     slack.event(dm("thanks!", ts="1700000052.000100", channel="DTY"), "EvTy")
     slack.event(dm("ok :thumbsup:", ts="1700000053.000100", channel="DOK"), "EvOk")
@@ -80,7 +80,7 @@ def test_small_talk_gets_a_greeting_thanks_or_nothing_never_not_in_the_docs(slac
     by_channel = {p["channel"]: p["text"] for p in slack.mock.posts()}
     assert by_channel["DHI"].startswith(GREETING)
     assert by_channel["DTY"] == THANKS_REPLY == by_channel["DTY2"]
-    assert "DOK" not in by_channel and "DBYE" not in by_channel  # an acknowledgement: no reply
+    assert by_channel["DOK"] == ACK_REPLY == by_channel["DBYE"]  # an acknowledgement
     assert not [
         p for p in slack.mock.posts() if p["channel"] in ("DHI", "DTY") and p["text"] == WORKING
     ]
@@ -170,6 +170,32 @@ def test_follow_up_uses_the_newest_history_and_skips_greetings(slack):
         "SELECT condensed, thread_ts FROM answers ORDER BY id DESC LIMIT 1"
     ).fetchone()
     assert "retried" in row[0] and row[1] == "1700000000.000100"  # the newest turns were read
+
+
+def test_a_short_follow_up_in_a_thread_is_answered_not_taken_for_small_talk(slack):
+    slack.event(mention("How many times is a failed webhook retried?"), "Ev5")
+    answer_in(slack.mock, "C1")
+    slack.mock.thread_messages = [
+        {
+            "user": "U1",
+            "text": f"<@{BOT}> How many times is a failed webhook retried?",
+            "ts": "1700000000.000100",
+        },
+        {"user": BOT, "bot_id": "BBOT", "text": "8 attempts.", "ts": "1700000000.000150"},
+        {"user": "U1", "text": "tell me more", "ts": "1700000000.000300"},
+    ]
+    more = {
+        "type": "message",
+        "channel_type": "channel",
+        "user": "U1",
+        "text": "tell me more",
+        "ts": "1700000000.000300",
+        "thread_ts": "1700000000.000100",
+        "channel": "C1",
+    }
+    slack.event(more, "Ev6")
+    answer_in(slack.mock, "C1", 2)  # read through the thread's turns, not left unanswered
+    assert ACK_REPLY not in [p["text"] for p in slack.mock.posts()]
 
 
 def test_the_same_event_twice_and_retries_get_one_answer(slack):

@@ -35,6 +35,7 @@ from .slack_format import (
 )
 from .slack_rules import (
     BUSY,
+    ACK_REPLY,
     THANKS_REPLY,
     WORKING,
     example_questions,
@@ -160,11 +161,11 @@ class Answerer:
 
     def answer(self, q: Question) -> None:
         talk = small_talk(q.text)
+        if talk == "ack" and q.history_thread:
+            talk = None  # a short follow-up ("tell me more") reads through the thread's turns
         if talk:  # "hi", "thanks", "ok": no question for the docs
-            if talk == "greeting":
-                self.deliver_text(q, None, greeting(self.examples(q.channel)))
-            elif talk == "thanks":
-                self.deliver_text(q, None, THANKS_REPLY)
+            reply = {"greeting": greeting(self.examples(q.channel)), "thanks": THANKS_REPLY}
+            self.deliver_text(q, None, reply.get(talk, ACK_REPLY))
             self._done(q)
             return
         # an event taken over from a dead replica answers in that replica's placeholder

@@ -20,13 +20,16 @@ BUSY = (
     ":hourglass_flowing_sand: I'm answering a lot of questions right now; I'll answer in a moment."
 )
 THANKS_REPLY = "You're welcome!"
+ACK_REPLY = "Ask me a question about the docs whenever you like."
 # the bot's own messages that are not answers: never history
-NOT_ANSWERS = (GREETING, WORKING, BUSY, THANKS_REPLY)
+NOT_ANSWERS = (GREETING, WORKING, BUSY, THANKS_REPLY, ACK_REPLY)
 
 # Small talk is no question for the docs (router/talk.py tells it by a principle): a greeting or
 # "help" gets the greeting (with example questions), thanks get THANKS_REPLY, and a bare
-# acknowledgement ("ok", "got it", "bye", an emoji) no reply, where the docs would have been
-# searched and "not in the docs" said.
+# acknowledgement ("ok", "bye", an emoji) ACK_REPLY, where the docs would have been searched and
+# "not in the docs" said. In a thread with earlier turns a short message takes its meaning from
+# them ("tell me more", "and for the team plan"): there it is a follow-up, answered as a question,
+# since leaving a request unanswered costs more than one extra answer to an "ok".
 
 HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
 HISTORY_CHARS = 1500  # of each
