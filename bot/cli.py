@@ -19,10 +19,19 @@ from bot.evaluation import ALL_MODES
 from router.citations import label
 
 from . import api
-from .cli_run import guarded, print_json, progress_bars
+from .cli_run import (
+    ModesCommand,
+    db_option,
+    guarded,
+    json_flag,
+    option,
+    print_json,
+    progress_bars,
+    question_argument,
+    since_option,
+)
 from .cli_text import answer_json, format_answer, hit_json, question_of
 from .settings import Settings, SettingsError
-from .since import parse_since
 
 # -- how the commands are declared ---------------------------------------------------------------
 
@@ -64,37 +73,6 @@ def command(
         return cli.command(name, help=summary, short_help=summary, **attrs)(run)
 
     return make
-
-
-def option(*decls: str, **attrs: Any) -> Callable:
-    """click.option naming its value as argparse did: `--limit LIMIT`, not `--limit INTEGER`."""
-    if not attrs.get("is_flag"):
-        attrs.setdefault("metavar", decls[0].lstrip("-").upper().replace("-", "_"))
-    return click.option(*decls, **attrs)
-
-
-db_option = option("--db", help="index file (default: FIELDGUIDE_DB, .fieldguide/index.db)")
-
-
-def json_flag(help: str) -> Callable:
-    return click.option("--json", "as_json", is_flag=True, help=help)
-
-
-def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """--since as bot/since.py reads it; anything else is a usage error naming the option."""
-    try:
-        return None if value is None else parse_since(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-
-
-def since_option(help: str) -> Callable:
-    return option("--since", callback=_since, help=help)
-
-
-question_argument = click.argument(
-    "question", nargs=-1, required=True, help="the question (quote it or not)"
-)
 
 
 # -- the commands --------------------------------------------------------------------------------
@@ -473,22 +451,6 @@ def calibrate(
     written = write or "router/decision.json"
     print(f"wrote {written} ({sum(body['examples'].values())} examples)", file=sys.stderr)
     return 0
-
-
-class ModesCommand(click.Command):
-    """Reads `--modes hybrid routed` as argparse's nargs="+" did: every word after --modes up to
-    the next option is a mode (a click option takes one value at a time)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        spread: list[str] = []
-        modes = False
-        for arg in args:
-            if arg.startswith("-"):
-                modes = arg == "--modes"
-            elif modes and spread[-1] != "--modes":
-                spread.append("--modes")
-            spread.append(arg)
-        return super().parse_args(ctx, spread)
 
 
 @command(

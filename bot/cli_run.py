@@ -1,6 +1,6 @@
 """How each `fieldguide` command runs (bot/cli.py declares them): what it prints made safe for a
 terminal, its settings loaded, and what the API raises turned into one true line on stderr and an
-exit status; progress bars on stderr."""
+exit status; progress bars on stderr; and how commands declare their options."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import click
+
 from index.clean import SafeTerminal
 from index.redact import redact, redact_logs
 
 from .api import Progress
 from .settings import Settings, SettingsError
+from .since import parse_since
 
 
 def print_json(obj) -> None:
@@ -153,3 +156,53 @@ def database_error(db: str, e: sqlite3.DatabaseError) -> str:
         what = "is not an index" if code == "SQLITE_NOTADB" else "is damaged"
         return f"{db} {what} ({e}); move it away and run fieldguide index to build a new one"
     return f"{db}: {e}"
+
+
+# -- how options are declared ---------------------------------------------------------------
+
+
+def option(*decls: str, **attrs: Any) -> Callable:
+    """click.option naming its value as argparse did: `--limit LIMIT`, not `--limit INTEGER`."""
+    if not attrs.get("is_flag"):
+        attrs.setdefault("metavar", decls[0].lstrip("-").upper().replace("-", "_"))
+    return click.option(*decls, **attrs)
+
+
+db_option = option("--db", help="index file (default: FIELDGUIDE_DB, .fieldguide/index.db)")
+
+
+def json_flag(help: str) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--since as bot/since.py reads it; anything else is a usage error naming the option."""
+    try:
+        return None if value is None else parse_since(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def since_option(help: str) -> Callable:
+    return option("--since", callback=_since, help=help)
+
+
+question_argument = click.argument(
+    "question", nargs=-1, required=True, help="the question (quote it or not)"
+)
+
+
+class ModesCommand(click.Command):
+    """Reads `--modes hybrid routed` as argparse's nargs="+" did: every word after --modes up to
+    the next option is a mode (a click option takes one value at a time)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        spread: list[str] = []
+        modes = False
+        for arg in args:
+            if arg.startswith("-"):
+                modes = arg == "--modes"
+            elif modes and spread[-1] != "--modes":
+                spread.append("--modes")
+            spread.append(arg)
+        return super().parse_args(ctx, spread)
