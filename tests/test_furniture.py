@@ -3,15 +3,18 @@ footers) is found by statistics over the corpus and never quoted, while content 
 quotable; a procedure's steps, a table's answering rows with its header and a list's items are
 quoted whole."""
 
+import re
+
 from index.furniture import Counts, most_pages, normal, page_number
 from index.indexer import index_folder
 from index.mapped import open_searcher
 from router import offline
 from router.answer import ABSTAIN, occurs_in
 from router.engine import Engine
+from router.offline import SKIPPED_ROWS
 from router.pipeline import Pipeline
 from router.units import units_of
-from tests.conftest import write_docs
+from tests.conftest import EXAMPLES, write_docs
 
 # A TV manual as a PDF converter leaves it: every page opens with the running header, which runs
 # into the page's first paragraph, and closes with the running footer and the page number; a
@@ -168,4 +171,26 @@ def test_a_procedure_is_quoted_whole_and_a_table_row_with_its_header(tmp_path, l
     )
     assert "| Problem | Solution |" in passages
     assert "| Sound is distorted | Lower the volume" in passages
-    assert "Remote does not work" not in passages
+    # a table that fits the quote's budget is quoted whole: no row left out (issue 45)
+    assert "| Remote does not work |" in passages
+
+
+def table_rows(text: str) -> list[str]:
+    return [m.strip() for m in re.findall(r"^> (\|.*\|)\s*$", text, re.M)]
+
+
+def test_a_quoted_table_keeps_its_rows_or_marks_those_it_skips(examples_db, local_embedder):
+    pipeline = Pipeline(Engine(examples_db, local_embedder))
+    grace = pipeline.answer("How long is the grace period when rotating a key?")
+    rows = table_rows(grace.text)
+    assert rows[0].startswith("| Grace period")
+    for kept in ("| 1 hour |", "| 24 hours | Default", "| 7 days |"):
+        assert any(r.startswith(kept) for r in rows) or SKIPPED_ROWS in rows, grace.text
+    retry = pipeline.answer("What is the retry schedule of a failed delivery?")
+    source = (EXAMPLES / "webhooks/delivery-and-retries.md").read_text(encoding="utf-8")
+    shown = table_rows(retry.text)
+    for before, after in zip(shown, shown[1:], strict=False):
+        if SKIPPED_ROWS in (before, after) or before.startswith("|--") or after.startswith("|--"):
+            continue
+        # two rows shown one after the other stand one after the other in the docs
+        assert source.index(after) == source.index(before) + len(before) + 1, retry.text
