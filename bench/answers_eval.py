@@ -1,6 +1,6 @@
 """`fieldguide eval SET --answers` on every eval set, offline: the three outcomes (answerable
 refused / unsure, off-topic given a plain ANSWER), token recall / precision and length before and
-after the decision of issue 33, written to RESULTS.md (section answers-eval) and
+after issue 45 (the reader), written to RESULTS.md (section answers-eval) and
 bench/answers-SET.json.
 
     python bench/answers_eval.py            # run every set whose docs are here
@@ -10,7 +10,7 @@ claude-docs: all 100 questions + its 30 off-topic ones; openshift-4.15: 100 ques
 seed 0 + its 30 off-topic ones; examples: its 30 answerable questions, its own 5 off-topic ones and
 examples/offtopic.jsonl (20); the real-question sets (bench/sets, when their docs are laid out as
 their SOURCE.md says): all their questions. BEFORE (bench/answers-before.json): the same command on
-the code before the change.
+the code before the change (issue 33's figures; issue 24's are in git history).
 """
 
 from __future__ import annotations
@@ -84,12 +84,13 @@ shared/eval/README.md says (token recall / precision against the reference answe
 shared/eval). Rates with a seeded bootstrap 95% interval. claude-docs: 100 questions + 30
 off-topic; openshift-4.15: 100 questions sampled with seed 0 + 30 off-topic; examples: 30
 questions + 25 off-topic (its own 5 and examples/offtopic.jsonl); fastapi, traefik, duckdb,
-chezmoi: every question (bench/sets). Before: the decision of issue 24 (two outcomes offline,
-fitted on the three clean sets); after: issue 33's (the question's reading, three outcomes, bands
-by cost, fitted on all seven sets). Every set is calibration data of the shipped decision, so
-these decision rates are in-sample: the figures that count are the left-out ones of the section
-"calibration". What this table adds: token recall / precision, gold cited and length, which the
-decision does not fit. Full answers: bench/answers-SET.json.
+chezmoi: every question (bench/sets). Before: issue 33's code (the question's reading, three
+outcomes, bands by cost, fitted on all seven sets; its figures as this section gave them); after:
+issue 45's (the reader's signal in the decision where it runs, the reader's best section quoted
+first, a table quoted whole when it fits, skipped rows marked). Every set is calibration data of
+the shipped decision, so these decision rates are in-sample: the figures that count are the
+left-out ones of the section "calibration". What this table adds: token recall / precision, gold
+cited and length, which the decision does not fit. Full answers: bench/answers-SET.json.
 
 {table(["set", "code", *COLUMNS], rows)}
 """

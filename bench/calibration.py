@@ -3,7 +3,7 @@
 real-question sets of bench/sets whose docs are laid out), which writes router/decision.json, and
 puts its report in RESULTS.md (section calibration).
 
-    python bench/calibration.py
+    python bench/calibration.py [--headings N]   # N headings per set read as questions (150)
 
 Takes ~10 min on 2 cores once the sets are indexed (.fieldguide/eval/, as `fieldguide eval`
 builds them).
@@ -20,12 +20,18 @@ from harness import REAL_SETS, ROOT, laid_out, set_dir, write_section
 def main() -> None:
     names = ["claude-docs", "openshift-4.15", "examples", *(n for n in REAL_SETS if laid_out(n))]
     sets = [str(set_dir(n)) for n in names]
-    cmd = [sys.executable, "-m", "bot.cli", "calibrate", *sets]
+    cmd = [sys.executable, "-m", "bot.cli", "calibrate", *sets, *sys.argv[1:]]
     out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     print(out)
-    body = f"""## The answer decision, leave one corpus out (`bench/calibration.py`)
+    write_section("calibration", section(names, out, " ".join(sys.argv[1:])))
 
-`fieldguide calibrate {" ".join(names)}` — offline, local model. For each corpus, the decision is
+
+def section(names: list[str], out: str, options: str = "") -> str:
+    """The RESULTS section of a calibrate report `out` over the sets `names`."""
+    return f"""## The answer decision, leave one corpus out (`bench/calibration.py`)
+
+`fieldguide calibrate {" ".join(names)}{" " + options if options else ""}` — offline, local
+model. For each corpus, the decision is
 fitted on the others and measured on it: these are the figures that count. Kinds: answerable
 questions (claude-docs 100, openshift-4.15 365, examples 30, fastapi 57, traefik 64, duckdb 57,
 chezmoi 74; the last four copied from their users' GitHub threads, 7 each typed as in Slack),
@@ -93,7 +99,6 @@ Terraform provider for Tidewater?" as Indonesian); with names out and a prior of
 of 9 foreign questions (German, Czech, Spanish, French, Italian, Dutch, Polish, Chinese) are found;
 a prior of 0.9 or 0.99 misses the Italian one.
 """
-    write_section("calibration", body)
 
 
 if __name__ == "__main__":

@@ -415,6 +415,8 @@ def calibrate(
         _stage(progress, f"Reading {name} ...")
         items = questions[name]
         engine = Engine(db, embedder)
-        data[name] = fit.corpus_examples(name, items, engine, seed, headings or fit.HEADINGS)
+        data[name] = fit.corpus_examples(
+            name, items, engine, seed, fit.HEADINGS if headings is None else headings
+        )
     report = fit.report(data)
     return report, fit.write_models(data, embedder.name, Path(write or MODEL_FILE))

@@ -214,6 +214,25 @@ class OnnxEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return normalise(self._run(self._encode([text])))[0]
 
+    def token_vectors(self, texts: list[str]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+        """Each text's token embeddings (L2-normalised rows, [CLS] and [SEP] left out) with each
+        token's character span in the text: what a late-interaction reader matches
+        (router/reader/score.py). One batch, padded to its longest text."""
+        encodings = self._encode(texts)
+        ids = np.zeros((len(encodings), max(len(e.ids) for e in encodings)), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, e in enumerate(encodings):
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
+        hidden = self._load()[0].run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )[0]
+        out = []
+        for row, e in enumerate(encodings):
+            vecs = hidden[row, 1 : len(e.ids) - 1]
+            out.append((normalise(vecs), list(e.offsets[1 : len(e.ids) - 1])))
+        return out
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 2:

@@ -17,7 +17,11 @@
   in the docs (normalised idf): a near section about something else; words rare both in English
   and in the docs are the question's specific terms;
 - `phrase`: 1 when a run of names ("Claude Opus 4") stands nowhere in the docs side by side;
-- `agree`: 1 when BM25's and the vectors' best hits are the same section.
+- `agree`: 1 when BM25's and the vectors' best hits are the same section;
+- `late`, `cross`: what a reader says of the top READ_K sections read with the question (the best
+  of them; router/reader/score.py): `late` the MiniLM token embeddings' late interaction,
+  `cross` the trained cross-encoder. A model weighing one is used only where its reader runs
+  (`model_for`); elsewhere the model of today's signals decides.
 
 A word is known to the docs in any form: as an index term, by its Snowball stem, inside one of the
 docs' identifiers ("crashlooping" in KubePodCrashLooping) or written apart ("buckethost": "bucket
@@ -51,11 +55,13 @@ from pathlib import Path
 
 import numpy as np
 
+from index.chunker import context_header
 from index.search import BM25, STOPWORDS, Hit, Searcher, tokenize
 
 from . import reading
 from .answer import ABSTAIN, ANSWER, PARTIAL
 from .language import language_name
+from .reader.score import READ_K
 from .words import (
     VERSION,
     DocsWords,
@@ -68,6 +74,7 @@ from .words import (
 
 MODEL_FILE = Path(__file__).with_name("decision.json")
 FEATURES = ("sim", "gap", "rare", "unseen", "missing", "phrase", "agree")
+READERS = ("cross", "late")  # the readers' signals, the trained one preferred where it ships
 LEXICAL = ("rare", "unseen", "missing", "phrase", "agree")
 NAME_SIGNALS = ("rare", "unseen", "missing", "phrase")  # what the question's names say
 # where everyday English ends on the zipf scale: chosen leave-one-set-out among 2.5-4.5 (the
@@ -138,12 +145,17 @@ class Signals:
     missing_words: list[str]
     unknown_phrases: list[str]
     message: bool = False  # more than one sentence: decided in its own bands (`decide`)
+    late: float = 0.0
+    cross: float = 0.0
+    read: list[float] | None = None  # the reader's score of each section read, in hit order
 
     def vector(self, names: tuple[str, ...]) -> np.ndarray:
         return np.array([float(getattr(self, n) or 0.0) for n in names])
 
     def to_dict(self) -> dict:
-        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        out = {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        out["read"] = [round(v, 3) for v in self.read] if self.read else None
+        return out
 
 
 def rarity(found: list[str], docs: DocsWords | None = None) -> float:
@@ -163,12 +175,34 @@ def rarity(found: list[str], docs: DocsWords | None = None) -> float:
     )
 
 
+def idf(searcher: Searcher):
+    """A word's idf in the docs over the largest possible (1: a word in no chunk)."""
+    words = docs_words(searcher)
+    n = max(2, words.bm25.size)
+
+    def of(word: str) -> float:
+        df = max((words.df(t) for t in tokenize(word)), default=0)
+        return 1.0 if not df else math.log(n / df) / math.log(n)
+
+    return of
+
+
+def section_text(hit: Hit) -> str:
+    """A section as a reader reads it: its title and heading path, then its text."""
+    return f"{context_header(hit.chunk['title'], hit.chunk['heading_path'])}\n\n{hit.chunk['text']}"
+
+
 def signals(
-    question: str, query_vec: np.ndarray | None, hits: list[Hit], searcher: Searcher
+    question: str,
+    query_vec: np.ndarray | None,
+    hits: list[Hit],
+    searcher: Searcher,
+    readers: dict | None = None,
 ) -> Signals:
     """What the question and the hits (best first) say about whether the docs answer it: the
     lexical signals read only what the question asks (`reading.read(...).asking`), closeness the
-    whole question."""
+    whole question; each of `readers` (signal name -> router.reader.score.Reader) reads the top
+    READ_K sections with the whole question."""
     read = reading.read(question)
     asked = read.asking or question
     words = docs_words(searcher)
@@ -202,7 +236,14 @@ def signals(
         agree = float(
             max(hits, key=lambda h: h.bm25).section == max(hits, key=lambda h: h.vector).section
         )
+    said: dict[str, list[float]] = {}
+    for name, reader in (readers or {}).items():
+        sections = [section_text(h) for h in hits[:READ_K]]
+        said[name] = reader.score(question, sections, idf(searcher)) if sections else []
     return Signals(
+        late=max(said.get("late") or [0.0]),
+        cross=max(said.get("cross") or [0.0]),
+        read=next(iter(said.values()), None),
         sim=sim,
         gap=gap,
         rare=rarity([w for w in unknown if zipf(w) > 0]),
@@ -298,8 +339,9 @@ def check_model(m: Model) -> str:
     arrays of another length, numbers that are not finite, bands outside 0-1, or no weight on
     any signal (p is then the same for every question: everything answered, or nothing)."""
     n = len(m.features)
-    if not n or set(m.features) - set(FEATURES):
-        return f"has unknown signals {sorted(set(m.features) - set(FEATURES))}"
+    known = set(FEATURES) | set(READERS)
+    if not n or set(m.features) - known:
+        return f"has unknown signals {sorted(set(m.features) - known)}"
     for name in ("mean", "scale", "weights"):
         values = getattr(m, name)
         if values.shape != (n,) or not np.isfinite(values).all():
@@ -315,12 +357,24 @@ def check_model(m: Model) -> str:
     return ""
 
 
-def model_for(embedder: str, vectors: bool, path: Path = MODEL_FILE) -> tuple[str, Model]:
-    """(name, model): the embedder's calibrated model, else the embedder-free one (also for a
-    search without vectors)."""
+def model_for(
+    embedder: str, vectors: bool, path: Path = MODEL_FILE, readers: tuple[str, ...] = ()
+) -> tuple[str, Model]:
+    """(name, model): the embedder's calibrated model with a reader that runs here (`readers`,
+    in order of preference: "<embedder>+<reader>"), else the embedder's model of today's
+    signals, else the embedder-free one (also for a search without vectors)."""
     models = load_models(path)
+    if vectors:
+        for form in readers:
+            if f"{embedder}+{form}" in models:
+                return f"{embedder}+{form}", models[f"{embedder}+{form}"]
     name = embedder if vectors and embedder in models else "lexical"
     return name, models[name]
+
+
+def reader_of(model: Model) -> str | None:
+    """The reader a model weighs, if any."""
+    return next((f for f in model.features if f in READERS), None)
 
 
 @dataclass

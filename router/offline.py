@@ -32,7 +32,7 @@ EMBED_CANDIDATES = 8
 # about BUDGET characters (the first unit always; a lead-in ending in ":" brings what it
 # introduces)
 RATIO, MAX_UNITS, BUDGET = 0.8, 4, 600
-SMALL_TABLE, SIBLING_ROW = 3, 0.95
+SKIPPED_ROWS = "| … |"  # where a quoted table's rows are left out
 MAX_CODE_CHARS = 500
 MAX_SENTENCE = 400  # a sentence held together by an unclosed bracket or quote, at most
 # where sentences() may cut: the chunker's sentence ends, and after a closing brace before a
@@ -369,7 +369,11 @@ def _choose(units: list[Unit]) -> list[Unit]:
             continue
         if not take(u):
             continue
-        for v in _companions(u, by_chunk[u.hit.chunk["id"]]):
+        siblings = by_chunk[u.hit.chunk["id"]]
+        brought = _companions(u, siblings)
+        # a row brought by a lead-in brings its table as a chosen row does
+        rows = next((_companions(v, siblings) for v in brought if v.kind == "row"), [])
+        for v in brought + [r for r in rows if r not in brought]:
             if chars + len(v.text) > BUDGET * 1.5:
                 break
             take(v)
@@ -380,13 +384,15 @@ def _companions(u: Unit, siblings: list[Unit]) -> list[Unit]:
     """What a chosen unit brings, in the order of the text: a lead-in ("To add more test
     cases:"), what it introduces (_introduced); a step of a numbered list, its procedure
     (_procedure); a row, the other rows of a small table whose rows answer alike ("US" and "EU"
-    of the egress IPs). `siblings`: the units of its chunk."""
+    of the egress IPs), every other row of its table when the whole table fits in the BUDGET (a
+    table is read whole: "1 hour" between "Immediately" and "24 hours"; a longer one is quoted
+    in part, its skipped rows marked in `compose`). `siblings`: the units of its chunk."""
     if u.text.rstrip().endswith(":"):
         return _introduced(u, siblings)
     if u.kind == "item" and STEP.match(u.text):
         return _procedure(u, siblings)
     rows = [v for v in siblings if u.kind == "row" and v.block == u.block]
-    if len(rows) <= SMALL_TABLE and all(v.score >= SIBLING_ROW * u.score for v in rows):
+    if sum(len(v.text) for v in rows) <= BUDGET:
         return sorted(rows, key=lambda v: v.start)
     return []
 
@@ -457,7 +463,10 @@ def _passages(chosen: list[Unit]) -> list[Passage]:
                 headers.add(u.header)
                 h0, h1 = u.header
                 head = "\n".join(html.unescape(line.strip()) for line in text[h0:h1].split("\n"))
-                if not (pieces and pieces[-1][1] >= h0):
+                if pieces and not text[pieces[-1][1] : h0].strip():  # right after a quote
+                    s, _, t, sc = pieces[-1]
+                    pieces[-1] = (s, h1, f"{t}\n\n{head}", max(sc, u.score))
+                elif not (pieces and pieces[-1][1] >= h0):
                     pieces.append((h0, h1, head, u.score))
             # sentences of one paragraph run on; anything else (a sentence after a code block,
             # a list item, another paragraph) starts a line of its own
@@ -481,6 +490,17 @@ def source_label(src: Source) -> str:
 LEAD = "From the docs:"
 
 
+def rows_after(line: str, text: str) -> bool:
+    """Whether a quoted table row is followed, in its chunk, by rows the quote leaves out."""
+    if not line.startswith("|"):
+        return False
+    at = text.find(line)
+    if at < 0:
+        return False
+    after = text[at + len(line) :].lstrip(" \t").split("\n", 2)
+    return len(after) > 1 and after[1].lstrip().startswith("|")
+
+
 def compose(
     passages: list[Passage], by_chunk: dict[str, Source], chunks: dict[str, dict], lead: str = LEAD
 ) -> Written:
@@ -497,9 +517,12 @@ def compose(
         for p in group:
             verified = occurs_in(p.text, chunks[cid]["text"])
             cited.append(Citation(src.n, src.doc, src.section, src.url, p.text, verified))
-            if lines and not (p.text.startswith("|") and lines[-1].startswith("|")):
-                lines.append(ELLIPSIS)
+            if lines:  # what lies between two quotes of one chunk is left out, and marked
+                table = p.text.startswith("|") and lines[-1].startswith("|")
+                lines.append(SKIPPED_ROWS if table else ELLIPSIS)
             lines += p.text.split("\n")
+            if rows_after(lines[-1], chunks[cid]["text"]) and p is group[-1]:
+                lines.append(SKIPPED_ROWS)
         quoted = "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
         out.append(f"{quoted}\n— {source_label(src)} [{src.n}]")
     return Written(OK, (f"{lead}\n\n" if lead else "") + "\n\n".join(out), cited)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +41,7 @@ from .classify import Classification, ClaudeClassifier
 from .claude import DEADLINE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Scope
 from .policy import Router
+from .reader.score import Reader, reader_for
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,21 @@ class QuestionError(ValueError):
     """The question cannot be asked as given; the message is fit to show the user."""
 
 
+def read_first(hits: list[Hit], read: list[float] | None) -> list[Hit]:
+    """The sections the reader read, the one it finds says most of what was asked first (what is
+    quoted and handed on comes from the top), then the rest in the search's order; the read ones
+    take the search's scores in their new order (the offline extractor weighs a unit by its
+    chunk's score)."""
+    if not read:
+        return hits
+    order = sorted(range(len(read)), key=lambda i: -read[i])
+    fused = sorted((hits[i].score for i in order), reverse=True)
+    first = [hits[i] for i in order]
+    for h, score in zip(first, fused, strict=True):  # the extractor weighs chunks by this score
+        h.score = score
+    return first + hits[len(read) :]
+
+
 class Pipeline:
     def __init__(
         self,
@@ -93,6 +110,17 @@ class Pipeline:
         self.docs_base_url = docs_base_url
         self.deadline = deadline
         self.path = path
+        self._readers: dict[str, Reader] | None = None
+        self._readers_lock = threading.Lock()
+
+    def readers(self) -> tuple[str, ...]:
+        """The readers that run here (router/reader/score.py), in the decision's order of
+        preference: found once per pipeline, each loaded on its first question."""
+        with self._readers_lock:
+            if self._readers is None:
+                found = {f: reader_for(self.engine.embedder, f) for f in decide.READERS}
+                self._readers = {f: r for f, r in found.items() if r is not None}
+            return tuple(self._readers)
 
     def answer(
         self,
@@ -177,6 +205,7 @@ class Pipeline:
 
         offline_verdict, gate = self.assess(condensed, query_vec, hits, searcher, claude)
         trace.evidence = gate.evidence()
+        hits = read_first(hits, offline_verdict.signals.read)
         clock.lap("decide")
         if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return abstain([])
@@ -301,8 +330,12 @@ class Pipeline:
             nothing = decide.Signals(None, None, 0, 0, 0, 0, 0, [], [], [])
             verdict = decide.Decision(ABSTAIN, 0.0, nothing, "", "sim")
             return verdict, verdict
-        used, model = decide.model_for(self.engine.embedder.name, query_vec is not None)
-        signals = decide.signals(question, query_vec, hits, searcher)
+        used, model = decide.model_for(
+            self.engine.embedder.name, query_vec is not None, readers=self.readers()
+        )
+        form = decide.reader_of(model)
+        readers = {form: self._readers[form]} if form else None
+        signals = decide.signals(question, query_vec, hits, searcher, readers)
         offline_verdict = decide.decide(signals, model, used)
         if claude.available:
             return offline_verdict, decide.decide(signals, model, used, claude=True)

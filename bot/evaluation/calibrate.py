@@ -31,7 +31,8 @@ import numpy as np
 
 from router import condense, decide, words
 from router.answer import ABSTAIN, ANSWER, PARTIAL
-from router.decide import FEATURES, LEXICAL, Model
+from router.decide import FEATURES, LEXICAL, READERS, Model
+from router.reader.score import READ_K, reader_for
 
 from .answers import split_offtopic
 from .retrieval import load_items, matches
@@ -71,6 +72,12 @@ class Example:
     signals: decide.Signals
     right: bool  # the top hit is a gold section (or, without gold sections, of a gold intent)
     question: str
+    # where the first gold section is among REACH hits (0: top; REACH: not among them; None: an
+    # example without gold sections)
+    gold_rank: int | None = None
+
+
+REACH = 20  # hits searched to measure how far down the gold section is (read: the top READ_K)
 
 
 def corpus_examples(
@@ -84,17 +91,22 @@ def corpus_examples(
         by_doc.setdefault(rec["doc"], []).append(row)
     answerable, offtopic = split_offtopic(items)
     out: list[Example] = []
+    readers = {f: r for f in READERS if (r := reader_for(engine.embedder, f)) is not None}
 
     def read(q: str, kind: str, label: int, hide: list[int], gold: list[dict], intents: list[str]):
         text, _ = words.correct_typos(condense.plain(q), searcher)
         vec, _ = engine.embed_query(text)
         exclude = np.array(sorted(hide), dtype=np.int64)
         hits = searcher.search(text, vec, k=10, exclude=exclude)
+        asked = kind == "question" and any(g.get("doc") for g in gold)
+        reach = searcher.search(text, vec, k=REACH, exclude=exclude) if asked else []
         top = hits[0].chunk if hits else {}
         right = bool(top) and (
             any(matches(top, g) for g in gold) if gold else top["intent"] in intents
         )
-        out.append(Example(name, kind, label, decide.signals(text, vec, hits, searcher), right, q))
+        ranks = [i for i, h in enumerate(reach) if any(matches(h.chunk, g) for g in gold)] + [REACH]
+        s = decide.signals(text, vec, hits, searcher, readers)
+        out.append(Example(name, kind, label, s, right, q, ranks[0] if asked else None))
 
     for q in answerable:
         read(q["question"], "question", 1, [], q["gold"], q["intents"])
@@ -266,6 +278,8 @@ def write_models(data: dict[str, list[Example]], embedder: str, path: Path) -> d
     corpus."""
     everything = [e for ex in data.values() for e in ex]
     models = {embedder: fit(everything, FEATURES), "lexical": fit(everything, LEXICAL)}
+    for form in read_by(everything):
+        models[f"{embedder}+{form}"] = fit(everything, (*FEATURES, form))
     problems = [f"{name} {p}" for name, m in models.items() if (p := decide.check_model(m))]
     if problems:  # never written: the bot would load it and decide every question alike
         raise ValueError(f"calibrate fitted no usable decision: {'; '.join(problems)}")
@@ -386,7 +400,43 @@ def _right(r: dict, key: str) -> str:
     return f"{r[key][0]:.3f} ({r[key][1]})" if r.get(key) else "—"
 
 
+def read_by(examples: list[Example]) -> list[str]:
+    """The readers these examples were read with (a reader that cannot run gives no signal)."""
+    return [f for f in READERS if any(getattr(e.signals, f) for e in examples)]
+
+
+def reach(data: dict[str, list[Example]]) -> str:
+    """How far down the search the gold section of an answerable question is, per corpus: the
+    share within the READ_K sections the reader reads, within 10 and within REACH."""
+    lines = [
+        f"| corpus | gold in the top {READ_K} (read) | top 10 | top {REACH} | answerable |",
+        "|---|---|---|---|---|",
+    ]
+    for name, ex in data.items():
+        ranks = [e.gold_rank for e in ex if e.kind == "question" and e.gold_rank is not None]
+        if not ranks:
+            continue
+        within = [sum(r < k for r in ranks) / len(ranks) for k in (READ_K, 10, REACH)]
+        lines.append(f"| {name} | " + " | ".join(f"{w:.3f}" for w in within) + f" | {len(ranks)} |")
+    return "\n".join(lines)
+
+
 def report(data: dict[str, list[Example]]) -> str:
-    feature_sets = {"full": FEATURES, "lexical (no vectors)": LEXICAL}
+    everything = [e for ex in data.values() for e in ex]
+    feature_sets = {"full": FEATURES}
+    feature_sets |= {f"full + {form}": (*FEATURES, form) for form in read_by(everything)}
+    feature_sets["lexical (no vectors)"] = LEXICAL
     loco = {label: leave_one_out(data, f) for label, f in feature_sets.items()}
-    return format_report(loco, feature_sets)
+    return format_report(loco, feature_sets) + "\n\n" + auc_table(loco) + "\n\n" + reach(data)
+
+
+def auc_table(loco: dict) -> str:
+    """The AUC of the fitted p on each left-out corpus, per signal set."""
+    labels = list(loco)
+    lines = ["| left out | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for held in loco[labels[0]]:
+        cells = [loco[label][held]["auc"][0] for label in labels]
+        lines.append(
+            f"| {held} | " + " | ".join("—" if c is None else f"{c:.3f}" for c in cells) + " |"
+        )
+    return "\n".join(lines)
