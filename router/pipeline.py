@@ -334,7 +334,7 @@ class Pipeline:
             self.engine.embedder.name, query_vec is not None, readers=self.readers()
         )
         form = decide.reader_of(model)
-        readers = {form: self._readers[form]} if form else None
+        readers = {form: self._readers[form]} if form and self._readers else None
         signals = decide.signals(question, query_vec, hits, searcher, readers)
         offline_verdict = decide.decide(signals, model, used)
         if claude.available:

@@ -188,7 +188,10 @@ def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
     report = capsys.readouterr().out
     assert "| left out |" in report and "| examples |" in report and "| tv |" in report
     models = decide.load_models(out)
-    assert set(models) == {"lexical", *[n for n in models if n != "lexical"]} and len(models) == 2
+    # the embedder's model, the embedder-free one, and the embedder's with the reader that ran
+    late = [n for n in models if n.endswith("+late")]
+    assert "lexical" in models and len(models) == 3 and len(late) == 1
+    assert decide.reader_of(models[late[0]]) == "late" and "full + late" in report
 
 
 def test_the_askers_own_words_are_no_evidence_against_the_docs(examples_db, local_embedder):

@@ -49,8 +49,10 @@ def test_without_trained_weights_the_cross_reader_is_absent_not_an_error(tmp_pat
 @pytest.mark.skipif(not score.WEIGHTS.is_file(), reason="the trained reader does not ship here")
 def test_the_trained_reader_scores_a_pair_per_section():
     reader = score.trained()
-    assert reader is score.trained()  # one per process
-    out = reader.score("how do I rotate a key? " * 40, ["Keys\n\nRoll it.", "x " * 2000], None)
+    assert reader is not None and reader is score.trained()  # one per process
+    out = reader.score(
+        "how do I rotate a key? " * 40, ["Keys\n\nRoll it.", "x " * 2000], lambda w: 1.0
+    )
     assert len(out) == 2 and all(isinstance(x, float) for x in out)
 
 
@@ -61,7 +63,7 @@ def test_the_decision_reads_the_reader_where_its_model_ships(tmp_path, examples_
     hits = searcher.search(question, vec, k=10)
     late = score.reader_for(local_embedder, "late")
     s = decide.signals(question, vec, hits, searcher, {"late": late})
-    assert s.late == max(s.read) > 0 and len(s.read) == score.READ_K
+    assert s.read is not None and s.late == max(s.read) > 0 and len(s.read) == score.READ_K
     # a decision file with a model that weighs the reader: used where the reader runs
     base = decide.load_models()[local_embedder.name]
     with_late = decide.Model(

@@ -91,7 +91,7 @@ def corpus_examples(
         by_doc.setdefault(rec["doc"], []).append(row)
     answerable, offtopic = split_offtopic(items)
     out: list[Example] = []
-    readers = {f: r for f in READERS if (r := reader_for(engine.embedder, f)) is not None}
+    readers = {f: rd for f in READERS if (rd := reader_for(engine.embedder, f)) is not None}
 
     def read(q: str, kind: str, label: int, hide: list[int], gold: list[dict], intents: list[str]):
         text, _ = words.correct_typos(condense.plain(q), searcher)
@@ -423,7 +423,7 @@ def reach(data: dict[str, list[Example]]) -> str:
 
 def report(data: dict[str, list[Example]]) -> str:
     everything = [e for ex in data.values() for e in ex]
-    feature_sets = {"full": FEATURES}
+    feature_sets: dict[str, tuple[str, ...]] = {"full": FEATURES}
     feature_sets |= {f"full + {form}": (*FEATURES, form) for form in read_by(everything)}
     feature_sets["lexical (no vectors)"] = LEXICAL
     loco = {label: leave_one_out(data, f) for label, f in feature_sets.items()}
