@@ -3,11 +3,22 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-DEMO_DB := .fieldguide/demo.db
+# the demo builds the index where `fieldguide ask` looks by default (FIELDGUIDE_DB's default)
+DEMO_DB := .fieldguide/index.db
+DEMO_QUESTION := How many times is a failed webhook retried, and over how long?
 
-.PHONY: setup postgres chromium demo test test-all wheel-check lint format bench clean
+.PHONY: setup test-setup postgres chromium demo test test-all wheel-check lint format bench clean
 
-setup: $(VENV)/.installed postgres chromium
+# Python packages only, into .venv: all the demo, lint and the benchmarks need. No system package.
+setup: $(VENV)/.installed
+
+# What the tests need beyond .venv: a PostgreSQL server's binaries and Chromium (system packages,
+# installed only when missing and run as root with apt-get; said before it happens, see docs/install.md)
+test-setup: setup
+	@echo "make test: the fleet tests need PostgreSQL's server binaries and the gaps report's browser test"
+	@echo "needs Chromium; each is installed from Debian's packages when missing (as root with apt-get),"
+	@echo "otherwise those tests are skipped with the reason."
+	@$(MAKE) --no-print-directory postgres chromium
 
 # The fleet tests start a throwaway PostgreSQL server (tests/standins/pgserver.py). Its binaries come from
 # Debian's postgresql package, installed here when missing and we can (root with apt-get);
@@ -28,7 +39,8 @@ chromium:
 	echo "chromium not found and not installable here: the gaps report's browser test will be skipped"
 
 # The bot itself needs no torch (onnxruntime runs the local model). torch is only for the one-time
-# ONNX export and the reference test, so it comes first, pinned: `pip install torch==2.13.0` takes
+# ONNX export of the shipped MiniLM weights (the demo's first run too) and the reference test, so it
+# comes first, pinned: `pip install torch==2.13.0` takes
 # the machine's CPU wheel, where an unpinned dependency on torch would pull the multi-GB CUDA build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +53,11 @@ $(VENV)/.installed: pyproject.toml
 demo: setup
 	$(BIN)/fieldguide index examples/docs --db $(DEMO_DB)
 	$(BIN)/fieldguide intents --db $(DEMO_DB)
-	$(BIN)/fieldguide ask "How many times is a failed webhook retried, and over how long?" --db $(DEMO_DB)
+	$(BIN)/fieldguide ask "$(DEMO_QUESTION)" --db $(DEMO_DB)
 	$(BIN)/fieldguide ask "What is a good recipe for sourdough bread?" --db $(DEMO_DB)
+	@echo
+	@echo "Next: ask your own question about the example docs (the index is $(DEMO_DB)):"
+	@echo '  $(BIN)/fieldguide ask "How do I verify a webhook signature?" --db $(DEMO_DB)'
 
 lint: setup
 	$(BIN)/ruff check .
@@ -54,10 +69,10 @@ format: setup
 	$(BIN)/ruff check --fix .
 
 # the everyday suite; `slow` tests (the torch reference model) run in test-all and in CI
-test: setup
+test: test-setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test-all: setup
+test-all: test-setup
 	$(BIN)/python -m pytest -q
 
 # the wheel installed as a team installs it (deploy/install-runtime.sh, as the Dockerfile does) into a
@@ -66,8 +81,8 @@ wheel-check: setup
 	VENV=$(VENV) PYTHON=$(PYTHON) .ci/wheel-check
 
 # the product's benchmarks, each writing its section of bench/RESULTS.md: the ones bench/README.md lists
-BENCHES := retrieval startup indexing freshness answers routing calibration answers_eval \
-	answer_ceilings furniture typos slack_latency claude_cost claude_paths runtime_size hostile embedder_speed fleet gaps \
+BENCHES := retrieval startup cli_startup indexing freshness answers routing calibration answers_eval \
+	answer_ceilings furniture typos slack_latency mcp_latency claude_cost claude_paths runtime_size hostile embedder_speed fleet gaps \
 	healthz
 
 bench: setup

@@ -43,31 +43,48 @@ PLANTED = [json.loads(line) for line in (ROOT / "examples" / "gaps.jsonl").open(
 SMALL_TALK = ["hi", "thanks", "hello!", "Thank you!", "good morning", "ok"]
 
 
-def audit_trail(embedder) -> FieldGuide:
-    """The examples indexed, and every question asked through the offline pipeline."""
+def evidence_fit() -> dict[str, str]:
+    """bot/gaps.py EVIDENCE measured: per decision, the share of off-topic questions among those
+    the offline path gave it on the dev sets (bench/answers-*.json)."""
+    counts: Counter = Counter()
+    for name in ("examples", "claude-docs", "openshift-4.15"):
+        saved = json.loads((ROOT / "bench" / f"answers-{name}.json").read_text())
+        for part, off in (("answers", False), ("offtopic", True)):
+            counts.update((r["decision"], off) for r in saved[part])
+    return {
+        d: f"{counts[d, True]}/{counts[d, True] + counts[d, False]}"
+        f" = {counts[d, True] / (counts[d, True] + counts[d, False]):.2f}"
+        for d in ("ABSTAIN", "PARTIAL")
+    }
+
+
+def audit_trail(embedder, others: list[str] | None = None, talk=SMALL_TALK) -> FieldGuide:
+    """The examples indexed, and every question asked through the offline pipeline: the planted
+    ones and `others` (default: the example set's questions and off-topic ones)."""
     WORK.mkdir(parents=True, exist_ok=True)
     db = WORK / "gaps-examples.db"
     for stale in WORK.glob("gaps-examples.db*"):
         stale.unlink() if stale.is_file() else shutil.rmtree(stale)
     index_folder(db, ROOT / "examples" / "docs", embedder)
     guide = FieldGuide(Settings(db=str(db)), embedder=embedder)
-    others = [
-        json.loads(line)["question"]
-        for name in ("questions", "offtopic")
-        for line in (ROOT / "examples" / f"{name}.jsonl").open()
-    ]
-    for i, q in enumerate([r["question"] for r in PLANTED] + others + SMALL_TALK):
+    if others is None:
+        others = [
+            json.loads(line)["question"]
+            for name in ("questions", "offtopic")
+            for line in (ROOT / "examples" / f"{name}.jsonl").open()
+        ]
+    for i, q in enumerate([r["question"] for r in PLANTED] + others + talk):
         ans = guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
         if i < len(PLANTED) and ans.decision == "ANSWER" and ans.audit_id is not None:
             guide.state.record_feedback(ans.audit_id, f"U{i % 7}", "not_helpful")
     return guide
 
 
-def recovered(labels: np.ndarray, topic_of: list[str]) -> list[list]:
+def recovered(labels: np.ndarray, topic_of: list[str], ranked: bool = False) -> list[list]:
     """Per planted topic: [name, questions, in its biggest topic, that topic's size, purity,
-    rank]."""
+    rank]; ranked: the labels are the topics' ranks as gaps lists them (else: by size)."""
     sizes = Counter(labels.tolist())
-    order = [label for label, _ in sizes.most_common()]
+    order = sorted(sizes) if ranked else [label for label, _ in sizes.most_common()]
     rows = []
     for name in dict.fromkeys(t for t in topic_of if t):
         mine = [labels[i] for i, t in enumerate(topic_of) if t == name]
@@ -77,8 +94,38 @@ def recovered(labels: np.ndarray, topic_of: list[str]) -> list[list]:
     return rows
 
 
+def planted_beside_answerable(embedder) -> str:
+    """The planted-topics check: the 30 planted questions asked beside 10 answerable ones; the
+    rank gaps gives each planted topic (ranked by evidence, bot/gaps.py EVIDENCE)."""
+    answerable = [
+        json.loads(line)["question"] for line in (ROOT / "examples" / "questions.jsonl").open()
+    ][:10]
+    guide = audit_trail(embedder, answerable, talk=[])
+    rows = guide.state.list_answers(None, None, 10_000)
+    found, _ = gaps.find_topics(rows, embedder, guide.engine.loaded().searcher, ({}, {}))
+    topic = {r["question"]: r["topic"] for r in PLANTED}
+    by_id = {r["id"]: r["question"] for r in rows}
+    labels = np.array([n for n, t in enumerate(found) for _ in t.ids])
+    tags = [topic.get(by_id[i], "") for t in found for i in t.ids]
+    listed = "; ".join(
+        f"#{n + 1} {t.count} questions ({t.unsure} unsure, evidence {t.evidence:.2f})"
+        for n, t in enumerate(found[:4])
+    )
+    return (
+        table(
+            ["planted topic", "in the gaps", "in its topic", "that topic", "purity", "rank"],
+            recovered(labels, tags, ranked=True),
+        )  # fmt: skip
+        + f"\n\nThe first four topics: {listed}."
+    )
+
+
 def main() -> None:
     embedder = make_embedder()
+    fit = evidence_fit()
+    print("evidence", fit, flush=True)
+    beside = planted_beside_answerable(embedder)
+    print(beside, flush=True)
     guide = audit_trail(embedder)
     searcher = guide.engine.loaded().searcher
     rows = guide.state.list_answers(None, None, 10_000)
@@ -91,7 +138,7 @@ def main() -> None:
         for i in t.ids:
             labels[len(topic_of)] = n
             topic_of.append(topic.get(by_id[i], ""))
-    planted_rows = recovered(labels, topic_of)
+    planted_rows = recovered(labels, topic_of, ranked=True)
     headers = ["planted topic", "in the gaps", "in its biggest topic", "that topic", "purity"]
     recovery = table([*headers, "rank"], planted_rows)
     recovery += (
@@ -186,6 +233,15 @@ are marked 👎 by their asker — the trail tests/test_gaps.py asserts on: each
 the top 3, ≥ 6 questions, ≥ 70% pure):
 
 {recovery}
+
+**The planted-topics check**: the 30 planted questions asked beside 10 answerable ones of the
+example set (which the offline path often answers unsure, quoting the section it found). Topics
+are ranked by their questions' evidence of a gap (bot/gaps.py EVIDENCE, the share of off-topic
+questions among those the offline path gave each decision on the dev sets: ABSTAIN
+{fit["ABSTAIN"]}, PARTIAL {fit["PARTIAL"]}; a 👎 or a hand-off 1), so an unsure answer that
+quoted its section counts less than a refusal (tests/test_gaps.py asserts the three on top):
+
+{beside}
 
 The same gap questions (small talk left out) clustered with the comparison varied: the docs'
 mean direction and their top k principal directions taken out, then the questions' mean (k = d/100

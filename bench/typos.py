@@ -50,6 +50,32 @@ def with_typo(question: str, kind: str = "swap") -> str | None:
     return question[: m.start()] + typo + question[m.end() :]
 
 
+# the share of one-edit typos English counts less often than a word it knows (words.KNOWN_ZIPF)
+KNOWN_QUANTILE = 0.995
+
+
+def fit_known_zipf(question_files) -> tuple[float, int]:
+    """words.KNOWN_ZIPF fitted: every one-edit typo (neighbours swapped, a letter dropped) of the
+    questions' lowercase words of 3 letters or more that is no word of symspellpy's English
+    dictionary, and the KNOWN_QUANTILE quantile of their zipf frequencies; and how many typos."""
+    from importlib import resources
+
+    from router.words import zipf
+
+    path = resources.files("symspellpy") / "frequency_dictionary_en_82_765.txt"
+    dictionary = {line.split()[0] for line in path.read_text().splitlines() if line.strip()}
+    words = {
+        w
+        for f in question_files
+        for q in load_items(f)
+        for w in re.findall(r"\b[a-z]{3,}\b", q["question"])
+    }
+    typos = {w[:i] + w[i + 1] + w[i] + w[i + 2 :] for w in words for i in range(1, len(w) - 1)}
+    typos |= {w[:i] + w[i + 1 :] for w in words for i in range(1, len(w))}
+    typos = {t for t in typos - words - dictionary if len(t) >= 3}
+    return float(np.quantile([zipf(t) for t in typos], KNOWN_QUANTILE)), len(typos)
+
+
 def offtopic(set_dir, extra) -> list[dict]:
     """The set's off-topic questions (the examples': its own and examples/offtopic.jsonl)."""
     _, off = split_offtopic(load_items(set_dir / "questions.jsonl"))
@@ -69,6 +95,11 @@ def run(pipeline: Pipeline, items: list[dict], stop) -> tuple[float, float, int]
 
 
 def main() -> None:
+    from router.words import KNOWN_ZIPF
+
+    files = [d / "questions.jsonl" for d, _, _ in SETS.values()]
+    known, n_typos = fit_known_zipf(files)
+    print(f"KNOWN_ZIPF fitted {known:.2f} on {n_typos} typos (shipped {KNOWN_ZIPF})", flush=True)
     settings = Settings.load(environ={}, dotenv=None)
     embedder = make_embedder()
     rows = []
@@ -120,6 +151,11 @@ path or code word (".dcokercfg", "spec.ipnuts") is left as it is, so those quest
 abstain.
 
 {table(["set", "questions", "n", "abstain", "token recall", "corrected"], rows)}
+
+A word English knows is never read as a typo (`words.KNOWN_ZIPF`, shipped {KNOWN_ZIPF}): of the
+{n_typos:,} one-edit typos (neighbours swapped, a letter dropped) of these sets' questions' words
+that are no dictionary word, {KNOWN_QUANTILE:.1%} lie below {known:.2f} on wordfreq's zipf scale,
+so "git" (3.36) is never "get", while "webhok" (0) is "webhook".
 """
     write_section("typos", body)
 

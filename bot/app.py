@@ -148,9 +148,10 @@ class FieldGuide:
             )
         return found
 
-    def search(self, question: str, k: int = 10) -> RouteDecision:
-        """The routing decision and the `k` best chunks; no answer is written."""
-        return self.engine.route(question, k=k)
+    def search(self, question: str, k: int = 10, scope: Scope | None = None) -> RouteDecision:
+        """The routing decision and the `k` best chunks (inside `scope`: None, everything); no
+        answer is written."""
+        return self.engine.route(question, k=k, scope=scope)
 
     def serve(self, http: int | None = None, host: str = "0.0.0.0") -> None:
         """The Slack bot (bot/slack/serve.py): Socket Mode, or HTTP on port `http`, until the

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from bot.evaluation.retrieval import ALL_MODES
+from bot.evaluation import ALL_MODES
 from router.citations import label
 
 from . import api
@@ -230,7 +230,12 @@ def ask(
     scope: str | None,
     db: str,
 ) -> int:
+    from router.talk import REPLIES, small_talk
+
     text = question_of(question)
+    if talk := small_talk(text):  # "thanks", "hello": nothing to look up, and no gap
+        print_json({"small_talk": talk, "text": REPLIES[talk]}) if as_json else print(REPLIES[talk])
+        return 0
     ans = api.ask(text, db, channel=channel, scope=scope, settings=settings)
     if as_json:
         print_json(answer_json(ans, show_context))
@@ -331,13 +336,19 @@ def gaps(
 
     print(
         f"{plural(info['unanswered'], 'question')} not answered well, in"
-        f" {plural(len(topics), 'topic')} (average-linkage cut at cosine distance {info['cut']},"
-        f" silhouette {info['silhouette']})"
+        f" {plural(len(topics), 'topic')} (questions about the same thing grouped together),"
+        " the likeliest missing docs first"
     )
     if info["small_talk"]:
         print(f"({plural(info['small_talk'], 'message')} of small talk left out)")
     for t in topics[:top]:
         print(f"\n{t.count:>4}  {t.questions[0]}")
+        answered = t.count - t.unsure
+        print(
+            f"      {plural(answered, 'question')} the docs did not answer"
+            + (f", {t.unsure} answered unsure" if t.unsure else "")
+            + (": write this up" if answered >= t.unsure else ": check the section covers it")
+        )
         doc = t.doc + (f" › {t.section}" if t.section else "") if t.doc else "-"
         where = f"nearest doc {doc} · intent {t.intent or '-'} · owner {t.owner or '-'}"
         print(f"      {where}" + (f"\n      {t.url}" if t.url and t.url != t.doc else ""))
@@ -397,6 +408,20 @@ def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
         return e.status
     finally:
         unconfigure()
+    return 0
+
+
+@command("Serve the docs to MCP hosts (Claude Code, Cursor...) over stdio, or with --http PORT.")
+@option("--http", type=int, metavar="PORT", help="Streamable HTTP at /mcp (FIELDGUIDE_MCP_TOKEN)")
+@option(
+    "--host", default="127.0.0.1", help="address for --http (default 127.0.0.1; containers 0.0.0.0)"
+)
+@option("--scope", help="see only this FIELDGUIDE_SCOPES entry (default: FIELDGUIDE_MCP_SCOPE)")
+def mcp(settings: Settings, http: int | None, host: str, scope: str | None, db: str) -> int:
+    from .app import FieldGuide
+    from .mcp_server import run
+
+    run(FieldGuide.open(settings, db), http, host, scope)
     return 0
 
 
@@ -474,7 +499,7 @@ class ModesCommand(click.Command):
 )
 @click.argument(
     "set_dir",
-    help="a folder with docs/ and questions.jsonl (see shared/eval/README.md)",
+    help="a folder with docs/ and questions.jsonl (format: docs/quality.md, 'Eval sets')",
 )
 @option("--questions", help="a questions file kept elsewhere (paths relative to SET_DIR/docs)")
 @json_flag("print every figure as one JSON object instead of the tables")

@@ -77,7 +77,6 @@ def run(f: Callable[..., int], params: dict[str, Any]) -> int:
     """`f` given the settings (doctor is given the SettingsError when they cannot be loaded); what
     the API raises becomes one line on stderr and exit 2, an interrupt exit 130."""
     from index.embedders import EmbeddingError
-    from index.indexer import IndexError_
     from index.search import IndexChanged
     from index.store import IndexMissing, ModelMismatch
 
@@ -96,8 +95,7 @@ def run(f: Callable[..., int], params: dict[str, Any]) -> int:
         fleet_errors = (FleetError,)
     try:
         return f(settings, **params)
-    except (
-        IndexError_,
+    except indexing_errors() + (
         IndexMissing,
         ModelMismatch,
         EmbeddingError,
@@ -118,6 +116,13 @@ def run(f: Callable[..., int], params: dict[str, Any]) -> int:
             "fieldguide: interrupted; the index still holds its last complete run", file=sys.stderr
         )
         return 130
+
+
+def indexing_errors() -> tuple[type[Exception], ...]:
+    """The indexer's errors, when it was loaded (a command that indexes): a question does not
+    load the indexer only to name an error it cannot raise. Called as an exception is matched."""
+    indexer = sys.modules.get("index.indexer")
+    return (indexer.IndexError_,) if indexer else ()
 
 
 def database_error(db: str, e: sqlite3.DatabaseError) -> str:

@@ -305,6 +305,38 @@ def check_scopes(settings: Settings, db: str) -> Check:
     return Check("scopes", "ok", f"{len(scopes.by_key)} channel scopes, all known{later}")
 
 
+def check_mcp(settings: Settings, db: str) -> Check:
+    """What `fieldguide mcp` would serve: the scope it sees (FIELDGUIDE_MCP_SCOPE, an entry of
+    FIELDGUIDE_SCOPES, checked against the index) and whether --http can start (its token)."""
+    from .scopes import DEFAULT, ScopeError, scopes_for_index
+
+    http = (
+        "--http needs FIELDGUIDE_MCP_TOKEN"
+        if not settings.mcp_token
+        else "--http requires its bearer token"
+    )
+    if not settings.scopes:
+        if settings.mcp_scope:
+            why = f"FIELDGUIDE_MCP_SCOPE={settings.mcp_scope} needs FIELDGUIDE_SCOPES (a file)"
+            return Check("mcp", "FAIL", why)
+        return Check("mcp", "ok", f"sees everything; {http}")
+    try:
+        with closing(open_read_only(db)) as conn:
+            scopes = scopes_for_index(settings.scopes, conn)
+    except (ScopeError, sqlite3.DatabaseError) as e:
+        return Check("mcp", "FAIL", f"its scope cannot be read: {e}")
+    key = settings.mcp_scope
+    if key:
+        scope = scopes.by_key.get(key) or scopes.by_key.get("#" + key.lstrip("#"))
+        if scope is None:
+            known = ", ".join(scopes.by_key)
+            return Check("mcp", "FAIL", f"FIELDGUIDE_MCP_SCOPE={key} is no entry of {known}")
+    else:
+        scope = scopes.by_key.get(DEFAULT)
+    sees = f"sees {scope.describe()}" if scope else "sees everything (no default entry)"
+    return Check("mcp", "ok", f"{sees}; {http}")
+
+
 def check_decision(path: Path | None = None) -> Check:
     """The answer decision's file (router/decision.json, written by `fieldguide calibrate`) loads
     and each model can decide (router/decide.py's checks)."""
@@ -328,6 +360,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
         if settings.docs_git and not docs
         else check_docs(docs, settings.max_doc_bytes),
         check_scopes(settings, db),
+        check_mcp(settings, db),
         check_decision(),
         check_local_model(settings),
         check_claude(settings),

@@ -202,7 +202,9 @@ def top_gaps(topics: list[Topic]) -> str:
         return "<p>Every question in this period was answered.</p>"
     shown = topics[:TOP_GAPS]
     items = "".join(
-        f"<li><b>{plural(t.count, 'question')}</b> like “{escape(t.questions[0])}” — nearest doc"
+        f"<li><b>{plural(t.count, 'question')}</b>"
+        + (f" ({t.unsure} answered unsure)" if t.unsure else "")
+        + f" like “{escape(t.questions[0])}” — nearest doc"
         f" {nearest(t)} ({escape(t.intent or 'no intent')}), owner"
         f" {escape(t.owner or 'none')}<ul>"
         + "".join(f"<li>{escape(q)}</li>" for q in t.questions[1:])

@@ -68,12 +68,24 @@ def read_dotenv(path: Path) -> dict[str, str]:
 Check = Callable[[Any], str | None]
 
 
+@dataclass(frozen=True)
+class Range:
+    """A numeric setting's allowed range: a Check whose rule is also said when a value is not a
+    number at all ("FIELDGUIDE_BM25_WEIGHT='abc' is not a number: must be between 0 and 1")."""
+
+    holds: Callable[[float], bool]
+    rule: str
+
+    def __call__(self, v: Any) -> str | None:
+        return None if self.holds(v) else self.rule
+
+
 def between(lo: float, hi: float) -> Check:
-    return lambda v: None if lo <= v <= hi else f"must be between {lo:,} and {hi:,}"
+    return Range(lambda v: lo <= v <= hi, f"must be between {lo:,} and {hi:,}")
 
 
 def positive_at_most(hi: float) -> Check:
-    return lambda v: None if 0 < v <= hi else f"must be more than 0 and at most {hi:,}"
+    return Range(lambda v: 0 < v <= hi, f"must be more than 0 and at most {hi:,}")
 
 
 def one_of(*choices: str) -> Check:
@@ -110,6 +122,14 @@ def duration(v: Any) -> str | None:
     except ValueError:
         return "must be a duration such as 30s, 15m, 1h or 1d"
     return None if seconds == 0 or seconds >= 1 else "must be at least 1s"
+
+
+MIN_TOKEN_CHARS = 32  # 128 bits as hex: beyond guessing over the network
+
+
+def token_length(v: Any) -> str | None:
+    ok = v == "" or len(str(v)) >= MIN_TOKEN_CHARS
+    return None if ok else f"must be {MIN_TOKEN_CHARS} characters or more"
 
 
 def slash_command(v: Any) -> str | None:
@@ -359,6 +379,19 @@ class Settings:
         "",
         "YAML file mapping Slack channels to the intents/folders they search; empty = all",
     )
+    mcp_scope: str = _setting(
+        "FIELDGUIDE_MCP_SCOPE",
+        "",
+        "`fieldguide mcp` sees only this entry of FIELDGUIDE_SCOPES (its key: a channel id, #name"
+        " or default); empty = the file's default entry, else everything",
+    )
+    mcp_token: str = _setting(
+        "FIELDGUIDE_MCP_TOKEN",
+        "",
+        "bearer token every request to `fieldguide mcp --http` must carry (32 characters or more,"
+        " e.g. openssl rand -hex 32); empty = --http refuses to start",
+        token_length,
+    )
     doc_owners: str = _setting(
         "FIELDGUIDE_DOC_OWNERS",
         "off",
@@ -414,7 +447,8 @@ class Settings:
             elif isinstance(value, float) and not math.isfinite(value):
                 problems.append(f"{f.metadata['env']}={value!r} must be a finite number")
             elif check and (why := check(value)):
-                problem = f"{f.metadata['env']}={value!r} {why} ({f.metadata['help']})"
+                shown = "***" if f.metadata["env"].endswith("_TOKEN") else repr(value)  # a secret
+                problem = f"{f.metadata['env']}={shown} {why} ({f.metadata['help']})"
                 problems.append(redact(problem, str(value)))  # a URL's password is not shown
         if problems:
             raise SettingsError.of(problems)
@@ -438,7 +472,9 @@ class Settings:
                 kwargs[f.name] = _parse(raw, kind)
             except ValueError:
                 what = "a whole number" if kind is int else "a number" if kind is float else kind
-                problems.append(redact(f"{f.metadata['env']}={raw!r} is not {what}", raw))
+                check = f.metadata["check"]
+                rule = f": {check.rule}" if isinstance(check, Range) else ""
+                problems.append(redact(f"{f.metadata['env']}={raw!r} is not {what}{rule}", raw))
         try:
             settings = cls(**kwargs)  # type: ignore[arg-type]
         except SettingsError as e:  # the parsed values' checks: named with the unparsable ones

@@ -225,6 +225,57 @@ def doc_intents(conn: Reader) -> list[tuple[str, str]]:
     return [(path, intent) for path, intent in conn.execute("SELECT path, intent FROM docs")]
 
 
+@contextlib.contextmanager
+def read_snapshot(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """The index file read-only, in one read transaction: every read sees one generation,
+    whatever a reindex commits meanwhile (`fieldguide mcp`'s sections)."""
+    with closing(open_read_only(path)) as conn:
+        conn.execute("BEGIN")
+        yield conn
+
+
+def chunk_place(conn: Reader, chunk_id: str) -> tuple[str, str] | None:
+    """(doc, heading_path JSON) of a chunk; None when the index has no such chunk."""
+    row = conn.execute("SELECT doc, heading_path FROM chunks WHERE id = ?", [chunk_id]).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def doc_urls(conn: Reader) -> list[tuple[str, str | None]]:
+    """(path, front-matter url) of every doc."""
+    return [(path, url) for path, url in conn.execute("SELECT path, url FROM docs")]
+
+
+def doc_sections(conn: Reader, doc: str) -> list[str]:
+    """The heading paths (JSON) of a doc's sections, in the doc's order."""
+    return [
+        path
+        for (path,) in conn.execute(
+            "SELECT heading_path FROM chunks WHERE doc = ? GROUP BY heading_path ORDER BY min(ord)",
+            [doc],
+        )
+    ]
+
+
+def all_sections(conn: Reader) -> list[tuple[str, str, str, str, str | None]]:
+    """(doc, heading_path JSON, title, intent, url) of every section, in doc order."""
+    return conn.execute(
+        """SELECT c.doc, c.heading_path, d.title, d.intent, d.url FROM chunks c
+           JOIN docs d ON d.path = c.doc GROUP BY c.doc, c.heading_path
+           ORDER BY c.doc, min(c.ord)"""
+    ).fetchall()
+
+
+def section_chunks(conn: Reader, doc: str, heading_path: str, limit: int) -> Iterator[tuple]:
+    """(id, text's first `limit` characters, text's length, title, intent, url) of each chunk
+    of a section, in order: a huge chunk is never read whole."""
+    yield from conn.execute(
+        """SELECT c.id, substr(c.text, 1, ?), length(c.text), d.title, d.intent, d.url
+           FROM chunks c JOIN docs d ON d.path = c.doc
+           WHERE c.doc = ? AND c.heading_path = ? ORDER BY c.ord""",
+        [limit, doc, heading_path],
+    )
+
+
 def last_runs(db: sqlite_utils.Database, limit: int = 5) -> list[dict]:
     """The index runs, newest first."""
     return [dict(r) for r in db.query("SELECT * FROM runs ORDER BY id DESC LIMIT ?", [limit])]
@@ -377,7 +428,7 @@ def chunk_headings(db: sqlite_utils.Database) -> Iterator[dict]:
         yield {"doc": doc, "intent": intent, "title": title, "heading_path": json.loads(path)}
 
 
-def load_intents(db: sqlite_utils.Database) -> list[dict]:
+def load_intents(db: Reader) -> list[dict]:
     out = []
     for row in db.execute(
         "SELECT name, description, examples, docs, chunks, owner FROM intents ORDER BY name"

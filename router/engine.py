@@ -169,9 +169,10 @@ class Engine:
         except EmbeddingError as e:
             return None, f"vector search unavailable ({e}); results from keyword search only"
 
-    def route(self, question: str, k: int = 10) -> RouteDecision:
+    def route(self, question: str, k: int = 10, scope: Scope | None = None) -> RouteDecision:
+        """The routing decision and the `k` best chunks, inside `scope` (None: everything)."""
         vec, note = self.embed_query(question)
-        decision = self.loaded().router.route(question, vec, k)
+        decision = self.router_for(self.loaded(), scope).route(question, vec, k)
         decision.note = "; ".join(n for n in (decision.note, note) if n)
         return decision
 

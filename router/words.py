@@ -8,7 +8,6 @@ import re
 import threading
 import weakref
 from functools import cache, cached_property, lru_cache
-from importlib import resources
 
 import numpy as np
 
@@ -25,10 +24,16 @@ ROOT_INSIDE = 6
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
 LETTERS = re.compile(r"[^\W\d_]+")
 VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")  # 4, 3.5, 4.15: joins a name (Opus 4), starts none
+# A word English knows is typed on purpose, never read as a typo ("git" is not "get", though the
+# docs say "get" far more often): a word wordfreq counts at least this often (zipf scale). Fitted
+# by bench/typos.py (KNOWN_QUANTILE): one edit (a swap of neighbours, a letter dropped) of every
+# lowercase word of the dev sets' questions that makes no dictionary word (symspellpy's) is a
+# typo; 99.5% of those typos lie below 3.05 on the zipf scale: a word at or above it is English's.
+KNOWN_ZIPF = 3.05
 
 
 # one build of each at a time: the engine's warm-up and a first question wait for the same one
-_docs_lock, _english_lock, _spell_lock = threading.Lock(), threading.Lock(), threading.Lock()
+_docs_lock, _spell_lock = threading.Lock(), threading.Lock()
 
 
 @lru_cache(maxsize=65536)
@@ -53,22 +58,18 @@ def snowball(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 
-def _english_speller():
-    with _english_lock:
-        return _built_english_speller()
-
-
-@cache
-def _built_english_speller():
-    """symspellpy with its shipped English frequency dictionary (82,765 words), built once; one
-    edit deep, since by the noisy channel a word two edits away would have to be a million times
-    more frequent than the word typed."""
-    from symspellpy import SymSpell
-
-    spell = SymSpell(max_dictionary_edit_distance=1, prefix_length=7)
-    path = resources.files("symspellpy") / "frequency_dictionary_en_82_765.txt"
-    spell.load_dictionary(str(path), term_index=0, count_index=1)
-    return spell
+def english_neighbours(word: str) -> set[str]:
+    """The words English knows (KNOWN_ZIPF) one edit from `word`: a letter dropped, swapped with
+    its neighbour, replaced or added (Norvig's edits1), read off wordfreq's table, which the
+    decision has loaded anyway: no English spelling dictionary is built per process."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    edits = {a + b[1:] for a, b in splits if b}
+    edits |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    edits |= {a + c + b[1:] for a, b in splits if b for c in letters}
+    edits |= {a + c + b for a, b in splits for c in letters}
+    edits.discard(word)
+    return {e for e in edits if zipf(e) >= KNOWN_ZIPF}
 
 
 class Postings:
@@ -146,8 +147,9 @@ class DocsWords:
         return None
 
     def correction(self, word: str) -> str | None:
-        """The word a typo stands for, by the noisy channel: among the docs' words and symspellpy's
-        English ones within one edit (two from 8 letters), first letter kept (a wrong first letter
+        """The word a typo stands for, by the noisy channel: among the docs' words within one edit
+        (two from 8 letters, symspellpy) and the words English knows within one edit (wordfreq),
+        first letter kept (a wrong first letter
         is the rarest misspelling), the likeliest, p(c) * EDIT**d, when it beats p(word) itself.
         p is a word's share of the docs' chunks or of English text (wordfreq), whichever is higher:
         "webhok" (never seen) is "webhook", "teh" (3.0 on the zipf scale) is "the" (7.7), while
@@ -157,12 +159,15 @@ class DocsWords:
         if len(word) > MAX_WORD:
             return None
         reach = 1 if len(word) < 8 else 2
-        found = self.spell.lookup(word, Verbosity.CLOSEST, max_edit_distance=reach)
-        found += _english_speller().lookup(word, Verbosity.CLOSEST, max_edit_distance=1)
+        found = [
+            (s.term, s.distance)
+            for s in self.spell.lookup(word, Verbosity.CLOSEST, max_edit_distance=reach)
+        ]
+        found += [(e, 1) for e in english_neighbours(word)]
         scored = [
-            (self.p(s.term) * EDIT**s.distance, s.term)
-            for s in found
-            if s.term[0] == word[0] and s.term != word and s.term.isalpha()
+            (self.p(term) * EDIT**distance, term)
+            for term, distance in found
+            if term[0] == word[0] and term != word and term.isalpha()
         ]
         best = max(scored, default=(0.0, ""))
         return best[1] if best[0] > self.p(word) else None
@@ -194,7 +199,6 @@ def docs_words(searcher: Searcher) -> DocsWords:
 def prepare(searcher: Searcher) -> None:
     """Build what the decision reads of words ahead of the first questions that need it."""
     docs_words(searcher).spell  # noqa: B018
-    _english_speller()
     zipf("the")  # wordfreq's English table
 
 
@@ -205,7 +209,8 @@ TYPO_NOTE = "read "  # how a typo note starts: the Slack context line shows thos
 
 def correct_typos(question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
     """The question with its typos read as the words they stand for, and what was read as what.
-    A word the docs or English know is no typo; nor is a capitalised or code-like name."""
+    A word the docs or English know (KNOWN_ZIPF) is no typo; nor is a capitalised or code-like
+    name."""
     words = docs_words(searcher)
     names = {w.lower() for p in specific_phrases(question) for w in p.split()}
     fixed: dict[str, str] = {}
@@ -213,7 +218,9 @@ def correct_typos(question: str, searcher: Searcher) -> tuple[str, dict[str, str
     def fix(m: re.Match) -> str:
         w = m.group()
         low = w.lower()
-        if len(low) < 3 or low in names or low in STOPWORDS or words.knows(low):
+        if len(low) < 3 or low in names or low in STOPWORDS or zipf(low) >= KNOWN_ZIPF:
+            return w
+        if words.knows(low):
             return w
         right = words.apart(low) or words.correction(low)
         if not right:

@@ -161,7 +161,7 @@ def test_search_and_ask_json(examples_db, capsys):
 def test_a_file_that_is_not_an_index_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not sqlite" * 100)
-    assert main(["ask", "anything", "--db", str(bad)]) == 2
+    assert main(["ask", "what is a webhook", "--db", str(bad)]) == 2
     assert "is not an index" in capsys.readouterr().err
 
 
@@ -278,3 +278,17 @@ def test_version_is_the_installed_distributions(capsys):
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"fieldguide {version('fieldguide')}\n"
+
+
+def test_small_talk_gets_a_reply_of_its_own_never_not_in_the_docs(tmp_path, capsys):
+    """Small talk ("thanks!", "hello") is no question for the docs: a short reply, before any
+    index is read (none exists here), nothing recorded, so never a gap."""
+    db = str(tmp_path / "none.db")
+    for text, reply in (("thanks!", "You're welcome!"), ("hello", "Hi!"), ("bye", "Ask me")):
+        assert main(["ask", text, "--db", db]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(reply) and "docs, so I won't guess" not in out
+    assert main(["ask", "hello", "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["small_talk"] == "greeting"
+    assert main(["ask", "how long is the grace period", "--db", db]) == 2  # a question: no index
+    assert "No index" in capsys.readouterr().err

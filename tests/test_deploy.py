@@ -19,7 +19,7 @@ def test_compose_env_files_are_paths_as_podman_compose_reads_them():
     the long form (`- path: .env`, `required: false`) is a mapping there and crashed it with
     "TypeError: join() argument must be str…". The short form is read by Docker Compose too."""
     found = {name: s["env_file"] for name, s in services().items() if "env_file" in s}
-    assert set(found) == {"bot", "indexer", "replica"}
+    assert set(found) == {"bot", "indexer", "replica", "mcp", "mcp-replica"}
     for name, env_file in found.items():
         entries = [env_file] if isinstance(env_file, str) else env_file
         assert all(isinstance(e, str) for e in entries), (name, env_file)

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -130,11 +131,53 @@ def test_the_planted_topics_come_back_as_planted_and_small_talk_stays_out(
     assert out["small_talk"] == len(SMALL_TALK)
 
 
+def test_the_three_uncovered_topics_rank_above_answerable_questions_answered_unsure(
+    examples_db, local_embedder, capsys
+):
+    """The planted-topics check: examples/gaps.jsonl's 30 questions in three topics the docs don't
+    cover, asked beside 10 answerable questions (which the offline path often answers unsure,
+    quoting the section): the three topics are the top three, each mostly one planted topic, and
+    an unsure answer's question weighs less than a refused one."""
+    guide = FieldGuide(Settings(db=examples_db), embedder=local_embedder)
+    answerable = [
+        json.loads(line)["question"] for line in (ROOT / "examples" / "questions.jsonl").open()
+    ]
+    answerable = [q for q in answerable if q not in {r["question"] for r in PLANTED}][:10]
+    for i, q in enumerate([r["question"] for r in PLANTED] + answerable):
+        guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
+    assert main(["gaps", "--db", examples_db, "--json"]) == 0
+    topics = json.loads(capsys.readouterr().out)["topics"]
+    topic_of = {r["question"]: r["topic"] for r in PLANTED}
+    top = []
+    for t in topics[:3]:
+        held = Counter(topic_of.get(q, "") for q in every_question(examples_db, t))
+        name, n = held.most_common(1)[0]
+        assert name and n / t["count"] >= 0.7, (t, held)
+        top.append(name)
+    assert sorted(top) == ["compliance", "mobile", "terraform"], topics[:4]
+    assert all(t["unanswered"] + t["unsure"] == t["count"] for t in topics)
+    assert [t["evidence"] for t in topics] == sorted((t["evidence"] for t in topics), reverse=True)
+    # in words an owner reads: no clustering statistics
+    assert main(["gaps", "--db", examples_db]) == 0
+    out = capsys.readouterr().out
+    assert "silhouette" not in out and "linkage" not in out and "cosine" not in out
+    assert "the docs did not answer" in out
+
+
 def every_question(db: str, topic: dict) -> list[str]:
     """All the questions of a topic (it shows five), from its audit rows."""
     marks = ",".join("?" * len(topic["ids"]))
     rows = open_db(db).execute(f"SELECT question FROM answers WHERE id IN ({marks})", topic["ids"])
     return [q for (q,) in rows]
+
+
+def test_unrelated_questions_stay_apart_with_a_silhouette_in_range():
+    """No merge below cosine distance 1 (three questions with nothing in common): each is its own
+    topic, and the silhouette reported is a silhouette (0 for singletons), never out of [-1, 1]."""
+    from bot.gaps import cluster
+
+    labels, cut, score = cluster(np.eye(3))
+    assert sorted(labels.tolist()) == [0, 1, 2] and -1.0 <= score <= 1.0
 
 
 def test_average_linkage_agrees_with_scipy():

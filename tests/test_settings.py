@@ -62,6 +62,8 @@ def test_unreadable_dotenv_is_a_clear_error(tmp_path, monkeypatch, capsys, doten
         ("FIELDGUIDE_TIMEOUT", "nan", "is not a number"),
         ("FIELDGUIDE_TIMEOUT", "inf", "is not a number"),
         ("FIELDGUIDE_BM25_WEIGHT", "1.5", "must be between 0 and 1"),
+        ("FIELDGUIDE_BM25_WEIGHT", "abc", "is not a number: must be between 0 and 1"),
+        ("FIELDGUIDE_CHUNK_CHARS", "many", "is not a whole number: must be between 200 and 20,000"),
         ("FIELDGUIDE_MAX_RETRIES", "two", "is not a whole number"),
         ("FIELDGUIDE_FUSION", "max", "must be one of weighted, rrf"),
         ("ANTHROPIC_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),

@@ -74,17 +74,19 @@ def test_small_talk_gets_a_greeting_thanks_or_nothing_never_not_in_the_docs(slac
     slack.event(dm("hi", ts="1700000051.000100", channel="DHI"), "EvHi")
     slack.event(dm("thanks!", ts="1700000052.000100", channel="DTY"), "EvTy")
     slack.event(dm("ok :thumbsup:", ts="1700000053.000100", channel="DOK"), "EvOk")
+    slack.event(dm("Thank you so much", ts="1700000054.000100", channel="DTY2"), "EvTy2")
+    slack.event(dm("bye", ts="1700000055.000100", channel="DBYE"), "EvBye")
     sentinel(slack)
     by_channel = {p["channel"]: p["text"] for p in slack.mock.posts()}
     assert by_channel["DHI"].startswith(GREETING)
-    assert by_channel["DTY"] == THANKS_REPLY
-    assert "DOK" not in by_channel  # an acknowledgement needs no reply
+    assert by_channel["DTY"] == THANKS_REPLY == by_channel["DTY2"]
+    assert "DOK" not in by_channel and "DBYE" not in by_channel  # an acknowledgement: no reply
     assert not [
         p for p in slack.mock.posts() if p["channel"] in ("DHI", "DTY") and p["text"] == WORKING
     ]
     # none of them was searched for, nor recorded as a question
     asked = [r[0] for r in slack.state.db.execute("SELECT question FROM answers")]
-    assert not {"hi", "thanks!", "ok :thumbsup:"} & set(asked)
+    assert not {"hi", "thanks!", "ok :thumbsup:", "Thank you so much", "bye"} & set(asked)
 
 
 def test_assistant_thread_status_title_and_no_placeholder(slack):

@@ -286,7 +286,9 @@ def test_startup_retries_then_connects_and_fails_fast_on_a_bad_token():
         ("help", "greeting"),
         ("thanks!", "thanks"),
         ("Thank you so much", "thanks"),
-        ("ok thx", "thanks"),
+        ("ok thanks", "thanks"),
+        ("bye", "ack"),
+        ("see you later", "ack"),
         ("ok", "ack"),
         ("got it, makes sense", "ack"),
         (":thumbsup:", "ack"),
@@ -297,6 +299,8 @@ def test_startup_retries_then_connects_and_fails_fast_on_a_bad_token():
         ("hi, how do I rotate an API key?", None),
         ("thanks, and how long is the grace period?", None),
         ("what is it", None),
+        ("how long is the grace period", None),  # asks, though every word is common English
+        ("retry schedule", None),  # a word English uses rarely: a term of the docs
     ],
 )
 def test_small_talk_is_told_from_questions(text, talk):

@@ -200,6 +200,23 @@ def test_ask_a_person_posts_once_to_the_owners_channel_and_is_recorded(make_harn
     assert not [b for b in blocks_of(sent) if b.get("type") == "actions"]
 
 
+def test_a_hand_off_to_a_channel_the_bot_is_not_in_says_to_invite_it(make_harness, owned_db):
+    """docs/slack.md: a hand-off is posted by the bot, so it must be invited to the owners'
+    channel; when it is not, the asker is told exactly that, and the button may be pressed again."""
+    from tests.standins.slack import slack_error
+    from tests.standins.slack_harness import wait
+
+    h = make_harness()
+    h.event(mention("Can I pay my invoice with Dogecoin?", channel="C1"), "EvN1")
+    answer_in(h.mock, "C1")
+    row = audit(h, "C1")
+    h.mock.fail("chat.postMessage", slack_error("not_in_channel"))
+    h.click("U1", str(row["id"]), action_id="ask_person")
+    [told] = wait(lambda: ephemerals(h.mock), what="the note")
+    assert "#billing-docs" in told["text"] and "/invite @fieldguide" in told["text"]
+    assert not audit(h, "C1")["handoff"]  # released: the button may be tried again
+
+
 def test_a_thumbs_down_offers_a_person_and_a_group_owner_is_mentioned_in_the_thread(
     make_harness, owned_db
 ):

@@ -1,5 +1,5 @@
 """`fieldguide eval SET --answers`: the whole `ask` path scored at the answer level, by the rules of
-shared/eval/README.md ("Answer-level figures"): abstain / PARTIAL rates on answerable questions,
+docs/quality.md ("Eval sets: the format"): abstain / PARTIAL rates on answerable questions,
 token recall and precision against the reference answer, share of answers citing a gold doc,
 abstain rate on off-topic questions, median answer length and latency, each rate with a seeded
 bootstrap 95% interval."""

@@ -1,5 +1,5 @@
 """`fieldguide eval`: retrieval and routing measured on a set of docs with questions and gold
-answers, scored by the rules of shared/eval/README.md."""
+answers, scored as docs/quality.md ("Eval sets: the format") says."""
 
 from __future__ import annotations
 
@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from bot.evaluation import ALL_MODES
 from index.search import Hit
 from router.answer import squash
-
-# reranked: the routed list reordered by the reranker (needs a Voyage key), what the bot serves then
-ALL_MODES = ("bm25", "vector", "hybrid", "rrf", "routed", "reranked", "oracle")
 
 
 @dataclass

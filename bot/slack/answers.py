@@ -124,7 +124,7 @@ class Answerer:
             self._post(q, FULL)
             self._done(q)
             return
-        if waits:
+        if waits and not small_talk(q.text):  # "thanks" is not told to wait for its reply
             self._post(q, BUSY)
 
     def close(self) -> None:

@@ -37,6 +37,11 @@ GROUP_IN_DM = (
     " ask in their channel, or mention them there."
 )
 FAILED = ":warning: I couldn't reach the owners just now: please try the button again in a minute."
+# a channel owner the bot may not post in: it must be invited there (or have chat:write.public)
+NOT_IN_CHANNEL = (
+    ":warning: I can't post in {owner}, the owners' channel: someone there should invite me"
+    " (`/invite @fieldguide`), then press the button again."
+)
 NOT_YOURS = (
     "Only the person who asked (or a fieldguide admin) can hand this question on: ask it"
     " yourself and press the button under your answer."
@@ -135,6 +140,9 @@ def hand_off(
     except SLACK_FAILURES as e:
         log.warning("could not hand answer %s to %s: %s", answer_id, owner, e)
         state.release_handoff(answer_id)  # nothing was posted: the button may be tried again
+        response = getattr(e, "response", None)
+        if not by_mention and response is not None and response.get("error") == "not_in_channel":
+            return NOT_IN_CHANNEL.format(owner=mention(owner))
         return FAILED
     return f"Sent to {where(target, owner)}, with a link to this thread."
 

@@ -70,11 +70,14 @@ def make_client(settings: Settings) -> WebClient:
 
 def connect(client: WebClient, within: float) -> dict:
     """auth.test, retried with backoff (1, 2, 4, ... s) for up to `within` seconds while Slack is
-    unreachable or failing; a bad token fails at once. Raises SlackStartupError."""
-    deadline, delay = time.monotonic() + within, 1.0
+    unreachable or failing; a bad token fails at once. Raises SlackStartupError. slack_sdk's own
+    log lines for each failed try (an ERROR and two INFO per retry) are held back meanwhile: one
+    line says Slack is not reachable yet, and one says why it gave up."""
+    deadline, delay, said = time.monotonic() + within, 1.0, False
     while True:
         try:
-            return dict(client.auth_test().data)  # type: ignore[arg-type]
+            with quiet_logger("slack_sdk.web.base_client"):
+                return dict(client.auth_test().data)  # type: ignore[arg-type]
         except SlackApiError as e:
             error = e.response.get("error", "")
             if error in FATAL_AUTH:
@@ -90,9 +93,23 @@ def connect(client: WebClient, within: float) -> dict:
                 f"Could not reach Slack at {client.base_url} ({why}); gave up after"
                 f" {within:.0f} s. Check the network and SLACK_API_BASE_URL."
             )
-        log.warning("Slack not reachable yet (%s); retrying in %.0f s", why, delay)
+        if not said:
+            log.warning("Slack not reachable yet (%s); retrying for up to %.0f s", why, within)
+            said = True
         time.sleep(delay)
         delay *= 2
+
+
+@contextlib.contextmanager
+def quiet_logger(name: str) -> Iterator[None]:
+    """`name`'s records below CRITICAL dropped while inside."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ import re
 from html import unescape
 
 from index.clean import valid_text
+from router import talk
 
 # User messages worth answering: plain ones, ones with a file attached, and thread replies also
 # sent to the channel. Every other subtype is an edit, a deletion, a join, a bot, ...
@@ -22,20 +23,10 @@ THANKS_REPLY = "You're welcome!"
 # the bot's own messages that are not answers: never history
 NOT_ANSWERS = (GREETING, WORKING, BUSY, THANKS_REPLY)
 
-# Small talk is no question for the docs: a greeting or "help" gets the greeting (with example
-# questions), thanks get THANKS_REPLY, and a bare acknowledgement ("ok", "got it", an emoji) no
-# reply, where the docs would have been searched and "not in the docs" said.
-GREETING_WORDS = frozenset(
-    ("hi", "hello", "hey", "hiya", "howdy", "yo", "morning", "afternoon", "evening", "good",
-     "there", "all", "everyone", "folks", "team", "bot", "help")
-)  # fmt: skip
-THANKS_WORDS = frozenset(("thanks", "thank", "thx", "ty", "cheers"))
-ACK_WORDS = frozenset(
-    ("ok", "okay", "k", "cool", "good", "great", "perfect", "nice", "awesome", "excellent", "got",
-     "it", "that", "works", "helps", "helped", "helpful", "you", "so", "much", "very", "many",
-     "again", "a", "lot", "lots", "makes", "sense")
-)  # fmt: skip
-SMALL_TALK_WORDS = 6  # more words than this are a question, whatever they are
+# Small talk is no question for the docs (router/talk.py tells it by a principle): a greeting or
+# "help" gets the greeting (with example questions), thanks get THANKS_REPLY, and a bare
+# acknowledgement ("ok", "got it", "bye", an emoji) no reply, where the docs would have been
+# searched and "not in the docs" said.
 
 HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
 HISTORY_CHARS = 1500  # of each
@@ -64,22 +55,9 @@ def plain_text(text: str) -> str:
 
 
 def small_talk(text: str) -> str | None:
-    """What small talk `text` is: "greeting", "thanks", "ack" (no reply), or None: a question."""
-    text = plain_text(text)
-    bare = re.sub(r":[a-z0-9_+'-]+:", " ", text.lower())  # Slack's emoji codes, ":thumbsup:"
-    words = re.findall(r"[a-z]+", bare.replace("'", "").replace("’", ""))
-    if not text or len(words) > SMALL_TALK_WORDS:
-        return None
-    if not words:  # an emoji, a "?" alone
-        return "ack"
-    vocabulary = set(words)
-    if vocabulary & THANKS_WORDS and vocabulary <= THANKS_WORDS | ACK_WORDS:
-        return "thanks"
-    if vocabulary <= ACK_WORDS:
-        return "ack"
-    if vocabulary <= GREETING_WORDS:
-        return "greeting"
-    return None
+    """What small talk `text` (as Slack sends it) is: "greeting", "thanks", "ack" (no reply), or
+    None: a question."""
+    return talk.small_talk(plain_text(text))
 
 
 def example_questions(intents: list[dict]) -> list[str]:
