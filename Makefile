@@ -63,6 +63,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/vulture bot router index prompts tests bench .ci/vulture_whitelist.py --min-confidence 60
 
 format: setup
 	$(BIN)/ruff format .

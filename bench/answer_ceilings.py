@@ -10,7 +10,7 @@ For each answerable question of claude-docs (all 100) and openshift-4.15 (100 sa
 - the answer `ask` gives (token recall, precision, median characters);
 - retrieval ceilings: the recall of the whole text of the top 1 / 3 / 5 / 10 chunks;
 - selection ceilings: an oracle that knows the reference answer picks, from the same units the
-  offline extraction chooses among (router/offline.py units_of), greedily the unit adding the
+  offline extraction chooses among (router/units.py units_of), greedily the unit adding the
   most reference words, until none adds any or the quoted text would pass a budget; its choice
   is composed like a real answer (prefix, attribution lines), so its figures compare with the
   answer's. A rule that does not know the reference should not expect to beat this oracle at
@@ -36,6 +36,7 @@ from index.embedders import make_embedder
 from index.search import Hit
 from router import citations, offline
 from router.answer import ABSTAIN, Passage
+from router.units import Unit, units_of
 
 SETS = {"claude-docs": None, "openshift-4.15": 100}  # questions sampled (None: all)
 # a worktree under wt/ finds shared/eval two levels up
@@ -44,10 +45,10 @@ OFFLINE_CHUNKS = 3  # what the pipeline hands the offline extraction (router/pip
 BUDGETS = (350, 550)
 
 
-def oracle(units: list[offline.Unit], reference: str, stop: frozenset[str], budget: int) -> list:
+def oracle(units: list[Unit], reference: str, stop: frozenset[str], budget: int) -> list:
     """Greedily the unit adding the most reference words, within `budget` quoted characters."""
     ref = content_words(reference, stop)
-    chosen: list[offline.Unit] = []
+    chosen: list[Unit] = []
     have: set[str] = set()
     chars = 0
     while True:
@@ -97,7 +98,7 @@ def measure(name: str, db: str, limit: int | None) -> dict[str, list]:
             whole = " ".join(h.chunk["text"] for h in hits[:k])
             add(f"retrieval: whole text of top {k} chunks", whole, ref)
         for k, budget in [(OFFLINE_CHUNKS, b) for b in BUDGETS] + [(5, BUDGETS[-1])]:
-            units = [u for h in hits[:k] for u in offline.units_of(h, loaded.searcher.furniture)]
+            units = [u for h in hits[:k] for u in units_of(h, loaded.searcher.furniture)]
             chosen = oracle(units, ref, stop, budget)
             text = composed(q["question"], offline._passages(chosen), hits[:k]) if chosen else None
             add(f"selection oracle: units of top {k}, <= {budget} chars quoted", text, ref)

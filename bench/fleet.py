@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
+from bot.state.postgres.schema import upgrade  # noqa: E402
 from index.embedders import make_embedder  # noqa: E402
 from index.indexer import index_folder  # noqa: E402
-from index.pg import upgrade  # noqa: E402
 from index.publish import publish  # noqa: E402
 from tests.standins.fleet import FleetSlack, Replica, mention  # noqa: E402
 from tests.standins.pgserver import PgServer  # noqa: E402

@@ -100,7 +100,7 @@ def run_set(name: str, every: float, trials: int, rng: random.Random) -> tuple[l
         db=str(work / "index.db"), docs_git=str(repo.bare), refresh_every=f"{every}s"
     )
     embedder = make_embedder()
-    reindexer = Reindexer(settings, embedder, InProcess())  # type: ignore[arg-type]
+    reindexer = Reindexer(settings, embedder, InProcess())
     t0 = time.perf_counter()
     first = reindexer.refresh()
     assert first is not None

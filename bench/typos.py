@@ -33,8 +33,8 @@ SETS = {
 class NoCorrection(Pipeline):
     """The pipeline as it was before typos were corrected."""
 
-    def correct_typos(self, question, searcher):
-        return question, {}
+    def correct_typos(self, q):
+        return q.condensed
 
 
 def with_typo(question: str, kind: str = "swap") -> str | None:

@@ -7,9 +7,11 @@ its result and prints nothing (bot/cli.py prints it).
     ans = api.ask("How many times is a failed webhook retried?", "docs.db")
     print(ans.decision, ans.text, [s.label for s in ans.sources])
 
-Each function opens fieldguide (bot/app.py's `FieldGuide`) on `settings` (default:
-`Settings.load()`, the environment then .env) and `db`, the index file (default: FIELDGUIDE_DB),
-and asks it; a program asking many questions opens one FieldGuide and keeps it. Errors are
+Each function asks fieldguide (bot/app.py's `FieldGuide`) on `settings` (default:
+`Settings.load()`, the environment then .env) and `db`, the index file (default: FIELDGUIDE_DB):
+one FieldGuide per settings and index, opened on the first call and reused by the next ones (the
+index loaded and the intents' examples embedded once; `close()` closes them). A program may
+also keep its own: `with FieldGuide.open(settings, db) as guide: guide.ask(...)`. Errors are
 exceptions whose message is fit to show: ValueError (a bad question, eval set or scope),
 index.indexer.IndexError_ (no docs, another docs source), index.store.IndexMissing and
 ModelMismatch, index.embedding.EmbeddingError, sqlite3.DatabaseError, and with
@@ -22,6 +24,8 @@ count; `progress(line, 0)` is news without a count ("Reading examples ...").
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +52,47 @@ GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
 
 def _settings(settings: Settings | None) -> Settings:
     return Settings.load() if settings is None else settings
+
+
+KEPT = 4  # FieldGuides kept open by these functions (the most recently used)
+_kept: dict[Settings, tuple[FieldGuide, tuple[int, int] | None]] = {}
+_kept_lock = threading.Lock()
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _guide(settings: Settings | None, db: str | Path | None = None) -> FieldGuide:
+    """The FieldGuide of these settings and index, opened on the first call and kept for the
+    next ones; one whose index file was replaced (another file at its path) is opened anew."""
+    settings = _settings(settings).at(db)
+    ident = _file_id(settings.db)
+    with _kept_lock:
+        kept = _kept.pop(settings, None)
+        if kept is not None and kept[1] == ident:
+            _kept[settings] = kept  # the most recently used last
+            return kept[0]
+        if kept is not None:
+            kept[0].close()
+        guide = FieldGuide(settings)
+        _kept[settings] = (guide, ident)
+        while len(_kept) > KEPT:
+            _kept.pop(next(iter(_kept)))[0].close()
+        return guide
+
+
+def close() -> None:
+    """Close the FieldGuides these functions kept open."""
+    with _kept_lock:
+        kept = list(_kept.values())
+        _kept.clear()
+    for guide, _ in kept:
+        guide.close()
 
 
 def _stage(progress: Progress | None, name: str, total: int = 0) -> Callable[[int], object] | None:
@@ -96,7 +141,7 @@ def index(
     first). `replace`: index these docs even though the index was built from another source (its
     docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
     set, one run at a time across the fleet, published to it."""
-    guide = FieldGuide.open(settings, db)
+    guide = _guide(settings, db)
     source = docs_source(guide.settings, docs)
     with fleet_reindex_lock(guide.settings):
         summary, published = index_docs(
@@ -110,7 +155,7 @@ def intents(db: str | Path | None = None, *, settings: Settings | None = None) -
     "owner"} each."""
     from index.store import load_intents
 
-    return load_intents(FieldGuide.open(settings, db).index)
+    return load_intents(_guide(settings, db).index)
 
 
 def draft_intents(
@@ -122,7 +167,7 @@ def draft_intents(
     from index.store import chunk_headings, load_intents
     from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
 
-    guide = FieldGuide.open(settings, db)
+    guide = _guide(settings, db)
     settings, client = guide.settings, guide.anthropic
     headings = intent_headings(chunk_headings(guide.index))
     drafts, notes = {}, []
@@ -149,7 +194,7 @@ def search(
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
-    return FieldGuide.open(settings, db).search(question, k=k)
+    return _guide(settings, db).search(question, k=k)
 
 
 def ask(
@@ -166,7 +211,7 @@ def ask(
     `citations`. `history`: the thread's earlier messages, oldest first, as {"role", "text"}.
     `channel` (a Slack channel id or #name) or `scope` (an entry of FIELDGUIDE_SCOPES): search
     only what that scope holds. The answer is recorded in the audit trail (`audit`)."""
-    guide = FieldGuide.open(settings, db)
+    guide = _guide(settings, db)
     return guide.ask(question, history, scope=guide.scope(channel, scope))
 
 
@@ -184,7 +229,7 @@ def audit(
     from .since import parse_since
 
     since = parse_since(since) if since else None
-    return FieldGuide.open(settings, db).state.list_answers(since, decision, limit)
+    return _guide(settings, db).state.list_answers(since, decision, limit)
 
 
 def audit_stats(
@@ -197,7 +242,7 @@ def audit_stats(
     from .settings import parse_prices
     from .since import parse_since
 
-    guide = FieldGuide.open(settings, db)
+    guide = _guide(settings, db)
     since = parse_since(since) if since else None
     return stats(guide.state.usage_rows(since), parse_prices(guide.settings.prices))
 
@@ -228,7 +273,7 @@ def gaps(
     from .gaps import find_topics, top_intent
     from .since import parse_since
 
-    guide = FieldGuide.open(settings, db)
+    guide = _guide(settings, db)
     if intent:
         known = sorted(guide.engine.loaded().searcher.intent_names)
         if intent not in known:
@@ -292,7 +337,7 @@ def evaluate(
     asked = load_questions(qfile)
     if not asked:
         raise ValueError(f"{qfile} holds no questions")
-    embedder = FieldGuide.open(settings).embedder
+    embedder = _guide(settings).embedder
     # by default each set has its own index, kept for the next run
     guide = FieldGuide.open(
         settings, db or eval_index(EVAL_WORK, set_dir, embedder), embedder=embedder
@@ -406,7 +451,7 @@ def calibrate(
         raise ValueError("calibrate needs two eval sets or more (one is left out)")
     questions = {d.resolve().name: fit.load_set(d) for d in sets}
     fit.check_sets(questions)  # before anything is indexed or read
-    embedder = FieldGuide.open(settings).embedder
+    embedder = _guide(settings).embedder
     data = {}
     for set_dir in sets:
         name = set_dir.resolve().name

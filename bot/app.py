@@ -1,5 +1,6 @@
 """fieldguide, opened once: `FieldGuide.open(settings)` is the application object every entry point
-goes through (bot/api.py's functions, `fieldguide serve`, the Slack listeners).
+goes through (bot/api.py's functions, `fieldguide serve`, the Slack listeners); a resource,
+closed by `close()` or at the end of `with FieldGuide.open(...) as guide:`.
 
 It owns what a process keeps for its life, each made on first use and then shared: the one
 connection to the index file (`index`), the embedder and the Anthropic client, the query engine,
@@ -69,6 +70,23 @@ class FieldGuide:
         settings = Settings.load() if settings is None else settings
         return cls(settings.at(db), embedder=embedder, anthropic=anthropic)
 
+    def __enter__(self) -> FieldGuide:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close what was opened (the state's connections, the index's); a FieldGuide is not
+        used after. `with FieldGuide.open(...) as guide:` closes it at the block's end."""
+        opened = self.__dict__
+        if "state" in opened:
+            opened["state"].close()
+        if "index" in opened:
+            opened["index"].close()
+        for name in ("state", "index", "engine", "pipeline", "scopes"):
+            opened.pop(name, None)
+
     # -- what it owns, each opened once --------------------------------------------------------
 
     @cached_property
@@ -127,6 +145,19 @@ class FieldGuide:
         except Exception:  # the audit log must never cost the user an answer
             log.exception("could not record the answer in the audit table")
         return ans
+
+    def owners(self) -> tuple[dict[str, str], dict[str, str]]:
+        """({doc: owner}, {intent: owner}): intents.yaml's owners, and a doc's own front-matter
+        owner with FIELDGUIDE_DOC_OWNERS=on (index.store.load_owners)."""
+        from index.store import load_owners
+
+        return load_owners(self.index, self.settings.honour_doc_owners)
+
+    def index_status(self) -> tuple[int, int, dict | None]:
+        """(docs, chunks, the last index run with its failing streak: index.store.run_status)."""
+        from index.store import counts, run_status
+
+        return (*counts(self.index), run_status(self.index))
 
     def scope(self, channel: str | None = None, key: str | None = None) -> Scope | None:
         """The FIELDGUIDE_SCOPES entry of `channel` (an id or #name), or the one under `key`;

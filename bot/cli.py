@@ -430,7 +430,7 @@ def mcp(settings: Settings, http: int | None, host: str, scope: str | None, db: 
 )
 @click.argument("action", type=click.Choice(["upgrade"]), help="upgrade: apply pending migrations")
 def db_(settings: Settings, action: str) -> int:
-    from index.pg import upgrade
+    from bot.state.postgres.schema import upgrade
 
     if not settings.database_url:
         print("fieldguide: set FIELDGUIDE_DATABASE_URL=postgresql://… first", file=sys.stderr)

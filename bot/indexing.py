@@ -100,6 +100,7 @@ def index_docs(
     )
     if not settings.database_url:
         return index_folder(db, source.root, embedder, settings.chunk_chars, **kwargs), None
+    from bot.state.postgres.schema import LATEST
     from index.pg import open_pool
     from index.publish import VectorCache, local_generation, publish
     from index.store import generation, open_db
@@ -112,7 +113,7 @@ def index_docs(
             conn.conn.close()
 
     before = current()
-    pool = open_pool(settings.database_url, max_size=2)
+    pool = open_pool(settings.database_url, LATEST, max_size=2)
     try:
         summary = index_folder(
             db, source.root, embedder, settings.chunk_chars, shared=VectorCache(pool), **kwargs
@@ -148,11 +149,12 @@ def fleet_reindex_lock(settings: Settings) -> Iterator[None]:
 def sync_published(settings: Settings) -> int | None:
     """A fleet replica's start: its local index brought to the newest published generation (a
     FleetError, fit to show, when the database is unreachable); the generation it now holds."""
+    from bot.state.postgres.schema import LATEST
     from index.pg import check_schema, connect
     from index.publish import sync
 
     with connect(settings.database_url) as conn:
-        check_schema(conn)
+        check_schema(conn, LATEST)
         return sync(conn, settings.db)
 
 

@@ -46,7 +46,7 @@ from index.store import (
 )
 from router.citations import link_for
 from router.labels import label
-from router.pipeline import QuestionError
+from router.question import QuestionError, checked_question
 
 from .mcp_results import (
     MAX_ANSWER_CHARS,
@@ -346,7 +346,7 @@ class Tools:
         scores, URLs and matching text, for when you want to read the docs and answer yourself
         (`ask` answers for you). Read a whole section with read_section."""
         k = max(1, min(k, MAX_HITS))
-        asked = fail_closed(lambda: self.guide.pipeline.check(query))
+        asked = fail_closed(lambda: checked_question(query))
         decision, hits = fail_closed(lambda: self._search(asked, k))
         base_url = self.guide.settings.docs_base_url
         found, _ = within_budget(

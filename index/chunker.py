@@ -219,15 +219,6 @@ def _pack(units: Iterable[tuple[int, int]], max_chars: int) -> Iterator[tuple[in
         yield start, last[1]
 
 
-def split_blocks(text: str) -> list[str]:
-    """The paragraphs, lists, tables and whole code blocks of a markdown text, its H1-H4 headings
-    left out: the units an offline answer quotes, cut by the same rules as the chunks."""
-    doc = Doc(path="", title="", intent="", text=text, body_start=0, hash="")
-    return [
-        text[b.start : b.end] for _, blocks in _sections(doc) for b in blocks if b.kind != "heading"
-    ]
-
-
 # an AsciiDoc description-list term ("Type:: array", "Description::") starts a block of its own
 DESCRIPTION_TERM = re.compile(r"^[^\s:][^:]*::(?:\s|$)")
 # the ">" of a blockquote (and of a quote inside it) before a line's text

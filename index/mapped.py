@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import sqlite_utils
 
 from .furniture import Counts, Furniture
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
@@ -96,26 +97,24 @@ CHUNK_READ_CHARS = 20_000
 
 class Records:
     """Chunk records read from the SQLite index by chunk id, for the hits used: one query for a
-    list of rows, through `conn` (the process's connection to the index), under a lock (any
-    thread may read a hit's chunk)."""
+    list of rows, through `db` (the process's index, a connection per thread: index.store
+    .PerThread)."""
 
-    def __init__(self, conn: sqlite3.Connection, ids: np.ndarray):
+    def __init__(self, db: sqlite_utils.Database, ids: np.ndarray):
         self.ids = ids
-        self._lock = threading.Lock()
-        self._conn = conn
-        self._updated = doc_updated(self._conn)
+        self._db = db
+        self._updated = doc_updated(db.conn)
 
     def __call__(self, rows: list[int]) -> list[dict]:
         ids = [self.ids[r].decode() for r in rows]
-        with self._lock:
-            found = self._conn.execute(
-                f"""SELECT c.id, c.doc, c.heading_path, substr(c.text, 1, {CHUNK_READ_CHARS}),
-                           substr(c.search_text, 1, {CHUNK_READ_CHARS}), c.start, c."end",
-                           d.title, d.intent, d.url, {self._updated}
-                    FROM chunks c JOIN docs d ON d.path = c.doc
-                    WHERE c.id IN ({",".join("?" * len(ids))})""",
-                ids,
-            ).fetchall()
+        found = self._db.execute(
+            f"""SELECT c.id, c.doc, c.heading_path, substr(c.text, 1, {CHUNK_READ_CHARS}),
+                       substr(c.search_text, 1, {CHUNK_READ_CHARS}), c.start, c."end",
+                       d.title, d.intent, d.url, {self._updated}
+                FROM chunks c JOIN docs d ON d.path = c.doc
+                WHERE c.id IN ({",".join("?" * len(ids))})""",
+            ids,
+        ).fetchall()
         by_id = {row[0]: record(row) for row in found}
         missing = [i for i in ids if i not in by_id]
         if missing:
@@ -127,8 +126,7 @@ class Records:
 
     def docs(self) -> list[str]:
         """Each row's doc path ("" for a chunk a reindex removed since), for scopes by folder."""
-        with self._lock:
-            doc_of = dict(self._conn.execute("SELECT id, doc FROM chunks").fetchall())
+        doc_of = dict(self._db.execute("SELECT id, doc FROM chunks").fetchall())
         return [doc_of.get(i.decode(), "") for i in self.ids]
 
 
@@ -249,13 +247,13 @@ def prepare(
 
 
 def open_searcher(
-    db_path: str | Path, model: str | None, conn: sqlite3.Connection | None = None
+    db_path: str | Path, model: str | None, db: sqlite_utils.Database | None = None
 ) -> tuple[int, Searcher]:
     """(generation, Searcher) of the index at `db_path`; `model`: the query embedder's name, which
-    must be the index's (None: no vector search). `conn`: the connection chunk records are read
-    through (default: one opened for this Searcher)."""
-    conn = conn if conn is not None else open_db(db_path, create=False).conn
-    head, a = prepare(db_path, conn)
+    must be the index's (None: no vector search). `db`: the index chunk records are read through
+    (default: one opened for this Searcher)."""
+    db = db if db is not None else open_db(db_path, create=False)
+    head, a = prepare(db_path, db.conn)
     check_model(head["model"], model)
     vectors = a["vectors"] if model is not None and a["vectors"].shape[1] else None
     searcher = Searcher.from_arrays(
@@ -264,7 +262,7 @@ def open_searcher(
         a["sections"],
         vectors,
         BM25.from_arrays(a),
-        Records(conn, a["ids"]),
+        Records(db, a["ids"]),
         Furniture.from_arrays(a),
     )
     return head["generation"], searcher

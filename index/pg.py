@@ -1,4 +1,5 @@
-"""PostgreSQL for a fleet of replicas: the connection pool and the versioned schema.
+"""PostgreSQL for a fleet of replicas: the connection pool, the versioned schema and the index's
+tables in it.
 
 Imported only when FIELDGUIDE_DATABASE_URL is set (psycopg is not loaded by the embedded default).
 `fieldguide db upgrade` applies the migrations below, each once, in order; `schema_version` holds
@@ -22,11 +23,12 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 3  # seconds for one connection attempt
 INDEX_CHANNEL = "fieldguide_index"  # NOTIFY payload: the new generation's id
 
-# Append only: a deployed database has applied every earlier entry.
-MIGRATIONS: list[str] = [
-    # 1: published index generations (the SQLite file in parts), the shared embedding cache, the
-    # audit trail, event claims and per-user rate windows
-    """
+# The schema is in parts, each kept by the owner of its tables: the index's here (published
+# generations and the shared embedding cache), the state's in bot/state/postgres/schema.py (the
+# audit trail, event claims, rate windows, hand-offs). Versions are the fleet's: version n is every
+# part's n-th statements together. Append only: a deployed database has applied every earlier one.
+INDEX_MIGRATIONS: dict[int, str] = {
+    1: """
     CREATE TABLE index_generations (
         id BIGSERIAL PRIMARY KEY, created TIMESTAMPTZ NOT NULL DEFAULT now(), source TEXT,
         model TEXT, chunks INTEGER, bytes BIGINT, sha256 TEXT, complete BOOLEAN DEFAULT false);
@@ -35,33 +37,14 @@ MIGRATIONS: list[str] = [
         data BYTEA, PRIMARY KEY (generation, part));
     CREATE TABLE embeddings (
         text_hash TEXT, model TEXT, vector BYTEA, PRIMARY KEY (text_hash, model));
-    CREATE TABLE answers (
-        id BIGSERIAL PRIMARY KEY, created TEXT, question TEXT, condensed TEXT, decision TEXT,
-        intents TEXT, routing TEXT, hits TEXT, passages TEXT, dropped_passages INTEGER,
-        models TEXT, prompts TEXT, answer TEXT, citations TEXT, evidence TEXT, offline INTEGER,
-        notes TEXT, timings_ms TEXT, usage TEXT, channel TEXT, "user" TEXT, thread_ts TEXT,
-        message_ts TEXT);
-    CREATE INDEX answers_created ON answers(created);
-    CREATE INDEX answers_thread ON answers(channel, thread_ts);
-    CREATE TABLE feedback (
-        answer_id BIGINT, "user" TEXT, value TEXT, created TEXT, PRIMARY KEY (answer_id, "user"));
-    CREATE TABLE event_claims (
-        key TEXT PRIMARY KEY, owner_pid INTEGER, owner_start TIMESTAMPTZ,
-        claimed TIMESTAMPTZ NOT NULL DEFAULT now(), done BOOLEAN NOT NULL DEFAULT false);
-    CREATE INDEX event_claims_claimed ON event_claims(claimed);
-    CREATE TABLE rate_windows (user_id TEXT PRIMARY KEY, times TIMESTAMPTZ[] NOT NULL);
     """,
-    # 2: the event with its claim (what Slack sent, enough to answer it), so another replica
-    # answers an event whose claimer died after acknowledging it (Slack does not send it again)
-    """
-    ALTER TABLE event_claims ADD COLUMN event JSONB;
-    """,
-    # 3: "Ask a person" hand-offs, one per answer whichever replica gets the click
-    """
-    CREATE TABLE handoffs (
-        answer_id BIGINT PRIMARY KEY, "user" TEXT, owner TEXT, target TEXT, created TEXT);
-    """,
-]
+}
+
+
+def merged(*parts: dict[int, str]) -> list[str]:
+    """The fleet's migrations, version 1 first: each version's statements from every part."""
+    last = max(v for part in parts for v in part)
+    return ["\n".join(part.get(v, "") for part in parts) for v in range(1, last + 1)]
 
 
 class FleetError(Exception):
@@ -119,9 +102,9 @@ def schema_version(conn: psycopg.Connection) -> int:
     return int(got[0]) if got else 0
 
 
-def upgrade(url: str) -> tuple[int, int]:
-    """Apply the migrations not applied yet, each in its own transaction, one upgrader at a time
-    (an advisory lock); returns (version before, version after)."""
+def upgrade(url: str, migrations: list[str]) -> tuple[int, int]:
+    """Apply the `migrations` (`merged`, version 1 first) not applied yet, each in its own
+    transaction, one upgrader at a time (an advisory lock); returns (version before, after)."""
     with connect(url) as conn:
         conn.execute("SELECT pg_advisory_lock(20131)")
         conn.execute(
@@ -129,7 +112,7 @@ def upgrade(url: str) -> tuple[int, int]:
             " version INTEGER PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now())"
         )
         before = schema_version(conn)
-        for version, sql in enumerate(MIGRATIONS, 1):
+        for version, sql in enumerate(migrations, 1):
             if version <= before:
                 continue
             with conn.transaction():
@@ -139,26 +122,27 @@ def upgrade(url: str) -> tuple[int, int]:
         return before, schema_version(conn)
 
 
-def check_schema(conn: psycopg.Connection) -> None:
+def check_schema(conn: psycopg.Connection, latest: int) -> None:
+    """A FleetError unless the database's schema is at version `latest`."""
     have = schema_version(conn)
-    if have < len(MIGRATIONS):
+    if have < latest:
         raise FleetError(
-            f"The PostgreSQL schema is at version {have}, this fieldguide needs {len(MIGRATIONS)}:"
+            f"The PostgreSQL schema is at version {have}, this fieldguide needs {latest}:"
             " run fieldguide db upgrade"
         )
-    if have > len(MIGRATIONS):
+    if have > latest:
         raise FleetError(
             f"The PostgreSQL schema is at version {have}, newer than this fieldguide knows"
-            f" ({len(MIGRATIONS)}): upgrade fieldguide"
+            f" ({latest}): upgrade fieldguide"
         )
 
 
-def open_pool(url: str, max_size: int = 8) -> ConnectionPool:
+def open_pool(url: str, latest: int, max_size: int = 8) -> ConnectionPool:
     """The pool every replica shares its statements through; checked at start: a FleetError when
-    the server is unreachable or the schema is not upgraded. A connection is checked when taken
-    from the pool, so one broken by a database restart is replaced, not handed out."""
+    the server is unreachable or the schema is not at version `latest`. A connection is checked
+    when taken from the pool, so one broken by a database restart is replaced, not handed out."""
     with connect(url) as conn:  # a clear error now rather than a pool retrying in the background
-        check_schema(conn)
+        check_schema(conn, latest)
     pool = ConnectionPool(
         url,
         min_size=1,

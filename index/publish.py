@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psycopg
 
+from .mapped import prepare
 from .pg import INDEX_CHANNEL, POOL_ERRORS, FleetError, connect
 from .store import generation, get_meta, open_db, set_meta
 
@@ -217,6 +218,10 @@ def sync(conn: psycopg.Connection, db_path: str | Path) -> int | None:
         _install(tmp, db_path, gen)
     finally:
         tmp.unlink(missing_ok=True)
+    # the new generation's search arrays, as an index run writes them: the engine keeps its
+    # generation until they are there (router/engine.py), so no question builds them
+    with contextlib.suppress(OSError, sqlite3.Error):
+        prepare(db_path)
     return gen
 
 

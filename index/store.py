@@ -13,8 +13,8 @@ import contextlib
 import json
 import os
 import sqlite3
-import time
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,9 +94,53 @@ def migrate(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> N
             raise
 
 
-def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
-    """A connection usable from any thread (callers serialise writes; SQLite's lock does too),
-    the index's migrations applied.
+class PerThread(sqlite_utils.Database):
+    """sqlite-utils' Database on one SQLite file with a connection per thread, each opened on
+    the thread's first use: `conn` is the calling thread's. So a thread's transaction, and each
+    of sqlite-utils' read savepoints, is its own, and SQLite's locks alone order the writers,
+    across threads and processes alike (`writing`). `close` closes every thread's connection."""
+
+    def __init__(
+        self, connect: Callable[[], sqlite3.Connection], first: sqlite3.Connection | None = None
+    ):
+        """`connect()` opens a thread's connection; `first`: this thread's, opened already."""
+        self._connect = connect
+        self._local = threading.local()
+        self._opened: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._guard = threading.Lock()
+        super().__init__(self._open(first), execute_plugins=False)
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        return conn if conn is not None else self._open()
+
+    @conn.setter
+    def conn(self, value: sqlite3.Connection) -> None:
+        self._local.conn = value
+
+    def _open(self, conn: sqlite3.Connection | None = None) -> sqlite3.Connection:
+        conn = conn if conn is not None else self._connect()
+        self._local.conn = conn
+        with self._guard:  # a connection of a thread that has ended goes with its thread
+            for _, old in [(t, c) for t, c in self._opened if not t.is_alive()]:
+                old.close()
+            self._opened = [(t, c) for t, c in self._opened if t.is_alive()]
+            self._opened.append((threading.current_thread(), conn))
+        return conn
+
+    def close(self) -> None:
+        with self._guard:
+            opened, self._opened = self._opened, []
+        for _, conn in opened:
+            conn.close()
+        self._local = threading.local()
+
+
+def open_db(path: str | Path, create: bool = True) -> PerThread:
+    """The index at `path` as sqlite-utils' Database with a connection per thread (PerThread),
+    the index's migrations applied. Each connection waits up to BUSY_SECONDS for another's
+    write (SQLite's own busy timeout, set once as it connects).
 
     A new index file is created private (0600; SQLite gives its -wal and -shm files the same
     mode): it holds every question asked and who asked it. A reader (`create=False`) also opens an
@@ -111,11 +155,10 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_SECONDS)
+    conn = _connect(path)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        migrate(sqlite_utils.Database(conn), INDEX_MIGRATIONS)
+        migrate(sqlite_utils.Database(conn, execute_plugins=False), INDEX_MIGRATIONS)
     except sqlite3.OperationalError as e:
         conn.close()
         if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
@@ -123,8 +166,20 @@ def open_db(path: str | Path, create: bool = True) -> sqlite_utils.Database:
         uri = f"{path.resolve().as_uri()}?mode=ro"
         if e.sqlite_errorname == "SQLITE_READONLY_DIRECTORY":
             uri += "&immutable=1"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    return sqlite_utils.Database(conn)
+        return PerThread(
+            lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False)
+        )
+    except BaseException:
+        conn.close()
+        raise
+    return PerThread(lambda: _connect(path), first=conn)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # used by one thread only (PerThread); any thread may close it (PerThread.close)
+    conn = sqlite3.connect(path, timeout=BUSY_SECONDS, check_same_thread=False)
+    conn.execute("PRAGMA synchronous=NORMAL")  # WAL's: durable at each checkpoint
+    return conn
 
 
 @contextlib.contextmanager
@@ -132,47 +187,24 @@ def writing(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     """One write transaction that takes SQLite's write lock as it begins (BEGIN IMMEDIATE),
     waiting for it up to the connection's busy timeout. A deferred one (sqlite-utils' `atomic`)
     that reads before it writes (sqlite-utils reads the table's columns first) fails at once with
-    "database is locked" (SQLITE_BUSY_SNAPSHOT) when another connection committed in between: an
-    index run committing beside answers being audited lost their rows so. Inside a transaction
-    already: a savepoint of it.
-
-    The wait is a loop here, not SQLite's busy handler: the process's one connection is shared
-    by the threads answering (FieldGuide.index: the engine, the hits' records, the audit), and a
-    busy handler sleeps holding that connection, so their reads would wait with it, the snapshot
-    they hold keeping the index run it waits for from committing (a 30 s stall)."""
-    if db.conn.in_transaction:
+    "database is locked" (SQLITE_BUSY_SNAPSHOT) when another connection committed in between.
+    Inside a transaction of this thread's connection already: a savepoint of it."""
+    conn = db.conn
+    if conn.in_transaction:
         with db.atomic():
             yield db
         return
-    _begin_immediate(db.conn)
+    conn.execute("BEGIN IMMEDIATE")
     try:
         yield db
     except BaseException:
-        db.conn.rollback()
+        conn.rollback()
         raise
     try:
-        db.conn.execute("COMMIT")
+        conn.execute("COMMIT")
     except BaseException:
-        db.conn.rollback()
+        conn.rollback()
         raise
-
-
-def _begin_immediate(conn: sqlite3.Connection) -> None:
-    """BEGIN IMMEDIATE, tried again while the write lock is another's (or this connection's read
-    snapshot is behind another's commit), up to BUSY_SECONDS; the connection's own busy timeout
-    is off meanwhile (`writing`'s docstring says why)."""
-    deadline = time.monotonic() + BUSY_SECONDS
-    while True:
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as e:
-            if not e.sqlite_errorname.startswith("SQLITE_BUSY") or time.monotonic() > deadline:
-                raise
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_SECONDS * 1000}")
-        time.sleep(0.005)
 
 
 # what the readers below take: the process's connection (sqlite-utils) or a plain one

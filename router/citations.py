@@ -120,3 +120,43 @@ def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | No
     if not same_text(str(cit.cited_text or ""), sent):  # the right place, another text
         return Citation(src.n, src.doc, src.section, src.url, str(cit.cited_text), False)
     return Citation(src.n, src.doc, src.section, src.url, sent, True)
+
+
+FENCE = re.compile(r"^(```|~~~)", re.M)
+
+
+def paragraphs(text: str) -> list[str]:
+    """A chunk's paragraphs (blank-line separated; a fenced code block whole): the smallest units
+    the answer's citations point at."""
+    out: list[str] = []
+    current: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+        if not line.strip() and not fenced:
+            if current:
+                out.append("\n".join(current))
+            current = []
+            continue
+        current.append(line)
+    if current:
+        out.append("\n".join(current))
+    return [p for p in out if p.strip()]
+
+
+def context_passages(hits: list[Any]) -> list[Passage]:
+    """The top chunks (index.search.Hit) as the answer reads them in the cite path: each chunk's
+    paragraphs, in order (a chunk is one search_result, a paragraph one of its text blocks)."""
+    return [
+        Passage(h.chunk["id"], para, h.score) for h in hits for para in paragraphs(h.chunk["text"])
+    ]
+
+
+def cited_passages(passages: list[Passage], written: Any) -> list[Passage]:
+    """The paragraphs Claude's answer (a compose.Written) cites: the cite path's passages; the
+    passages as they are for quotes written offline."""
+    if written.by != "claude":
+        return passages
+    cited = [c.cited_text for c in written.citations if c.verified]
+    return [p for p in passages if any(p.text in c for c in cited)]

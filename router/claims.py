@@ -20,7 +20,6 @@ from prompts import render
 from .answer import ANSWER, PARTIAL, Citation
 from .claude import Claude, Unusable, structured
 
-CHECK_TOOL = "check_claims"
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
 SCHEMA = {
     "type": "object",

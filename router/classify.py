@@ -131,7 +131,6 @@ class OfflineClassifier:
         return Classification(ranked, "offline")
 
 
-CLASSIFY_TOOL = "choose_intent"  # the step's name (was its forced tool's)
 # Claude's answer when no intent fits: not a slug (slugs are lowercase), so it can never be the
 # name of a docs intent, "general" included (a team's docs without an intent are "general")
 NO_INTENT = "NONE"

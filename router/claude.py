@@ -139,7 +139,6 @@ class Claude:
         self.ends = clock() + deadline
         self.on_fail = on_fail
         self.fell_back: dict[str, str] = {}  # step → why it ran offline
-        self.retried: dict[str, int] = {}  # step → how many more tries it took
 
     def remaining(self) -> float:
         return self.ends - self.clock()
@@ -148,11 +147,6 @@ class Claude:
     def available(self) -> bool:
         """A client and time for a call."""
         return self.client is not None and self.remaining() >= MIN_CALL
-
-    @property
-    def failed(self) -> str:
-        """Why the first step that fell back did ("" while none has)."""
-        return next(iter(self.fell_back.values()), "")
 
     def timeout(self) -> float:
         """One attempt's timeout: the client's own, but no more than the time left."""
@@ -183,7 +177,6 @@ class Claude:
                 if tries >= self.client.max_retries or wait + MIN_CALL > self.remaining():
                     raise
                 tries += 1
-                self.retried[step] = tries
                 log.info("Claude step %s: %s, trying again in %.2f s", step, describe(e), wait)
                 self.sleep(wait)
 

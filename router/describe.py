@@ -17,7 +17,6 @@ from .claude import MessagesClient, structured
 log = logging.getLogger(__name__)
 
 HEADINGS = 8  # how many headings stand for an intent
-DESCRIBE_TOOL = "describe_intent"
 
 
 def intent_headings(records: Iterable[dict], n: int = HEADINGS) -> dict[str, list[str]]:

@@ -16,7 +16,6 @@ from .claude import MessagesClient, Unusable, structured
 
 log = logging.getLogger(__name__)
 
-EXTRACT_TOOL = "record_passages"
 SCHEMA = {
     "type": "object",
     "properties": {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from functools import cache, lru_cache
+from functools import cache
 
 from index.search import Searcher
 
@@ -25,6 +25,7 @@ MIN_WORDS, CONFIDENT, DOCS_PRIOR = 3, 0.9, 0.5
 # a word: a run of letters, or one character of a script written without spaces (CJK, kana)
 UNSPACED = "\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff"
 WORDS = re.compile(rf"[{UNSPACED}]|[^\W\d_{UNSPACED}]+")
+FOREIGN_KEPT = 256  # questions whose language is kept per generation (asked twice each)
 _lingua_lock = threading.Lock()
 
 
@@ -54,14 +55,16 @@ def language_name(code: str) -> str:
         return code
 
 
-@lru_cache(maxsize=4)
 def docs_language(searcher: Searcher) -> str:
     """The language most of the docs are written in (a sample of the chunks; of a scope's
-    chunks when `searcher` is a scope's view)."""
-    every = range(searcher.size) if searcher.base is None else searcher.base.tolist()
-    rows = list(every[:: max(1, len(every) // 40)])[:40]
-    sample = "\n".join(r["text"][:300] for r in searcher.fetch(rows))
-    return language_of(sample)[0] if sample.strip() else "en"
+    chunks when `searcher` is a scope's view), read once per generation (Searcher.memo)."""
+    found = searcher.memo.get("docs_language")
+    if found is None:
+        every = range(searcher.size) if searcher.base is None else searcher.base.tolist()
+        rows = list(every[:: max(1, len(every) // 40)])[:40]
+        sample = "\n".join(r["text"][:300] for r in searcher.fetch(rows))
+        found = searcher.memo["docs_language"] = language_of(sample)[0] if sample.strip() else "en"
+    return found
 
 
 def docs_language_name(searcher: Searcher) -> str:
@@ -83,11 +86,23 @@ def own_words(question: str, docs: DocsWords | None = None) -> str:
     return " ".join(w for w in read(question).prose.split() if not name(w))
 
 
-@lru_cache(maxsize=256)  # asked before the typos are read and again when deciding
 def foreign_language(question: str, searcher: Searcher) -> str | None:
-    """The question's language when it is surely not the docs' language, else None: the most
-    likely other language's posterior, with the docs' language as the prior (DOCS_PRIOR, the
-    rest shared alike by the other languages lingua knows), at least CONFIDENT."""
+    """The question's language when it is surely not the docs' language, else None (asked
+    before the typos are read and again when deciding: the last FOREIGN_KEPT questions' are kept
+    on the generation, Searcher.memo)."""
+    kept: dict[str, str | None] = searcher.memo.setdefault("foreign_language", {})
+    if question in kept:
+        return kept[question]
+    found = kept[question] = _foreign_language(question, searcher)
+    while len(kept) > FOREIGN_KEPT:
+        kept.pop(next(iter(kept)), None)
+    return found
+
+
+def _foreign_language(question: str, searcher: Searcher) -> str | None:
+    """The most likely other language's posterior, with the docs' language as the prior
+    (DOCS_PRIOR, the rest shared alike by the other languages lingua knows), at least
+    CONFIDENT."""
     text = own_words(question, docs_words(searcher))
     if len(WORDS.findall(text)) < MIN_WORDS:
         return None

@@ -22,7 +22,6 @@ MAX_WORD = 40
 # of any large corpus by chance. Chosen leave-one-set-out among 4-7 (bench/RESULTS.md, calibration)
 ROOT_INSIDE = 6
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
-LETTERS = re.compile(r"[^\W\d_]+")
 VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")  # 4, 3.5, 4.15: joins a name (Opus 4), starts none
 # A word English knows is typed on purpose, never read as a typo ("git" is not "get", though the
 # docs say "get" far more often): a word wordfreq counts at least this often (zipf scale). Fitted

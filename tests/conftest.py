@@ -123,7 +123,7 @@ def pg_server():
 @pytest.fixture
 def pg_url(pg_server) -> str:
     """A fresh database on the session's server, its schema upgraded."""
-    from index.pg import upgrade
+    from bot.state.postgres.schema import upgrade
 
     url = pg_server.create_database("t_" + uuid.uuid4().hex[:12])
     upgrade(url)

@@ -8,8 +8,8 @@ from bot.evaluation.answers import content_words, load_stopwords, token_scores
 from index.indexer import index_folder
 from router.answer import ABSTAIN, ANSWER, PARTIAL, occurs_in
 from router.engine import Engine
-from router.offline import furniture, repeats_itself
 from router.pipeline import Pipeline
+from router.units import furniture, repeats_itself
 from tests.conftest import ROOT, write_docs
 
 

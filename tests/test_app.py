@@ -12,8 +12,9 @@ QUESTION = "How many times is a failed webhook delivery retried?"
 
 
 def test_ask_opens_the_index_once(tmp_path, monkeypatch):
-    """One question through the API opens one connection to the index file: the engine, the
-    hits' records, the scopes and the audit trail all go through it."""
+    """One question through the API opens one connection to the index file (a connection per
+    thread: the question is asked in this one): the engine, the hits' records, the scopes and the
+    audit trail all go through it."""
     db = tmp_path / "index.db"
     scopes = tmp_path / "scopes.yaml"
     scopes.write_text("channels:\n  C0123ABC: {intents: [troubleshooting]}\n")

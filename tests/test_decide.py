@@ -249,3 +249,83 @@ def test_a_question_in_another_language_gets_no_typo_note(examples_db, local_emb
     assert ans.decision == ABSTAIN and not any(
         n.startswith(words.TYPO_NOTE) for n in ans.trace.notes
     )
+
+
+# -- 6. calibrate fits only on enough of each kind; the decision file is checked -------------------
+
+
+def eval_set(root, name: str, answerable: int, offtopic: int):
+    """A small eval set: one doc per topic, a question on each of the first `answerable`, and
+    `offtopic` questions the docs do not answer."""
+    topics = [f"gadget{i}" for i in range(max(answerable, 1))]
+    write_docs(
+        root / name / "docs",
+        {
+            f"{t}.md": f"# {t.title()}\n\n## Set up {t}\n\nOpen Settings and choose {t}.\n"
+            for t in topics
+        },
+    )
+    lines = [
+        json.dumps({"id": t, "question": f"How do I set up {t}?", "intents": ["general"]})
+        for t in topics[:answerable]
+    ]
+    lines += [
+        json.dumps({"id": f"off{i}", "question": f"How do I bake bread number {i}?", "intents": []})
+        for i in range(offtopic)
+    ]
+    (root / name / "questions.jsonl").write_text("".join(line + "\n" for line in lines))
+    return root / name
+
+
+def test_calibrate_refuses_too_few_of_each_kind_and_writes_nothing(tmp_path, capsys):
+    from bot.cli import main
+    from router.decide import FEATURES
+
+    one, two = eval_set(tmp_path, "one", 2, 0), eval_set(tmp_path, "two", 2, 0)
+    out = tmp_path / "decision.json"
+    args = ["calibrate", str(one), str(two), "--work", str(tmp_path / "w"), "--write", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("fieldguide: calibrate cannot fit")
+    assert "one has no off-topic questions" in err and "two has no off-topic questions" in err
+    need = 10 * len(FEATURES)  # ten of each per signal
+    assert f"at least {need} answerable questions" in err and "have 4 answerable and 0" in err
+    assert not out.exists()
+    # an empty questions file: said so, no traceback
+    (one / "questions.jsonl").write_text("")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{one / 'questions.jsonl'} holds no questions" in err and "Traceback" not in err
+    # and so does eval
+    assert main(["eval", str(one), "--db", str(tmp_path / "e.db")]) == 2
+    assert f"{one / 'questions.jsonl'} holds no questions" in capsys.readouterr().err
+
+
+def test_a_bad_decision_file_is_named_and_doctor_checks_it(tmp_path, examples_db, capsys):
+    from bot.cli import main
+    from bot.doctor import check_decision
+    from router import decide
+
+    good = json.loads(decide.MODEL_FILE.read_text())
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"models": {')
+    with pytest.raises(ValueError, match=f"{corrupt}: not a decision file"):
+        decide.load_models(corrupt)
+    # what calibrate wrote from two sets of two questions before: no signal weighed, band 0.5
+    blind = tmp_path / "blind.json"
+    for m in good["models"].values():
+        m["weights"] = [0.0] * len(m["weights"])
+        m["bands"] = {"answer": 0.5, "partial": 0.5, "claude": 0.5}
+    blind.write_text(json.dumps(good))
+    with pytest.raises(ValueError, match=f"{blind}: .*weighs no signal"):
+        decide.load_models(blind)
+    nan = tmp_path / "nan.json"
+    nan.write_text(decide.MODEL_FILE.read_text().replace('"bias": ', '"bias": NaN, "x": ', 1))
+    with pytest.raises(ValueError, match=f"{nan}: .*bias"):
+        decide.load_models(nan)
+    for bad in (corrupt, blind, nan):
+        check = check_decision(bad)
+        assert check.status == "FAIL" and str(bad) in check.detail
+    assert check_decision(decide.MODEL_FILE).status == "ok"
+    assert main(["doctor", "--db", examples_db]) in (0, 1)
+    assert "decision.json" in capsys.readouterr().out

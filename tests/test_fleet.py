@@ -65,8 +65,8 @@ def _new_database(
 ) -> tuple[str, str]:
     """A new fleet database with the example docs' index published to it, and that index (built
     from `docs`, a copy of the example docs, when given: the source /docs-reindex then uses)."""
+    from bot.state.postgres.schema import upgrade
     from index.indexer import index_folder
-    from index.pg import upgrade
 
     builder = str(work / "builder.db")
     shutil.copyfile(template, builder)

@@ -24,6 +24,7 @@ from index.store import open_db
 from router.citations import updated_ago
 from tests.conftest import write_docs
 from tests.standins.githttp import GitHttpServer
+from tests.test_teams import ALPHA_KEYS
 
 LOGIN = "---\nintent: authentication\n---\n# Login\n\nUse tide login to sign in.\n"
 LIMITS = "---\nintent: api\n---\n# Rate limits\n\nTeam plans get 100 requests a second.\n"
@@ -346,7 +347,8 @@ def test_in_a_fleet_only_the_lock_holder_refreshes_and_publishes_changes_only(
     pg_url, repo, tmp_path, local_embedder
 ):
     from bot.state.postgres import PostgresState
-    from index.pg import connect, upgrade
+    from bot.state.postgres.schema import upgrade
+    from index.pg import connect
     from index.publish import newest
 
     def published() -> int | None:
@@ -503,3 +505,107 @@ def test_docs_reindex_pulls_first(repo, tmp_path, local_embedder):
     Reindexer(settings, local_embedder, lock_only()).run(Reporter(post, post))
     assert posts[0].startswith(f"Reindexing `{repo.bare} (branch main)`")
     assert "added 1, changed 0, removed 0, unchanged 2" in posts[-1]
+
+
+# -- 3. credentials in a git URL, reserved characters and all ------------------------------------
+
+
+def test_credentials_with_reserved_characters_are_split_off_and_decoded():
+    from index.gitsource import split_credentials
+
+    assert split_credentials("http://alice:tok#SECRET/123@host/docs.git")[:3] == (
+        "http://host/docs.git",
+        "alice",
+        "tok#SECRET/123",
+    )
+    assert split_credentials("https://alice:tok%23SECRET@host:8443/d.git")[:3] == (
+        "https://host:8443/d.git",
+        "alice",
+        "tok#SECRET",
+    )
+    # the user part ends at the authority's last '@'
+    found = split_credentials("https://bob:p@ss@host/d.git")[:3]
+    assert found == ("https://host/d.git", "bob", "p@ss")
+    # an '@' in the path, with no user part, is no credential
+    assert split_credentials("https://host/team@corp/docs.git")[:3] == (
+        "https://host/team@corp/docs.git",
+        "",
+        "",
+    )
+
+
+@pytest.mark.parametrize("written", ["tok#SECRET/123", "tok%23SECRET%2F123"])
+def test_a_password_with_reserved_characters_authenticates_and_is_never_shown(
+    written, tmp_path, monkeypatch, capsys, caplog
+):
+    import logging
+
+    from bot.cli import main
+    from tests.standins.githttp import GitHttpServer
+    from tests.test_freshness import Repo, docs_reindex
+
+    repo = Repo(tmp_path)
+    repo.commit({"auth/login.md": ALPHA_KEYS})
+    server = GitHttpServer(repo.bare.parent, token="tok#SECRET/123", user="alice")
+    caplog.set_level(logging.DEBUG)
+    try:
+        db = str(tmp_path / "index.db")
+        host = server.url.removeprefix("http://")
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", f"http://alice:{written}@{host}/docs.git")
+        assert main(["index", "--db", db, "--quiet"]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert f"Indexed {server.url}/docs.git (branch default)" in out
+        assert {r["user"] for r in server.requests} == {"alice"}  # every request authenticated
+        # unreachable now: the index error, doctor and /docs-reindex's reply say so without it
+        unreachable = f"http://alice:{written}@127.0.0.1:9/docs.git"
+        monkeypatch.setenv("FIELDGUIDE_DOCS_GIT", unreachable)
+        assert main(["index", "--db", db, "--quiet", "--replace"]) == 2
+        assert main(["doctor", "--db", db]) == 1
+        from bot.settings import Settings
+
+        said = docs_reindex(Settings(db=db, docs_git=unreachable, git_timeout=20))
+        shown = capsys.readouterr()
+        text = shown.out + shown.err + said + caplog.text
+        assert "could not pull http://127.0.0.1:9/docs.git" in text
+        stored = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+        for secret in ("SECRET", "tok#", "tok%23", "alice:"):
+            assert secret not in text
+        assert b"SECRET" not in stored and b"alice" not in stored
+    finally:
+        server.close()
+
+
+# -- 10. a failing pull is shown as failing, and since when --------------------------------------
+
+
+def test_failing_pulls_show_in_status_and_app_home_with_since_when(tmp_path, local_embedder):
+    from bot.app import FieldGuide
+    from bot.settings import Settings
+    from bot.slack.home import home_view
+    from bot.slack.reindex import Reindexer
+    from index.store import open_db
+
+    repo = Repo(tmp_path)
+    repo.commit({"alpha/keys.md": ALPHA_KEYS})
+    db = str(tmp_path / "index.db")
+    settings = Settings(db=db, docs_git=str(repo.bare), git_timeout=20)
+    reindexer = Reindexer(settings, local_embedder, lock_only())
+    assert reindexer.refresh() is not None
+    assert "(ok)" in reindexer.status()
+    repo.bare.rename(tmp_path / "moved.git")  # the repository is gone
+    assert reindexer.refresh() is None
+    with open_db(db).conn as conn:
+        (since,) = conn.execute("SELECT max(started) FROM runs").fetchone()
+    assert reindexer.refresh() is None and reindexer.refresh() is None
+    status = reindexer.status()
+    assert "(ok)" not in status and f"failing since {since}" in status
+    assert "could not pull" in status and "last good run" in status
+    guide = FieldGuide(Settings(db=db), embedder=local_embedder)
+    home = json.dumps(home_view("UADMIN", True, guide))
+    assert "*ok*" not in home and "*failing*" in home and f"since {since}" in home
+    assert "could not pull" in home
+    with open_db(db).conn as conn:  # one row for the whole streak, not one per try
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+    (tmp_path / "moved.git").rename(repo.bare)
+    assert reindexer.refresh() is not None
+    assert "(ok)" in reindexer.status() and "failing" not in reindexer.status()

@@ -9,8 +9,8 @@ from index.mapped import open_searcher
 from router import offline
 from router.answer import ABSTAIN, occurs_in
 from router.engine import Engine
-from router.offline import units_of
 from router.pipeline import Pipeline
+from router.units import units_of
 from tests.conftest import write_docs
 
 # A TV manual as a PDF converter leaves it: every page opens with the running header, which runs

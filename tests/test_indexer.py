@@ -12,6 +12,7 @@ from index.indexer import IndexError_, index_folder
 from index.store import ModelMismatch, generation, load_chunks, open_db
 from tests.conftest import ROOT, write_docs
 from tests.standins.voyage import voyage_embeddings
+from tests.test_teams import ALPHA_DEPLOY, ALPHA_KEYS
 
 DOCS = {
     "auth/login.md": (
@@ -170,3 +171,41 @@ def test_run_killed_midway_leaves_previous_index_readable(tmp_path, local_embedd
     records, vectors = load_chunks(open_db(db), "voyage:voyage-4")
     assert len(records) == 5 and not any("Refunds" in r["text"] for r in records)
     assert generation(open_db(db)) == 1
+
+
+# -- 9. a size cap on docs -------------------------------------------------------------------------
+
+
+def test_a_doc_over_the_size_cap_is_skipped_with_its_reason(tmp_path, monkeypatch, capsys):
+    import time
+
+    from bot.cli import main
+
+    docs = write_docs(
+        tmp_path / "docs", {"alpha/keys.md": ALPHA_KEYS, "alpha/deploys.md": ALPHA_DEPLOY}
+    )
+    paragraph = "The rotation job writes the new key to the vault and retires the old one.\n\n"
+    with open(docs / "alpha" / "huge.md", "w") as f:
+        f.write("# Huge\n\n")
+        for _ in range(30 * 1024 * 1024 // len(paragraph)):  # 30 MB
+            f.write(paragraph)
+    db = str(tmp_path / "index.db")
+    started = time.monotonic()
+    assert main(["index", str(docs), "--db", db, "--json"]) == 0
+    took = time.monotonic() - started
+    summary = json.loads(capsys.readouterr().out)
+    [skipped] = summary["skipped"]
+    assert skipped["path"] == "alpha/huge.md"
+    assert "30.0 MB" in skipped["reason"] and "FIELDGUIDE_MAX_DOC_MB" in skipped["reason"]
+    assert summary["added"] == 2 and took < 30
+    # the cap is a setting: lowered under the small docs' size, they are skipped too, and kept
+    between = (len(ALPHA_DEPLOY) + len(ALPHA_KEYS)) / 2 / 1024 / 1024
+    monkeypatch.setenv("FIELDGUIDE_MAX_DOC_MB", f"{between:.7f}")
+    (docs / "alpha" / "keys.md").write_text(ALPHA_KEYS + "\nChanged.\n")
+    assert main(["index", str(docs), "--db", db, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert {s["path"] for s in summary["skipped"]} == {"alpha/huge.md", "alpha/keys.md"}
+    assert summary["removed"] == 0 and summary["chunks"] > 0  # its last good version stays
+    # doctor says so too, without reading it
+    main(["doctor", "--db", db, "--docs", str(docs)])
+    assert "would be skipped: alpha/huge.md: 30.0 MB, over the" in capsys.readouterr().out

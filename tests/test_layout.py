@@ -64,7 +64,9 @@ def test_the_state_is_a_declared_interface():
     from bot.state.postgres import PostgresState
     from bot.state.sqlite import SqliteState
 
-    members = {n for n in vars(State) if not n.startswith("_")} | set(State.__annotations__)
+    parts = [c for c in State.__mro__ if c.__module__ == "bot.state"]
+    members = {n for c in parts for n in vars(c) if not n.startswith("_")}
+    members |= {n for c in parts for n in getattr(c, "__annotations__", {})}
     assert {"fleet", "durable", "take_orphans", "note_placeholder", "claim_event"} <= members
     for cls in (SqliteState, PostgresState):
         assert [m for m in members if not hasattr(cls, m)] == [], cls.__name__

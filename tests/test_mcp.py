@@ -38,7 +38,7 @@ from bot.mcp_server import INSTRUCTIONS, build, deployment_scope
 from bot.settings import Settings, SettingsError
 from router.answer import occurs_in
 from router.citations import link_for
-from router.pipeline import MAX_QUESTION_CHARS
+from router.question import MAX_QUESTION_CHARS
 from tests.conftest import EXAMPLES, ROOT, write_docs
 
 TOKEN = "t" * 40
@@ -483,7 +483,7 @@ def test_on_the_fleets_postgresql(pg_server, examples_template, tmp_path):
 
     import psycopg
 
-    from index.pg import upgrade
+    from bot.state.postgres.schema import upgrade
     from index.publish import publish
 
     url = pg_server.create_database("mcp_" + uuid.uuid4().hex[:8])

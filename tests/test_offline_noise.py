@@ -15,8 +15,8 @@ from index.search import Hit
 from router import offline
 from router.answer import ABSTAIN, occurs_in
 from router.engine import Engine
-from router.offline import furniture, sentences, units_of
 from router.pipeline import Pipeline
+from router.units import furniture, sentences, units_of
 from tests.conftest import write_docs
 
 # what a converter from AsciiDoc leaves in markdown (as in the OpenShift docs)

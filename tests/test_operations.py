@@ -15,6 +15,7 @@ import pytest
 
 from bot.cli import main
 from bot.since import parse_since
+from router.engine import Engine
 from tests.standins.fleet import Replica
 from tests.standins.slack import SlackMock
 from tests.standins.socket_mode import SocketModeServer
@@ -256,3 +257,87 @@ def test_serve_checks_the_tokens_shapes_at_once(tmp_path, monkeypatch, capsys, e
         assert words in err
     for value in env.values():
         assert value not in err  # a token is never shown, only its kind
+
+
+# -- 8. /healthz: localhost by default, a connection cap, idle connections closed -----------------
+
+
+def reachable(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_the_health_port_binds_localhost_unless_told(slack, examples_db, tmp_path):
+    import shutil
+
+    mock, _ = slack
+    spare = tmp_path / "spare.db"
+    shutil.copyfile(examples_db, spare)
+    bot = replica(tmp_path, examples_db, mock.url, socket=True)
+    try:
+        bot.wait_ready()
+        assert bot.health()[0] == 200
+        # 127.0.0.2 is this machine too, but not the address the port is bound to
+        assert not reachable("127.0.0.2", bot.port)
+    finally:
+        bot.stop()
+    (tmp_path / "other").mkdir()
+    bot = replica(
+        tmp_path / "other", str(spare), mock.url, socket=True, FIELDGUIDE_HEALTH_HOST="0.0.0.0"
+    )
+    try:
+        bot.wait_ready()
+        assert reachable("127.0.0.2", bot.port)
+    finally:
+        bot.stop()
+
+
+def test_half_sent_probes_hold_no_threads_and_are_closed(examples_db, local_embedder):
+    import socket
+    import threading
+    import time
+    from urllib.request import urlopen
+
+    from waitress import wasyncore
+
+    from bot.health import HEALTH_CONNECTIONS, HEALTH_IDLE_SECONDS, Health, serve_health
+
+    health = Health(Engine(examples_db, local_embedder))
+    health.slack = lambda: (True, "test")
+    server = serve_health(health, 0)
+    port = server.effective_port
+    threads = threading.active_count()
+    half = []
+    try:
+        for _ in range(3 * HEALTH_CONNECTIONS):  # the attack's 800, at this cap's scale
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the rest
+            half.append(s)
+        time.sleep(1)
+        assert threading.active_count() <= threads + 1, "a thread per connection"
+        # each is closed once idle; a probe is answered once the cap has room again
+        started = time.monotonic()
+        with urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as r:
+            assert r.status == 200 and json.loads(r.read())["index"]["ok"]
+        assert time.monotonic() - started < 4 * (HEALTH_IDLE_SECONDS + 1) + 5
+
+        def closed(s: socket.socket) -> bool:
+            s.settimeout(2 * HEALTH_IDLE_SECONDS + 2)
+            try:
+                return s.recv(100) == b""
+            except ConnectionResetError:
+                return True
+            except TimeoutError:
+                return False
+
+        assert all(closed(s) for s in half)
+    finally:
+        for s in half:
+            s.close()
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        server.task_dispatcher.shutdown()

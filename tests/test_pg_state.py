@@ -10,7 +10,8 @@ import pytest
 
 from bot.cli import main
 from bot.state.postgres import PostgresState
-from index.pg import MIGRATIONS, FleetError, open_pool, upgrade
+from bot.state.postgres.schema import LATEST, MIGRATIONS, upgrade
+from index.pg import FleetError, open_pool
 from index.publish import local_generation
 from index.store import get_meta, open_db
 from tests.conftest import write_docs
@@ -68,7 +69,7 @@ def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypa
     err = capsys.readouterr().err
     assert "Cannot reach PostgreSQL" in err and "Traceback" not in err
     with pytest.raises(FleetError, match="Cannot reach"):
-        open_pool(f"postgresql://x@127.0.0.1:{free_port()}/x")
+        open_pool(f"postgresql://x@127.0.0.1:{free_port()}/x", LATEST)
 
 
 def test_an_event_is_claimed_once_across_replicas(two_states):

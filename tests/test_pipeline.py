@@ -11,17 +11,8 @@ from router import condense
 from router.answer import occurs_in
 from router.citations import link_for
 from router.engine import Engine
-from router.pipeline import (
-    ABSTAIN,
-    ANSWER,
-    OFFLINE_NOTE,
-    PARTIAL,
-    REFUSED,
-    UNCITED_NOTE,
-    UNSURE,
-    Pipeline,
-    QuestionError,
-)
+from router.pipeline import ABSTAIN, ANSWER, OFFLINE_NOTE, PARTIAL, UNCITED_NOTE, Pipeline
+from router.question import REFUSED, UNSURE, QuestionError
 from tests.conftest import EXAMPLES
 from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens
 

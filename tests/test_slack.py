@@ -628,3 +628,40 @@ def test_a_signed_event_is_acked_in_time_while_200_idle_connections_are_open(htt
     finally:
         for s in idle:
             s.close()
+
+
+# -- 12. signed but malformed bodies get 400 -------------------------------------------------------
+
+MALFORMED = [
+    (b"[1, 2, 3]", "application/json"),
+    (b'{"type": "event_callback", "event": "str"}', "application/json"),
+    (
+        b'{"type": "event_callback", "event": {"type": "app_mention", "user": ["x"]}}',
+        "application/json",
+    ),
+    (b"{not json", "application/json"),
+    (b'"just a string"', "application/json"),
+    (b"payload=%7Bbroken", "application/x-www-form-urlencoded"),
+    (b"payload=%5B1%5D", "application/x-www-form-urlencoded"),
+    (
+        b"payload=%7B%22type%22%3A%22block_actions%22%2C%22actions%22%3A%22x%22%7D",
+        "application/x-www-form-urlencoded",
+    ),
+]
+
+
+@pytest.mark.parametrize("body, content_type", MALFORMED)
+def test_a_signed_malformed_body_gets_400_not_a_traceback(make_harness, caplog, body, content_type):
+    import logging
+
+    caplog.set_level(logging.WARNING)
+    h = make_harness()
+    status, text = h.send_http(body, content_type)
+    assert status == 400, (status, text)
+    assert "Traceback" not in text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    # and the bot still answers
+    from tests.standins.slack_harness import answer_in, mention
+
+    h.event(mention("How many times is a failed webhook retried?"), "EvM1")
+    answer_in(h.mock, "C1")

@@ -30,8 +30,10 @@ from bot.slack.slack_rules import (
     thread_title,
 )
 from bot.state.sqlite import SqliteState
+from index.indexer import index_folder
 from index.store import open_db
 from router.answer import Answer, Source
+from tests.conftest import write_docs
 from tests.standins.slack import SERVER_ERROR, SlackMock, slack_error
 
 BOT = "UBOT"
@@ -319,3 +321,63 @@ def test_a_message_is_read_as_typed_not_as_slack_sends_it():
     )
     # a pasted trace keeps its lines and their indentation
     assert plain_text('boom:\n  File "a.py", line 1') == 'boom:\n  File "a.py", line 1'
+
+
+# -- 4. no link from the docs or the model reaches Slack, nested brackets and all ----------------
+
+DECEPTIVE = [
+    "[the recovery console [official]](//evil.example/recover)",
+    "[a [b [c]]](https://evil.example/x)",
+    "![logo [x]](//evil.example/p.png)",
+    "[label](<//evil.example/a b>)",
+    "[ref [x]][r]\n\n[r]: //evil.example/ref",
+    "[x](//evil.example/a_(b))",
+    "[x\\\\](//evil.example/b)",  # an escaped backslash, then the `]` that closes the label
+    "see [r] below\n\n> [r]: //evil.example/quoted\n\nend",  # a definition in a blockquote
+    "[one]\n[two]: //evil.example/list\n\n- [two]: //evil.example/item\n\n[two]",
+]
+
+
+def links_in(markdown: str) -> list[str]:
+    """The link and image targets CommonMark reads in `markdown` (as Slack's markdown block)."""
+    from markdown_it import MarkdownIt
+
+    found = []
+    for token in MarkdownIt("commonmark").parse(markdown):
+        for t in token.children or []:
+            if t.type in ("link_open", "image"):
+                found.append(str(t.attrs.get("href") or t.attrs.get("src")))
+    return found
+
+
+@pytest.mark.parametrize("text", DECEPTIVE)
+def test_no_link_of_the_text_reaches_the_markdown_block(text):
+    from bot.slack.slack_format import StreamSanitizer, answer_messages
+    from router.answer import Answer
+
+    ans = Answer("q", "q", "ANSWER", f"See {text} for the steps.")
+    [[block, *_]] = answer_messages(ans, None)
+    assert not links_in(block["text"]), block["text"]
+    # streamed a few characters at a time, as Claude's deltas arrive
+    s = StreamSanitizer()
+    streamed = "".join(s.feed(ans.text[i : i + 3]) for i in range(0, len(ans.text), 3)) + s.flush()
+    assert not links_in(streamed), streamed
+
+
+def test_a_docs_deceptive_link_is_no_link_in_slack(make_harness, tmp_path, local_embedder):
+    from tests.standins.slack_harness import answer_in, mention
+
+    doc = (
+        "---\nintent: ops\n---\n# Account recovery\n\n"
+        "To recover a locked account, open [the recovery console [official]]"
+        "(//evil.example/recover) and follow the recovery steps shown there.\n"
+    )
+    docs = write_docs(tmp_path / "docs", {"ops/recovery.md": doc})
+    db = str(tmp_path / "index.db")
+    index_folder(db, docs, local_embedder)
+    h = make_harness(db=db)
+    h.event(mention("How do I recover a locked account?"), "EvL1")
+    [answer] = answer_in(h.mock, "C1")
+    text = "\n".join(b["text"] for b in answer["blocks"] if b["type"] == "markdown")
+    assert "recovery console" in text
+    assert "evil.example" not in " ".join(links_in(text)), text

@@ -12,7 +12,6 @@ from prompts import render
 from router.answer import Answer
 from router.claude import describe, failures, structured
 
-GRADE_TOOL = "grade_answer"
 FAITHFULNESS = {"faithful": 1.0, "partly_faithful": 0.5, "unfaithful": 0.0}
 CORRECTNESS = {"correct": 1.0, "partly_correct": 0.5, "incorrect": 0.0}
 SCHEMA = {

@@ -22,7 +22,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackClientError
 
 from router.answer import Answer
-from router.pipeline import QuestionError
+from router.question import QuestionError
 
 from .slack_format import (
     StreamSanitizer,

@@ -7,8 +7,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
     from index.embedders import Embedder
     from router.answer import Answer
     from router.claude import MessagesClient
@@ -21,9 +19,6 @@ if TYPE_CHECKING:
 
 class Guide(Protocol):
     settings: Settings
-
-    @property
-    def index(self) -> sqlite_utils.Database: ...
 
     @property
     def embedder(self) -> Embedder: ...
@@ -49,4 +44,12 @@ class Guide(Protocol):
         scope: Scope | None = None,
     ) -> Answer:
         """Answer and record the answer in the audit trail."""
+        ...
+
+    def owners(self) -> tuple[dict[str, str], dict[str, str]]:
+        """({doc: owner}, {intent: owner}) of the index (index.store.load_owners)."""
+        ...
+
+    def index_status(self) -> tuple[int, int, dict | None]:
+        """(docs, chunks, the last index run: index.store.run_status) of the index."""
         ...

@@ -14,12 +14,11 @@ it, and the asker is told (ephemerally) where it went.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from slack_sdk import WebClient
 
-from bot.state import State
-from index.store import load_owners, owner_of
+from bot.state import AuditTrail
+from index.store import owner_of
 
 from .answers import SLACK_FAILURES
 from .slack_format import escape
@@ -98,22 +97,20 @@ def message(row: dict, asker: str, link: str) -> str:
 
 def hand_off(
     client: WebClient,
-    state: State,
-    index_db: Any,
+    state: AuditTrail,
+    owners: tuple[dict[str, str], dict[str, str]],
     answer_id: int,
     user: str,
-    doc_owners: bool = False,
     admin: bool = False,
 ) -> str:
     """Hand answer `answer_id` to its owner for `user` (its asker, or an admin: `admin`), once;
-    what to tell them. `doc_owners`: a doc's own front-matter owner is honoured
-    (FIELDGUIDE_DOC_OWNERS=on)."""
+    what to tell them. `owners`: the index's (FieldGuide.owners)."""
     row = state.get_answer(answer_id)
     if row is None:
         return GONE
     if not may_hand_off(row, user, admin):
         return NOT_YOURS
-    owner = owner_for(row, load_owners(index_db, doc_owners))
+    owner = owner_for(row, owners)
     if not owner:
         return NO_OWNER
     channel, thread = row["channel"] or "", row["thread_ts"]

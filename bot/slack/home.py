@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from index.store import counts, load_owners, run_status
+from typing import TYPE_CHECKING
 
 from ..gaps import find_topics, top_intent
 from .slack_format import escape
+
+if TYPE_CHECKING:
+    from .guide import Guide
 
 REINDEX_ACTION = "home_reindex"
 DAYS = 7
@@ -49,11 +50,10 @@ def figures(rows: list[dict]) -> dict:
     }
 
 
-def home_view(user: str, admin: bool, state: Any, engine: Any, doc_owners: bool = False) -> dict:
-    """The Home tab's view for `user` (`engine`'s index, `state`'s audit trail; `doc_owners`:
-    FIELDGUIDE_DOC_OWNERS, for gaps' owners)."""
-    db = engine.db
-    owners = load_owners(db, doc_owners)
+def home_view(user: str, admin: bool, guide: Guide) -> dict:
+    """The Home tab's view for `user`: `guide`'s index, audit trail and owners."""
+    state, engine = guide.state, guide.engine
+    owners = guide.owners()
     mine = owned_intents(user, owners)
     if not admin and not mine:
         return {"type": "home", "blocks": [section(f"*fieldguide*\n{HOW_TO}")]}
@@ -62,8 +62,7 @@ def home_view(user: str, admin: bool, state: Any, engine: Any, doc_owners: bool 
         section(HOW_TO),
         {"type": "divider"},
     ]
-    docs, chunks = counts(db)
-    run = run_status(db)
+    docs, chunks, run = guide.index_status()
     if run is None:
         last = "never refreshed"
     elif run["status"] != "ok":

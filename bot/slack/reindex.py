@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from bot.state import State
+from bot.state import ReindexLock
 from index.embedders import Embedder
 from index.indexer import IndexError_, RunSummary, SourceMismatch, run_status
 
@@ -82,7 +82,7 @@ class Reporter:
 class Reindexer:
     """One background reindex at a time; questions keep being answered from the previous index."""
 
-    def __init__(self, settings: Settings, embedder: Embedder, state: State):
+    def __init__(self, settings: Settings, embedder: Embedder, state: ReindexLock):
         self.settings = settings
         self.embedder = embedder
         self.state = state

@@ -1,5 +1,6 @@
 """What outlives one answer: the audit trail, feedback, hand-offs, Slack event claims, rate limits
-and the reindex lock, behind one declared interface, `State`.
+and the reindex lock, behind one declared interface, `State`, split by capability (AuditTrail,
+EventClaims, RateLimits, ReindexLock): a caller that needs one names that one.
 
 Implementations: `SqliteState` (sqlite.py, the default: tables in the index file, the rest in this
 process through `InProcess`, memory.py) and `PostgresState` (postgres/, a fleet's replicas sharing
@@ -16,14 +17,8 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 
-class State(Protocol):
-    """Where a process keeps what outlives one answer (shared by replicas in a fleet)."""
-
-    # True when replicas share this state (PostgreSQL): an event is acknowledged only once its
-    # claim is durable, and events a dead replica claimed are answered by another
-    fleet: bool
-
-    # -- the audit trail
+class AuditTrail(Protocol):
+    """Every answer with what led to it, its feedback and its hand-off."""
 
     def record_answer(self, ans: Any, context: dict) -> int | None:
         """Store an answer (a router.answer.Answer) with where it was asked (`context`: Slack
@@ -62,7 +57,13 @@ class State(Protocol):
         """Forget a hand-off whose message could not be posted, so it can be tried again."""
         ...
 
-    # -- Slack events and limits
+
+class EventClaims(Protocol):
+    """Slack events claimed once, across every replica of a fleet."""
+
+    # True when replicas share this state (PostgreSQL): an event is acknowledged only once its
+    # claim is durable, and events a dead replica claimed are answered by another
+    fleet: bool
 
     def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         """True for the first claim of any of `keys` (Slack event id, channel:ts); a retry or a
@@ -90,14 +91,25 @@ class State(Protocol):
         (none on one machine)."""
         ...
 
+
+class RateLimits(Protocol):
     def allow_question(self, user: str, per_minute: int) -> bool:
         """Per-user rate limit over a sliding minute."""
         ...
 
-    # -- the reindex lock
 
+class ReindexLock(Protocol):
     def reindex_lock(self) -> AbstractContextManager[bool]:
         """A context manager yielding True when this caller holds the one reindex at a time."""
         ...
 
     def reindex_running(self) -> bool: ...
+
+
+class State(AuditTrail, EventClaims, RateLimits, ReindexLock, Protocol):
+    """Where a process keeps what outlives one answer (shared by replicas in a fleet): each
+    capability above, and `close`."""
+
+    def close(self) -> None:
+        """Give back what it holds (a fleet's pool); nothing is used after."""
+        ...

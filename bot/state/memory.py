@@ -17,6 +17,9 @@ class InProcess:
 
     fleet = False
 
+    def close(self) -> None:
+        """Nothing to close: what this process holds goes with it."""
+
     def __init__(self, seen_size: int = 5000):
         self._seen: dict[str, None] = {}
         self._seen_size = seen_size

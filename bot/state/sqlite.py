@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,8 +21,6 @@ from .rows import USAGE_BATCH, answer_filter, answer_row, decode_row
 
 log = logging.getLogger(__name__)
 
-# one writer at a time on a connection shared by Slack's worker threads
-_write_lock = threading.Lock()
 # pruning old answers is a DELETE over an index: done at most this often per process, not per answer
 PRUNE_EVERY_SECONDS = 3600
 
@@ -59,7 +56,7 @@ def m001_audit_tables(db: sqlite_utils.Database) -> None:
 
 
 def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
-    with _write_lock, writing(db):
+    with writing(db):
         pk = db.table("answers").insert(answer_row(ans, context)).last_pk
     assert pk is not None  # an AUTOINCREMENT id
     return int(pk)
@@ -67,7 +64,7 @@ def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
 
 def record_feedback(db: sqlite_utils.Database, answer_id: int, user: str, value: str) -> None:
     """Last choice per user and answer wins."""
-    with _write_lock, writing(db):
+    with writing(db):
         db.table("feedback").upsert(
             {"answer_id": answer_id, "user": user, "value": value, "created": utc_now()},
             pk=("answer_id", "user"),
@@ -77,7 +74,7 @@ def record_feedback(db: sqlite_utils.Database, answer_id: int, user: str, value:
 def prune_answers(db: sqlite_utils.Database, retention_days: int) -> int:
     """Delete answers (and their feedback) older than `retention_days`; how many went."""
     cutoff = (datetime.now(UTC) - timedelta(days=retention_days)).isoformat(timespec="seconds")
-    with _write_lock, writing(db):
+    with writing(db):
         for table in ("feedback", "handoffs"):
             db.execute(
                 f"DELETE FROM {table} WHERE answer_id IN"
@@ -125,7 +122,7 @@ def usage_rows(db: sqlite_utils.Database, since: str | None = None) -> Iterator[
 def claim_handoff(
     db: sqlite_utils.Database, answer_id: int, user: str, owner: str, target: str
 ) -> str | None:
-    with _write_lock, writing(db):
+    with writing(db):
         inserted = db.execute(
             "INSERT OR IGNORE INTO handoffs (answer_id, user, owner, target, created)"
             " VALUES (?, ?, ?, ?, ?)",
@@ -206,7 +203,7 @@ class SqliteState(InProcess):
         return claim_handoff(self.db, answer_id, user, owner, target)
 
     def release_handoff(self, answer_id: int) -> None:
-        with _write_lock, writing(self.db):
+        with writing(self.db):
             self.db.execute("DELETE FROM handoffs WHERE answer_id = ?", [answer_id])
 
     def thread_answered(self, channel: str, thread_ts: str) -> bool:
@@ -231,7 +228,7 @@ class SqliteState(InProcess):
         return super().claim_event(*keys)
 
     def _claim_in_db(self, keys: tuple[str, ...], now: float) -> bool:
-        with _write_lock, writing(self.db):
+        with writing(self.db):
             # expired claims go first, so the table holds about an hour of events
             self.db.execute("DELETE FROM slack_events WHERE claimed < ?", [now - self.event_ttl])
             marks = ",".join("?" * len(keys))

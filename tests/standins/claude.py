@@ -60,8 +60,6 @@ def words(text: str) -> list[str]:
     return re.findall(r"\s*\S+\s*|\s+", text) or [text]
 
 
-Cite = tuple  # (search_result_index, start_block_index, end_block_index)
-
 # Prompt caching as the Messages API bills it. The stub has no tokenizer: a token is taken to be
 # about 3.5 characters of the request's JSON (Anthropic's rule of thumb for English text).
 CHARS_PER_TOKEN = 3.5

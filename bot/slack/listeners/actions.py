@@ -78,10 +78,9 @@ def register(app: App, bot: Bot) -> None:
         note = hand_off(
             client,
             bot.guide.state,
-            bot.guide.index,
+            bot.guide.owners(),
             answer_id,
             user,
-            bot.guide.settings.honour_doc_owners,
             admin=user in bot.guide.settings.admin_ids,
         )
         tell(client, logger, body, answer_id, text=note)

@@ -18,7 +18,7 @@ def register(app: App, bot: Bot) -> None:
     def publish(client: WebClient, user: str, logger: Logger) -> None:
         settings = bot.guide.settings
         admin = user in settings.admin_ids
-        view = home_view(user, admin, bot.guide.state, bot.guide.engine, settings.honour_doc_owners)
+        view = home_view(user, admin, bot.guide)
         try:
             client.views_publish(user_id=user, view=view)
         except SLACK_FAILURES as e:

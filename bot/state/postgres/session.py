@@ -16,6 +16,7 @@ import psycopg
 from index.pg import POOL_ERRORS, FleetError, open_pool
 
 from ..memory import InProcess
+from .schema import LATEST
 
 log = logging.getLogger("bot.state.postgres")
 
@@ -40,7 +41,7 @@ class Session:
 
     def __init__(self, url: str, max_connections: int = 8):
         self.url = url
-        self.pool = open_pool(url, max_connections)  # FleetError when unreachable at start
+        self.pool = open_pool(url, LATEST, max_connections)  # FleetError when unreachable at start
         self.statements = 0  # statements sent (bench/fleet.py reports them per answer)
         self._local = InProcess()  # claims, limits and the lock while the database is away
         self._down = False
