@@ -34,8 +34,8 @@ from .slack_format import (
     same_words,
 )
 from .slack_rules import (
-    BUSY,
     ACK_REPLY,
+    BUSY,
     THANKS_REPLY,
     WORKING,
     example_questions,
