@@ -48,3 +48,9 @@ _.default_auto_reconnect_enabled  # unused attribute (tests/standins/slack_harne
 _.attempt_number  # unused attribute (tests/test_voyage.py:70)
 mcp  # the `fieldguide mcp` command, registered by click (bot/cli.py)
 routed_to  # a field of the MCP tool's result model, read by pydantic (bot/mcp_results.py)
+# reprlib.Repr's limits, read by reprlib (index/loader.py: a value shown in a message)
+_.maxlevel
+_.maxstring
+_.maxother
+_.maxlist
+_.maxdict
