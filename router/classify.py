@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,7 +21,8 @@ import numpy as np
 from index.search import Hit, Searcher
 from prompts import render
 
-from .claude import Claude, MessagesClient, Unusable, structured
+from .answer import Trace
+from .claude import Claude, MessagesClient, Unusable, add_usage, structured
 
 log = logging.getLogger(__name__)
 
@@ -258,3 +260,19 @@ def unused_note(why: str) -> str:
     if why.startswith("unusable"):
         return f"Claude's routing answer was unusable ({why})"
     return f"Claude unavailable for routing ({why})"
+
+
+def keep_classification(early: Future | None, trace: Trace) -> None:
+    """The cite path: Claude's classification, made beside the answer, kept in the trace's
+    routing (the audit) when it is back; never waited for."""
+    if early is None:
+        return
+    if not early.done():
+        trace.notes.append("Claude's routing was not back by the end of the answer")
+        return
+    result, why = early.result()
+    if result is None:
+        trace.notes.append(f"Claude's routing did not run ({why})")
+        return
+    trace.route["claude"] = [{"intent": i, "score": round(s, 3)} for i, s in result.ranked[:5]]
+    add_usage(trace.usage, "classify", result.usage)

@@ -44,10 +44,10 @@ from prompts import prompt_hash
 from . import citations, claims, compose, condense, decide, language, offline, words
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
-from .classify import Classification, ClaudeClassifier
+from .classify import Classification, ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
 from .engine import Engine, Scope
-from .question import Asked, Draft, checked_question, verdict
+from .question import Asked, Draft, Laps, checked_question, fell_back, verdict
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,8 @@ class Pipeline:
             draft = self.offline_path(q)
         else:
             draft = self.claude_path(q, gate)
-        keep_classification(self.path, early, q.trace)
+        if self.path == "cite":
+            keep_classification(early, q.trace)
         return verdict(q, draft)
 
     # -- the two paths ---------------------------------------------------------------------------
@@ -204,7 +205,7 @@ class Pipeline:
         offline, and from then on the offline decision stands."""
         assert q.offline_verdict is not None
         cite = self.path == "cite" and q.claude.available
-        passages = context_passages(q) if cite else self.extract(q)
+        passages = citations.context_passages(q.hits[:CONTEXT_CHUNKS]) if cite else self.extract(q)
         q.lap("extract")
         if "extract" in q.claude.fell_back:  # Claude was to check the passages but failed
             gate = q.offline_verdict
@@ -394,41 +395,3 @@ class Pipeline:
         if checked.usage:
             add_usage(q.trace.usage, "check", checked.usage)
         return checked
-
-
-def context_passages(q: Asked) -> list[Passage]:
-    """The top chunks' paragraphs, as the answer reads them on the cite path."""
-    return citations.context_passages(q.hits[:CONTEXT_CHUNKS])
-
-
-class Laps:
-    """Each step's milliseconds into `timings`."""
-
-    def __init__(self, timings: dict):
-        self.timings, self.clock = timings, time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.timings[name] = round((now - self.clock) * 1000, 1)
-        self.clock = now
-
-
-def keep_classification(path: str, early: Future | None, trace: Trace) -> None:
-    """The cite path: Claude's classification, made beside the answer, kept in the trace's
-    routing (the audit) when it is back; never waited for."""
-    if early is None or path != "cite":
-        return
-    if not early.done():
-        trace.notes.append("Claude's routing was not back by the end of the answer")
-        return
-    result, why = early.result()
-    if result is None:
-        trace.notes.append(f"Claude's routing did not run ({why})")
-        return
-    trace.route["claude"] = [{"intent": i, "score": round(s, 3)} for i, s in result.ranked[:5]]
-    add_usage(trace.usage, "classify", result.usage)
-
-
-def fell_back(trace: Trace, step: str, why: str) -> None:
-    trace.offline = True
-    trace.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")

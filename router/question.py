@@ -5,6 +5,7 @@ stands is chosen from them (`verdict`): ANSWER, PARTIAL with its caveat, or ABST
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ from index.search import Hit, Searcher
 
 from . import citations, claims, compose, condense, decide, reading
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
-from .claude import Claude
+from .claude import OFFLINE_NOTE, Claude
 
 if TYPE_CHECKING:
     from .engine import Loaded, Scope
@@ -175,3 +176,20 @@ def abstain_text(hits: list[Hit]) -> str:
         if name not in near:
             near.append(name)
     return ABSTAIN_TEXT + (" The closest sections were: " + "; ".join(near) + "." if near else "")
+
+
+class Laps:
+    """Each step's milliseconds into `timings`."""
+
+    def __init__(self, timings: dict):
+        self.timings, self.clock = timings, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round((now - self.clock) * 1000, 1)
+        self.clock = now
+
+
+def fell_back(trace: Trace, step: str, why: str) -> None:
+    trace.offline = True
+    trace.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
