@@ -20,7 +20,7 @@ from harness import SHARED, WORK, eval_db, ms, table, write_section
 
 from bot.evaluation.retrieval import load_questions
 from index.embedders import make_embedder
-from index.search import BM25, Searcher, bm25_tokens, tokenize
+from index.search import Searcher, bm25_tokens, tokenize
 from index.store import load_chunks, open_db
 from router.classify import OfflineClassifier
 from router.policy import Router
@@ -121,114 +121,6 @@ def plot(results: list[dict], path) -> None:
     fig.savefig(path, dpi=120)
 
 
-# the title-and-headings field's weight tried (BM25F's weighted sum of fields)
-FIELD_GRID = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
-
-
-def objective(m: dict) -> float:
-    """What a weight is chosen on: MRR@10 where the set has gold sections, else intent hit@1."""
-    return m["mrr@10"] if m["mrr@10"] is not None else m["intent_hit@1"]
-
-
-class WithHeadings(Searcher):
-    """The index's search with a page's title and heading path also weighing as a field of their
-    own: a BM25 over them alone, added at `weight` times to the body's BM25 (which already counts
-    them 3 times) before the words and the meaning are fused. Measured here, not shipped."""
-
-    weight = 0.0
-
-    def __init__(self, records, vectors):
-        super().__init__(records, vectors)
-        self.headings = BM25(tokenize(r["search_text"].partition("\n\n")[0]) for r in records)
-        self.body = self.bm25
-
-    def search(
-        self, query, query_vec, intents=None, k=10, mode="hybrid", bm25_weight=0.4, exclude=None
-    ):
-        extra = self.headings.scores(tokenize(query)) * self.weight
-        self.bm25 = _Plus(self.body, extra)
-        try:
-            return super().search(query, query_vec, intents, k, mode, bm25_weight, exclude)
-        finally:
-            self.bm25 = self.body
-
-
-class _Plus(BM25):
-    """A BM25 whose scores are another's plus fixed extra scores (one query's)."""
-
-    def __init__(self, bm25, extra):
-        super().__init__(None)
-        self.bm25, self.extra = bm25, extra
-
-    def scores(self, query):
-        return self.bm25.scores(query) + self.extra
-
-
-def heading_field(only: list[str] | None = None) -> None:
-    """Whether a page's title and headings should weigh as a field of their own: the weight
-    chosen leave one corpus out (best mean `objective` on the others), reported on the corpus
-    left out; hybrid search, unrouted."""
-    from harness import REAL_SETS, laid_out, set_dir
-
-    from bot.evaluation.retrieval import run_eval
-
-    embedder = make_embedder()
-    names = ["examples", "claude-docs", "openshift-4.15"]
-    names += [n for n in REAL_SETS if laid_out(n)]
-    names = [n for n in names if not only or n in only]
-    found: dict[str, dict[float, dict]] = {}
-    for name in names:
-        questions = [q for q in load_questions(set_dir(name) / "questions.jsonl") if q.intents]
-        records, vectors = load_chunks(open_db(eval_db(name, embedder)), embedder.name)
-        searcher = WithHeadings(records, vectors)
-        vecs = {q.question: embedder.embed_query(q.question) for q in questions}
-        found[name] = {}
-        for weight in FIELD_GRID:
-            searcher.weight = weight
-            out = run_eval(questions, searcher, vecs.__getitem__, modes=["hybrid"])
-            found[name][weight] = out["modes"]["hybrid"]
-            print(name, weight, found[name][weight], flush=True)
-    rows = []
-    for name in names:
-        others = [n for n in names if n != name]
-        best = max(
-            FIELD_GRID, key=lambda h: (np.mean([objective(found[n][h]) for n in others]), -h)
-        )
-        for label, h in (("without", 0.0), ("chosen on the others", best)):
-            m = found[name][h]
-            rows.append(
-                [name, label, h]
-                + [m[k] if m[k] is not None else "—" for k in ("hit@1", "hit@5", "mrr@10")]
-                + [m["intent_hit@1"]]
-            )
-    grid = table(
-        ["weight"] + names,
-        [[h] + [f"{objective(found[n][h]):.3f}" for n in names] for h in FIELD_GRID],
-    )
-    body = f"""## A page's title and headings as a field of their own (bench/retrieval.py)
-
-`python bench/retrieval.py --heading-field` — hybrid search (unrouted) with a BM25 over each
-chunk's title and heading path alone added, at a weight, to the body's BM25 (BM25F's weighted sum
-of fields; the body's BM25 already counts the title and headings 3 times, search.HEADING_WEIGHT)
-before words and meaning are fused. The weight for each corpus is the one best on the other
-corpora (mean MRR@10, or intent hit@1 where a set has no gold sections), tried among
-{list(FIELD_GRID)}, and reported on the corpus left out. Corpora: {", ".join(names)}.
-
-{table(["corpus", "field weight", "weight", "hit@1", "hit@5", "MRR@10", "intent hit@1"], rows)}
-
-Each weight on each corpus (MRR@10; a set without gold sections: intent hit@1):
-
-{grid}
-
-Not shipped: on every corpus left out the others choose 0, and no weight helps on average (a
-fused min-max share of the field, 0.05 to 0.4, lost more: examples MRR@10 0.744 → 0.704 at 0.15).
-The headings' 3-fold count in the body's BM25 is the field weight the data supports.
-"What models are available?" on claude-docs misses the models overview through the meaning
-(cosine 0.32 to Bedrock's "List available models"), not the words.
-"""
-    write_section("heading-field", body)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -238,14 +130,7 @@ def main() -> None:
     p.add_argument(
         "--rank-bm25-up-to", type=int, default=100000, help="largest size to compare with rank-bm25"
     )
-    p.add_argument("--heading-field", action="store_true", help="only fit and report HEADING_FIELD")
-    p.add_argument(
-        "--sets", nargs="+", help="the corpora HEADING_FIELD is fitted on (default: all)"
-    )
     args = p.parse_args()
-    heading_field(args.sets)
-    if args.heading_field:
-        return
 
     embedder = make_embedder()
     db = eval_db("openshift-4.15", embedder)
