@@ -15,7 +15,6 @@ import gc
 import json
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import weakref
@@ -70,12 +69,6 @@ def measure(root: Path) -> dict:
     return {"rss": rss, "alive": alive}
 
 
-def measured_in(root: Path) -> dict:
-    run = [sys.executable, __file__, "--measure", str(root)]
-    out = subprocess.run(run, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--measure", type=Path, help="print measure() of this checkout as JSON")
@@ -85,17 +78,18 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(args.measure.resolve())))
         return
+    # only now: harness puts this checkout first on sys.path
+    from harness import in_checkout, table, write_section
+
     here = Path(__file__).resolve().parents[1]
     roots = {"before": args.before, "now": here} if args.before else {"now": here}
     rows = []
     for name, root in roots.items():
-        m = measured_in(root.resolve())
+        m = in_checkout(__file__, "--measure", root.resolve())
         r = m["rss"]
         rows.append([name, round(r[2]), round(r[9]), round(r[-1]), round(r[-1] - r[2]), m["alive"]])
         print(*rows[-1], sep="\t")
     if not args.no_write:
-        from harness import table, write_section
-
         body = (
             "## Index generations in one process (`bench/generations.py`)\n\n"
             f"{REINDEXES} reindexes of the example docs in one process (a doc changed each time),"

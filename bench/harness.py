@@ -3,8 +3,10 @@ RESULTS.md."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import sys
 from datetime import date
 from pathlib import Path
@@ -92,3 +94,11 @@ def table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def in_checkout(script: str, flag: str, root: Path):
+    """What `script FLAG root` prints on its last line as JSON: a bench's figure of the checkout
+    at `root`, taken in a process of its own so that it runs that checkout's modules, not ours."""
+    run = [sys.executable, script, flag, str(root)]
+    out = subprocess.run(run, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])

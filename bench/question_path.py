@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -89,12 +88,6 @@ def count(root: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-def counted_in(root: Path) -> dict[str, list[int]]:
-    """count() of the checkout at `root`, in a process of its own (its modules, not ours)."""
-    run = [sys.executable, __file__, "--count", str(root)]
-    return json.loads(subprocess.run(run, check=True, capture_output=True, text=True).stdout)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=Path, help="print count() of this checkout as JSON")
@@ -104,18 +97,19 @@ def main() -> None:
     if args.count:
         print(json.dumps(count(args.count.resolve())))
         return
+    # only now: harness puts this checkout first on sys.path
+    from harness import in_checkout, table, write_section
+
     here = Path(__file__).resolve().parents[1]
     roots = {"before": args.before, "now": here} if args.before else {"now": here}
     rows = [
         [name, label, *v]
         for name, root in roots.items()
-        for label, v in counted_in(root.resolve()).items()
+        for label, v in in_checkout(__file__, "--count", root.resolve()).items()
     ]
     for row in rows:
         print(*row, sep="\t")
     if not args.no_write:
-        from harness import table, write_section
-
         body = (
             "## A question's path (`bench/question_path.py`)\n\n"
             f"`FieldGuide.ask({QUESTION!r})` offline on the example docs, the second question"
