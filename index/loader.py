@@ -1,4 +1,11 @@
-"""Read a docs folder: markdown files with YAML front matter, and an optional intents.yaml."""
+"""Read a docs folder: markdown files with YAML front matter, and an optional intents.yaml.
+
+The folder is walked for `*.md` / `*.markdown` with hidden files and folders left out, symbolic
+links followed only inside it (`walk_docs`); a file is decoded as UTF-8 (a BOM allowed), its front
+matter split off by python-frontmatter's YAML handler and read, like intents.yaml, by PyYAML's safe
+loader under limits (aliases, nesting, expansion, size), then checked field by field. A file that
+cannot be used is a `DocError` with a one-line reason; an optional field that breaks its rule is
+left out with a warning. The rules, field by field: docs/cli.md."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The claim check: once the answer is written (after the last streamed word), each of its
 sentences is checked against the passages it cites. With Claude a cheap model gives a verdict per
-sentence through a strict tool call (prompts/check.md); an unsupported sentence, or a factual one
-that cites nothing, turns ANSWER into PARTIAL with a caveat naming it. Offline the answer is made
-of verbatim quotes, each its own support: the check only reads whether each quote was found in its
-chunk. A check that cannot run (API error, no time left) fails closed: an ANSWER becomes PARTIAL
-with a caveat saying its claims were not checked, which the user sees (Slack, CLI) and the audit
-keeps.
+sentence as a structured output (prompts/check.md, `output_config.format`); an unsupported
+sentence, or a factual one that cites nothing, turns ANSWER into PARTIAL with a caveat naming it.
+Offline the answer is made of verbatim quotes, each its own support: the check only reads whether
+each quote was found in its chunk. A check that cannot run (API error, no time left) fails closed:
+an ANSWER becomes PARTIAL with a caveat saying its claims were not checked, which the user sees
+(Slack, CLI) and the audit keeps.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def extract(
     )
     items = data.get("passages")
     if not isinstance(items, list):
-        raise Unusable("no passages in the tool call")
+        raise Unusable("no passages in the structured reply")
     passages, dropped = [], 0
     for item in items:
         try:
