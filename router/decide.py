@@ -21,12 +21,12 @@
 
 A word is known to the docs in any form: as an index term, by its Snowball stem, inside one of the
 docs' identifiers ("crashlooping" in KubePodCrashLooping) or written apart ("buckethost": "bucket
-host"). Typos are read first (`correct_typos`, symspellpy over the docs' vocabulary and its shipped
-English dictionary). The lexical signals read what the question asks (`reading.py`): its prose
-without the asker's material (code, quoted output, a log, paths, versions, identifiers, values),
-and of that only the sentences that ask: the first (an issue's title, a message's opening) and
-each ending in "?"; the rest of a long message is context, chatter and what was tried, and a word
-the docs lack there is no topic they lack. Closeness reads the whole question.
+host"). Typos are read first (`correct_typos`: symspellpy over the docs' vocabulary, and the words
+English knows one edit away, read off wordfreq). The lexical signals read what the question asks
+(`reading.py`): its prose without the asker's material (code, quoted output, a log, paths, versions,
+identifiers, values), and of that only the sentences that ask: the first (an issue's title, a
+message's opening) and each ending in "?"; the rest of a long message is context, chatter and what
+was tried, and a word the docs lack there is no topic they lack. Closeness reads the whole question.
 
 The share of the question's words found in the top chunks or in their headings was tried too and
 left out: it ranks a long question typed as in chat below a short one of the same subject, and the

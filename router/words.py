@@ -1,6 +1,6 @@
 """Words as the decision reads them: how rare a word is in English (wordfreq), its Snowball stem
 (PyStemmer), whether the docs know it in any form, and what a typo stands for (symspellpy over the
-docs' vocabulary and its shipped English dictionary)."""
+docs' vocabulary, and the words English knows one edit away, read off wordfreq)."""
 
 from __future__ import annotations
 
