@@ -171,10 +171,11 @@ class Pipeline:
         q.offline_verdict, gate = self.assess(q)
         lap(q, "decide")
         if self.client is None:
-            return verdict(q, self.offline_path(q))
-        draft = self.claude_path(q, gate)
-        if self.path == "cite":
-            keep_classification(early, q.trace)
+            draft = self.offline_path(q)
+        else:
+            draft = self.claude_path(q, gate)
+            if self.path == "cite":  # Claude's classification, made beside the answer
+                keep_classification(early, q.trace)
         return verdict(q, draft)
 
     # -- the two paths: what each found, wrote and decided ---------------------------------------
