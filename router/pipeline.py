@@ -46,8 +46,9 @@ from . import citations, claims, compose, decide, language, offline, reading, wo
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .classify import Classification, ClaudeClassifier, keep_classification
-from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
+from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
 from .engine import Engine, Scope
+from .messages import add_usage
 from .question import Asked, Draft, checked_question, fell_back, verdict
 
 log = logging.getLogger(__name__)

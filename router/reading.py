@@ -29,7 +29,8 @@ from markdown_it import MarkdownIt
 
 from prompts import render
 
-from .claude import MessagesClient, cached_system, message, options, usage_of
+from .claude import MessagesClient
+from .messages import cached_system, message, options, usage_of
 
 # What the asker pasted (a log, a stack trace, indented lines) and their own values (URLs, hosts,
 # IDs), found even where the question is no markdown
