@@ -33,12 +33,6 @@ TOKENIZER_VERSION = 3
 # about (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs
 # recall@3 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
 HEADING_WEIGHT = 3
-# A chunk's meaning is also its page's: the cosine of the question to the chunk's page vector (its
-# title embedded on its own) is mixed into the chunk's cosine at this share before the words and
-# the meaning are fused, so that a short question about a whole page ("What models are
-# available?") finds the page titled for it. Fitted leave one corpus out by bench/retrieval.py
-# --page-vectors (section page-vectors of bench/RESULTS.md).
-PAGE_WEIGHT = 0.0
 # fmt: off
 STOPWORDS = frozenset([
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from",
@@ -327,13 +321,8 @@ class Searcher:
         )
         return searcher
 
-    page_weight = PAGE_WEIGHT  # the page vector's share in a chunk's cosine (a bench varies it)
-
     def _setup(self, intent_ids, intent_names, sections, vectors, bm25, fetch, furniture) -> None:
         self.size = len(intent_ids)
-        # each row's page (an index into page_vectors) and each page's vector; None: no page vectors
-        self.pages: np.ndarray | None = None
-        self.page_vectors: np.ndarray | None = None
         self.intent_ids = intent_ids
         self.intent_names = intent_names
         self.sections = sections
@@ -401,20 +390,14 @@ class Searcher:
         else:
             assert query_vec is not None and self.vectors is not None  # else mode is "bm25"
             vec = (self.vectors if whole else self.vectors[rows]) @ query_vec.astype(np.float32)
-        meaning = vec.astype(np.float64)
-        if mode != "bm25" and self.page_weight and self.page_vectors is not None:
-            assert query_vec is not None and self.pages is not None
-            page = (self.page_vectors @ query_vec.astype(np.float32)).astype(np.float64)
-            page = page[self.pages if whole else self.pages[rows]]
-            meaning = (1 - self.page_weight) * meaning + self.page_weight * page
         if mode == "bm25":
             fused = bm25
         elif mode == "vector":
-            fused = meaning
+            fused = vec.astype(np.float64)
         elif mode == "rrf":
-            fused = rrf(bm25, meaning)
+            fused = rrf(bm25, vec.astype(np.float64))
         else:
-            fused = bm25_weight * minmax(bm25) + (1 - bm25_weight) * minmax(meaning)
+            fused = bm25_weight * minmax(bm25) + (1 - bm25_weight) * minmax(vec.astype(np.float64))
         pool = max(3 * k, 30)
         top = (
             np.argpartition(-fused, pool - 1)[:pool] if fused.size > pool else np.arange(fused.size)
