@@ -15,7 +15,6 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -34,14 +33,6 @@ TOKENIZER_VERSION = 3
 # about (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs
 # recall@3 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
 HEADING_WEIGHT = 3
-# A question's term weighs in BM25 by how specific it is in English as well as in the docs: its
-# score is multiplied by max(0, ENGLISH_ZIPF - zipf) / ENGLISH_ZIPF, zipf its frequency in English
-# on wordfreq's scale (log10 per billion words; 0 for a name English never uses, which keeps its
-# full weight), so words English uses everywhere ("available", "use", "get") carry little topic.
-# inf: off (every term weighs 1, rank-bm25's scores). Fitted leave one corpus out by
-# bench/retrieval.py --english-weights (section english-weights of bench/RESULTS.md).
-ENGLISH_ZIPF = math.inf
-ENGLISH_START = 0.0
 # fmt: off
 STOPWORDS = frozenset([
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from",
@@ -69,27 +60,6 @@ def stem(word: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     return [stem(t[:MAX_TERM_CHARS]) for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
-
-
-@lru_cache(maxsize=65536)
-def english_zipf(term: str) -> float:
-    """A term's frequency in English on wordfreq's zipf scale (0: never seen; a term longer than
-    any English word is not read from the table)."""
-    if len(term) > 40:
-        return 0.0
-    from wordfreq import zipf_frequency
-
-    return float(zipf_frequency(term, "en"))
-
-
-def english_weights(
-    terms: list[str], top: float = ENGLISH_ZIPF, start: float = ENGLISH_START
-) -> list[float] | None:
-    """Each term's BM25 weight by how specific it is in English: 1 up to `start` on the zipf
-    scale, falling linearly to 0 at `top` (ENGLISH_ZIPF); None when off."""
-    if math.isinf(top):
-        return None
-    return [min(1.0, max(0.0, top - english_zipf(t)) / (top - start)) for t in terms]
 
 
 def bm25_tokens(search_text: str) -> list[str]:
@@ -204,15 +174,13 @@ class BM25:
             setattr(bm25, k, arrays[k])
         return bm25
 
-    def scores(self, query: list[str], weights: list[float] | None = None) -> np.ndarray:
-        """rank-bm25's scores; with `weights`, each query term's share is multiplied by its own."""
+    def scores(self, query: list[str]) -> np.ndarray:
         out = np.zeros(self.size, dtype=np.float64)
-        for i, term in enumerate(query):  # repeated query terms count again, as in rank-bm25
+        for term in query:  # repeated query terms count again, as in rank-bm25
             t = self.vocab.get(term)
-            if t is not None and (weights is None or weights[i] > 0):
+            if t is not None:
                 s, e = self.offsets[t], self.offsets[t + 1]
-                w = self.postings_weights[s:e]
-                out[self.postings_docs[s:e]] += w if weights is None else weights[i] * w
+                out[self.postings_docs[s:e]] += self.postings_weights[s:e]
         return out
 
     def coverage(self, query: list[str], text: list[str]) -> float:
@@ -353,10 +321,6 @@ class Searcher:
         )
         return searcher
 
-    # where a term starts weighing less in BM25, and where it stops weighing (a bench varies them)
-    english_start, english_zipf = ENGLISH_START, ENGLISH_ZIPF
-    english_share = False  # the weights scale the words' share in the fusion, not each term
-
     def _setup(self, intent_ids, intent_names, sections, vectors, bm25, fetch, furniture) -> None:
         self.size = len(intent_ids)
         self.intent_ids = intent_ids
@@ -419,16 +383,7 @@ class Searcher:
             mode = "bm25"
         whole = rows.size == self.size
         # each signal is computed only when the mode uses it
-        if mode == "vector":
-            bm25 = np.zeros(rows.size)
-        else:
-            terms = tokenize(query)
-            weights = english_weights(terms, self.english_zipf, self.english_start)
-            if weights is not None and self.english_share:
-                # the words' share in the fusion falls with the question's most specific term
-                bm25_weight *= max(weights, default=1.0)
-                weights = None
-            bm25 = self.bm25.scores(terms, weights)
+        bm25 = np.zeros(rows.size) if mode == "vector" else self.bm25.scores(tokenize(query))
         bm25 = bm25 if whole or mode == "vector" else bm25[rows]
         if mode == "bm25":
             vec = np.zeros(rows.size, dtype=np.float32)
