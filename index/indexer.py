@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import sqlite3
 import time
@@ -270,16 +271,15 @@ def _stage(db_path, fresh, replaced: set[str], intents_info, model: str, example
         staged = Staged((meta.get("generation", "0"), meta.get("generation_id")))
         conn.execute("CREATE TEMP TABLE gone (path TEXT PRIMARY KEY)")
         conn.executemany("INSERT INTO gone VALUES (?)", [(p,) for p in replaced])
-        rows = {"docs": _doc_rows(fresh, {}), "chunks": list(_chunk_rows(fresh))}
+        rows = {"docs": iter(_doc_rows(fresh, {})), "chunks": _chunk_rows(fresh)}
         for table, key in (("docs", "path"), ("chunks", "doc")):
             # the view shadows the index's table of the same name on this connection only
             conn.execute(f"CREATE TEMP TABLE new_{table} AS SELECT * FROM main.{table} WHERE 0")
-            if rows[table]:
-                names = list(rows[table][0])
-                quoted = ", ".join(f'"{n}"' for n in names)
+            if (first := next(rows[table], None)) is not None:
+                quoted = ", ".join(f'"{n}"' for n in first)
                 conn.executemany(
-                    f"INSERT INTO new_{table} ({quoted}) VALUES ({', '.join('?' * len(names))})",
-                    [[r[n] for n in names] for r in rows[table]],
+                    f"INSERT INTO new_{table} ({quoted}) VALUES ({', '.join('?' * len(first))})",
+                    (list(r.values()) for r in itertools.chain([first], rows[table])),
                 )
             conn.execute(
                 f"CREATE TEMP VIEW {table} AS SELECT * FROM main.{table}"

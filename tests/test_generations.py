@@ -70,12 +70,15 @@ threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).sta
 query = "SELECT value FROM meta WHERE key IN ('generation', 'generation_id') ORDER BY key"
 conn = None
 print("watching", flush=True)
-while not stop.is_set():
+while True:
+    last = stop.is_set()  # one more look once the block has ended
     try:
         conn = conn or sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         gen, gen_id = (v for (v,) in conn.execute(query))
     except (sqlite3.Error, ValueError):  # no index yet
         conn = None
+        if last:
+            break
         continue
     if gen not in seen:
         try:
@@ -83,6 +86,8 @@ while not stop.is_set():
             seen[gen] = [head["generation"], head["generation_id"]] == [int(gen), gen_id]
         except OSError:
             seen[gen] = False
+    if last:
+        break
 print(json.dumps(seen))
 """
 
