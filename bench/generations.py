@@ -155,7 +155,7 @@ def first_question(root: Path) -> dict:
         "first": first,
         "after": statistics.median(after),
         "reindex_to_commit": committed - started,
-        "returned_after_commit": ended[0] - committed,
+        "returned_after_commit": max(0.0, ended[0] - committed),  # seen 1 ms late at most
     }
 
 
