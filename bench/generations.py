@@ -229,8 +229,8 @@ def main() -> None:
             f" normal time is the median of {NORMAL_RUNS} before the reindex, 'after' of 3 once"
             " the run has returned. Seconds, offline (no Claude). The first question loads the new"
             " generation (its search arrays mapped) while the new generation's spelling dictionary"
-            " is built on a thread beside it (router/words.py `prepare`, ~0.8 s at 30,000"
-            " chunks), which it shares the interpreter with.\n\n"
+            " is built on a thread beside it (router/words.py `prepare`), which it shares the"
+            " interpreter with.\n\n"
             + table(
                 [
                     "checkout",
