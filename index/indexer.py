@@ -9,7 +9,6 @@ one transaction at the end, so readers see either the previous index or the new 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import json
 import sqlite3
@@ -19,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-
-import sqlite_utils
 
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder, EmbeddingError
@@ -36,6 +33,15 @@ from .loader import (
     walk_docs,
 )
 from .mapped import arrays_path, drop_older, prepare, write_generation
+from .rows import (
+    INTENT_ROWS,
+    chunk_rows,
+    doc_rows,
+    intent_rows,
+    refresh_intents,
+    text_hash,
+    unknown_related,
+)
 from .store import (
     BUSY_SECONDS,
     example_key,
@@ -132,10 +138,6 @@ class RunSummary:
             "seconds": round(self.seconds, 3),
             "model": self.model,
         }
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def index_folder(
@@ -271,7 +273,7 @@ def _stage(db_path, fresh, replaced: set[str], intents_info, model: str, example
         staged = Staged((meta.get("generation", "0"), meta.get("generation_id")))
         conn.execute("CREATE TEMP TABLE gone (path TEXT PRIMARY KEY)")
         conn.executemany("INSERT INTO gone VALUES (?)", [(p,) for p in replaced])
-        rows = {"docs": iter(_doc_rows(fresh, {})), "chunks": _chunk_rows(fresh)}
+        rows = {"docs": iter(doc_rows(fresh, {})), "chunks": chunk_rows(fresh)}
         for table, key in (("docs", "path"), ("chunks", "doc")):
             # the view shadows the index's table of the same name on this connection only
             conn.execute(f"CREATE TEMP TABLE new_{table} AS SELECT * FROM main.{table} WHERE 0")
@@ -291,7 +293,7 @@ def _stage(db_path, fresh, replaced: set[str], intents_info, model: str, example
             or replaced
             or examples
             or meta.get("embed_model") != model
-            or _intent_rows(conn, intents_info, before) != before
+            or intent_rows(conn, intents_info, before) != before
         ):
             return staged
         # readers (a running bot) reload only when the index really changed; the random id tells
@@ -446,43 +448,6 @@ def _save_vectors(db, model: str, blobs: dict[str, bytes]) -> None:
         )
 
 
-def _doc_rows(fresh, dates: dict) -> list[dict]:
-    return [
-        {
-            "path": d.path,
-            "title": d.title,
-            "intent": d.intent,
-            "subcategory": d.subcategory,
-            "related_intents": json.dumps(d.related_intents),
-            "version": d.version,
-            "url": d.url,
-            "hash": d.hash,
-            "size": len(d.text),
-            "owner": d.owner,
-            "updated": dates.get(d.path),
-        }
-        for d, _ in fresh
-    ]
-
-
-def _chunk_rows(fresh):
-    return (
-        {
-            "id": c.id,
-            "doc": c.doc,
-            "ord": c.ord,
-            "heading_path": json.dumps(c.heading_path),
-            "text": c.text,
-            "search_text": c.search_text,
-            "text_hash": text_hash(c.search_text),
-            "start": c.start,
-            "end": c.end,
-        }
-        for _, chunks in fresh
-        for c in chunks
-    )
-
-
 def _commit(
     db,
     fresh,
@@ -499,9 +464,9 @@ def _commit(
         db.execute("DELETE FROM chunks WHERE doc = ?", [path])
     for path in removed:
         db.execute("DELETE FROM docs WHERE path = ?", [path])
-    db["docs"].upsert_all(_doc_rows(fresh, dates), pk="path")
-    db["chunks"].insert_all(_chunk_rows(fresh), pk="id")
-    intents_changed = _refresh_intents(db, intents_info)
+    db["docs"].upsert_all(doc_rows(fresh, dates), pk="path")
+    db["chunks"].insert_all(chunk_rows(fresh), pk="id")
+    intents_changed = refresh_intents(db, intents_info)
     db.execute("DROP TABLE IF EXISTS bm25_cache")  # BM25 postings cached before index/mapped.py
     if (get_meta(db, "generation", "0"), get_meta(db, "generation_id")) == staged.base:
         if staged.meta is not None:
@@ -514,76 +479,6 @@ def _commit(
             db, embed_model=model, generation=generation(db) + 1, generation_id=uuid.uuid4().hex
         )
         _write_arrays(db.conn, db_path, dict(db.execute("SELECT key, value FROM meta").fetchall()))
-
-
-INTENT_COLUMNS = ("name", "description", "examples", "docs", "chunks", "owner")
-INTENT_ROWS = f"SELECT {', '.join(INTENT_COLUMNS)} FROM intents ORDER BY name"
-
-
-def _intent_rows(db, intents_info, before: list[tuple]) -> list[tuple]:
-    """The intent rows (INTENT_ROWS) the index holds after a run: every intent that docs use or
-    intents.yaml describes, with doc and chunk counts. `intents_info` None (intents.yaml
-    unreadable this run) keeps the descriptions already stored (`before`)."""
-    counts = {
-        name: (docs, chunks)
-        for name, docs, chunks in db.execute(
-            """SELECT d.intent, count(DISTINCT d.path), count(c.id) FROM docs d
-               LEFT JOIN chunks c ON c.doc = d.path GROUP BY d.intent"""
-        )
-    }
-    if intents_info is None:
-        described = {name: (desc, ex, owner) for name, desc, ex, _, _, owner in before}
-    else:
-        described = {
-            name: (i.description, json.dumps(i.examples), i.owner)
-            for name, i in intents_info.items()
-        }
-    return [
-        (
-            name,
-            *described.get(name, ("", "[]", None))[:2],
-            *counts.get(name, (0, 0)),
-            described.get(name, ("", "[]", None))[2],
-        )
-        for name in sorted(set(counts) | set(described))
-    ]
-
-
-def _refresh_intents(db, intents_info) -> bool:
-    """Write the intent rows (`_intent_rows`); returns whether they changed."""
-    before = db.execute(INTENT_ROWS).fetchall()
-    rows = _intent_rows(db, intents_info, before)
-    if rows != before:
-        db.execute("DELETE FROM intents")
-        db["intents"].insert_all(
-            (
-                dict(
-                    zip(
-                        ("name", "description", "examples", "docs", "chunks", "owner"),
-                        r,
-                        strict=True,
-                    )
-                )
-                for r in rows
-            ),
-            pk="name",
-        )
-    return rows != before
-
-
-def unknown_related(db: sqlite_utils.Database) -> list[dict]:
-    """A warning for each `related_intents` name that no doc uses and intents.yaml does not
-    describe: most likely a typo (the router ignores it)."""
-    known = {name for (name,) in db.execute("SELECT name FROM intents")}
-    warnings = []
-    for path, related in db.execute(
-        "SELECT path, related_intents FROM docs WHERE related_intents NOT IN ('[]', '')"
-        " ORDER BY path"
-    ):
-        for name in json.loads(related or "[]"):
-            if name not in known:
-                warnings.append({"path": path, "warning": f"related intent {name!r} is unknown"})
-    return warnings
 
 
 def _record_run(
