@@ -214,7 +214,7 @@ cache_control.
 {table(["set", "step", "model", "calls", "prefix tokens", "model minimum", "cached"], step_rows)}
 
 A step's prefix carries a cache_control marker only where it reaches its model's minimum
-(router/claude.py `cached_system`): the classifier's taxonomy prompt, the one prefix that grows
+(router/messages.py `cached_system`): the classifier's taxonomy prompt, the one prefix that grows
 with the docs, passes the 5.5 models' 512 tokens and is written by the first question and read by
 the others; the other steps' system prompts (200-300 tokens) carry none. The last rows: the same
 taxonomy on Haiku 4.5 (minimum 4,096) is not cached.

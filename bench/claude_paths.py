@@ -303,7 +303,7 @@ classification is kept in the audit's routing when it is back (bench/context.py:
 answer is given, before and after). No extraction call: the answer's own search_result citations,
 checked by their block indices, are the extraction, and the claim check still reads each sentence
 against the paragraphs it cites. Every step sends thinking as low as its model allows (Sonnet 5.5
-`between_tools`, Haiku 5.5 `disabled`) and its effort (router/claude.py EFFORT): left at the
+`between_tools`, Haiku 5.5 `disabled`) and its effort (router/messages.py EFFORT): left at the
 default, adaptive thinking would spend its tokens before the first word. The first word's floor on
 this path is the answer model's own time to first token (1.8 s for Sonnet here): issue 41's
 1.6 s p50 needs a faster first token than the stand-in plays. Before issue 41, cite's first word

@@ -113,9 +113,22 @@ def main() -> None:
         body = (
             "## A question's path (`bench/question_path.py`)\n\n"
             f"`FieldGuide.ask({QUESTION!r})` offline on the example docs, the second question"
-            " of a process, traced with sys.setprofile over the project's own frames (the"
-            " script's doc says what is counted).\n\n"
+            " of a process, traced with sys.setprofile over the project's own frames (files"
+            " under bot/, router/, index/ and prompts/). A level is a project call below"
+            " FieldGuide.ask (level 0; calls through library code add none): 'top N levels'"
+            " counts the frames at most N levels down, 'all' every project frame. Modules"
+            " entered: the distinct files those frames run in; stays: the calls that go into"
+            " another file than their caller's (FieldGuide.ask's own entry counts one); returns:"
+            " the frames' 'return' events. Top 2 levels cannot go below 3 modules and 3 stays:"
+            " FieldGuide.ask itself, the pipeline it calls and the audit store it records in.\n\n"
             + table(["checkout", "frames counted", "modules entered", "stays", "returns"], rows)
+            + "\n\nbefore: `--before`, a checkout of commit c75d3e9"
+            " (`git worktree add /tmp/before c75d3e9`); now: issue 40's path, read in one piece:"
+            " `Pipeline.answer` makes the question's context (`asked`: `Asked`, the question"
+            " checked) and runs `steps`; each path (offline, Claude) returns its `Draft` and"
+            " `question.verdict` alone makes the Answer; prompt hashes are made once a process,"
+            " the top chunks' terms stemmed in one call, and router/labels.py and"
+            " router/condense.py live in answer.py and reading.py.\n"
         )
         write_section("question-path", body)
 

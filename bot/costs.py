@@ -1,12 +1,12 @@
 """`fieldguide audit --stats`: questions, decisions, feedback, tokens and an estimated cost by
-model, from the usage each audit row keeps per step (router/claude.py `usage_of`)."""
+model, from the usage each audit row keeps per step (router/messages.py `usage_of`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from router.claude import TOKENS
+from router.messages import TOKENS
 
 # a usage field → the price it is billed at (settings.PRICE_KEYS)
 PRICED = {

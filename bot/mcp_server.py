@@ -44,8 +44,8 @@ from index.store import (
     read_snapshot,
     section_chunks,
 )
+from router.answer import label
 from router.citations import link_for
-from router.labels import label
 from router.question import QuestionError, checked_question
 
 from .mcp_results import (

@@ -15,6 +15,7 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,17 @@ TOKENIZER_VERSION = 3
 # about (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs
 # recall@3 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
 HEADING_WEIGHT = 3
+# A question made only of words English uses everywhere ("What models are available?") says its
+# subject through meaning more than through words: BM25 ranks whatever section holds "available"
+# in a heading first. The words' share in the fused score is scaled by the question's most
+# specific term: 1 for a term rarer than everyday English (zipf below EVERYDAY_ZIPF, the edge
+# router/decide.py RARE_ZIPF names; a word English never uses, a name, counts as rare), falling
+# linearly to 0 at COMMON_ZIPF. COMMON_ZIPF was chosen leave one corpus out among 4.5-8 (5.5 on
+# five folds of six; section english-weights of bench/RESULTS.md): it changes 6 of the 382 eval
+# questions' rankings (1 better, none worse) and brings the models page first for that question.
+# Weighing each term by its zipf instead lowered MRR@10 on every corpus (the docs' own subjects
+# are English words too: "model" 5.1, "token" 3.8).
+EVERYDAY_ZIPF, COMMON_ZIPF = 4.0, 5.5
 # fmt: off
 STOPWORDS = frozenset([
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from",
@@ -60,6 +72,26 @@ def stem(word: str) -> str:
 
 def tokenize(text: str) -> list[str]:
     return [stem(t[:MAX_TERM_CHARS]) for t in TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+@lru_cache(maxsize=65536)
+def english_zipf(term: str) -> float:
+    """A term's frequency in English on wordfreq's zipf scale (0: never seen); a term longer than
+    any English word is not looked up."""
+    if len(term) > 40:
+        return 0.0
+    from wordfreq import zipf_frequency
+
+    return float(zipf_frequency(term, "en"))
+
+
+def words_share(terms: list[str]) -> float:
+    """How much of the words' share in the fused score a question keeps: by its most specific
+    term (EVERYDAY_ZIPF, COMMON_ZIPF); 1 for a question without terms."""
+    if not terms:
+        return 1.0
+    rarest = min(z if (z := english_zipf(t)) > 0 else 0.0 for t in terms)
+    return min(1.0, max(0.0, COMMON_ZIPF - rarest) / (COMMON_ZIPF - EVERYDAY_ZIPF))
 
 
 def bm25_tokens(search_text: str) -> list[str]:
@@ -383,7 +415,8 @@ class Searcher:
             mode = "bm25"
         whole = rows.size == self.size
         # each signal is computed only when the mode uses it
-        bm25 = np.zeros(rows.size) if mode == "vector" else self.bm25.scores(tokenize(query))
+        terms = [] if mode == "vector" else tokenize(query)
+        bm25 = np.zeros(rows.size) if mode == "vector" else self.bm25.scores(terms)
         bm25 = bm25 if whole or mode == "vector" else bm25[rows]
         if mode == "bm25":
             vec = np.zeros(rows.size, dtype=np.float32)
@@ -397,6 +430,7 @@ class Searcher:
         elif mode == "rrf":
             fused = rrf(bm25, vec.astype(np.float64))
         else:
+            bm25_weight *= words_share(terms)
             fused = bm25_weight * minmax(bm25) + (1 - bm25_weight) * minmax(vec.astype(np.float64))
         pool = max(3 * k, 30)
         top = (

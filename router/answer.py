@@ -1,4 +1,5 @@
-"""What an answer is made of: the decision, passages, numbered sources and checked citations."""
+"""What an answer is made of: the decision, passages, numbered sources and checked citations,
+and how a place in the docs is named ("Title › Section")."""
 
 from __future__ import annotations
 
@@ -6,9 +7,22 @@ import html
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import labels
-
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
+
+
+# how a place in the docs is named (every answer, source list and abstain shows it)
+def section_path(title: str, heading_path: list[str]) -> list[str]:
+    """The headings under the doc's title (a first heading that repeats the title is dropped)."""
+    parts = list(heading_path)
+    if parts and parts[0].strip().lower() == title.strip().lower():
+        parts = parts[1:]
+    return parts
+
+
+def label(title: str, heading_path: list[str]) -> str:
+    """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
+    the docs, the title once."""
+    return " › ".join([title, *section_path(title, heading_path)])
 
 
 @dataclass
@@ -30,12 +44,12 @@ class Source:
 
     @property
     def section(self) -> str:
-        return " › ".join(labels.section_path(self.title, self.heading_path)) or self.title
+        return " › ".join(section_path(self.title, self.heading_path)) or self.title
 
     @property
     def label(self) -> str:
         """ "Title › Section", as everything that names this source shows it."""
-        return labels.label(self.title, self.heading_path)
+        return label(self.title, self.heading_path)
 
 
 @dataclass

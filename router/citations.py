@@ -6,8 +6,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from .answer import Citation, Passage, Source
-from .labels import label, section_path
+from .answer import Citation, Passage, Source, label, section_path
 
 __all__ = [  # label and section_path are re-exported: callers name places through this module
     "anchor",

@@ -18,7 +18,8 @@ from typing import Any
 from prompts import render
 
 from .answer import ANSWER, PARTIAL, Citation
-from .claude import Claude, Unusable, structured
+from .claude import Claude, Unusable
+from .messages import structured
 
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
 SCHEMA = {

@@ -22,7 +22,8 @@ from index.search import Hit, Searcher
 from prompts import render
 
 from .answer import Trace
-from .claude import Claude, MessagesClient, Unusable, add_usage, structured
+from .claude import Claude, MessagesClient, Unusable
+from .messages import add_usage, structured
 
 log = logging.getLogger(__name__)
 

@@ -17,21 +17,14 @@ from prompts import render
 
 from . import citations
 from .answer import Citation, Passage, Source
-from .claude import (
-    MessagesClient,
-    Unusable,
-    cached_system,
-    merge_usage,
-    message,
-    options,
-    usage_of,
-)
+from .claude import MessagesClient, Unusable
+from .messages import cached_system, merge_usage, message, options, usage_of
 
 log = logging.getLogger(__name__)
 
 NOT_IN_DOCS = "NOT_IN_DOCS"
 # an answer's text: ~110 tokens usually, the longest seen under 800 (bench/claude_paths.py); 1,500
-# leaves it room with thinking off (router/claude.py thinking_for); a model that always thinks
+# leaves it room with thinking off (router/messages.py thinking_for); a model that always thinks
 # gets THINKING_ROOM more. A reply cut there is asked again once with RETRY_MAX_TOKENS, when
 # RETRY_TIME seconds are left for it.
 MAX_TOKENS, RETRY_MAX_TOKENS = 1500, 4000

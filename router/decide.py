@@ -62,6 +62,7 @@ from .words import (
     Postings,
     docs_words,
     snowball,
+    snowballs,
     specific_phrases,
     zipf,
 )
@@ -174,7 +175,7 @@ def signals(
     words = docs_words(searcher)
     top = hits[:3]
     top_terms = {t for h in top for t in tokenize(h.chunk["search_text"])}
-    top_stems = {snowball(t) for t in top_terms if t.isalpha()}
+    top_stems = set(snowballs([t for t in top_terms if t.isalpha()]))
     # a word of one or two letters names no subject ("am", "ve" of "I've", "th" of "5th")
     content = [
         w

@@ -12,7 +12,8 @@ import yaml
 
 from prompts import render
 
-from .claude import MessagesClient, structured
+from .claude import MessagesClient
+from .messages import structured
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from prompts import render
 
 from .answer import Passage, occurs_in
 from .citations import label
-from .claude import MessagesClient, Unusable, structured
+from .claude import MessagesClient, Unusable
+from .messages import structured
 
 log = logging.getLogger(__name__)
 

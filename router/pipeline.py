@@ -2,16 +2,17 @@
 Claude path → the verdict: the Answer, and nothing else (the caller records it: bot/app.py's
 FieldGuide.ask).
 
-`Pipeline.steps` reads top to bottom: the steps every question takes fill one `Asked`
-(router/question.py); then one path runs, the offline one (no key) or the Claude one, and returns
-a Draft of what it found, wrote and decided; router/question.py's `verdict` alone chooses the
-verdict that stands. Every Claude step goes through router/claude.py, which retries what the API
-means to be retried within the question's deadline and runs a step offline when Claude fails or
-replies with something unusable: a failed step changes only itself, and quotes shown offline
-stand on the offline decision. Passages are checked against their chunk, citations against the
-blocks that were sent, so nothing reaches the user as a quote that is not in the docs; an answer
-that cites nothing is never shown (the docs' own quotes are), and one whose claims could not be
-checked says so.
+`Pipeline.answer` reads in one piece: `asked` makes the question's context (router/question.py's
+`Asked`: the question checked, its trace, its Claude deadline, one index generation), which every
+step reads and fills; `steps` runs what every question takes, then one path, the offline one (no
+key) or the Claude one, each returning a Draft of what it found, wrote and decided; and
+router/question.py's `verdict` alone chooses the verdict that stands. Every Claude step goes
+through router/claude.py, which retries what the API means to be retried within the question's
+deadline and runs a step offline when Claude fails or replies with something unusable: a failed
+step changes only itself, and quotes shown offline stand on the offline decision. Passages are
+checked against their chunk, citations against the blocks that were sent, so nothing reaches the
+user as a quote that is not in the docs; an answer that cites nothing is never shown (the docs' own
+quotes are), and one whose claims could not be checked says so.
 
 With Claude, the path before the answer is a setting (`path`, FIELDGUIDE_CLAUDE_PATH):
 - "sequential": classify, then search, then extract passages, then answer (three round trips
@@ -41,13 +42,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from index.search import IndexChanged
 from prompts import prompt_hash
 
-from . import citations, claims, compose, condense, decide, language, offline, words
+from . import citations, claims, compose, decide, language, offline, reading, words
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .classify import Classification, ClaudeClassifier, keep_classification
-from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient, add_usage
+from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
 from .engine import Engine, Scope
-from .question import Asked, Draft, Laps, checked_question, fell_back, verdict
+from .messages import add_usage
+from .question import Asked, Draft, checked_question, fell_back, verdict
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,7 @@ EARLY = ThreadPoolExecutor(max_workers=8, thread_name_prefix="classify")
 UNCITED_NOTE = (
     "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
 )
+WRITTEN = (compose.OK, compose.INCOMPLETE, compose.CUT)  # an answer written, whose claims count
 Quoted = tuple[compose.Written, list[Passage], dict[str, Source]]
 
 
@@ -88,6 +91,11 @@ class Pipeline:
         self.deadline = deadline
         self.path = path
         self.first_byte = first_byte  # seconds a streamed answer's reads may wait
+        # what every answer's trace names: the models, and the prompts by hash (fixed in a process)
+        steps = ("condense", "extract", "answer", "check")
+        claude_steps = steps if anthropic_client is not None else ()
+        self.claude_models = {k: self.models.get(k) for k in claude_steps}
+        self.prompts = {n: prompt_hash(n) for n in ("classify", *steps)}
 
     def answer(
         self,
@@ -100,7 +108,6 @@ class Pipeline:
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
         `scope`: route and search only inside it (None: everything)."""
-        question = checked_question(question)
         started = time.perf_counter()
         streamed = False
 
@@ -111,9 +118,8 @@ class Pipeline:
             on_text(delta)
 
         for attempt in range(INDEX_RETRIES + 1):
-            asked = self.ask(question, history or [], on_text and sent, scope)
             try:
-                ans = self.steps(asked)
+                ans = self.steps(self.asked(question, history or [], on_text and sent, scope))
                 break
             except IndexChanged:
                 # a reindex committed while answering and took a chunk it found: asked again on
@@ -127,30 +133,22 @@ class Pipeline:
             ans.trace.notes.append(OFFLINE_NOTE)
         return ans
 
-    def ask(
+    def asked(
         self,
         question: str,
         history: list[dict],
         on_text: Callable[[str], None] | None,
         scope: Scope | None,
     ) -> Asked:
-        """The question on one index generation (the newest loaded), with a fresh trace and
-        its own Claude deadline."""
-        trace = Trace(offline=self.client is None, models={"embed": self.engine.embedder.name})
-        if self.client is not None:
-            trace.models |= {
-                k: self.models.get(k) for k in ("condense", "extract", "answer", "check")
-            }
-        trace.prompts = {
-            n: prompt_hash(n) for n in ("classify", "condense", "extract", "answer", "check")
-        }
+        """The question's context: the question checked (else a QuestionError), a fresh trace,
+        its own Claude deadline, one index generation (the newest loaded) for the whole answer."""
+        question = checked_question(question)
+        models = {"embed": self.engine.embedder.name, **self.claude_models}
+        trace = Trace(self.client is None, models=models, prompts=dict(self.prompts))
         claude = Claude(self.client, self.deadline, lambda step, why: fell_back(trace, step, why))
-        loaded = self.engine.loaded()  # one index generation for the whole answer
-        router = self.engine.router_for(loaded, scope)
-        lap = Laps(trace.timings_ms).lap
-        return Asked(
-            question, history, scope, on_text, trace, claude, loaded, router, router.searcher, lap
-        )
+        router = self.engine.router_for(self.engine.loaded(), scope)
+        searcher, clock = router.searcher, time.perf_counter()
+        return Asked(question, history, scope, on_text, trace, claude, router, searcher, clock)
 
     def steps(self, q: Asked) -> Answer:
         """The question's path: what every question takes, then one path, then the verdict."""
@@ -159,54 +157,57 @@ class Pipeline:
         # frequencies; timed apart, so no step's figure counts it
         words.docs_words(q.searcher)
         words.zipf("the")
-        q.lap("load")
+        lap(q, "load")
         q.condensed = self.condense(q)
-        q.lap("condense")
+        lap(q, "condense")
         q.condensed = self.correct_typos(q)
         # the first word the docs don't know also loads the spelling dictionaries, once a process
-        q.lap("typos")
+        lap(q, "typos")
         early = self.classify_early(q)
         q.query_vec, note = self.engine.embed_query(q.condensed)
         q.trace.notes += [note] if note else []
-        q.lap("embed")
+        lap(q, "embed")
         self.route(q, early)
-        q.lap("route_retrieve")
+        lap(q, "route_retrieve")
         q.offline_verdict, gate = self.assess(q)
-        q.lap("decide")
-        if gate.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
-            draft = Draft(gate)
-        elif self.client is None:
+        lap(q, "decide")
+        if self.client is None:
             draft = self.offline_path(q)
         else:
             draft = self.claude_path(q, gate)
-        if self.path == "cite":
-            keep_classification(early, q.trace)
+            if self.path == "cite":  # Claude's classification, made beside the answer
+                keep_classification(early, q.trace)
         return verdict(q, draft)
 
-    # -- the two paths ---------------------------------------------------------------------------
+    # -- the two paths: what each found, wrote and decided ---------------------------------------
 
     def offline_path(self, q: Asked) -> Draft:
         """No key: the top chunks' sentences that answer the question, quoted as they are, on the
         offline decision."""
-        assert q.offline_verdict is not None
+        decided = q.offline_verdict
+        assert decided is not None
+        if decided.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
+            return Draft(decided)
         passages = self.offline_passages(q)
-        q.lap("extract")
+        lap(q, "extract")
         if not passages:
-            return Draft(q.offline_verdict)
+            return Draft(decided)
         written, passages, sources = self.quotes(q, passages)
-        q.lap("answer")
+        lap(q, "answer")
         checked = claims.offline(written.citations)
-        q.lap("check")
-        return Draft(q.offline_verdict, passages, written, sources, checked)
+        lap(q, "check")
+        return Draft(decided, passages, written, sources, checked)
 
     def claude_path(self, q: Asked, gate: decide.Decision) -> Draft:
         """With a key: passages (the top chunks' paragraphs on the cite path, else extracted),
         Claude's answer from them, streamed, and its claims checked. A step that falls back runs
         offline, and from then on the offline decision stands."""
         assert q.offline_verdict is not None
+        if gate.decision == ABSTAIN:
+            return Draft(gate)
         cite = self.path == "cite" and q.claude.available
         passages = citations.context_passages(q.hits[:CONTEXT_CHUNKS]) if cite else self.extract(q)
-        q.lap("extract")
+        lap(q, "extract")
         if "extract" in q.claude.fell_back:  # Claude was to check the passages but failed
             gate = q.offline_verdict
             if gate.decision == ABSTAIN:
@@ -214,34 +215,34 @@ class Pipeline:
         if not passages:
             return Draft(gate)
         written, passages, sources = self.write(q, passages, cite)
-        q.lap("answer")
+        lap(q, "answer")
         if written.by == "offline":  # the docs' own quotes stand on the offline decision alone
             gate = q.offline_verdict
         passages = citations.cited_passages(passages, written) if cite else passages
         checked = None
-        if written.status in (compose.OK, compose.INCOMPLETE, compose.CUT):
+        if written.status in WRITTEN:
             checked = self.check_claims(q, written)
-        q.lap("check")
+        lap(q, "check")
         return Draft(gate, passages, written, sources, checked)
 
     # -- the steps -------------------------------------------------------------------------------
 
     def condense(self, q: Asked) -> str:
-        question = condense.plain(q.question)  # without "Hi team," and "Thanks!"
+        question = reading.plain(q.question)  # without "Hi team," and "Thanks!"
         # with Claude, a question in another language than the docs is rewritten into theirs
         foreign = q.claude.available and language.foreign_language(question, q.searcher)
-        if not condense.prior(q.history) and not foreign:
+        if not reading.prior(q.history) and not foreign:
             return question
         docs_language = language.docs_language_name(q.searcher)
 
         def ask(client) -> str:
-            text, usage = condense.with_claude(
+            text, usage = reading.follow_up_with_claude(
                 client, self.models["condense"], question, q.history, docs_language
             )
             add_usage(q.trace.usage, "condense", usage)
             return text
 
-        return q.claude.run("condense", ask, lambda: condense.offline(question, q.history))
+        return q.claude.run("condense", ask, lambda: reading.follow_up_offline(question, q.history))
 
     def correct_typos(self, q: Asked) -> str:
         """The question with its typos read as the words they stand for (words.correct_typos);
@@ -319,8 +320,7 @@ class Pipeline:
 
     def offline_passages(self, q: Asked) -> list[Passage]:
         """The offline extractor's passages from the top chunks."""
-        searcher = q.searcher
-        top = q.hits[:OFFLINE_CHUNKS]
+        top, searcher = q.hits[:OFFLINE_CHUNKS], q.searcher
         return offline.extract(
             q.condensed, q.query_vec, top, searcher.bm25, self.engine.embedder, searcher.furniture
         )
@@ -377,11 +377,7 @@ class Pipeline:
             "answer", ask, lambda: self.quotes(q, passages, cite), first_byte=self.first_byte
         )
         written, used, by_chunk = quoted
-        uncited = written.by == "claude" and written.status in (
-            compose.OK,
-            compose.INCOMPLETE,
-            compose.CUT,
-        )
+        uncited = written.by == "claude" and written.status in WRITTEN
         if uncited and not written.cited:  # never shown as an answer: the docs' own quotes are
             q.trace.notes.append(UNCITED_NOTE)
             return self.quotes(q, passages, cite)
@@ -395,3 +391,10 @@ class Pipeline:
         if checked.usage:
             add_usage(q.trace.usage, "check", checked.usage)
         return checked
+
+
+def lap(q: Asked, step: str) -> None:
+    """The step just done, timed into the trace (ms since the step before)."""
+    now = time.perf_counter()
+    q.trace.timings_ms[step] = round((now - q.clock) * 1000, 1)
+    q.clock = now

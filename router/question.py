@@ -5,7 +5,6 @@ stands is chosen from them (`verdict`): ANSWER, PARTIAL with its caveat, or ABST
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -15,15 +14,15 @@ import numpy as np
 from index.clean import valid_text
 from index.search import Hit, Searcher
 
-from . import citations, claims, compose, condense, decide, reading
+from . import citations, claims, compose, decide, reading
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .claude import OFFLINE_NOTE, Claude
 
 if TYPE_CHECKING:
-    from .engine import Loaded, Scope
+    from .engine import Scope
     from .policy import Router
 
-MAX_QUESTION_CHARS = condense.MAX_QUESTION_CHARS
+MAX_QUESTION_CHARS = reading.MAX_QUESTION_CHARS
 
 
 class QuestionError(ValueError):
@@ -43,8 +42,8 @@ def checked_question(question: str) -> str:
 
 @dataclass
 class Asked:
-    """A question being answered: set once (the question, the thread, the scope, one index
-    generation and its router), then filled step by step (the question as searched, its vector,
+    """A question being answered: set once (the question, the thread, the scope, the router
+    of one index generation), then filled step by step (the question as searched, its vector,
     the hits, the offline decision). `trace` records what each step used."""
 
     question: str
@@ -53,12 +52,11 @@ class Asked:
     on_text: Callable[[str], None] | None
     trace: Trace
     claude: Claude
-    loaded: Loaded
-    router: Router
+    router: Router  # of one index generation, the newest loaded when the question came
     # what the question's words are read against: the scope's docs only (its spelling, signals
     # and messages know nothing of the docs outside it), else the whole index
     searcher: Searcher
-    lap: Callable[[str], None]  # the step just done, timed into trace.timings_ms
+    clock: float  # when the step being timed began (time.perf_counter)
     condensed: str = ""  # the question as searched: thread context folded in, typos read
     query_vec: np.ndarray | None = None
     hits: list[Hit] = field(default_factory=list)
@@ -176,18 +174,6 @@ def abstain_text(hits: list[Hit]) -> str:
         if name not in near:
             near.append(name)
     return ABSTAIN_TEXT + (" The closest sections were: " + "; ".join(near) + "." if near else "")
-
-
-class Laps:
-    """Each step's milliseconds into `timings`."""
-
-    def __init__(self, timings: dict):
-        self.timings, self.clock = timings, time.perf_counter()
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.timings[name] = round((now - self.clock) * 1000, 1)
-        self.clock = now
 
 
 def fell_back(trace: Trace, step: str, why: str) -> None:

@@ -57,6 +57,11 @@ def snowball(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 
+def snowballs(words: list[str]) -> list[str]:
+    """snowball() of each word, in one call to the stemmer."""
+    return list(_stemmer().stemWords(words))
+
+
 def english_neighbours(word: str) -> set[str]:
     """The words English knows (KNOWN_ZIPF) one edit from `word`: a letter dropped, swapped with
     its neighbour, replaced or added (Norvig's edits1), read off wordfreq's table, which the

@@ -186,7 +186,7 @@ def test_audit_and_feedback_are_read_from_postgres(pg_url, monkeypatch, capsys):
 
 
 def test_audit_stats_read_from_postgres(pg_url, monkeypatch, capsys):
-    from router.claude import add_usage
+    from router.messages import add_usage
 
     state = PostgresState(pg_url)
     try:

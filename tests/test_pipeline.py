@@ -7,7 +7,7 @@ import anthropic
 import pytest
 
 from index.indexer import index_folder
-from router import condense
+from router import reading
 from router.answer import occurs_in
 from router.citations import link_for
 from router.engine import Engine
@@ -307,11 +307,11 @@ def test_the_chat_around_a_question_is_not_searched(examples_db, local_embedder)
         assert ans.question == chatty and ans.condensed == plain.condensed
         assert (ans.decision, ans.text) == (plain.decision, plain.text)
     # a follow-up's acknowledgement goes too
-    assert condense.plain("thanks, how do I replay them later?") == "How do I replay them later?"
-    assert condense.plain("ok - and for the EU?") == "And for the EU?"
+    assert reading.plain("thanks, how do I replay them later?") == "How do I replay them later?"
+    assert reading.plain("ok - and for the EU?") == "And for the EU?"
     for kept in ("Hello world example?", "Hi-res images?", "How do I say thanks?", "hi", "OK"):
-        assert condense.plain(kept) == kept
-    assert condense.plain("Thanks to retries, do I get duplicates?").startswith("Thanks to")
+        assert reading.plain(kept) == kept
+    assert reading.plain("Thanks to retries, do I get duplicates?").startswith("Thanks to")
 
 
 @pytest.mark.parametrize(

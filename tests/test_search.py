@@ -112,3 +112,20 @@ def test_bm25_round_trips_through_its_arrays():
     for q in (["webhook", "signature"], ["tw", "1429"], ["nothing"], []):
         assert np.array_equal(built.scores(q), loaded.scores(q))
         assert built.coverage(q, ["webhook"]) == loaded.coverage(q, ["webhook"])
+
+
+def test_a_question_of_everyday_words_leans_on_meaning():
+    """"What models are available?": the words match a section with both in its heading
+    ("List available models"), the meaning the page about models; a question whose every word
+    English uses everywhere is searched mostly by its meaning, one with a specific term as before."""
+    recs = [
+        record(0, "api", text="List available models\n\nlist available models through the cloud"),
+        record(1, "about", text="Models overview\n\nthe family compared by speed and price"),
+        record(2, "api", text="Errors\n\nerror codes"),
+    ]
+    vecs = np.array([[0.6, 0.8, 0], [0.9, 0.436, 0], [0, 0, 1]], dtype=np.float32)
+    searcher = Searcher(recs, vecs)
+    query = np.array([1.0, 0.0, 0.0], dtype=np.float32)  # closest to the overview
+    assert searcher.search("What models are available?", query, k=2)[0].chunk["id"] == "c1"
+    # a term rarer than everyday English ("cloud") keeps the words' full share
+    assert searcher.search("models available cloud", query, k=2)[0].chunk["id"] == "c0"

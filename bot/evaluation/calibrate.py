@@ -10,7 +10,7 @@ Calibration data, from any corpus in the shared/eval format:
   (label 1) and with their doc hidden (label 0): data that does not run out, for any corpus;
   measured, not fitted on (FIT_KINDS).
 
-Each example is read the way `ask` reads a question (condense.plain, typos, embedding, the unrouted
+Each example is read the way `ask` reads a question (reading.plain, typos, embedding, the unrouted
 hybrid search the offline router uses, decide.signals). A logistic regression (L2, Newton's method)
 is fitted on the standardised signals, each corpus and label weighing alike. The bands come from
 the stated cost of each wrong outcome (COSTS), lowest on the training corpora, each corpus and
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from router import condense, decide, words
+from router import decide, reading, words
 from router.answer import ABSTAIN, ANSWER, PARTIAL
 from router.decide import FEATURES, LEXICAL, Model
 
@@ -86,7 +86,7 @@ def corpus_examples(
     out: list[Example] = []
 
     def read(q: str, kind: str, label: int, hide: list[int], gold: list[dict], intents: list[str]):
-        text, _ = words.correct_typos(condense.plain(q), searcher)
+        text, _ = words.correct_typos(reading.plain(q), searcher)
         vec, _ = engine.embed_query(text)
         exclude = np.array(sorted(hide), dtype=np.int64)
         hits = searcher.search(text, vec, k=10, exclude=exclude)

@@ -10,7 +10,8 @@ from typing import Any
 
 from prompts import render
 from router.answer import Answer
-from router.claude import describe, failures, structured
+from router.claude import describe, failures
+from router.messages import structured
 
 FAITHFULNESS = {"faithful": 1.0, "partly_faithful": 0.5, "unfaithful": 0.0}
 CORRECTNESS = {"correct": 1.0, "partly_correct": 0.5, "incorrect": 0.0}
