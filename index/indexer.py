@@ -9,7 +9,7 @@ one transaction at the end, so readers see either the previous index or the new 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import itertools
 import json
 import sqlite3
 import time
@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-
-import sqlite_utils
 
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder, EmbeddingError
@@ -34,8 +32,18 @@ from .loader import (
     parse_doc,
     walk_docs,
 )
-from .mapped import prepare
+from .mapped import arrays_path, drop_older, prepare, write_generation
+from .rows import (
+    INTENT_ROWS,
+    chunk_rows,
+    doc_rows,
+    intent_rows,
+    refresh_intents,
+    text_hash,
+    unknown_related,
+)
 from .store import (
+    BUSY_SECONDS,
     example_key,
     generation,
     get_meta,
@@ -132,10 +140,6 @@ class RunSummary:
         }
 
 
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def index_folder(
     db_path: str | Path,
     root: str | Path,
@@ -177,6 +181,7 @@ def index_folder(
     check_source(db_path, source, replace)
     db = open_db(db_path)
     started = utc_now()
+    staged: Staged | None = None
     summary = RunSummary(model=embedder.name, skipped=list(walked.skipped))
     old_hashes, fresh, present = _read_changed(db, root, files, summary, max_chars, max_doc_bytes)
     summary.removed = sorted(set(old_hashes) - present)
@@ -201,9 +206,19 @@ def index_folder(
         )
         examples, warnings = _embed_examples(db, embedder, intents_info)
         summary.warnings += warnings
+        staged = _stage(db_path, fresh, replaced, intents_info, embedder.name, examples)
         with writing(db):
             _commit(
-                db, fresh, replaced, summary.removed, intents_info, embedder.name, dates, examples
+                db,
+                fresh,
+                replaced,
+                summary.removed,
+                intents_info,
+                embedder.name,
+                dates,
+                examples,
+                staged,
+                db_path,
             )
             set_meta(db, docs_source=source)
             for path in undated:  # docs indexed before their last change was recorded
@@ -214,19 +229,97 @@ def index_folder(
             ] + unknown_related(db)
             summary.seconds = time.perf_counter() - t0
             _record_run(db, started, root, summary, "ok")
+        current = arrays_path(db_path, generation(db))
     except BaseException as e:
         summary.seconds = time.perf_counter() - t0
+        if staged is not None and staged.arrays is not None:  # never published
+            staged.arrays.unlink(missing_ok=True)
         # the original error is the one worth reporting
         with contextlib.suppress(Exception):
             _record_run(db, started, root, summary, "failed", error=f"{type(e).__name__}: {e}")
         raise
     finally:
         db.conn.close()
-    # the new generation's search arrays, written now so that the next open only maps them (a
-    # process that opens the index first writes them otherwise)
-    with contextlib.suppress(OSError, sqlite3.Error):
-        prepare(db_path)
+    if current.is_file():
+        drop_older(db_path, current)
+    else:  # an index written by an older version, which this run did not change: its arrays now
+        with contextlib.suppress(OSError, sqlite3.Error):
+            prepare(db_path)
     return summary
+
+
+@dataclass
+class Staged:
+    """The generation an index run is about to commit, read before its write transaction
+    (`_stage`): `base`, the (generation, generation_id) it was read from; `meta`, the new
+    generation's (None: the run changes nothing); `arrays`, its search arrays' file, written."""
+
+    base: tuple[str, str | None]
+    meta: dict[str, str] | None = None
+    arrays: Path | None = None
+
+
+def _stage(db_path, fresh, replaced: set[str], intents_info, model: str, examples: int) -> Staged:
+    """The index as this run's commit will leave it, read on a connection of its own: the
+    committed index with this run's docs and chunks in place of the ones it replaces (temporary
+    tables and views, which take no lock on the index). When that is a new generation, its search
+    arrays are written now: before the commit publishes it, so that no question waits for them or
+    builds them, and without holding the index's write lock while they are built (the audit
+    trail and Slack's event claims write on meanwhile)."""
+    conn = sqlite3.connect(db_path, timeout=BUSY_SECONDS)
+    try:
+        conn.execute("BEGIN")  # one snapshot
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        staged = Staged((meta.get("generation", "0"), meta.get("generation_id")))
+        conn.execute("CREATE TEMP TABLE gone (path TEXT PRIMARY KEY)")
+        conn.executemany("INSERT INTO gone VALUES (?)", [(p,) for p in replaced])
+        rows = {"docs": iter(doc_rows(fresh, {})), "chunks": chunk_rows(fresh)}
+        for table, key in (("docs", "path"), ("chunks", "doc")):
+            # the view shadows the index's table of the same name on this connection only
+            conn.execute(f"CREATE TEMP TABLE new_{table} AS SELECT * FROM main.{table} WHERE 0")
+            if (first := next(rows[table], None)) is not None:
+                quoted = ", ".join(f'"{n}"' for n in first)
+                conn.executemany(
+                    f"INSERT INTO new_{table} ({quoted}) VALUES ({', '.join('?' * len(first))})",
+                    (list(r.values()) for r in itertools.chain([first], rows[table])),
+                )
+            conn.execute(
+                f"CREATE TEMP VIEW {table} AS SELECT * FROM main.{table}"
+                f" WHERE {key} NOT IN (SELECT path FROM gone) UNION ALL SELECT * FROM new_{table}"
+            )
+        before = conn.execute(INTENT_ROWS).fetchall()
+        if not (
+            fresh
+            or replaced
+            or examples
+            or meta.get("embed_model") != model
+            or intent_rows(conn, intents_info, before) != before
+        ):
+            return staged
+        # readers (a running bot) reload only when the index really changed; the random id tells
+        # this generation from another index's with the same number (index/mapped.py)
+        staged.meta = {
+            "embed_model": model,
+            "generation": str(int(staged.base[0]) + 1),
+            "generation_id": uuid.uuid4().hex,
+        }
+        staged.arrays = arrays_path(db_path, int(staged.meta["generation"]))
+        _write_arrays(conn, db_path, staged.meta)
+        return staged
+    finally:
+        conn.close()
+
+
+def _write_arrays(conn: sqlite3.Connection, db_path, meta: dict[str, str]) -> None:
+    """The search arrays of the generation `meta` describes, as `conn` sees the index (before it
+    is committed); a file that cannot be written fails the run, the index unchanged."""
+    try:
+        write_generation(conn, db_path, meta)
+    except OSError as e:
+        raise IndexError_(
+            f"writing the search arrays beside {db_path} failed ({e.strerror or e}; a full disk?):"
+            " the index is unchanged"
+        ) from e
 
 
 def _read_changed(
@@ -363,111 +456,29 @@ def _commit(
     intents_info,
     model: str,
     dates: dict,
-    examples: int = 0,
+    examples: int,
+    staged: Staged,
+    db_path: str | Path,
 ) -> None:
     for path in replaced:
         db.execute("DELETE FROM chunks WHERE doc = ?", [path])
     for path in removed:
         db.execute("DELETE FROM docs WHERE path = ?", [path])
-    db["docs"].upsert_all(
-        (
-            {
-                "path": d.path,
-                "title": d.title,
-                "intent": d.intent,
-                "subcategory": d.subcategory,
-                "related_intents": json.dumps(d.related_intents),
-                "version": d.version,
-                "url": d.url,
-                "hash": d.hash,
-                "size": len(d.text),
-                "owner": d.owner,
-                "updated": dates.get(d.path),
-            }
-            for d, _ in fresh
-        ),
-        pk="path",
-    )
-    db["chunks"].insert_all(
-        (
-            {
-                "id": c.id,
-                "doc": c.doc,
-                "ord": c.ord,
-                "heading_path": json.dumps(c.heading_path),
-                "text": c.text,
-                "search_text": c.search_text,
-                "text_hash": text_hash(c.search_text),
-                "start": c.start,
-                "end": c.end,
-            }
-            for _, chunks in fresh
-            for c in chunks
-        ),
-        pk="id",
-    )
-    intents_changed = _refresh_intents(db, intents_info)
+    db["docs"].upsert_all(doc_rows(fresh, dates), pk="path")
+    db["chunks"].insert_all(chunk_rows(fresh), pk="id")
+    intents_changed = refresh_intents(db, intents_info)
+    db.execute("DROP TABLE IF EXISTS bm25_cache")  # BM25 postings cached before index/mapped.py
+    if (get_meta(db, "generation", "0"), get_meta(db, "generation_id")) == staged.base:
+        if staged.meta is not None:
+            set_meta(db, **staged.meta)  # a new generation, its search arrays written (_stage)
+        return
+    # another run committed since this one's stage was read: the same, decided and built here
     # newly embedded example questions are a new generation too: a running bot reads them on load
     if fresh or removed or intents_changed or examples or get_meta(db, "embed_model") != model:
-        # readers (a running bot) reload only when the index really changed; the random id tells
-        # this generation from another index's with the same number (index/mapped.py)
         set_meta(
             db, embed_model=model, generation=generation(db) + 1, generation_id=uuid.uuid4().hex
         )
-    db.execute("DROP TABLE IF EXISTS bm25_cache")  # BM25 postings cached before index/mapped.py
-
-
-def _refresh_intents(db, intents_info) -> bool:
-    """Intent rows: every intent that docs use or intents.yaml describes, with doc and chunk counts.
-    `intents_info` None (intents.yaml unreadable this run) keeps the descriptions already stored.
-    Returns whether the rows changed."""
-    rows = "SELECT name, description, examples, docs, chunks, owner FROM intents ORDER BY name"
-    before = db.execute(rows).fetchall()
-    counts = {
-        name: (docs, chunks)
-        for name, docs, chunks in db.execute(
-            """SELECT d.intent, count(DISTINCT d.path), count(c.id) FROM docs d
-               LEFT JOIN chunks c ON c.doc = d.path GROUP BY d.intent"""
-        )
-    }
-    if intents_info is None:
-        described = {name: (desc, ex, owner) for name, desc, ex, _, _, owner in before}
-    else:
-        described = {
-            name: (i.description, json.dumps(i.examples), i.owner)
-            for name, i in intents_info.items()
-        }
-    db.execute("DELETE FROM intents")
-    db["intents"].insert_all(
-        (
-            {
-                "name": name,
-                "description": described.get(name, ("", "[]", None))[0],
-                "examples": described.get(name, ("", "[]", None))[1],
-                "owner": described.get(name, ("", "[]", None))[2],
-                "docs": counts.get(name, (0, 0))[0],
-                "chunks": counts.get(name, (0, 0))[1],
-            }
-            for name in sorted(set(counts) | set(described))
-        ),
-        pk="name",
-    )
-    return db.execute(rows).fetchall() != before
-
-
-def unknown_related(db: sqlite_utils.Database) -> list[dict]:
-    """A warning for each `related_intents` name that no doc uses and intents.yaml does not
-    describe: most likely a typo (the router ignores it)."""
-    known = {name for (name,) in db.execute("SELECT name FROM intents")}
-    warnings = []
-    for path, related in db.execute(
-        "SELECT path, related_intents FROM docs WHERE related_intents NOT IN ('[]', '')"
-        " ORDER BY path"
-    ):
-        for name in json.loads(related or "[]"):
-            if name not in known:
-                warnings.append({"path": path, "warning": f"related intent {name!r} is unknown"})
-    return warnings
+        _write_arrays(db.conn, db_path, dict(db.execute("SELECT key, value FROM meta").fetchall()))
 
 
 def _record_run(

@@ -4,9 +4,11 @@ Per index generation, one file beside the SQLite index (`index.db.gen-7.arrays`)
 needs per row as flat arrays: the embedding matrix (float32), the BM25 postings and vocabulary, each
 row's intent id and section id, and the chunk ids; and the corpus's page furniture, which the
 offline quoter reads (index/furniture.py: the keys of the lines on most pages and of its titles).
-It is written once per generation (by the index run that made it, or by the first process that
-opens it) and memory-mapped by every process after:
-opening costs a header read, and the operating system pages in only what queries touch, sharing
+It is written once per generation, by the index run that makes the generation (or a replica's
+sync, index/publish.py) before committing it, so the first reader of a generation finds its file
+there (`write_generation`); a process that finds none, or one of an older format (an index written
+by an older version), builds it (`prepare`). Every process memory-maps it: opening costs a header
+read, and the operating system pages in only what queries touch, sharing
 those pages between processes. Chunk records (text, title, url…) stay in SQLite and are read by
 chunk id for the hits used (`Records`).
 
@@ -43,7 +45,8 @@ def arrays_path(db_path: str | Path, gen: int) -> Path:
 
 
 def write_arrays(path: Path, header: dict, arrays: dict[str, np.ndarray]) -> None:
-    """Write atomically (a temporary file renamed over): a reader sees the whole file or none."""
+    """Write atomically (a temporary file renamed over): a reader sees the whole file or none, and
+    it is on disk (fsync'd, its folder too) before the generation it serves is committed."""
     layout: dict[str, dict] = {}
     offset = 0
     for name, a in arrays.items():
@@ -60,9 +63,16 @@ def write_arrays(path: Path, header: dict, arrays: dict[str, np.ndarray]) -> Non
                 f.seek(start + layout[name]["offset"])
                 f.write(np.ascontiguousarray(a).data)
             f.truncate(start + offset)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def read_arrays(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
@@ -205,14 +215,35 @@ def _current(head: dict, meta: dict[str, str]) -> bool:
     )
 
 
+def write_generation(conn: sqlite3.Connection, db_path: str | Path, meta: dict[str, str]) -> Path:
+    """Build the search arrays of the generation `meta` describes (embed_model, generation,
+    generation_id) from what `conn` sees, and write its file beside the index at `db_path`:
+    called before that generation is committed (OSError: the file could not be written)."""
+    head, arrays = build(conn, meta)
+    path = arrays_path(db_path, head["generation"])
+    write_arrays(path, head, arrays)
+    return path
+
+
+def drop_older(db_path: str | Path, keep: Path) -> None:
+    """Remove the arrays files of the index at `db_path` but `keep` (a process mapping one keeps
+    its pages)."""
+    db_path = Path(db_path)
+    for old in db_path.parent.glob(f"{db_path.name}.gen-*.arrays"):
+        if old != keep:
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
 def prepare(
     db_path: str | Path, reader: sqlite3.Connection | None = None
 ) -> tuple[dict, dict[str, np.ndarray]]:
-    """The current generation's header and arrays: mapped from its file, or built from SQLite and
-    written beside it (older generations' files are removed). Where the file cannot be written
-    (a read-only folder), the built arrays are used from memory. `reader`: the process's
-    connection to the index, which tells whether the file is current; a build reads the index
-    through a connection of its own, in one read transaction."""
+    """The current generation's header and arrays: mapped from its file, or, when there is none
+    that fits (an index written by an older version, or an arrays format changed since), built
+    from SQLite and written beside it (older generations' files are removed). Where the file
+    cannot be written (a read-only folder), the built arrays are used from memory. `reader`: the
+    process's connection to the index, which tells whether the file is current; a build reads the
+    index through a connection of its own, in one read transaction."""
     db_path = Path(db_path)
     if reader is not None:
         meta = _meta(reader)
@@ -239,10 +270,7 @@ def prepare(
         write_arrays(path, head, arrays)
     except OSError:
         return head, arrays
-    for old in db_path.parent.glob(f"{db_path.name}.gen-*.arrays"):
-        if old != path:
-            with contextlib.suppress(OSError):  # a process mapping it keeps its pages
-                old.unlink()
+    drop_older(db_path, path)
     return read_arrays(path)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psycopg
 
-from .mapped import prepare
+from .mapped import drop_older, write_generation
 from .pg import INDEX_CHANNEL, POOL_ERRORS, FleetError, connect
 from .store import generation, get_meta, open_db, set_meta
 
@@ -215,20 +215,18 @@ def sync(conn: psycopg.Connection, db_path: str | Path) -> int | None:
                 part += 1
         if digest.hexdigest() != sha:
             raise FleetError(f"published generation {gen} is incomplete or damaged (sha256)")
-        _install(tmp, db_path, gen)
+        drop_older(db_path, _install(tmp, db_path, gen))
     finally:
         tmp.unlink(missing_ok=True)
-    # the new generation's search arrays, as an index run writes them: the engine keeps its
-    # generation until they are there (router/engine.py), so no question builds them
-    with contextlib.suppress(OSError, sqlite3.Error):
-        prepare(db_path)
     return gen
 
 
-def _install(tmp: Path, db_path: Path, gen: int) -> None:
+def _install(tmp: Path, db_path: Path, gen: int) -> Path:
     """Make the downloaded file the live index: a new meta.generation (so a running engine
-    reloads), then one atomic step — a rename when there is no live file yet, else SQLite's
-    backup API into it (the engine's open connection follows)."""
+    reloads), its search arrays written beside the live file as an index run writes them (before
+    the generation is there to read: no question builds them), then one atomic step — a rename
+    when there is no live file yet, else SQLite's backup API into it (the engine's open
+    connection follows). Returns the arrays file."""
     current = 0
     if db_path.is_file():
         live = open_db(db_path)
@@ -241,16 +239,25 @@ def _install(tmp: Path, db_path: Path, gen: int) -> None:
             " ('published_generation', ?)",
             [str(current + 1), str(gen)],
         )
+    try:
+        arrays = write_generation(new, db_path, dict(new.execute("SELECT key, value FROM meta")))
+    except OSError as e:
+        new.close()
+        raise FleetError(
+            f"cannot write the search arrays of published generation {gen} beside {db_path}"
+            f" ({e.strerror or e})"
+        ) from e
     if not db_path.is_file():
         new.close()
         os.replace(tmp, db_path)
-        return
+        return arrays
     dest = sqlite3.connect(db_path, timeout=30)
     try:
         new.backup(dest)
     finally:
         dest.close()
         new.close()
+    return arrays
 
 
 class Follower:

@@ -4,14 +4,13 @@ the classifier and the routing policy. One Engine serves every question of a pro
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import sqlite_utils
 
 from index.embedders import Embedder, EmbeddingError
-from index.mapped import arrays_path, open_searcher
+from index.mapped import open_searcher
 from index.rerank import VoyageReranker
 from index.search import Searcher
 from index.store import (
@@ -28,10 +27,6 @@ from .classify import ClaudeClassifier, OfflineClassifier
 from .claude import MessagesClient
 from .describe import intent_headings
 from .policy import RouteDecision, Router
-
-# seconds a process keeps answering from its generation while a newer one's search arrays are
-# not yet written: twice what the index run took to build them at 34,500 chunks (143 s, issue 40)
-ARRAYS_WAIT = 300.0
 
 
 @dataclass(frozen=True)
@@ -86,18 +81,15 @@ class Engine:
         self.db = db if db is not None else open_db(db_path, create=False)
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
-        self._pending: dict[int, float] = {}  # generation -> when first seen without its arrays
 
     def loaded(self, wait: bool = False) -> Loaded:
         """The index as search needs it, reopened when a reindex has committed a new generation.
         While one thread reopens it, the others go on answering from the previous one (`wait`:
-        this caller waits for the new one instead)."""
+        this caller waits for the new one instead). A generation's search arrays are written
+        before it is committed (index/indexer.py): loading one maps them."""
         old = self._loaded
-        current = generation(self.db)
-        if old is not None and old.generation == current:
+        if old is not None and old.generation == generation(self.db):
             return old
-        if old is not None and not wait and not self._arrays_ready(current):
-            return old  # the index run is building the new generation's arrays: not here
         if not self._lock.acquire(blocking=old is None or wait):
             return old  # type: ignore[return-value]  # not None: a non-blocking acquire
         try:
@@ -107,16 +99,6 @@ class Engine:
             return self._loaded
         finally:
             self._lock.release()
-
-    def _arrays_ready(self, gen: int) -> bool:
-        """Is the search arrays' file of generation `gen` there to map? The index run writes it
-        right after committing; until it has (at most ARRAYS_WAIT seconds from when this process
-        first saw `gen`: a run that died, a folder it cannot write), questions keep the
-        generation they have rather than each building the arrays themselves."""
-        if arrays_path(self.db_path, gen).exists():
-            return True
-        seen = self._pending.setdefault(gen, time.monotonic())
-        return time.monotonic() - seen > ARRAYS_WAIT
 
     def _load(self) -> Loaded:
         gen, searcher = open_searcher(self.db_path, self.embedder.name, self.db)

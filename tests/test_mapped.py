@@ -117,3 +117,27 @@ def test_an_offline_bot_does_not_load_the_anthropic_sdk():
     code = "import sys, bot.wiring, router.pipeline; print('anthropic' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_arrays_written_before_the_commit_are_the_committed_index(tmp_path, local_embedder):
+    """The index run builds a generation's arrays from the committed index with its new docs in
+    temporary tables, before committing: they are what the committed index holds, row for row."""
+    from index.mapped import build
+
+    docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "index.db"
+    write_docs(docs, {"ops/deploy.md": "---\nintent: ops\n---\n# Deploy\n\n## Ship\n\nShip it.\n"})
+    index_folder(db, docs, local_embedder)
+    (docs / "billing.md").write_text("---\nintent: billing\n---\n# Plans\n\nRefunds in 5 days.\n")
+    (docs / "ops" / "deploy.md").unlink()
+    write_docs(docs, {"auth/sso.md": "---\nintent: authentication\n---\n# SSO\n\nUse Okta.\n"})
+    write_docs(docs, {"intents.yaml": "billing:\n  description: Plans and refunds\n"})
+    index_folder(db, docs, local_embedder)
+    conn = open_db(db).conn
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    head, built = build(conn, meta)
+    written_head, written = read_arrays(arrays_path(db, int(meta["generation"])))
+    assert written_head | {"arrays": None} == head | {"arrays": None} and head["generation"] == 2
+    assert written.keys() == built.keys()
+    for name, array in built.items():
+        assert np.array_equal(written[name], array), name
+    assert head["intent_names"] == ["authentication", "billing"] and len(written["ids"]) == 4

@@ -115,9 +115,10 @@ def test_bm25_round_trips_through_its_arrays():
 
 
 def test_a_question_of_everyday_words_leans_on_meaning():
-    """"What models are available?": the words match a section with both in its heading
-    ("List available models"), the meaning the page about models; a question whose every word
-    English uses everywhere is searched mostly by its meaning, one with a specific term as before."""
+    """The question "What models are available?": the words match a section with both in its
+    heading ("List available models"), the meaning the page about models; a question whose every
+    word English uses everywhere is searched mostly by its meaning, one with a specific term as
+    before."""
     recs = [
         record(0, "api", text="List available models\n\nlist available models through the cloud"),
         record(1, "about", text="Models overview\n\nthe family compared by speed and price"),
