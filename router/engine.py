@@ -101,9 +101,11 @@ class Engine:
             self._lock.release()
 
     def _load(self) -> Loaded:
+        # a new generation's spelling dictionary is built by the first question with a word the
+        # docs don't know as it is (words.DocsWords.spell), not on a thread beside the answers:
+        # the question that loads the generation would share the interpreter with it (+0.3 s at
+        # 30,000 chunks, bench/RESULTS.md "generations"); only `warm` builds it ahead
         gen, searcher = open_searcher(self.db_path, self.embedder.name, self.db)
-        if self._loaded is not None:  # a new generation: its words are built beside the answers
-            threading.Thread(target=words.prepare, args=(searcher,), daemon=True).start()
         intents = load_intents(self.db)
         # the example questions' query embeddings, stored by the index run: none is embedded here
         examples = example_vectors(self.db, intents, self.embedder.name)
