@@ -161,7 +161,7 @@ class Pipeline:
         q.condensed = self.condense(q)
         lap(q, "condense")
         q.condensed = self.correct_typos(q)
-        # the first word the docs don't know also loads the spelling dictionaries, once a process
+        # the first word the docs don't know builds the spelling dictionary, once a generation
         lap(q, "typos")
         early = self.classify_early(q)
         q.query_vec, note = self.engine.embed_query(q.condensed)
