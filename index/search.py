@@ -96,7 +96,7 @@ def words_share(terms: list[str]) -> float:
     term (EVERYDAY_ZIPF, COMMON_ZIPF); 1 for a question without terms."""
     if not terms:
         return 1.0
-    rarest = min(z if (z := english_zipf(t)) > 0 else 0.0 for t in terms)
+    rarest = min(english_zipf(t) for t in terms)  # 0 for a word English never uses
     return min(1.0, max(0.0, COMMON_ZIPF - rarest) / (COMMON_ZIPF - EVERYDAY_ZIPF))
 
 
