@@ -122,7 +122,7 @@ def code_block_docs(root: Path, megabytes: int) -> Path:
 NOTE = (
     "The 4,000-letter word costs what an ordinary question costs (139 MB, 0.5 s; it cost 1.8 GB):"
     " a word over 40 letters is no English word and skips the spelling, stem, frequency and name"
-    " checks (router/words.py MAX_WORD), search terms are 64 characters at most, the embedder's"
+    " checks (index/search.py MAX_WORD), search terms are 64 characters at most, the embedder's"
     " input 16 characters a token and the chunk text a question reads 20,000 characters. An index"
     " run of one code block stays well under 1 GB at 50 MB: the chunker cuts an oversize code block"
     " at lines and the embedder cuts a text before tokenising it."

@@ -34,6 +34,10 @@ TOKEN = re.compile(r"[a-z0-9]+")
 # is cut to its first 64, in the docs and in questions alike, so it still matches by its start
 # and costs what a 64-letter term costs wherever terms are looked up, stemmed or compared.
 MAX_TERM_CHARS = 64
+# A word longer than this is no word a spelling, stem or name check can help with (the longest
+# English words and identifiers in the eval docs are under 40 letters): it is read as unknown, at a
+# bounded cost whatever its length.
+MAX_WORD = 40
 # bump when tokenize() or bm25_tokens() change: cached postings are keyed by it
 TOKENIZER_VERSION = 3
 # BM25 counts a chunk's title and heading path this many times: headings name what a section is
@@ -81,14 +85,14 @@ def tokenize(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def english_zipf(term: str) -> float:
-    """A term's frequency in English on wordfreq's zipf scale (0: never seen); a term longer than
-    any English word is not looked up."""
-    if len(term) > 40:
+def zipf(word: str) -> float:
+    """A word's frequency in English on wordfreq's zipf scale (0: never seen). A word over MAX_WORD
+    letters is no English word: 0 without reading wordfreq's table."""
+    if len(word) > MAX_WORD:
         return 0.0
     from wordfreq import zipf_frequency
 
-    return float(zipf_frequency(term, "en"))
+    return float(zipf_frequency(word, "en"))
 
 
 def words_share(terms: list[str]) -> float:
@@ -96,7 +100,7 @@ def words_share(terms: list[str]) -> float:
     term (EVERYDAY_ZIPF, COMMON_ZIPF); 1 for a question without terms."""
     if not terms:
         return 1.0
-    rarest = min(english_zipf(t) for t in terms)  # 0 for a word English never uses
+    rarest = min(zipf(t) for t in terms)  # 0 for a word English never uses
     return min(1.0, max(0.0, COMMON_ZIPF - rarest) / (COMMON_ZIPF - EVERYDAY_ZIPF))
 
 

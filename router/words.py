@@ -7,16 +7,12 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from functools import cache, cached_property, lru_cache
+from functools import cache, cached_property
 
 import numpy as np
 
-from index.search import BM25, STOPWORDS, Searcher, Vocab, tokenize
+from index.search import BM25, MAX_WORD, STOPWORDS, Searcher, Vocab, tokenize, zipf
 
-# A word longer than this is no word a spelling, stem or name check can help with (the longest
-# English words and identifiers in the eval docs are under 40 letters): it is read as unknown, at a
-# bounded cost whatever its length.
-MAX_WORD = 40
 # a word is found inside one of the docs' identifiers ("crashlooping" in KubePodCrashLooping) when
 # its stem has at least this many letters: a shorter stem ("pay", "run") is inside some identifier
 # of any large corpus by chance. Chosen leave-one-set-out among 4-7 (bench/RESULTS.md, calibration)
@@ -33,17 +29,6 @@ KNOWN_ZIPF = 3.05
 
 # one build of each at a time: the engine's warm-up and a first question wait for the same one
 _docs_lock, _spell_lock = threading.Lock(), threading.Lock()
-
-
-@lru_cache(maxsize=65536)
-def zipf(word: str) -> float:
-    """A word's frequency in English on wordfreq's zipf scale (0: never seen). A word over MAX_WORD
-    letters is no English word: 0 without reading wordfreq's table."""
-    if len(word) > MAX_WORD:
-        return 0.0
-    from wordfreq import zipf_frequency
-
-    return float(zipf_frequency(word, "en"))
 
 
 @cache
