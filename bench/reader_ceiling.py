@@ -1,0 +1,65 @@
+"""How far a strong reader could go on the top 5 sections: the grades a language model gave, blind
+to the labels, to each real question of a set and the 5 sections the project's search returns for
+it (bench/reader-ceiling/SET.jsonl: id, grade 0-4, request, why), scored against the set's labels
+(questions.jsonl: answerable; offtopic.jsonl: close off-topic).
+
+    python bench/reader_ceiling.py [SET ...]      # default: every set with grades
+
+Grades: 4 a section clearly answers it, 3 mostly, 2 related material without the specific thing
+asked, 1 same topic but not what was asked, 0 unrelated; `request`: the grader read the question as
+a feature request or a bug report rather than a how-to. How the grades were made: bench/RESULTS.md,
+section "The reader, leave one corpus out", third session.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GRADES = HERE / "reader-ceiling"
+
+
+def auc(pos: Sequence[float], neg: Sequence[float]) -> float:
+    """P(a random answerable question scores above a random off-topic one), ties counted half."""
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def ids(path: Path) -> set[str]:
+    return {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
+
+
+def report(name: str) -> str:
+    grades = [json.loads(x) for x in (GRADES / f"{name}.jsonl").read_text().splitlines() if x]
+    answerable = ids(HERE / "sets" / name / "questions.jsonl")
+    offtopic = ids(HERE / "sets" / name / "offtopic.jsonl")
+    pos = [g["grade"] for g in grades if g["id"] in answerable]
+    neg = [g["grade"] for g in grades if g["id"] in offtopic]
+    req_pos = [-int(g["request"]) for g in grades if g["id"] in answerable]
+    req_neg = [-int(g["request"]) for g in grades if g["id"] in offtopic]
+
+    def share(grades: list[int], at: int) -> float:
+        return sum(g >= at for g in grades) / len(grades)
+
+    cells = "".join(f" {share(pos, t):.2f} / {share(neg, t):.2f} |" for t in (4, 3, 2))
+    return (
+        f"| {name} | {len(pos)} / {len(neg)} | {auc(pos, neg):.3f} | {auc(req_pos, req_neg):.3f} |"
+        + cells
+    )
+
+
+def main(argv: list[str]) -> None:
+    names = argv or sorted(p.stem for p in GRADES.glob("*.jsonl"))
+    print(
+        "| set | answerable / off-topic | AUC of the grade | AUC of 'not a request' |"
+        " answered / off-topic answered at grade 4 | at 3 | at 2 |\n|---|---|---|---|---|---|---|"
+    )
+    for name in names:
+        print(report(name))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
