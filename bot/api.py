@@ -441,6 +441,7 @@ def calibrate(
     from bot.evaluation import calibrate as fit
     from router.decide import MODEL_FILE
     from router.engine import Engine
+    from router.reader.score import trained
 
     settings = _settings(settings)
     sets = [Path(d) for d in set_dirs]
@@ -452,6 +453,7 @@ def calibrate(
     questions = {d.resolve().name: fit.load_set(d) for d in sets}
     fit.check_sets(questions)  # before anything is indexed or read
     embedder = _guide(settings).embedder
+    reader = trained()  # where its weights ship, the decision is fitted with and without it
     data = {}
     for set_dir in sets:
         name = set_dir.resolve().name
@@ -460,6 +462,9 @@ def calibrate(
         _stage(progress, f"Reading {name} ...")
         items = questions[name]
         engine = Engine(db, embedder)
-        data[name] = fit.corpus_examples(name, items, engine, seed, headings or fit.HEADINGS)
-    report = fit.report(data)
-    return report, fit.write_models(data, embedder.name, Path(write or MODEL_FILE))
+        data[name] = fit.corpus_examples(
+            name, items, engine, seed, headings or fit.HEADINGS, reader
+        )
+    report = fit.report(data, reader is not None)
+    written = fit.write_models(data, embedder.name, Path(write or MODEL_FILE), reader is not None)
+    return report, written

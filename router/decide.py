@@ -17,7 +17,10 @@
   in the docs (normalised idf): a near section about something else; words rare both in English
   and in the docs are the question's specific terms;
 - `phrase`: 1 when a run of names ("Claude Opus 4") stands nowhere in the docs side by side;
-- `agree`: 1 when BM25's and the vectors' best hits are the same section.
+- `agree`: 1 when BM25's and the vectors' best hits are the same section;
+- `read`: what the trained reader says of the top READ_K sections, each read together with the
+  question (router/reader/score.py): its best logit. A model weighing it is used only where the
+  reader's weights ship (`model_for`); elsewhere the model of the signals above decides.
 
 A word is known to the docs in any form: as an index term, by its Snowball stem, inside one of the
 docs' identifiers ("crashlooping" in KubePodCrashLooping) or written apart ("buckethost": "bucket
@@ -51,11 +54,13 @@ from pathlib import Path
 
 import numpy as np
 
+from index.chunker import context_header
 from index.search import BM25, STOPWORDS, Hit, Searcher, tokenize
 
 from . import reading
 from .answer import ABSTAIN, ANSWER, PARTIAL
 from .language import language_name
+from .reader.score import READ_K, Reader
 from .words import (
     VERSION,
     DocsWords,
@@ -70,6 +75,7 @@ from .words import (
 MODEL_FILE = Path(__file__).with_name("decision.json")
 FEATURES = ("sim", "gap", "rare", "unseen", "missing", "phrase", "agree")
 LEXICAL = ("rare", "unseen", "missing", "phrase", "agree")
+READ = "read"  # the reader's signal; a model weighing it is named "<embedder>+read"
 NAME_SIGNALS = ("rare", "unseen", "missing", "phrase")  # what the question's names say
 # where everyday English ends on the zipf scale: chosen leave-one-set-out among 2.5-4.5 (the
 # figures vary by <= 0.07 over that range: bench/RESULTS.md, section calibration)
@@ -139,6 +145,7 @@ class Signals:
     missing_words: list[str]
     unknown_phrases: list[str]
     message: bool = False  # more than one sentence: decided in its own bands (`decide`)
+    read: float = 0.0  # the reader's best logit over the top READ_K sections (none read: 0)
 
     def vector(self, names: tuple[str, ...]) -> np.ndarray:
         return np.array([float(getattr(self, n) or 0.0) for n in names])
@@ -164,12 +171,21 @@ def rarity(found: list[str], docs: DocsWords | None = None) -> float:
     )
 
 
+def section_text(hit: Hit) -> str:
+    """A section as the reader reads it: its title and heading path, then its text."""
+    return f"{context_header(hit.chunk['title'], hit.chunk['heading_path'])}\n\n{hit.chunk['text']}"
+
+
 def signals(
-    question: str, query_vec: np.ndarray | None, hits: list[Hit], searcher: Searcher
+    question: str,
+    query_vec: np.ndarray | None,
+    hits: list[Hit],
+    searcher: Searcher,
+    reader: Reader | None = None,
 ) -> Signals:
     """What the question and the hits (best first) say about whether the docs answer it: the
-    lexical signals read only what the question asks (`reading.read(...).asking`), closeness the
-    whole question."""
+    lexical signals read only what the question asks (`reading.read(...).asking`), closeness and
+    the `reader` (when given) the whole question."""
     read = reading.read(question)
     asked = read.asking or question
     words = docs_words(searcher)
@@ -215,6 +231,9 @@ def signals(
         missing_words=missing,
         unknown_phrases=phrases,
         message=len(read.sentences) > 1,
+        read=max(reader.score(question, [section_text(h) for h in hits[:READ_K]]), default=0.0)
+        if reader is not None
+        else 0.0,
     )
 
 
@@ -298,9 +317,9 @@ def check_model(m: Model) -> str:
     """What makes a model unable to decide ("" when nothing does): signals it does not know,
     arrays of another length, numbers that are not finite, bands outside 0-1, or no weight on
     any signal (p is then the same for every question: everything answered, or nothing)."""
-    n = len(m.features)
-    if not n or set(m.features) - set(FEATURES):
-        return f"has unknown signals {sorted(set(m.features) - set(FEATURES))}"
+    n, known = len(m.features), {*FEATURES, READ}
+    if not n or set(m.features) - known:
+        return f"has unknown signals {sorted(set(m.features) - known)}"
     for name in ("mean", "scale", "weights"):
         values = getattr(m, name)
         if values.shape != (n,) or not np.isfinite(values).all():
@@ -325,11 +344,18 @@ def check_model(m: Model) -> str:
     return ""
 
 
-def model_for(embedder: str, vectors: bool, path: Path = MODEL_FILE) -> tuple[str, Model]:
-    """(name, model): the embedder's calibrated model, else the embedder-free one (also for a
+def model_for(
+    embedder: str, vectors: bool, path: Path = MODEL_FILE, reader: bool = False
+) -> tuple[str, Model]:
+    """(name, model): the embedder's calibrated model with the reader's signal where the reader
+    runs (`reader`), else the embedder's model without it, else the embedder-free one (also for a
     search without vectors)."""
     models = load_models(path)
-    name = embedder if vectors and embedder in models else "lexical"
+    name = "lexical"
+    if vectors and reader and f"{embedder}+{READ}" in models:
+        name = f"{embedder}+{READ}"
+    elif vectors and embedder in models:
+        name = embedder
     return name, models[name]
 
 

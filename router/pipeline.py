@@ -50,6 +50,7 @@ from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
 from .engine import Engine, Scope
 from .messages import add_usage
 from .question import Asked, Draft, checked_question, fell_back, verdict
+from .reader import score
 
 log = logging.getLogger(__name__)
 
@@ -306,8 +307,11 @@ class Pipeline:
             nothing = decide.Signals(None, None, 0, 0, 0, 0, 0, [], [], [])
             found = decide.Decision(ABSTAIN, 0.0, nothing, "", "sim")
             return found, found
-        used, model = decide.model_for(self.engine.embedder.name, q.query_vec is not None)
-        signals = decide.signals(q.condensed, q.query_vec, q.hits, q.searcher)
+        reader = score.trained()
+        vectors = q.query_vec is not None
+        used, model = decide.model_for(self.engine.embedder.name, vectors, reader=bool(reader))
+        reader = reader if decide.READ in model.features else None
+        signals = decide.signals(q.condensed, q.query_vec, q.hits, q.searcher, reader)
         offline_verdict = decide.decide(signals, model, used)
         if q.claude.available:
             return offline_verdict, decide.decide(signals, model, used, claude=True)

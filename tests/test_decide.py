@@ -12,6 +12,7 @@ from router import decide, language, reading, words
 from router.answer import ABSTAIN, ANSWER
 from router.engine import Engine
 from router.pipeline import Pipeline
+from router.reader import score
 from tests.conftest import EXAMPLES, write_docs
 
 
@@ -188,7 +189,13 @@ def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
     report = capsys.readouterr().out
     assert "| left out |" in report and "| examples |" in report and "| tv |" in report
     models = decide.load_models(out)
-    assert set(models) == {"lexical", *[n for n in models if n != "lexical"]} and len(models) == 2
+    embedder = [n for n in models if n != "lexical" and "+" not in n]
+    # where the trained reader ships, the embedder's model with its signal too
+    with_reader = {f"{n}+{decide.READ}" for n in embedder} if score.trained() else set()
+    assert "lexical" in models and len(embedder) == 1
+    assert set(models) == {"lexical", *embedder, *with_reader}
+    if with_reader:
+        assert "| full + reader" in report or "**full + reader**" in report
 
 
 def test_the_askers_own_words_are_no_evidence_against_the_docs(examples_db, local_embedder):

@@ -31,7 +31,7 @@ import numpy as np
 
 from router import decide, reading, words
 from router.answer import ABSTAIN, ANSWER, PARTIAL
-from router.decide import FEATURES, LEXICAL, Model
+from router.decide import FEATURES, LEXICAL, READ, Model
 
 from .answers import split_offtopic
 from .retrieval import load_items, matches
@@ -74,9 +74,10 @@ class Example:
 
 
 def corpus_examples(
-    name: str, items: list[dict], engine, seed: int = 0, headings: int = HEADINGS
+    name: str, items: list[dict], engine, seed: int = 0, headings: int = HEADINGS, reader=None
 ) -> list[Example]:
-    """Every kind of example of one corpus, read through `engine` (its index and embedder)."""
+    """Every kind of example of one corpus, read through `engine` (its index and embedder) and,
+    when given, the trained `reader` (router/reader/score.py)."""
     searcher = engine.loaded().searcher
     records = searcher.fetch(list(range(searcher.size)))
     by_doc: dict[str, list[int]] = {}
@@ -94,7 +95,8 @@ def corpus_examples(
         right = bool(top) and (
             any(matches(top, g) for g in gold) if gold else top["intent"] in intents
         )
-        out.append(Example(name, kind, label, decide.signals(text, vec, hits, searcher), right, q))
+        said = decide.signals(text, vec, hits, searcher, reader)
+        out.append(Example(name, kind, label, said, right, q))
 
     for q in answerable:
         read(q["question"], "question", 1, [], q["gold"], q["intents"])
@@ -261,11 +263,15 @@ def leave_one_out(data: dict[str, list[Example]], features: tuple[str, ...]) -> 
     return out
 
 
-def write_models(data: dict[str, list[Example]], embedder: str, path: Path) -> dict:
-    """The decision file: a model per embedder and the embedder-free one, fitted on every
-    corpus."""
+def write_models(
+    data: dict[str, list[Example]], embedder: str, path: Path, reader: bool = False
+) -> dict:
+    """The decision file: a model per embedder (and with the reader's signal, when the examples
+    were read by it: `reader`) and the embedder-free one, fitted on every corpus."""
     everything = [e for ex in data.values() for e in ex]
     models = {embedder: fit(everything, FEATURES), "lexical": fit(everything, LEXICAL)}
+    if reader:
+        models[f"{embedder}+{READ}"] = fit(everything, (*FEATURES, READ))
     problems = [f"{name} {p}" for name, m in models.items() if (p := decide.check_model(m))]
     if problems:  # never written: the bot would load it and decide every question alike
         raise ValueError(f"calibrate fitted no usable decision: {'; '.join(problems)}")
@@ -402,7 +408,9 @@ def _right(r: dict, key: str) -> str:
     return f"{r[key][0]:.3f} ({r[key][1]})" if r.get(key) else "—"
 
 
-def report(data: dict[str, list[Example]]) -> str:
+def report(data: dict[str, list[Example]], reader: bool = False) -> str:
     feature_sets = {"full": FEATURES, "lexical (no vectors)": LEXICAL}
+    if reader:
+        feature_sets["full + reader"] = (*FEATURES, READ)
     loco = {label: leave_one_out(data, f) for label, f in feature_sets.items()}
     return format_report(loco, feature_sets)

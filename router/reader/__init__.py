@@ -1,0 +1,2 @@
+"""Readers: how far a section says what a question asks, read from the two together
+(score.py)."""
