@@ -152,7 +152,9 @@ def auc(pos: list[float], neg: list[float]) -> float:
     return float(((p > n).sum() + 0.5 * (p == n).sum()) / (p.size * n.size))
 
 
-def evaluate(data: dict, reader: Reader | None) -> dict:
+def evaluate(data: dict, reader: Reader | None, per_question: list | None = None) -> dict:
+    """The set's figures; per question (set, kind, best logit, best cosine) appended to
+    per_question when given."""
     rows: dict[str, list] = {"r_ans": [], "r_off": [], "c_ans": [], "c_off": []}
     hit_search = hit_reader = in5 = in20 = with_gold = 0
     for q in data["questions"]:
@@ -163,6 +165,15 @@ def evaluate(data: dict, reader: Reader | None) -> dict:
         rows[f"c_{side}"].append(max((h["vector"] for h in hits[:TOP_READ]), default=0.0))
         if logits is not None:
             rows[f"r_{side}"].append(float(logits[:TOP_READ].max()) if len(logits) else -99.0)
+        if per_question is not None:
+            per_question.append(
+                {
+                    "set": data["set"],
+                    "kind": q["kind"],
+                    "logit": rows[f"r_{side}"][-1] if logits is not None else None,
+                    "cosine": rows[f"c_{side}"][-1],
+                }
+            )
         gold = [h["gold"] for h in hits]
         if q["kind"] == "answerable" and any(gold):
             with_gold += 1
@@ -209,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--search-only", action="store_true", help="index and search, cache, stop")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write the figures here too")
+    ap.add_argument("--rows", help="write each question's best logit and cosine here (jsonl)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     names = [s for s in args.sets.split(",") if s]
@@ -218,18 +230,21 @@ def main(argv: list[str] | None = None) -> None:
         print(f"no docs for: {', '.join(missing)}", file=sys.stderr)
     reader = None if args.search_only else Reader(Path(args.model), args.threads)
     results = []
+    per_question: list = []
     for name in present:
         data = search_set(name)
         if args.search_only:
             print(f"{name}: {len(data['questions'])} questions searched", file=sys.stderr)
             continue
         t0 = time.time()
-        results.append(evaluate(data, reader))
+        results.append(evaluate(data, reader, per_question))
         print(f"{name}: scored in {time.time() - t0:.0f}s", file=sys.stderr)
     if results:
         print(table(results))
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        if args.rows:
+            Path(args.rows).write_text("".join(json.dumps(r) + "\n" for r in per_question))
 
 
 if __name__ == "__main__":
