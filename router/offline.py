@@ -35,6 +35,52 @@ RATIO, MAX_UNITS, BUDGET = 0.8, 4, 600
 SKIPPED_ROWS = "| … |"  # where a quoted table's rows are left out
 
 
+# issue 45, third session (measured, not shipped: bench/RESULTS.md, reader): a top section's
+# subsections found among the first WITHIN hits read too (INHERIT: with the parent's score), and
+# units that answer the question's form preferred by TYPE_WEIGHT
+WITHIN, INHERIT, TYPE_WEIGHT = 10, True, 0.1
+PROCEDURE = re.compile(r"\bhow\s+(?:do|does|did|can|could|should|would|to|is|are)\b", re.I)
+QUANTITY = re.compile(r"\bhow\s+(?:many|much|long|often|far|big|large|fast|soon|old)\b", re.I)
+
+
+def with_subsections(hits: list[Hit], n: int) -> list[Hit]:
+    """The first n hits, and the subsections of theirs found among the first WITHIN hits."""
+    import copy
+
+    top = hits[:n]
+    heads = [(h.chunk["doc"], list(h.chunk["heading_path"]), h) for h in top]
+    out = list(top)
+    for h in hits[n:WITHIN]:
+        path = list(h.chunk["heading_path"])
+        for doc, head, parent in heads:
+            if h.chunk["doc"] == doc and len(path) > len(head) and path[: len(head)] == head:
+                if INHERIT:
+                    h = copy.copy(h)
+                    h.score = parent.score
+                out.append(h)
+                break
+    return out
+
+
+def asked_type(question: str) -> str | None:
+    from .reading import read
+
+    asked = read(question).asking or question
+    if QUANTITY.search(asked):
+        return "quantity"
+    if PROCEDURE.search(asked):
+        return "procedure"
+    return None
+
+
+def answers_type(u: Unit, kind: str | None) -> bool:
+    if kind == "quantity":
+        return bool(re.search(r"\d", u.text))
+    if kind == "procedure":
+        return u.kind == "code" or (u.kind == "item" and bool(STEP.match(u.text)))
+    return False
+
+
 def extract(
     question: str,
     query_vec: np.ndarray | None,
@@ -76,6 +122,11 @@ def extract(
             units[: len(top)] = sorted(top, key=lambda u: -u.score)
         except EmbeddingError:  # the embedding service failing here only costs the vector half
             pass
+    if TYPE_WEIGHT:
+        kind = asked_type(question)
+        for u in units:
+            u.score += TYPE_WEIGHT * answers_type(u, kind)
+        units.sort(key=lambda u: -u.score)
     return _passages(_choose(units))
 
 

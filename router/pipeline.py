@@ -320,7 +320,7 @@ class Pipeline:
 
     def offline_passages(self, q: Asked) -> list[Passage]:
         """The offline extractor's passages from the top chunks."""
-        top, searcher = q.hits[:OFFLINE_CHUNKS], q.searcher
+        top, searcher = offline.with_subsections(q.hits, OFFLINE_CHUNKS), q.searcher
         return offline.extract(
             q.condensed, q.query_vec, top, searcher.bm25, self.engine.embedder, searcher.furniture
         )
