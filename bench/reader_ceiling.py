@@ -5,6 +5,8 @@ it (bench/reader-ceiling/SET.jsonl: id, grade 0-4, request, why), scored against
 
     python bench/reader_ceiling.py [SET ...]      # default: every set with grades
 
+It writes the section reader-ceiling of bench/RESULTS.md.
+
 Grades: 4 a section clearly answers it, 3 mostly, 2 related material without the specific thing
 asked, 1 same topic but not what was asked, 0 unrelated; `request`: the grader read the question as
 a feature request or a bug report rather than a how-to. How the grades were made: bench/RESULTS.md,
@@ -17,6 +19,8 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from harness import write_section
 
 HERE = Path(__file__).resolve().parent
 GRADES = HERE / "reader-ceiling"
@@ -53,12 +57,21 @@ def report(name: str) -> str:
 
 def main(argv: list[str]) -> None:
     names = argv or sorted(p.stem for p in GRADES.glob("*.jsonl"))
-    print(
-        "| set | answerable / off-topic | AUC of the grade | AUC of 'not a request' |"
-        " answered / off-topic answered at grade 4 | at 3 | at 2 |\n|---|---|---|---|---|---|---|"
-    )
-    for name in names:
-        print(report(name))
+    head = ["set", "answerable / off-topic", "AUC of the grade", "AUC of 'not a request'"]
+    head += ["answered / off-topic answered at grade 4", "at 3", "at 2"]
+    rows = "\n".join(report(name) for name in names)
+    body = f"""## How far a reader could go on the top 5 sections (`bench/reader_ceiling.py`)
+
+`python bench/reader_ceiling.py` — a language model's grades (bench/reader-ceiling/SET.jsonl), blind
+to the labels, of each real question with the 5 sections the project's search returns for it, scored
+against the set's labels. How they were made and what they say: section "reader", third session.
+
+| {" | ".join(head)} |
+|{"---|" * len(head)}
+{rows}
+"""
+    print(body)
+    write_section("reader-ceiling", body)
 
 
 if __name__ == "__main__":
