@@ -17,23 +17,19 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from harness import write_section
+
+from bot.evaluation.calibrate import ranking_auc
+from bot.evaluation.retrieval import load_items
 
 HERE = Path(__file__).resolve().parent
 GRADES = HERE / "reader-ceiling"
 
 
-def auc(pos: Sequence[float], neg: Sequence[float]) -> float:
-    """P(a random answerable question scores above a random off-topic one), ties counted half."""
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return wins / (len(pos) * len(neg))
-
-
 def ids(path: Path) -> set[str]:
-    return {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
+    return {q["id"] for q in load_items(path)}
 
 
 def report(name: str) -> str:
@@ -49,10 +45,8 @@ def report(name: str) -> str:
         return sum(g >= at for g in grades) / len(grades)
 
     cells = "".join(f" {share(pos, t):.2f} / {share(neg, t):.2f} |" for t in (4, 3, 2))
-    return (
-        f"| {name} | {len(pos)} / {len(neg)} | {auc(pos, neg):.3f} | {auc(req_pos, req_neg):.3f} |"
-        + cells
-    )
+    aucs = f"{ranking_auc(pos, neg):.3f} | {ranking_auc(req_pos, req_neg):.3f}"
+    return f"| {name} | {len(pos)} / {len(neg)} | {aucs} |" + cells
 
 
 def main(argv: list[str]) -> None:

@@ -47,13 +47,13 @@ HEADING_WEIGHT = 3
 # A question made only of words English uses everywhere ("What models are available?") says its
 # subject through meaning more than through words: BM25 ranks whatever section holds "available"
 # in a heading first. The words' share in the fused score is scaled by the question's most
-# specific term: 1 for a term rarer than everyday English (zipf below EVERYDAY_ZIPF, the edge
-# router/decide.py RARE_ZIPF names; a word English never uses, a name, counts as rare), falling
-# linearly to 0 at COMMON_ZIPF. COMMON_ZIPF was chosen leave one corpus out among 4.5-8 (5.5 on
-# five folds of six; section english-weights of bench/RESULTS.md): it changes 6 of the 382 eval
-# questions' rankings (1 better, none worse) and brings the models page first for that question.
-# Weighing each term by its zipf instead lowered MRR@10 on every corpus (the docs' own subjects
-# are English words too: "model" 5.1, "token" 3.8).
+# specific term: 1 for a term rarer than everyday English (zipf below EVERYDAY_ZIPF, the edge the
+# answer decision's `rare` reads too, fitted there; a word English never uses counts as rare),
+# falling linearly to 0 at COMMON_ZIPF. COMMON_ZIPF was chosen leave one corpus out among 4.5-8
+# (5.5 on five folds of six; section english-weights of bench/RESULTS.md): it changes 6 of the 382
+# eval questions' rankings (1 better, none worse) and brings the models page first for that
+# question. Weighing each term by its zipf instead lowered MRR@10 on every corpus (the docs' own
+# subjects are English words too: "model" 5.1, "token" 3.8).
 EVERYDAY_ZIPF, COMMON_ZIPF = 4.0, 5.5
 # fmt: off
 STOPWORDS = frozenset([

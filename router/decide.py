@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from index.search import BM25, STOPWORDS, Hit, Searcher, tokenize
+from index.search import BM25, EVERYDAY_ZIPF, STOPWORDS, Hit, Searcher, tokenize
 
 from . import reading
 from .answer import ABSTAIN, ANSWER, PARTIAL
@@ -71,9 +71,10 @@ MODEL_FILE = Path(__file__).with_name("decision.json")
 FEATURES = ("sim", "gap", "rare", "unseen", "missing", "phrase", "agree")
 LEXICAL = ("rare", "unseen", "missing", "phrase", "agree")
 NAME_SIGNALS = ("rare", "unseen", "missing", "phrase")  # what the question's names say
-# where everyday English ends on the zipf scale: chosen leave-one-set-out among 2.5-4.5 (the
-# figures vary by <= 0.07 over that range: bench/RESULTS.md, section calibration)
-RARE_ZIPF = 4.0
+# where everyday English ends on the zipf scale: index.search.EVERYDAY_ZIPF, chosen for the decision
+# leave-one-set-out among 2.5-4.5 (the figures vary by <= 0.07 over that range: bench/RESULTS.md,
+# section calibration) and the edge search's words' share falls from too
+RARE_ZIPF = EVERYDAY_ZIPF
 
 
 # -- names: runs of specific words that must stand side by side in the docs --

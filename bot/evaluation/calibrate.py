@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -228,11 +229,15 @@ def auc(model: Model, examples: list[Example], feature: str | None = None) -> fl
     def value(e: Example) -> float:
         return float(getattr(e.signals, feature) or 0.0) if feature else model.p(e.signals)
 
-    pos = np.array([value(e) for e in examples if e.kind == "question"])
-    neg = np.array([value(e) for e in examples if e.kind == "offtopic"])
-    if not len(pos) or not len(neg):
-        return None
-    return float((pos[:, None] > neg).mean() + 0.5 * (pos[:, None] == neg).mean())
+    pos = [value(e) for e in examples if e.kind == "question"]
+    neg = [value(e) for e in examples if e.kind == "offtopic"]
+    return ranking_auc(pos, neg) if pos and neg else None
+
+
+def ranking_auc(pos: Sequence[float], neg: Sequence[float]) -> float:
+    """P(a random positive scores above a random negative), ties counted half."""
+    p, n = np.asarray(pos, dtype=float)[:, None], np.asarray(neg, dtype=float)[None, :]
+    return float((p > n).mean() + 0.5 * (p == n).mean())
 
 
 # the costs of an answerable PARTIAL the trade-off is shown over (an off-topic one at half)
