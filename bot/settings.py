@@ -18,6 +18,8 @@ from typing import Any
 
 from dotenv.parser import parse_stream
 
+from index.durations import EXAMPLES as DURATION_EXAMPLES
+from index.durations import seconds_of
 from index.redact import redact
 
 
@@ -102,25 +104,11 @@ def postgres_url(v: Any) -> str | None:
     return None if ok else "must be a postgresql:// URL"
 
 
-DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)", re.I)
-UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def seconds_of(v: str) -> float:
-    """`15m` → 900.0 (s, m, h, d; "" → 0); ValueError for anything else."""
-    if not v.strip():
-        return 0.0
-    m = DURATION.fullmatch(v.strip())
-    if not m:
-        raise ValueError(v)
-    return float(m.group(1)) * UNIT_SECONDS[m.group(2).lower()]
-
-
 def duration(v: Any) -> str | None:
     try:
         seconds = seconds_of(str(v))
     except ValueError:
-        return "must be a duration such as 30s, 15m, 1h or 1d"
+        return f"must be a duration such as {DURATION_EXAMPLES}"
     return None if seconds == 0 or seconds >= 1 else "must be at least 1s"
 
 
