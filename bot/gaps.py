@@ -15,6 +15,14 @@ groups no more alike than two unrelated questions. Each topic gets its count, th
 nearest its centre, and the section a search with its centre finds first, with that doc's intent,
 owner and link.
 
+What an owner can do about a question depends on its kind, so each topic has one (`KINDS`):
+answered unsure (an answer quoted the section it found: grouped by that section), and of the
+others — clustered together, a topic taking the kind most of its questions have — off-topic for
+these docs (nearer to none of their sections than `OFF_TOPIC_SIM`), not covered (it names
+something the docs lack: write it up), or possibly missed by search (everything it names, the docs
+name too: its closest section is shown). A topic's state (open, drafted, fixed, won't fix) is kept
+in the audit's database (bot/state) and found again by the questions it holds (`match_states`).
+
 Small talk ("hi", "thanks") is no gap: a message the embedding model reads as nearer to an empty
 message than to anything in the docs, and in which the decision found no name the docs lack, says
 nothing the docs could answer.
@@ -44,6 +52,22 @@ LACKED_NAMES = ("rare", "unseen", "phrase")
 # section it found, so it is much weaker evidence of a gap than a refusal. A 👎 or a hand-off is a
 # person saying the answer did not do: full evidence.
 EVIDENCE = {"ABSTAIN": 0.93, "PARTIAL": 0.29}
+# Off-topic for these docs: a question whose nearest section has a cosine below this (the local
+# model's embeddings). Fitted on the example docs (bench/gaps.py, "off-topic"): the threshold of
+# best balanced accuracy (Youden's J) between examples/offtopic.jsonl's 20 questions about
+# anything else and the 65 about the product (examples/gaps.jsonl, questions.jsonl): all 20 below,
+# 57 of 65 above. Left out, on the claude-docs set with the same 20: 19 of 20 below, all 130 of
+# its questions (answerable or not) above.
+OFF_TOPIC_SIM = 0.289
+# a topic's kind, as owners read it, in the order topics are listed
+KINDS = {
+    "missing": "the docs don't cover it: write this up",
+    "missed": "the docs may cover it but search missed it: check the closest section answers it,"
+    " in the askers' words",
+    "unsure": "answered unsure: check the section covers it",
+    "offtopic": "off-topic for these docs: nothing to write (say where to ask, if it keeps coming)",
+}
+STATES = ("open", "drafted", "fixed", "wontfix")
 
 
 @dataclass
@@ -58,10 +82,21 @@ class Topic:
     ids: list[int] = field(default_factory=list)  # the audit rows
     unsure: int = 0  # of `count`, answered unsure (the others: not answered, a 👎, handed on)
     evidence: float = 0.0  # the summed `evidence` of its questions: how topics are ranked
+    kind: str = "missing"  # KINDS
+    state: str = "open"  # STATES, as stored (bot/state) for the topic holding these questions
+    topic_id: int | None = None  # its stored row, once it has one
+    before: str = ""  # closure: answered before and after the docs changed ("0/10", "9/10")
+    after: str = ""
 
     def to_json(self) -> dict:
         return {
             "count": self.count,
+            "kind": self.kind,
+            "action": KINDS[self.kind],
+            "state": self.state,
+            "topic_id": self.topic_id,
+            "answered_before": self.before,
+            "answered_after": self.after,
             "questions": self.questions,
             "intent": self.intent,
             "doc": self.doc,
@@ -302,23 +337,36 @@ def find_topics(
     info |= {"unanswered": len(todo), "small_talk": len(talk) - len(keep)}
     if not todo:
         return [], info
-    common = common_directions(getattr(searcher, "vectors", None))
-    meaning = comparable(vectors, common)
-    labels, cut, score = cluster(with_names(meaning, [lacked_names(r) for r in todo], names_weight))
-    info |= {"cut": round(cut, 4), "silhouette": round(score, 4)}
+    docs = getattr(searcher, "vectors", None)
+    common = common_directions(docs)
+    kinds = question_kinds(todo, vectors, docs)
+    unsure = [i for i, k in enumerate(kinds) if k == "unsure"]
+    rest = [i for i, k in enumerate(kinds) if k != "unsure"]
+    groups: list[np.ndarray] = []
+    if rest:
+        meaning = comparable(vectors[rest], common)
+        names = [lacked_names(todo[i]) for i in rest]
+        labels, cut, score = cluster(with_names(meaning, names, names_weight))
+        info |= {"cut": round(cut, 4), "silhouette": round(score, 4)}
+        groups += [np.asarray(rest)[labels == label] for label in np.unique(labels)]
+    by_section: dict[str, list[int]] = {}
+    for i in unsure:  # grouped by the section the answer quoted
+        by_section.setdefault(first_section(todo[i]), []).append(i)
+    groups += [np.asarray(members) for members in by_section.values()]
     topics = []
-    for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
+    for members in groups:
         centre = vectors[members].mean(axis=0)
         centre /= max(float(np.linalg.norm(centre)), 1e-12)
         order = members[np.argsort(-(vectors[members] @ centre), kind="stable")]
         shown = list(dict.fromkeys(texts[i] for i in order))[:EXAMPLES]
+        votes = Counter(kinds[i] for i in members)
         topic = Topic(
             len(members),
             shown,
             ids=[todo[i]["id"] for i in members],
             unsure=sum(unsure_only(todo[i]) for i in members),
             evidence=sum(evidence(todo[i]) for i in members),
+            kind=max(votes, key=lambda k: (votes[k], -list(KINDS).index(k))),
         )
         hits = nearest_section(searcher, [(texts[i], vectors[i]) for i in order[:EXAMPLES]])
         if hits:
@@ -333,8 +381,56 @@ def find_topics(
     if intent:
         topics = [t for t in topics if t.intent == intent]
         info["unanswered"] = sum(t.count for t in topics)
-    topics.sort(key=lambda t: (-t.evidence, -t.count, t.questions[0]))
+    topics.sort(key=lambda t: (list(KINDS).index(t.kind), -t.evidence, -t.count, t.questions[0]))
     return topics, info
+
+
+def question_kinds(rows: list[dict], vectors: np.ndarray, docs: np.ndarray | None) -> list[str]:
+    """Each unanswered question's kind (KINDS): answered unsure; off-topic (no section nearer than
+    OFF_TOPIC_SIM; not told without the docs' vectors); not covered (it names something the docs
+    lack); else possibly missed by search."""
+    near = None
+    if docs is not None and len(docs):
+        near = np.full(len(vectors), -1.0)
+        for s in range(0, len(docs), 8192):  # a bounded block of the docs at a time
+            block = np.asarray(docs[s : s + 8192], dtype=np.float32)
+            block = block / np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
+            near = np.maximum(near, (vectors @ block.T).max(axis=1))
+    out = []
+    for i, row in enumerate(rows):
+        if unsure_only(row):
+            out.append("unsure")
+        elif near is not None and near[i] < OFF_TOPIC_SIM:
+            out.append("offtopic")
+        else:
+            out.append("missing" if lacked_names(row) else "missed")
+    return out
+
+
+def first_section(row: dict) -> str:
+    """The first section an answer looked at ("doc › heading"), or ""."""
+    hits = row.get("hits") or []
+    return f"{hits[0].get('doc', '')} › {hits[0].get('section') or ''}" if hits else ""
+
+
+def match_states(topics: list[Topic], stored: list[dict]) -> None:
+    """Give each topic the state of the stored topic (bot/state: {"id", "state", "ids", "before",
+    "after"}) holding most of its questions, when that is more than half of them; a stored topic
+    is matched once, to the topic that holds most of its questions."""
+    pairs = []
+    for n, t in enumerate(topics):
+        mine = set(t.ids)
+        for s in stored:
+            shared = len(mine & set(s["ids"]))
+            if shared * 2 > len(mine):
+                pairs.append((-shared, n, s))
+    taken: set[int] = set()
+    for _, n, s in sorted(pairs, key=lambda p: (p[0], p[1])):
+        t = topics[n]
+        if t.topic_id is None and s["id"] not in taken:
+            taken.add(s["id"])
+            t.topic_id, t.state = s["id"], s["state"]
+            t.before, t.after = s.get("before") or "", s.get("after") or ""
 
 
 def nearest_section(searcher: Any, questions: list[tuple[str, np.ndarray]]) -> list:

@@ -34,6 +34,7 @@ has one restores its session from it (docs/deploy.md counts them for a fleet).
 
 from __future__ import annotations
 
+from ..loop import Loop
 from .audit import Audit
 from .claims import LEASE_SECONDS, Claims
 from .limits import RateLimits
@@ -50,4 +51,5 @@ class PostgresState(Audit, Claims, RateLimits, ReindexLock):
 
     def __init__(self, url: str, max_connections: int = 8):
         super().__init__(url, max_connections)
+        self.loop = Loop(self._run, "%s")  # the owners' loop (bot/state/loop.py)
         self._start()  # the background thread, once every part is set up
