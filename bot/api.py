@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int], Callable[[int], object]]
 EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
 GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+STALE_PERIOD = "30d"  # the answers `stale` counts against a doc by default
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -268,9 +269,7 @@ def gaps(
     person) since `since` (as `audit` reads it), grouped into topics with the nearest doc, its
     intent, owner and link; with `intent` (one of the index's, else ValueError naming them), the
     topics labelled with it, and the rows routed to it or in those topics."""
-    from index.store import load_owners
-
-    from .gaps import find_topics, top_intent
+    from .gaps import find_topics, match_states, top_intent
     from .since import parse_since
 
     guide = _guide(settings, db)
@@ -287,7 +286,7 @@ def gaps(
         rows,
         guide.embedder,
         guide.engine.loaded().searcher,
-        load_owners(guide.index, guide.settings.honour_doc_owners),
+        owners_shown(guide),
         intent=intent,
         base_url=guide.settings.docs_base_url,
         names_weight=guide.settings.bm25_weight,
@@ -295,7 +294,49 @@ def gaps(
     if intent:  # the intent's questions: routed to it, or in one of its gaps
         mine = {i for t in topics for i in t.ids}
         rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
+    match_states(topics, stored_topics(guide))
     return Gaps(topics, info, rows)
+
+
+def owners_shown(guide: FieldGuide) -> tuple[dict[str, str], dict[str, str]]:
+    """({doc: owner}, {intent: owner}) as an owner's report shows them: each doc's own (front
+    matter, CODEOWNERS, git: bot/owners.py), else its intent's (intents.yaml). Who Slack sends a
+    doc's questions to is FieldGuide.owners' (FIELDGUIDE_DOC_OWNERS)."""
+    from index.store import load_owners
+
+    from .owners import doc_owner
+
+    docs = {d["path"]: owner for d in guide.docs() if (owner := doc_owner(d)[0])}
+    return docs, load_owners(guide.index)[1]
+
+
+def stored_topics(guide: FieldGuide) -> list[dict]:
+    """The gap topics kept with a state (bot/state/loop.py); none where the audit's tables cannot
+    be read (a read-only index made before them)."""
+    import sqlite3
+
+    try:
+        return guide.state.loop.topics()
+    except sqlite3.OperationalError:
+        return []
+
+
+def stale(
+    db: str | Path | None = None, *, since: str | None = None, settings: Settings | None = None
+) -> list:
+    """The stale docs (bot/owners.py StaleDoc), the most damaging first: answers since `since`
+    (default: 30 days) that cited them, those marked 👎 first."""
+    from .owners import stale_docs
+    from .since import parse_since
+
+    guide = _guide(settings, db)
+    rows = guide.state.list_answers(parse_since(since or STALE_PERIOD), None, GAPS_ROWS)
+    return stale_docs(guide.docs(), rows)
+
+
+def drafts(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
+    """The doc changes drafted from hand-off replies, newest first (bot/drafts.py)."""
+    return _guide(settings, db).state.loop.drafts()
 
 
 def eval_index(work: str | Path, set_dir: Path, embedder: Embedder) -> str:

@@ -79,6 +79,11 @@ class Source(BaseModel):
     doc: str
     section: str
     url: str
+    stale: str = Field(
+        default="",
+        description="why the doc may be out of date (its review is overdue, or what it describes"
+        " changed after it), else empty: say so when you use this source",
+    )
 
 
 class AskResult(BaseModel):

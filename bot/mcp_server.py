@@ -267,7 +267,14 @@ class DocsServer(MCPServer):
 
 def source_of(s: AnswerSource) -> Source:
     """An answer's numbered source, its names bounded."""
-    return Source(n=s.n, id=s.chunk_id, doc=name(s.doc), section=name(s.label), url=name(s.url))
+    return Source(
+        n=s.n,
+        id=s.chunk_id,
+        doc=name(s.doc),
+        section=name(s.label),
+        url=name(s.url),
+        stale=name(s.stale),
+    )
 
 
 def fail_closed(call: Callable[[], T]) -> T:
