@@ -269,8 +269,9 @@ def gaps(
     person) since `since` (as `audit` reads it), grouped into topics with the nearest doc, its
     intent, owner and link; with `intent` (one of the index's, else ValueError naming them), the
     topics labelled with it, and the rows routed to it or in those topics."""
-    from .gaps import find_topics, match_states, top_intent
+    from .gaps import top_intent
     from .since import parse_since
+    from .topics import gap_topics
 
     guide = _guide(settings, db)
     if intent:
@@ -280,45 +281,11 @@ def gaps(
                 f"no intent {intent!r} in {guide.settings.db}: its intents are"
                 f" {', '.join(known) or 'none'}"
             )
-    since = parse_since(since) if since else None
-    rows = guide.state.list_answers(since, None, GAPS_ROWS)
-    topics, info = find_topics(
-        rows,
-        guide.embedder,
-        guide.engine.loaded().searcher,
-        owners_shown(guide),
-        intent=intent,
-        base_url=guide.settings.docs_base_url,
-        names_weight=guide.settings.bm25_weight,
-    )
+    topics, info, rows = gap_topics(guide, parse_since(since) if since else None, intent)
     if intent:  # the intent's questions: routed to it, or in one of its gaps
         mine = {i for t in topics for i in t.ids}
         rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
-    match_states(topics, stored_topics(guide))
     return Gaps(topics, info, rows)
-
-
-def owners_shown(guide: FieldGuide) -> tuple[dict[str, str], dict[str, str]]:
-    """({doc: owner}, {intent: owner}) as an owner's report shows them: each doc's own (front
-    matter, CODEOWNERS, git: bot/owners.py), else its intent's (intents.yaml). Who Slack sends a
-    doc's questions to is FieldGuide.owners' (FIELDGUIDE_DOC_OWNERS)."""
-    from index.store import load_owners
-
-    from .owners import doc_owner
-
-    docs = {d["path"]: owner for d in guide.docs() if (owner := doc_owner(d)[0])}
-    return docs, load_owners(guide.index)[1]
-
-
-def stored_topics(guide: FieldGuide) -> list[dict]:
-    """The gap topics kept with a state (bot/state/loop.py); none where the audit's tables cannot
-    be read (a read-only index made before them)."""
-    import sqlite3
-
-    try:
-        return guide.state.loop.topics()
-    except sqlite3.OperationalError:
-        return []
 
 
 def stale(

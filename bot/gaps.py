@@ -67,7 +67,6 @@ KINDS = {
     "unsure": "answered unsure: check the section covers it",
     "offtopic": "off-topic for these docs: nothing to write (say where to ask, if it keeps coming)",
 }
-STATES = ("open", "drafted", "fixed", "wontfix")
 
 
 @dataclass
@@ -83,7 +82,7 @@ class Topic:
     unsure: int = 0  # of `count`, answered unsure (the others: not answered, a 👎, handed on)
     evidence: float = 0.0  # the summed `evidence` of its questions: how topics are ranked
     kind: str = "missing"  # KINDS
-    state: str = "open"  # STATES, as stored (bot/state) for the topic holding these questions
+    state: str = "open"  # open, drafted, fixed or wontfix: as kept (bot/state) for its questions
     topic_id: int | None = None  # its stored row, once it has one
     before: str = ""  # closure: answered before and after the docs changed ("0/10", "9/10")
     after: str = ""

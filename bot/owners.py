@@ -10,7 +10,7 @@ the stale docs by damage: the answers that cited them lately, those marked 👎 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -75,7 +75,6 @@ class StaleDoc:
     url: str = ""
     cited: int = 0  # answers that cited it since the period began
     not_helpful: int = 0  # of those, marked 👎
-    reasons_given: list[str] = field(default_factory=list)  # what the 👎 said, when it said
 
     def to_json(self) -> dict:
         return {

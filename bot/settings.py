@@ -391,6 +391,14 @@ class Settings:
         " e.g. openssl rand -hex 32); empty = --http refuses to start",
         token_length,
     )
+    weekly_note: str = _setting(
+        "FIELDGUIDE_WEEKLY_NOTE",
+        "mon",
+        "the weekday (mon … sun, UTC) from which serve sends each docs owner their weekly note (a"
+        " DM to a person, a post in an owners' channel; once per owner and week across a"
+        " fleet); off = never",
+        one_of("mon", "tue", "wed", "thu", "fri", "sat", "sun", "off"),
+    )
     doc_owners: str = _setting(
         "FIELDGUIDE_DOC_OWNERS",
         "off",

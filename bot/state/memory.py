@@ -23,8 +23,13 @@ class InProcess:
     def close(self) -> None:
         """Nothing to close: what this process holds goes with it."""
 
+    @property
+    def loop(self) -> Loop:
+        """The owners' loop (bot/state/loop.py): in this process's memory here."""
+        return self._loop
+
     def __init__(self, seen_size: int = 5000):
-        self.loop = memory_loop()  # the owners' loop (bot/state/loop.py), in this process
+        self._loop = memory_loop()
         self._seen: dict[str, None] = {}
         self._seen_size = seen_size
         self._times: dict[str, deque] = {}

@@ -167,7 +167,7 @@ class SqliteState(InProcess):
         super().__init__()  # claims live here only while the index can't be written
         # the tables once, now, so the per-answer writes below don't repeat it
         self._audit_failed(lambda: migrate(db, AUDIT_MIGRATIONS))
-        self.loop = Loop(self._run, "?")
+        self._loop = Loop(self._run, "?")  # the owners' loop in the index file
 
     def _run(self, sql: str, params: list) -> list[tuple]:
         with writing(self.db):
