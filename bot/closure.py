@@ -1,8 +1,9 @@
 """Closure proven: after a reindex that changed docs, the questions of the open and drafted gap
 topics are asked again, offline, and recorded apart from the askers' audit trail (the `replays`
 table); each topic keeps how many were answered before and after. A question counts as answered
-now when the answer is ANSWER and cites a doc the reindex added or changed (an answer from an
-unchanged doc is what its asker already had). A topic most of whose questions are answered now is
+now when its answer cites a doc the reindex added or changed — confidently (ANSWER) or with a
+caveat (PARTIAL, quoting it): an answer from an unchanged doc is what its asker already had, and
+one quoting the change is what it was made for. Before is how many were answered well as asked. A topic most of whose questions are answered now is
 marked fixed, and the askers whose question or 👎 it was are told, once each, in their thread,
 with a link to the section that changed (`tell`)."""
 
@@ -49,7 +50,7 @@ def replay(guide: Guide, changed: set[str]) -> list[dict]:
                 for s in ans.sources
                 if any(c.source == s.n for c in ans.citations)
             ]
-            answered = ans.decision == "ANSWER" and any(c["doc"] in changed for c in cited)
+            answered = ans.decision != "ABSTAIN" and any(c["doc"] in changed for c in cited)
             results.append(
                 {"answer_id": i, "question": question, "decision": ans.decision}
                 | {"cited": cited, "answered": answered}

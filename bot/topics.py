@@ -51,7 +51,6 @@ def gap_topics(
         owners_shown(guide),
         intent=intent,
         base_url=guide.settings.docs_base_url,
-        names_weight=guide.settings.bm25_weight,
     )
     match_states(topics, stored_topics(guide))
     return topics, info, rows
