@@ -1,11 +1,10 @@
 """Closure proven: after a reindex that changed docs, the questions of the open and drafted gap
 topics are asked again, offline, and recorded apart from the askers' audit trail (the `replays`
-table); each topic keeps how many were answered before and after. A question counts as answered
-now when its answer cites a doc the reindex added or changed — confidently (ANSWER) or with a
-caveat (PARTIAL, quoting it): an answer from an unchanged doc is what its asker already had, and
-one quoting the change is what it was made for. Before is how many were answered well as asked. A topic most of whose questions are answered now is
-marked fixed, and the askers whose question or 👎 it was are told, once each, in their thread,
-with a link to the section that changed (`tell`)."""
+table); each topic keeps how many were answered before (well, as asked) and after. A question
+counts as answered now when its answer cites a doc the reindex added or changed — confidently
+(ANSWER) or with a caveat (PARTIAL, quoting it): an answer from an unchanged doc is what its asker
+already had, and one quoting the change is what it was made for. A topic most of whose questions
+are answered now is marked fixed; its askers are then told (bot/slack/owners.py `tell`)."""
 
 from __future__ import annotations
 
