@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from index.durations import seconds_of
+from .since import seconds_of
 
 # where a doc's owner came from, in the order they are asked
 OWNER_SOURCES = ("front matter", "CODEOWNERS", "git")

@@ -389,7 +389,7 @@ def _reviewed(value: object) -> str | None:
 
 def _review_every(value: object) -> str | None:
     """`review_every`: a duration of at least a day ("90d", "12w")."""
-    from .durations import EXAMPLES, seconds_of
+    from .durations import DURATIONS, seconds_of
 
     if value is None or value == "":
         return None
@@ -402,7 +402,7 @@ def _review_every(value: object) -> str | None:
         shown = text if text and len(text) <= 20 else _kind(value)
         raise DocError(
             f"front matter 'review_every' {shown!r} is not a duration of a day or more"
-            f" (such as {EXAMPLES})"
+            f" (such as {DURATIONS})"
         )
     return text
 
