@@ -459,6 +459,11 @@ def build(guide: FieldGuide, scope: Scope | None) -> DocsServer:
     server.add_tool(tools.search, title="Search the docs", annotations=SAME)
     server.add_tool(tools.read_section, title="Read a docs section", annotations=SAME)
     server.add_tool(tools.list_intents, title="List the docs' topics", annotations=SAME)
+    from .mcp_owners import OwnerTools  # for the docs' owners: gaps and stale docs
+
+    owners = OwnerTools(guide, scope, fail_closed, visible)
+    server.add_tool(owners.gaps, title="What the docs don't answer", annotations=SAME)
+    server.add_tool(owners.stale_docs, title="Stale docs", annotations=SAME)
     return server
 
 

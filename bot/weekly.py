@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .gaps import KINDS, Topic, unanswered
+from .gaps import KINDS, Topic, evidence, unanswered
 from .owners import StaleDoc, cited_docs
 
 MAX_BLOCKS = 50
@@ -83,7 +83,8 @@ def lines_block(title: str, lines: list[str], total: int, more: str) -> dict:
 
 
 def questions_part(note: Note) -> list[dict]:
-    rows = [r for r in note.rows if unanswered(r)]
+    # a 👎 or a hand-off (a person said it did not do) first, then refusals, then partial answers
+    rows = sorted((r for r in note.rows if unanswered(r)), key=lambda r: -evidence(r))
     cited = len(note.rows)
     down = sum("not_helpful" in (r.get("feedback") or {}).values() for r in note.rows)
     summary = section(
