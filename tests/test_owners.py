@@ -116,7 +116,7 @@ def test_a_fresh_doc_is_not_stale():
     from bot.owners import stale_reasons
 
     today = datetime.now(UTC).date()
-    doc = {"reviewed": today.isoformat(), "review_every": "12w", "updated": "2020-01-01T00:00:00"}
+    doc: dict = {"reviewed": today.isoformat(), "review_every": "12w", "updated": "2020-01-01"}
     assert stale_reasons(doc) == []
     doc["watched"] = {"src/x.py": "2020-01-01T00:00:00+00:00"}  # same commit as the doc: fresh
     doc["updated"] = "2020-01-01T00:00:00+00:00"
@@ -171,6 +171,7 @@ def draft_row(guide: FieldGuide, question: str) -> dict:
            "vector": 0, "score": 0}  # fmt: skip
     ans = Answer(question, question, "ABSTAIN", "…", trace=Trace(hits=[hit]))
     aid = guide.state.record_answer(ans, {"channel": "C1", "user": "U1", "thread_ts": "1.1"})
+    assert aid is not None
     row = guide.state.get_answer(aid)
     assert row is not None
     return row
@@ -267,8 +268,8 @@ def test_mcp_gaps_and_stale_docs_are_read_only_and_scoped(tmp_path, local_embedd
 OWNERS = ("U0ANA", "U0BEN", "U0CAT")
 
 
-def owned_docs(tmp_path) -> dict[str, str]:
-    files = {}
+def owned_docs(tmp_path) -> dict[str, str | bytes]:
+    files: dict[str, str | bytes] = {}
     for n, owner in enumerate(OWNERS):
         for k in range(3):
             files[f"team{n}/doc{k}.md"] = (
