@@ -61,3 +61,5 @@ _.maxstring
 _.maxother
 _.maxlist
 _.maxdict
+answered_before  # a field of bot/mcp_results.py's GapTopic (set by keyword, read by pydantic)
+answered_after  # a field of bot/mcp_results.py's GapTopic (set by keyword, read by pydantic)
