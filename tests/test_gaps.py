@@ -67,8 +67,7 @@ def test_gaps_json_finds_the_three_planted_topics_with_their_counts(examples_db,
         )
         assert t["url"].startswith(("https://docs.tidewater.example/", t["doc"]))
         assert t["state"] == "open"  # rows without the decision's evidence: no name told lacking
-    unsure = [t for t in out["topics"] if t["kind"] == "unsure"]
-    assert sum(t["count"] for t in unsure) == sum(t["unsure"] for t in out["topics"]) == 8
+    assert sum(t["unsure"] for t in out["topics"]) == 8  # a quarter of the planted rows
     assert sum(t["count"] for t in out["topics"]) == 30
     assert main(["gaps", "--db", examples_db, "--since", "2999-01-01", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["topics"] == []
