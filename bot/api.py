@@ -121,11 +121,14 @@ class Indexed:
     summary: RunSummary
     source: DocsSource
     published: dict | None = None
+    replayed: list[dict] | None = None  # gap topics asked again (bot/closure.py replay)
 
     def to_json(self) -> dict:
         out = {"source": self.source.identity, **self.summary.counts()}
         if self.published:
             out["published"] = {k: round(v, 3) for k, v in self.published.items()}
+        if self.replayed:
+            out["replayed"] = self.replayed
         return out
 
 
@@ -141,14 +144,20 @@ def index(
     `docs`: the folder (default: FIELDGUIDE_DOCS, or the repository FIELDGUIDE_DOCS_GIT, pulled
     first). `replace`: index these docs even though the index was built from another source (its
     docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
-    set, one run at a time across the fleet, published to it."""
+    set, one run at a time across the fleet, published to it. A run that added or changed docs
+    asks the open gap topics' questions again (bot/closure.py): `replayed`."""
     guide = _guide(settings, db)
     source = docs_source(guide.settings, docs)
     with fleet_reindex_lock(guide.settings):
         summary, published = index_docs(
             guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
         )
-    return Indexed(summary, source, published)
+    replayed = None
+    if summary.added or summary.changed:  # the open gap topics' questions asked again
+        from .closure import replay
+
+        replayed = replay(guide, set(summary.added) | set(summary.changed))
+    return Indexed(summary, source, published, replayed)
 
 
 def intents(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:

@@ -117,6 +117,11 @@ def index(
         print(f"  skipped {s['path']}: {s['reason']}")
     for w in summary.warnings:
         print(f"  warning {w['path']}: {w['warning']}")
+    for t in done.replayed or []:
+        print(
+            f"  gap topic #{t['topic_id']} “{t['title'][:60]}”: answered {t['before']} before,"
+            f" {t['after']} now" + (" — fixed" if t["fixed"] else "")
+        )
     if published:
         print(
             f"Published generation {published['generation']} to PostgreSQL:"

@@ -213,7 +213,7 @@ def top_gaps(topics: list[Topic]) -> str:
         + (f" ({t.unsure} answered unsure)" if t.unsure else "")
         + f" like “{escape(t.questions[0])}” — {escape(KINDS[t.kind])}; nearest doc"
         f" {nearest(t)} ({escape(t.intent or 'no intent')}), owner"
-        f" {escape(t.owner or 'none')}, <span class=\"state\">{escape(state_of(t))}</span><ul>"
+        f' {escape(t.owner or "none")}, <span class="state">{escape(state_of(t))}</span><ul>'
         + "".join(f"<li>{escape(q)}</li>" for q in t.questions[1:])
         + "</ul></li>"
         for t in shown

@@ -335,3 +335,32 @@ def test_the_weekly_note_for_three_owners_is_sent_once_by_a_fleet_of_two(
     for r in replicas:
         r.close()
     mock.close()
+
+
+def test_a_cli_reindex_that_changes_docs_replays_the_open_topics(tmp_path, local_embedder, capsys):
+    """`fieldguide index` after a fix: the topic's questions asked again, apart from the audit."""
+    import shutil
+
+    from tests.conftest import EXAMPLES
+    from tests.standins.gap_topics import TOPICS
+
+    docs = shutil.copytree(EXAMPLES, tmp_path / "docs")
+    db = str(tmp_path / "i.db")
+    assert main(["index", str(docs), "--db", db, "--quiet"]) == 0
+    asked_trail(db, local_embedder, TOPICS["crypto"])
+    before = len(FieldGuide(Settings(db=db)).state.list_answers(None, None, 1000))
+    faq = docs / "troubleshooting" / "faq.md"
+    faq.write_text(
+        faq.read_text()
+        + "\n## Can I pay with cryptocurrency?\n\nYes: Bitcoin (BTC), Ethereum (ETH) and USDC"
+        " stablecoin payments are accepted for invoices on every plan, Team included, from any"
+        " crypto wallet.\n"
+    )
+    capsys.readouterr()
+    assert main(["index", str(docs), "--db", db, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "answered 0/10 before" in out and "— fixed" in out, out
+    guide = FieldGuide(Settings(db=db))
+    assert len(guide.state.list_answers(None, None, 1000)) == before  # replays kept apart
+    [topic] = guide.state.loop.topics()
+    assert topic["state"] == "fixed" and len(guide.state.loop.replays(topic["id"])) == 10
