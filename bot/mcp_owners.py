@@ -46,11 +46,12 @@ class OwnerTools:
         got no good answer, grouped into topics, likeliest missing docs first, each with what its
         owner can do (write it up, check the closest section, nothing: off-topic), its state and
         the nearest doc and owner. For reviewing the docs, not for answering a question."""
-        from .since import parse_since
         from .topics import gap_topics
 
+        start = period(since)
+
         def read() -> tuple[list, dict, dict[int, dict]]:
-            topics, info, rows = gap_topics(self.guide, parse_since(since))
+            topics, info, rows = gap_topics(self.guide, start)
             return topics, info, {r["id"]: r for r in rows}
 
         topics, info, rows = self._fail_closed(read)
@@ -88,11 +89,12 @@ class OwnerTools:
         describe changed after them), the most damaging first: most answers marked 👎 that cited
         them, then most answers that cited them."""
         from .owners import stale_docs
-        from .since import parse_since
+
+        start = period(since)
 
         def read() -> tuple[list, list[dict]]:
             docs = self.guide.docs()
-            rows = self.guide.state.list_answers(parse_since(since), None, 100_000)
+            rows = self.guide.state.list_answers(start, None, 100_000)
             return stale_docs(docs, rows), docs
 
         found, docs = self._fail_closed(read)
@@ -112,6 +114,18 @@ class OwnerTools:
         )
         kept, left = within_budget(listed, size, MAX_RESULT_CHARS)
         return StaleList(docs=kept, left_out=left, scope=self.where)
+
+
+def period(since: str) -> str:
+    """The period's start as stored, or a ToolError saying what `since` may be."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from .since import parse_since
+
+    try:
+        return parse_since(since[:100])
+    except ValueError as e:
+        raise ToolError(f"since: {e}") from None
 
 
 def private_questions(ids: list[int], rows: dict[int, dict]) -> set[str]:

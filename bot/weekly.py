@@ -199,7 +199,7 @@ def notes(
         note.rows = [
             r for r in rows if cited_docs(r) & mine or (r.get("hits") or [{}])[0].get("doc") in mine
         ]
-        note.topics = [t for t in topics if t.doc in mine and t.state != "fixed"]
+        note.topics = [t for t in topics if t.doc in mine and t.state in ("open", "drafted")]
         note.stale = [s for s in stale if s.path in mine]
         note.drafts = [d for d in drafts if d["doc"] in mine and not d.get("merged")]
     return list(by_owner.values())

@@ -364,3 +364,30 @@ def test_a_cli_reindex_that_changes_docs_replays_the_open_topics(tmp_path, local
     assert len(guide.state.list_answers(None, None, 1000)) == before  # replays kept apart
     [topic] = guide.state.loop.topics()
     assert topic["state"] == "fixed" and len(guide.state.loop.replays(topic["id"])) == 10
+
+
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
+def test_a_hand_off_is_found_by_either_of_its_threads(where, tmp_path, request):
+    """The asker's thread, or the thread of the hand-off's message in an owners' channel."""
+    if where == "postgres":
+        from bot.state.postgres import PostgresState
+
+        state = PostgresState(request.getfixturevalue("pg_url"))
+    else:
+        from bot.state.sqlite import SqliteState
+
+        state = SqliteState(open_db(tmp_path / "i.db"))
+    try:
+        ans = Answer("q", "q", "ABSTAIN", "…")
+        aid = state.record_answer(ans, {"channel": "C1", "user": "U1", "thread_ts": "17.1"})
+        assert aid is not None and state.claim_handoff(aid, "U1", "#docs", "#docs") is None
+        state.loop.note_posted(aid, "C0DOCS", "18.5")
+        for channel, ts in (("C1", "17.1"), ("C0DOCS", "18.5")):
+            found = state.loop.handoff_in_thread(channel, ts)
+            assert found == {"answer_id": aid, "owner": "#docs", "target": "#docs", "user": "U1"}
+        assert state.loop.handoff_in_thread("C0DOCS", "17.1") is None
+        assert state.loop.claim("offer", str(aid)) and not state.loop.claim("offer", str(aid))
+        state.loop.release("offer", str(aid))
+        assert state.loop.claim("offer", str(aid))
+    finally:
+        state.close()

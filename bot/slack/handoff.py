@@ -142,7 +142,9 @@ def hand_off(
         else:
             posted = client.chat_postMessage(channel=owner, text=text, unfurl_links=False)
             # replies under it in the owners' channel are answers too (bot/slack/owners.py)
-            state.loop.note_posted(answer_id, str(posted.get("ts") or ""))
+            state.loop.note_posted(
+                answer_id, str(posted.get("channel") or owner), str(posted.get("ts"))
+            )
     except SLACK_FAILURES as e:
         log.warning("could not hand answer %s to %s: %s", answer_id, owner, e)
         state.release_handoff(answer_id)  # nothing was posted: the button may be tried again

@@ -171,9 +171,11 @@ class Loop:
             f"DELETE FROM owner_claims WHERE kind = {self._m} AND key = {self._m}", [kind, key]
         )
 
-    def note_posted(self, answer_id: int, ts: str) -> None:
+    def note_posted(self, answer_id: int, channel: str, ts: str) -> None:
+        """Where a hand-off's message was posted (an owners' channel), so replies under it count."""
         self._run(
-            f"UPDATE handoffs SET posted = {self._m} WHERE answer_id = {self._m}", [ts, answer_id]
+            f"UPDATE handoffs SET posted = {self._m} WHERE answer_id = {self._m}",
+            [f"{channel}/{ts}", answer_id],
         )
 
     def handoff_in_thread(self, channel: str, thread_ts: str) -> dict | None:
@@ -183,9 +185,9 @@ class Loop:
         rows = self._run(
             'SELECT h.answer_id, h.owner, h.target, a."user" FROM handoffs h'
             " JOIN answers a ON a.id = h.answer_id"
-            f" WHERE (a.channel = {m} AND a.thread_ts = {m})"
-            f" OR (h.target = {m} AND h.posted = {m}) ORDER BY h.answer_id DESC LIMIT 1",
-            [channel, thread_ts, channel, thread_ts],
+            f" WHERE (a.channel = {m} AND a.thread_ts = {m}) OR h.posted = {m}"
+            " ORDER BY h.answer_id DESC LIMIT 1",
+            [channel, thread_ts, f"{channel}/{thread_ts}"],
         )
         if not rows:
             return None
