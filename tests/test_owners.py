@@ -369,6 +369,9 @@ def test_a_cli_reindex_that_changes_docs_replays_the_open_topics(tmp_path, local
 @pytest.mark.parametrize("where", ["sqlite", "postgres"])
 def test_a_hand_off_is_found_by_either_of_its_threads(where, tmp_path, request):
     """The asker's thread, or the thread of the hand-off's message in an owners' channel."""
+    from bot.state import State
+
+    state: State
     if where == "postgres":
         from bot.state.postgres import PostgresState
 
