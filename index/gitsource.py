@@ -294,37 +294,29 @@ def last_commits(
     return found
 
 
-def repository_top(root: Path, timeout: float = 30.0) -> Path | None:
-    """The top folder of the git working copy `root` is in; None when it is in none."""
+def git_line(cwd: Path, *args: str, timeout: float = 30.0) -> str:
+    """What `git args` prints in `cwd`, stripped; "" when it fails, runs over or there is no
+    git (a read that may find nothing: no working copy, a path never committed)."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel"],
-            cwd=root,
-            capture_output=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
+            ["git", *args], cwd=cwd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.TimeoutExpired):
-        return None
-    top = out.stdout.decode(errors="replace").strip()
-    return Path(top) if out.returncode == 0 and top else None
+        return ""
+    return out.stdout.decode(errors="replace").strip() if out.returncode == 0 else ""
 
 
-def path_changed(top: Path, path: str, timeout: float = 30.0) -> str | None:
+def repository_top(root: Path) -> Path | None:
+    """The top folder of the git working copy `root` is in; None when it is in none."""
+    top = git_line(root, "rev-parse", "--show-toplevel")
+    return Path(top) if top else None
+
+
+def path_changed(top: Path, path: str) -> str | None:
     """The committer date (UTC ISO 8601) of the last commit that changed `path` (a file or folder
     relative to the working copy's top `top`, read literally); None when none did."""
-    try:
-        out = subprocess.run(
-            ["git", "log", "-1", "--format=%cI", "--", f":(literal){path}"],
-            cwd=top,
-            capture_output=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    when = out.stdout.decode(errors="replace").strip()
-    return utc(when) if out.returncode == 0 and when else None
+    when = git_line(top, "log", "-1", "--format=%cI", "--", f":(literal){path}")
+    return utc(when) if when else None
 
 
 def utc(iso: str) -> str:
