@@ -253,11 +253,6 @@ class Settings:
     condense_model: str = _setting(
         "FIELDGUIDE_CONDENSE_MODEL", "claude-haiku-5-5", "follow-up rewriter"
     )
-    extract_model: str = _setting(
-        "FIELDGUIDE_EXTRACT_MODEL",
-        "claude-haiku-5-5",
-        "passage extractor (the `sequential` and `overlap` paths)",
-    )
     answer_model: str = _setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-5-5", "answer writer")
     check_model: str = _setting(
         "FIELDGUIDE_CHECK_MODEL",
@@ -266,13 +261,6 @@ class Settings:
     )
     judge_model: str = _setting(
         "FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-5-5", "`eval --answers --judge` grader"
-    )
-    claude_path: str = _setting(
-        "FIELDGUIDE_CLAUDE_PATH",
-        "cite",
-        "with Claude: cite (the answer's citations extract) | overlap | sequential"
-        " (classify → extract → answer)",
-        one_of("cite", "overlap", "sequential"),
     )
     prices: str = _setting(
         "FIELDGUIDE_PRICES",
@@ -473,7 +461,11 @@ class Settings:
         alike."""
         merged = cls.sources(environ, dotenv)
         kwargs: dict[str, object] = {}
-        problems = []
+        problems = [
+            f"{name}={merged[name]!r}: {why}"
+            for name, (kept, why) in GONE.items()
+            if merged.get(name, "").strip() not in ("", kept)
+        ]
         for f in fields(cls):
             raw = merged.get(f.metadata["env"])
             if raw is None or raw.strip() == "":
@@ -547,6 +539,17 @@ class Settings:
     @property
     def admin_ids(self) -> set[str]:
         return {a.strip() for a in self.admins.split(",") if a.strip()}
+
+
+# Settings that are no more: (the value that still means what is done now, why any other value
+# cannot be honoured)
+GONE = {
+    "FIELDGUIDE_CLAUDE_PATH": (
+        "cite",
+        "the overlap and sequential paths were removed (bench/RESULTS.md 'claude-paths'): with"
+        " Claude, every answer reads the top sections and cites them; unset it",
+    ),
+}
 
 
 # what each Slack token prefix is, and where a Slack app shows it

@@ -69,12 +69,18 @@ def test_unreadable_dotenv_is_a_clear_error(tmp_path, monkeypatch, capsys, doten
         ("ANTHROPIC_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),
         ("FIELDGUIDE_REINDEX_COMMAND", "docs reindex", "must be like /docs-reindex"),
         ("FIELDGUIDE_AUDIT_RETENTION_DAYS", "-1", "must be between 0 and 36,500"),
+        ("FIELDGUIDE_CLAUDE_PATH", "overlap", "the overlap and sequential paths were removed"),
+        ("FIELDGUIDE_CLAUDE_PATH", "sequential", "unset it"),
     ],
 )
 def test_bad_settings_are_named(env, value, message):
     with pytest.raises(SettingsError) as e:
         Settings.load(environ={env: value}, dotenv=None)
     assert f"{env}=" in str(e.value) and message in str(e.value)
+
+
+def test_the_one_claude_path_left_may_still_be_named():
+    assert Settings.load(environ={"FIELDGUIDE_CLAUDE_PATH": "cite"}, dotenv=None) == Settings()
 
 
 def test_every_bad_setting_at_once_and_no_traceback(monkeypatch, capsys):
