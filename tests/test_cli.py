@@ -320,3 +320,49 @@ def test_prices_are_the_english_pricing_pages():
     sonnet = price_for("claude-sonnet-5-5", DEFAULT_PRICES)
     assert sonnet is not None
     assert (sonnet["input"], sonnet["output"], sonnet["cache_write"]) == (2.0, 10.0, 2.5)
+
+
+def test_ask_with_a_key_exits_once_its_answer_is_printed(examples_db, stub, tmp_path):
+    """Claude's classification beside the answer hangs: `fieldguide ask` prints its answer and
+    exits without waiting for it, and the audit says the routing was not back."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from bot.state.sqlite import SqliteState
+    from index.store import open_db
+    from tests.conftest import ROOT
+    from tests.standins.claude import FakeClaude, hanging
+
+    release = threading.Event()
+    fake = FakeClaude(down={"classify": hanging(release, 120)})
+    stub.route("/v1/messages", fake)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "ANTHROPIC_API_KEY": "k",
+        "ANTHROPIC_BASE_URL": stub.url,
+        "FIELDGUIDE_DB": examples_db,
+    }
+    question = "How do I verify the signature of a webhook?"
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "ask", question],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=110,
+        )
+        exited = time.monotonic()
+        assert not release.is_set()  # the classification never came back
+    finally:
+        release.set()
+    assert out.returncode == 0, out.stderr
+    assert "[1]" in out.stdout
+    checked = [r for r in stub.calls("/v1/messages") if fake.kind(r.json) == "check"]
+    assert checked and exited - checked[-1].at < 10  # the answer's last call, then the exit
+    [row] = SqliteState(open_db(examples_db)).list_answers(limit=1)
+    assert "Claude's routing was not back by the end of the answer" in row["notes"]
