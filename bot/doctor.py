@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from index.loader import MAX_DOC_BYTES
-from index.store import examine, open_read_only
+from index.store import (
+    INDEX_MIGRATIONS,
+    IndexMissing,
+    examine,
+    newer_message,
+    open_read_only,
+    unknown_migrations,
+    writable,
+)
 
 from .settings import Settings, SettingsError
 
@@ -52,14 +60,35 @@ def check_settings(settings: Settings, dotenv: Path) -> Check:
     return Check("settings", "ok", f"valid (environment and {dotenv})")
 
 
-def check_index(db: str, model: str) -> list[Check]:
+def newer_tables(conn: sqlite3.Connection, db: str) -> str:
+    """What a newer fieldguide wrote into the index file (its migrations, of the index's tables
+    or the audit trail's), as the commands refuse it; "" when nothing."""
+    import sqlite_utils
+
+    from .state.sqlite import AUDIT_MIGRATIONS
+
+    found = sqlite_utils.Database(conn, execute_plugins=False)
+    for migrations, what in ((INDEX_MIGRATIONS, db), (AUDIT_MIGRATIONS, f"{db}'s audit trail")):
+        if newer := unknown_migrations(found, migrations):
+            return newer_message(what, newer)
+    return ""
+
+
+def check_index(db: str, model: str, fleet: bool = False) -> list[Check]:
+    """The index file: readable, whole, of this fieldguide's version or older, embedded with the
+    model in use, private; on a read-only volume, that the audit trail is off (`fleet`: the
+    audit trail is PostgreSQL's)."""
     path = Path(db)
     if not path.is_file():
         return [Check("index", "FAIL", f"no index at {db}: run fieldguide index DOCS_DIR")]
     checks = []
     try:
         with closing(open_read_only(path)) as conn:
+            if newer := newer_tables(conn, db):
+                return [Check("index", "FAIL", newer)]
             found = examine(conn)
+    except IndexMissing as e:
+        return [Check("index", "FAIL", str(e))]
     except sqlite3.DatabaseError as e:
         return [Check("index", "FAIL", f"{db} cannot be read as an index: {e}")]
     integrity, meta, last = found["integrity"], found["meta"], found["last_run"]
@@ -87,6 +116,9 @@ def check_index(db: str, model: str) -> list[Check]:
         )
     else:
         checks.append(Check("model", "ok", f"{model}, as the index"))
+    if not fleet and not writable(path):
+        why = "answers, feedback and hand-offs are not kept"
+        checks.append(Check("audit", "warn", f"{db} is read-only: the audit trail is off ({why})"))
     if stat.S_IMODE(path.stat().st_mode) & 0o077:
         checks.append(
             Check(
@@ -365,7 +397,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
 
     return [
         check_settings(settings, dotenv),
-        *check_index(db, embedder_for(settings).name),
+        *check_index(db, embedder_for(settings).name, bool(settings.database_url)),
         check_git_docs(settings)
         if settings.docs_git and not docs
         else check_docs(docs, settings.max_doc_bytes),

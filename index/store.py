@@ -33,6 +33,12 @@ class ModelMismatch(Exception):
     """The index was embedded with another model than the one in use."""
 
 
+class NewerIndex(IndexMissing):
+    """The file records migrations this fieldguide does not know: a newer fieldguide wrote it,
+    and its tables may no longer be what this one reads and writes. No usable index for this
+    version; the message names the migrations."""
+
+
 INDEX_MIGRATIONS = sqlite_utils.Migrations("fieldguide.index")
 
 
@@ -82,9 +88,35 @@ def m003_doc_updated(db: sqlite_utils.Database) -> None:
         db.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
 
 
-def migrate(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> None:
+def unknown_migrations(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> list[str]:
+    """The migrations of this set that `db` records and this fieldguide does not have: what a
+    newer fieldguide applied."""
+    known = {m.name for m in migrations._migrations}
+    return [m.name for m in migrations.applied(db) if m.name not in known]
+
+
+def refuse_newer(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations, what: str) -> None:
+    """NewerIndex when `db` records migrations of this set that this fieldguide does not know;
+    `what` names the file in the message."""
+    if newer := unknown_migrations(db, migrations):
+        raise NewerIndex(newer_message(what, newer))
+
+
+def newer_message(what: str, newer: list[str]) -> str:
+    return (
+        f"{what} was written by a newer fieldguide ({', '.join(newer)}): upgrade fieldguide to"
+        " use it, or build a new index with this one"
+    )
+
+
+def migrate(
+    db: sqlite_utils.Database, migrations: sqlite_utils.Migrations, what: str = "the index"
+) -> None:
     """Apply the migrations `db` lacks, each in one transaction with its record; nothing is
-    written when none is pending (a read-only file opens as it is)."""
+    written when none is pending (a read-only file opens as it is). A file that records a
+    migration this fieldguide does not know is refused (NewerIndex), before anything is
+    written: a newer fieldguide wrote it."""
+    refuse_newer(db, migrations, what)
     if not migrations.pending(db):
         return
     try:
@@ -98,16 +130,21 @@ class PerThread(sqlite_utils.Database):
     """sqlite-utils' Database on one SQLite file with a connection per thread, each opened on
     the thread's first use: `conn` is the calling thread's. So a thread's transaction, and each
     of sqlite-utils' read savepoints, is its own, and SQLite's locks alone order the writers,
-    across threads and processes alike (`writing`). `close` closes every thread's connection."""
+    across threads and processes alike (`writing`). `close` closes every thread's connection.
+    `read_only`: opened where nothing can be written (a read-only file, folder or volume)."""
 
     def __init__(
-        self, connect: Callable[[], sqlite3.Connection], first: sqlite3.Connection | None = None
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        first: sqlite3.Connection | None = None,
+        read_only: bool = False,
     ):
         """`connect()` opens a thread's connection; `first`: this thread's, opened already."""
         self._connect = connect
         self._local = threading.local()
         self._opened: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._guard = threading.Lock()
+        self.read_only = read_only
         super().__init__(self._open(first), execute_plugins=False)
 
     @property
@@ -144,35 +181,87 @@ def open_db(path: str | Path, create: bool = True) -> PerThread:
 
     A new index file is created private (0600; SQLite gives its -wal and -shm files the same
     mode): it holds every question asked and who asked it. A reader (`create=False`) also opens an
-    index it cannot write: a read-only file works as is; when its folder is read-only too, SQLite
-    cannot make the WAL's shared-memory file and the index is opened immutable (nothing can
-    change it there)."""
+    index it cannot write (`read_only_uri`): a read-only file, folder or volume (a container's
+    `:ro` mount), told apart before anything is tried, or by SQLite refusing a write. A file a
+    newer fieldguide wrote is refused (NewerIndex), read-only or not."""
     path = Path(path)
     if not create and not path.is_file():
         raise IndexMissing(
             f"No index at {path}. Build one with: fieldguide index DOCS_DIR --db {path}"
         )
+    if not create and not writable(path):
+        return _read_only(path)
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     conn = _connect(path)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        migrate(sqlite_utils.Database(conn, execute_plugins=False), INDEX_MIGRATIONS)
+        migrate(sqlite_utils.Database(conn, execute_plugins=False), INDEX_MIGRATIONS, str(path))
     except sqlite3.OperationalError as e:
         conn.close()
-        if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
+        if create or not e.sqlite_errorname.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
             raise
-        uri = f"{path.resolve().as_uri()}?mode=ro"
-        if e.sqlite_errorname == "SQLITE_READONLY_DIRECTORY":
-            uri += "&immutable=1"
-        return PerThread(
-            lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False)
-        )
+        return _read_only(path)
     except BaseException:
         conn.close()
         raise
     return PerThread(lambda: _connect(path), first=conn)
+
+
+def writable(path: Path) -> bool:
+    """Whether this process may write the index file and make its -wal and -shm beside it: the
+    file and its folder writable to it, on a volume mounted read-write (access(2) answers EROFS
+    for a read-only mount, to root too)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _read_only(path: Path) -> PerThread:
+    """The index opened read-only (PerThread.read_only), after the newer-fieldguide check."""
+    uri = read_only_uri(path)
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False)
+
+    first = connect()
+    try:
+        refuse_newer(
+            sqlite_utils.Database(first, execute_plugins=False), INDEX_MIGRATIONS, str(path)
+        )
+    except BaseException:
+        first.close()
+        raise
+    return PerThread(connect, first=first, read_only=True)
+
+
+class IndexUnreadable(IndexMissing):
+    """A read-only index SQLite cannot read as it is (its write-ahead log holds changes and no
+    shared memory can be made for it); the message says what to do."""
+
+
+def read_only_uri(path: str | Path) -> str:
+    """The URI a read-only connection opens the index at `path` with. `mode=ro` reads it as any
+    reader does, beside writers (their -shm shared); where SQLite cannot make that shared memory
+    (a read-only folder or volume, and no -shm there), the file cannot change under it (nothing
+    can write there) and it is read `immutable=1`, without locks or WAL. A non-empty -wal there
+    holds committed changes immutable would not see: IndexUnreadable, saying so."""
+    path = Path(path)
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return uri
+    except sqlite3.OperationalError as e:
+        if not e.sqlite_errorname.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
+            raise
+    wal = Path(f"{path}-wal")
+    if wal.is_file() and wal.stat().st_size:
+        raise IndexUnreadable(
+            f"{path} is read-only and its write-ahead log ({wal.name}) holds changes not yet in"
+            " it, which a reader there cannot apply: copy the index while no fieldguide has it"
+            " open, or open it once where it can be written"
+        )
+    return uri + "&immutable=1"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -212,9 +301,10 @@ Reader = sqlite_utils.Database | sqlite3.Connection
 
 
 def open_read_only(path: str | Path) -> sqlite3.Connection:
-    """The index file as it is on disk now, read-only (a check's connection: `doctor`, /healthz;
-    it changes nothing, migrations included)."""
-    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    """The index file as it is on disk now, read-only (a check's connection: `doctor`, /healthz,
+    MCP's sections; it changes nothing, migrations included), on a read-only volume too
+    (`read_only_uri`)."""
+    return sqlite3.connect(read_only_uri(path), uri=True)
 
 
 def generation_on_disk(path: str | Path) -> int:
