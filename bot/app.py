@@ -95,7 +95,8 @@ class FieldGuide:
         engine, the records of the hits, the scopes and the SQLite audit trail read through it.
         A file whose tables a newer fieldguide migrated, the audit trail's included, is refused
         here (index.store.NewerIndex), before any question is answered from it."""
-        from index.store import open_db, refuse_newer
+        from index.schema import refuse_newer
+        from index.store import open_db
 
         from .state.sqlite import AUDIT_MIGRATIONS
 

@@ -13,16 +13,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from index.links import claimed, shared_warnings
 from index.loader import MAX_DOC_BYTES
-from index.store import (
-    INDEX_MIGRATIONS,
-    IndexMissing,
-    examine,
-    newer_message,
-    open_read_only,
-    unknown_migrations,
-    writable,
-)
+from index.schema import INDEX_MIGRATIONS, IndexMissing, newer_message, unknown_migrations
+from index.store import examine, open_read_only, writable
 
 from .settings import Settings, SettingsError
 
@@ -58,6 +52,10 @@ def check_settings(settings: Settings, dotenv: Path) -> Check:
     if stat.S_IMODE(dotenv.stat().st_mode) & 0o077:
         return Check("settings", "warn", f"valid, but {dotenv} is readable by others: chmod 600")
     return Check("settings", "ok", f"valid (environment and {dotenv})")
+
+
+def cut(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def newer_tables(conn: sqlite3.Connection, db: str) -> str:
@@ -116,6 +114,18 @@ def check_index(db: str, model: str, fleet: bool = False) -> list[Check]:
         )
     else:
         checks.append(Check("model", "ok", f"{model}, as the index"))
+    if shared := found["shared"]:
+        named = "; ".join(
+            f"{url} ({', '.join(p for p, _ in docs)})" for url, docs in shared.items()
+        )
+        checks.append(
+            Check(
+                "links",
+                "warn",
+                f"{len(shared)} page{'s' if len(shared) > 1 else ''} claimed by more than one doc's"
+                f" url, none cited under it (each links to its own path): {cut(named)}",
+            )
+        )
     if not fleet and not writable(path):
         why = "answers, feedback and hand-offs are not kept"
         checks.append(Check("audit", "warn", f"{db} is read-only: the audit trail is off ({why})"))
@@ -170,6 +180,7 @@ def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
         return Check("docs", "FAIL", f"no markdown files (*.md, *.markdown) under {docs}")
     problems = [f"{s['path']}: {s['reason']}" for s in walk.skipped]
     left_out: list[str] = []  # optional fields an index run leaves out, the doc indexed
+    urls: list[tuple[str, str | None]] = []
     for path in walk.files:
         try:
             if (size := path.stat().st_size) > max_bytes:  # skipped unread by an index run too
@@ -179,8 +190,10 @@ def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
                 continue
             doc = parse_doc(path.relative_to(root).as_posix(), path.read_bytes())
             left_out += [f"{doc.path}: {w}" for w in doc.warnings]
+            urls.append((doc.path, doc.url))
         except (DocError, OSError) as e:
             problems.append(f"{path.relative_to(root).as_posix()}: {e}")
+    left_out += [f"{w['path']}: {w['warning']}" for w in shared_warnings(claimed(urls))]
     try:
         load_intents_yaml(root)
     except (DocError, OSError) as e:

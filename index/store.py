@@ -2,9 +2,9 @@
 
 Tables: meta (key/value: embedding model, generation and its random id), docs, chunks, embeddings
 (a cache keyed by the hash of the embedded text and the model), intents, runs. Their schema is
-`INDEX_MIGRATIONS` (sqlite-utils' Migrations, applied when the file is opened); what the rest of
-fieldguide reads of them is read here. The audit trail shares the file and has its own tables and
-migrations (bot/state/sqlite.py).
+index/schema.py's `INDEX_MIGRATIONS` (sqlite-utils' Migrations, applied when the file is opened);
+what the rest of fieldguide reads of them is read here (a doc's url as index/links.py says). The
+audit trail shares the file and has its own tables and migrations (bot/state/sqlite.py).
 """
 
 from __future__ import annotations
@@ -22,108 +22,21 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
+from .links import DOC_URL, claimed_pages
+from .schema import (
+    INDEX_MIGRATIONS,
+    IndexMissing,
+    IndexUnreadable,
+    doc_updated,
+    migrate,
+    refuse_newer,
+)
+
 BUSY_SECONDS = 30  # how long a write waits for another's to end before "database is locked"
-
-
-class IndexMissing(Exception):
-    """No usable index at the path; the message says how to build one."""
 
 
 class ModelMismatch(Exception):
     """The index was embedded with another model than the one in use."""
-
-
-class NewerIndex(IndexMissing):
-    """The file records migrations this fieldguide does not know: a newer fieldguide wrote it,
-    and its tables may no longer be what this one reads and writes. No usable index for this
-    version; the message names the migrations."""
-
-
-INDEX_MIGRATIONS = sqlite_utils.Migrations("fieldguide.index")
-
-
-@INDEX_MIGRATIONS()
-def m001_tables(db: sqlite_utils.Database) -> None:
-    """The index's tables (IF NOT EXISTS: an index made before migrations has them)."""
-    for sql in (
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
-        """CREATE TABLE IF NOT EXISTS docs (
-            path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT,
-            related_intents TEXT, version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT,
-            updated TEXT)""",
-        """CREATE TABLE IF NOT EXISTS chunks (
-            id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT,
-            search_text TEXT, text_hash TEXT, start INTEGER, "end" INTEGER)""",
-        "CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc)",
-        """CREATE TABLE IF NOT EXISTS embeddings (
-            text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model))""",
-        """CREATE TABLE IF NOT EXISTS intents (
-            name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER,
-            chunks INTEGER, owner TEXT)""",
-        """CREATE TABLE IF NOT EXISTS runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT,
-            docs_root TEXT, model TEXT, added INTEGER, changed INTEGER, removed INTEGER,
-            unchanged INTEGER, skipped TEXT, chunks INTEGER, embedded INTEGER, seconds REAL,
-            error TEXT, warnings TEXT)""",
-    ):
-        db.execute(sql)
-
-
-@INDEX_MIGRATIONS()
-def m002_owners(db: sqlite_utils.Database) -> None:
-    """An index made before owners existed gains the `owner` columns; its docs' hashes are
-    cleared so the next index run parses them again and reads their owners (the embeddings
-    are cached: nothing is embedded again)."""
-    for table in ("docs", "intents"):
-        if "owner" not in table_columns(db.conn, table):
-            db.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
-            if table == "docs":
-                db.execute("UPDATE docs SET hash = ''")
-
-
-@INDEX_MIGRATIONS()
-def m003_doc_updated(db: sqlite_utils.Database) -> None:
-    """Each doc's last change (`updated`), in an index made before it existed."""
-    if "updated" not in table_columns(db.conn, "docs"):
-        db.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
-
-
-def unknown_migrations(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> list[str]:
-    """The migrations of this set that `db` records and this fieldguide does not have: what a
-    newer fieldguide applied."""
-    known = {m.name for m in migrations._migrations}
-    return [m.name for m in migrations.applied(db) if m.name not in known]
-
-
-def refuse_newer(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations, what: str) -> None:
-    """NewerIndex when `db` records migrations of this set that this fieldguide does not know;
-    `what` names the file in the message."""
-    if newer := unknown_migrations(db, migrations):
-        raise NewerIndex(newer_message(what, newer))
-
-
-def newer_message(what: str, newer: list[str]) -> str:
-    return (
-        f"{what} was written by a newer fieldguide ({', '.join(newer)}): upgrade fieldguide to"
-        " use it, or build a new index with this one"
-    )
-
-
-def migrate(
-    db: sqlite_utils.Database, migrations: sqlite_utils.Migrations, what: str = "the index"
-) -> None:
-    """Apply the migrations `db` lacks, each in one transaction with its record; nothing is
-    written when none is pending (a read-only file opens as it is). A file that records a
-    migration this fieldguide does not know is refused (NewerIndex), before anything is
-    written: a newer fieldguide wrote it."""
-    refuse_newer(db, migrations, what)
-    if not migrations.pending(db):
-        return
-    try:
-        migrations.apply(db)
-    except sqlite3.IntegrityError:  # another process recorded them first: they are applied
-        if migrations.pending(db):
-            raise
 
 
 class PerThread(sqlite_utils.Database):
@@ -234,11 +147,6 @@ def _read_only(path: Path) -> PerThread:
     return PerThread(connect, first=first, read_only=True)
 
 
-class IndexUnreadable(IndexMissing):
-    """A read-only index SQLite cannot read as it is (its write-ahead log holds changes and no
-    shared memory can be made for it); the message says what to do."""
-
-
 def read_only_uri(path: str | Path) -> str:
     """The URI a read-only connection opens the index at `path` with. `mode=ro` reads it as any
     reader does, beside writers (their -shm shared); where SQLite cannot make that shared memory
@@ -322,9 +230,11 @@ def generation_on_disk(path: str | Path) -> int:
 
 def examine(conn: Reader) -> dict:
     """What `fieldguide doctor` reports of an index: {"integrity" ("ok" or SQLite's finding),
-    "meta", "docs", "chunks", "last_run" ((status, finished) or None)}."""
+    "meta", "docs", "chunks", "last_run" ((status, finished) or None), "shared" (the pages two
+    or more docs claim: `claimed_pages`)}."""
     docs, chunks = counts(conn)
     return {
+        "shared": claimed_pages(conn),
         "integrity": conn.execute("PRAGMA integrity_check").fetchone()[0],
         "meta": dict(conn.execute("SELECT key, value FROM meta").fetchall()),
         "docs": docs,
@@ -363,8 +273,8 @@ def chunk_place(conn: Reader, chunk_id: str) -> tuple[str, str] | None:
 
 
 def doc_urls(conn: Reader) -> list[tuple[str, str | None]]:
-    """(path, front-matter url) of every doc."""
-    return [(path, url) for path, url in conn.execute("SELECT path, url FROM docs")]
+    """(path, front-matter url as readers take it: DOC_URL) of every doc."""
+    return [(path, url) for path, url in conn.execute(f"SELECT d.path, {DOC_URL} FROM docs d")]
 
 
 def doc_sections(conn: Reader, doc: str) -> list[str]:
@@ -381,7 +291,7 @@ def doc_sections(conn: Reader, doc: str) -> list[str]:
 def all_sections(conn: Reader) -> list[tuple[str, str, str, str, str | None]]:
     """(doc, heading_path JSON, title, intent, url) of every section, in doc order."""
     return conn.execute(
-        """SELECT c.doc, c.heading_path, d.title, d.intent, d.url FROM chunks c
+        f"""SELECT c.doc, c.heading_path, d.title, d.intent, {DOC_URL} FROM chunks c
            JOIN docs d ON d.path = c.doc GROUP BY c.doc, c.heading_path
            ORDER BY c.doc, min(c.ord)"""
     ).fetchall()
@@ -391,7 +301,7 @@ def section_chunks(conn: Reader, doc: str, heading_path: str, limit: int) -> Ite
     """(id, text's first `limit` characters, text's length, title, intent, url) of each chunk
     of a section, in order: a huge chunk is never read whole."""
     yield from conn.execute(
-        """SELECT c.id, substr(c.text, 1, ?), length(c.text), d.title, d.intent, d.url
+        f"""SELECT c.id, substr(c.text, 1, ?), length(c.text), d.title, d.intent, {DOC_URL}
            FROM chunks c JOIN docs d ON d.path = c.doc
            WHERE c.doc = ? AND c.heading_path = ? ORDER BY c.ord""",
         [limit, doc, heading_path],
@@ -434,16 +344,6 @@ def run_status(db: sqlite_utils.Database) -> dict | None:
            AND id > (SELECT coalesce(max(id), 0) FROM runs WHERE status = 'ok')"""
     ).fetchone()
     return runs[0] | {"failing_since": since, "last_ok": last_ok}
-
-
-def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
-def doc_updated(conn: sqlite3.Connection) -> str:
-    """The SQL for a doc's last change in a query over `docs d`: NULL in an index too old to have
-    it that this process cannot write."""
-    return "d.updated" if "updated" in table_columns(conn, "docs") else "NULL"
 
 
 def get_meta(db: Reader, key: str, default: str | None = None) -> str | None:
@@ -515,7 +415,7 @@ def load_chunks(
     docs = {
         path: (path, title, intent, url, updated)
         for path, title, intent, url, updated in db.execute(
-            f"SELECT path, title, intent, url, {doc_updated(db.conn)} FROM docs d"
+            f"SELECT path, title, intent, {DOC_URL}, {doc_updated(db.conn)} FROM docs d"
         )
     }
     count = db.execute("SELECT count(*) FROM chunks WHERE doc IN (SELECT path FROM docs)")

@@ -6,7 +6,8 @@ import sqlite3
 import sqlite_utils
 
 from bot.state.sqlite import AUDIT_MIGRATIONS, SqliteState
-from index.store import INDEX_MIGRATIONS, open_db
+from index.schema import INDEX_MIGRATIONS, NewerIndex
+from index.store import open_db
 
 
 def applied(db: sqlite_utils.Database) -> dict[str, list[str]]:
@@ -67,7 +68,6 @@ def test_an_index_a_newer_fieldguide_migrated_is_refused_by_name(examples_db, ca
     import pytest
 
     from bot.cli import main
-    from index.store import NewerIndex
 
     record_unknown(examples_db, "fieldguide.index", "m004_chunk_language")
     newer = "was written by a newer fieldguide (m004_chunk_language)"
@@ -88,7 +88,6 @@ def test_audit_tables_a_newer_fieldguide_migrated_are_refused_by_name(examples_d
     import pytest
 
     from bot.cli import main
-    from index.store import NewerIndex
 
     SqliteState(open_db(examples_db))  # the audit tables made, as a first answer makes them
     record_unknown(examples_db, "fieldguide.audit", "m002_answer_language")

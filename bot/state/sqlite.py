@@ -14,7 +14,8 @@ from typing import Any
 
 import sqlite_utils
 
-from index.store import migrate, refuse_newer, utc_now, writing
+from index.schema import migrate, refuse_newer
+from index.store import utc_now, writing
 
 from .memory import InProcess
 from .rows import USAGE_BATCH, answer_filter, answer_row, decode_row
