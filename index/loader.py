@@ -316,10 +316,11 @@ def _related(value) -> list[str]:
 
 def _url(meta: dict) -> str | None:
     url = _scalar(meta, "url", MAX_URL)
-    if url is not None and (" " in url or not URL.fullmatch(url)):
+    if url is not None and (" " in url or not URL.fullmatch(url) or not url.isprintable()):
         shown = url if len(url) <= 60 else url[:60] + "…"
         raise DocError(
-            f"front matter 'url' {shown!r} is not an http(s) link (no spaces or <>| allowed)"
+            f"front matter 'url' {shown!r} is not an http(s) link (no spaces, invisible characters"
+            " or <>| allowed)"
         )
     return url
 

@@ -222,6 +222,7 @@ def test_front_matter_schema(front_matter, reason):
         ("url: javascript:alert(1)", "url", "not an http(s) link"),
         ("url: https://example.com/a b", "url", "not an http(s) link"),
         ("url: https://example.com/<script>", "url", "not an http(s) link"),
+        ("url: https://docs.example/\u202egnp.exe", "url", "invisible characters"),
         ("url: [https://example.com]", "url", "'url' must be text, got a list"),
         (f"title: {'t' * 201}", "title", "'title' is 201 characters (at most 200)"),
         ("version: {a: 1}", "version", "'version' must be text, got a mapping"),

@@ -4,6 +4,7 @@ with copies. Each is data, named, and weighed once."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -83,3 +84,86 @@ def test_two_docs_claiming_one_url_is_a_warning_and_neither_wins(tmp_path, local
         assert {h.chunk["doc"]: h.chunk["url"] for h in hits}["retries.md"] == OFFICIAL
         (found,) = call(build(guide, None), ("read_section", {"section": OFFICIAL + "#schedule"}))
     assert not found.is_error and "8 times" in found.structured_content["text"]
+
+
+# a title and headings that hide, join and reorder what a reader sees: a right-to-left override,
+# zero-width space, word joiner, byte-order mark, invisible tag characters, a left-to-right isolate
+HIDDEN = "\u202e\u200b\u2060\ufeff\U000e0041\U000e0062\u2066\u2069"
+TRICKY = (
+    "---\nintent: webhooks\ntitle: Retr\u202eseirt\u200b \u2060Schedule\ufeff\U000e0041\n---\n"
+    "# Retries\n\n## When a deliv\u200bery fails\u2066 \u2069fast\n\n"
+    "A failed delivery is retried 8 times over 24 hours.\n"
+)
+
+
+def names(value: Any):
+    """The doc, section and url fields of MCP results, wherever they are nested."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in ("doc", "section", "url") and isinstance(v, str):
+                yield v
+            else:
+                yield from names(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from names(v)
+
+
+def test_invisible_characters_in_titles_and_headings_reach_no_one(tmp_path, local_embedder, capsys):
+    """The CLI, Slack's messages and MCP's fields show a doc's title and headings without the
+    characters that hide or reorder text; the index keeps them as written."""
+    from bot.slack.slack_format import answer_messages
+    from index.clean import display
+
+    docs = write_docs(tmp_path / "docs", {"retries.md": TRICKY})
+    db = str(tmp_path / "i.db")
+    index_folder(db, docs, local_embedder)
+    question = "How many times is a failed delivery retried?"
+    for argv in (["ask", question], ["search", question], ["ask", question, "--show-context"]):
+        assert main([*argv, "--db", db]) == 0
+        out = capsys.readouterr().out
+        assert "Schedule" in out and "fails fast" in out, out
+        assert not set(out) & set(HIDDEN), argv
+        assert "\\u202e" not in out  # removed, not escaped: the label reads as the title
+    with FieldGuide.open(Settings(db=db), embedder=local_embedder) as guide:
+        answer = guide.ask(question)
+        slack = json.dumps(answer_messages(answer, 1), ensure_ascii=False)
+        server = build(guide, None)
+        asked, searched = call(
+            server, ("ask", {"question": question}), ("search", {"query": question, "k": 3})
+        )
+        hit = searched.structured_content["hits"][0]
+        (read,) = call(server, ("read_section", {"section": hit["id"]}))
+        stored = guide.search(question, k=1).hits[0].chunk
+    # MCP's names (doc, section, url); its `text` fields are the docs' text quoted as data
+    fields = json.dumps(
+        list(
+            names([asked.structured_content, searched.structured_content, read.structured_content])
+        ),
+        ensure_ascii=False,
+    )
+    for shown in (slack, fields):
+        assert "Retrseirt Schedule" in shown and "When a delivery fails fast" in shown
+        assert not set(shown) & set(HIDDEN)
+    # the index keeps the doc's own text; the label shown is its display form
+    assert stored["title"].startswith("Retr\u202eseirt\u200b")
+    assert "\u200b" in stored["heading_path"][-1]
+    assert display(stored["title"]) == "Retrseirt Schedule"
+
+
+def test_display_text_follows_unicode_not_a_list():
+    """Every format character (Cf) and explicit bidirectional control goes, whatever it is; the
+    joiners a script or an emoji sequence needs stay between the characters they join."""
+    import unicodedata
+
+    from index.clean import BIDI_CONTROLS, display
+
+    for c in range(0x110000):
+        ch = chr(c)
+        if unicodedata.category(ch) == "Cf" or unicodedata.bidirectional(ch) in BIDI_CONTROLS:
+            assert display(f"a{ch}b") == "ab", hex(c)
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    assert display(family) == family
+    assert display("می\u200cخواهم") == "می\u200cخواهم"  # Persian: the non-joiner is spelling
+    assert display("pay\u200dment") == "payment"  # between Latin letters it only hides
+    assert display("a\x1b[2Jb\u2028c\td") == "a [2Jb c d"
