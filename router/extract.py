@@ -13,7 +13,7 @@ from prompts import render
 from .answer import Passage, occurs_in
 from .citations import label
 from .claude import MessagesClient, Unusable
-from .messages import structured
+from .messages import data, structured, unescaped
 
 log = logging.getLogger(__name__)
 
@@ -39,20 +39,24 @@ def extract(
 ) -> tuple[list[Passage], int, dict]:
     """(passages found verbatim in their chunks, how many were dropped, token usage)."""
     chunks = "\n\n".join(
-        f'<chunk number="{i}" title="{label(h.chunk["title"], h.chunk["heading_path"])}">\n'
-        f"{h.chunk['text']}\n</chunk>"
+        data(
+            "chunk",
+            f"\n{h.chunk['text']}\n",
+            number=i,
+            title=label(h.chunk["title"], h.chunk["heading_path"]),
+        )
         for i, h in enumerate(hits, 1)
     )
-    data, usage = structured(
+    reply, usage = structured(
         client,
         model,
         render("extract"),
-        f"{chunks}\n\nQuestion: {question}",
+        f"{chunks}\n\n{data('question', question)}",
         SCHEMA,
         4000,
         "extract",
     )
-    items = data.get("passages")
+    items = reply.get("passages")
     if not isinstance(items, list):
         raise Unusable("no passages in the structured reply")
     passages, dropped = [], 0
@@ -61,7 +65,7 @@ def extract(
             n = int(item["chunk"])
             if not 1 <= n <= len(hits):
                 raise IndexError(n)
-            hit, text = hits[n - 1], str(item["text"])
+            hit, text = hits[n - 1], unescaped(str(item["text"]))
         except (KeyError, TypeError, ValueError, IndexError):
             dropped += 1
             continue
