@@ -36,7 +36,7 @@ from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
 from .store import IndexMissing, check_model, doc_updated, open_db, record
 
 MAGIC = b"FGARRAY1"
-FORMAT = 2  # 2: the furniture arrays
+FORMAT = 3  # 2: the furniture arrays; 3: copies of a page counted once in them
 ALIGN = 64
 
 
