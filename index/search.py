@@ -39,7 +39,7 @@ MAX_TERM_CHARS = 64
 # bounded cost whatever its length.
 MAX_WORD = 40
 # bump when tokenize() or bm25_tokens() change: cached postings are keyed by it
-TOKENIZER_VERSION = 4
+TOKENIZER_VERSION = 3
 # BM25 counts a chunk's title and heading path this many times: headings name what a section is
 # about (the BM25F idea of a boosted title field). 1 → 3 on the eval sets, hybrid: claude-docs
 # recall@3 0.707 → 0.732, examples MRR@10 0.726 → 0.744, openshift intent hit@1 0.742 → 0.748.
@@ -141,8 +141,7 @@ class Vocab:
 
 
 class BM25:
-    """Scores identical to `rank_bm25.BM25Okapi(corpus, k1, b, epsilon).get_scores(query)` with
-    `okapi` (else a chunk shorter than the average is normalised as the average), but each
+    """Scores identical to `rank_bm25.BM25Okapi(corpus, k1, b, epsilon).get_scores(query)`, but each
     query term touches only the chunks that contain it (postings), not every chunk. Built from an
     iterable of token lists (streamed: a million chunks never sit in memory as token lists), or
     from its arrays (`from_arrays`, possibly memory-mapped)."""
@@ -155,7 +154,6 @@ class BM25:
         k1: float = 1.5,
         b: float = 0.75,
         epsilon: float = 0.25,
-        okapi: bool = False,
     ):
         if corpus is None:
             return  # filled by from_arrays
@@ -183,8 +181,6 @@ class BM25:
             average_idf = sum(idf.tolist()) / len(idf)  # summed in first-seen order, like rank-bm25
             idf[idf < 0] = epsilon * average_idf
         avgdl = doc_len.sum() / self.size if self.size else 1.0
-        if not okapi:  # a chunk shorter than the average is normalised as the average
-            doc_len = np.maximum(doc_len, avgdl)
         norm = k1 * (1 - b + b * doc_len / avgdl)
         weight = idf[terms] * (tf * (k1 + 1) / (tf + norm[docs]))
         del tf, doc_len

@@ -56,16 +56,10 @@ def extract(
         h.chunk["id"]: tokenize(context_header(h.chunk["title"], h.chunk["heading_path"]))
         for h in hits
     }
-
-    def section(h: Hit) -> float:
-        """How close the unit's section is to the question: its cosine (the fused score is
-        relative to the other hits)."""
-        return h.vector if query_vec is not None else h.score
-
     for u in units:
         own = tokenize(u.text)
         lex = 0.6 * bm25.coverage(q, own) + 0.4 * bm25.coverage(q, own + headers[u.hit.chunk["id"]])
-        u.score = CHUNK_WEIGHT * section(u.hit) + (1 - CHUNK_WEIGHT) * lex
+        u.score = CHUNK_WEIGHT * u.hit.score + (1 - CHUNK_WEIGHT) * lex
     units.sort(key=lambda u: -u.score)
     if query_vec is not None:
         top = units[:EMBED_CANDIDATES]
@@ -76,8 +70,8 @@ def extract(
         try:
             sims = np.clip(embedder.embed_now(texts) @ query_vec, 0, None)
             for u, sim in zip(top, sims, strict=True):
-                lex = (u.score - CHUNK_WEIGHT * section(u.hit)) / (1 - CHUNK_WEIGHT)
-                u.score = CHUNK_WEIGHT * section(u.hit) + (1 - CHUNK_WEIGHT) * (
+                lex = (u.score - CHUNK_WEIGHT * u.hit.score) / (1 - CHUNK_WEIGHT)
+                u.score = CHUNK_WEIGHT * u.hit.score + (1 - CHUNK_WEIGHT) * (
                     0.4 * lex + 0.6 * float(sim)
                 )
             units[: len(top)] = sorted(top, key=lambda u: -u.score)

@@ -43,7 +43,7 @@ def test_bm25_matches_rank_bm25(root, questions):
     if questions is None:
         lines = (SHARED_EVAL / "claude-docs" / "questions.jsonl").read_text().splitlines()
         questions = [json.loads(line)["question"] for line in lines]
-    ours, ref = BM25(corpus, okapi=True), BM25Okapi(corpus)
+    ours, ref = BM25(corpus), BM25Okapi(corpus)
     for q in questions:
         tokens = tokenize(q)
         assert np.max(np.abs(ours.scores(tokens) - ref.get_scores(tokens))) <= 1e-9
@@ -51,7 +51,7 @@ def test_bm25_matches_rank_bm25(root, questions):
 
 def test_bm25_edge_cases():
     corpus = [["alpha", "beta"], ["alpha"], ["gamma", "gamma", "alpha"], []]
-    ref, ours = BM25Okapi(corpus), BM25(corpus, okapi=True)
+    ref, ours = BM25Okapi(corpus), BM25(corpus)
     for q in (["alpha"], ["gamma", "gamma"], ["beta", "missing"], []):
         assert np.allclose(ours.scores(q), ref.get_scores(q), atol=0, rtol=0)
 

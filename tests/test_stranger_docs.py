@@ -306,27 +306,3 @@ def test_forty_copies_of_a_doc_weigh_as_one(examples_db, tmp_path, local_embedde
         assert doc_after == doc and (first in first_after or first_after in first)
         texts = [h["text"] for h in after.trace.hits]
         assert len(texts) == len(set(texts))  # no text twice among the hits the answer read
-
-
-LEDGER = (
-    "---\ntitle: Ledger jobs\n---\n# Ledger jobs\n\n"
-    "A failed ledger job is retried five times, an hour apart. After the fifth failure the job"
-    " is marked as failed.\n"
-)
-WEBHOOK_RETRIES = "How many times is a failed webhook retried?"
-
-
-def test_a_strangers_short_doc_does_not_take_the_answer(examples_db, tmp_path, local_embedder):
-    """Two sentences about ledger jobs, written with the question's words: BM25 no longer ranks a
-    chunk first for being short, and a quote is chosen by how well it answers read in its section,
-    so the answer quotes what it quoted before the doc came, and not the doc."""
-    before, quoted = quotes(examples_db, local_embedder, WEBHOOK_RETRIES)
-    db = with_docs(examples_db, tmp_path, local_embedder, {"ops/ledger-jobs.md": LEDGER})
-    after, quoted_after = quotes(db, local_embedder, WEBHOOK_RETRIES)
-    assert after.decision == before.decision != "ABSTAIN"
-    assert "ops/ledger-jobs.md" not in {doc for doc, _ in quoted_after}, after.text
-    assert quoted_after[0] == quoted[0]
-    assert any("8 attempts in total" in text for _, text in quoted_after), after.text
-    # asked about ledger jobs, the doc answers
-    ledger, about = quotes(db, local_embedder, "How many times is a failed ledger job retried?")
-    assert ledger.decision != "ABSTAIN" and about[0][0] == "ops/ledger-jobs.md"
