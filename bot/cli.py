@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from bot.evaluation import ALL_MODES
+from index.clean import display
 from router.citations import label
 
 from . import api
@@ -186,7 +187,7 @@ def search(settings: Settings, question: tuple[str, ...], k: int, as_json: bool,
     for i, h in enumerate(decision.hits, 1):
         c = h.chunk
         print(
-            f"{i:>2}. {h.score:.3f}  {c['doc']} · {label(c['title'], c['heading_path'])}"
+            f"{i:>2}. {h.score:.3f}  {display(c['doc'])} · {label(c['title'], c['heading_path'])}"
             f"  [{c['intent']}]"
         )
         print(

@@ -7,22 +7,27 @@ import html
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from index.clean import display
+
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 
 
-# how a place in the docs is named (every answer, source list and abstain shows it)
+# how a place in the docs is named (every answer, source list, abstain and progress shows it), as
+# display text (index.clean.display: no invisible characters that hide or reorder it); the index
+# and the quotes keep the doc's text as written
 def section_path(title: str, heading_path: list[str]) -> list[str]:
-    """The headings under the doc's title (a first heading that repeats the title is dropped)."""
-    parts = list(heading_path)
-    if parts and parts[0].strip().lower() == title.strip().lower():
+    """The headings under the doc's title, as shown (a first heading that repeats the title is
+    dropped)."""
+    parts = [display(h) for h in heading_path]
+    if parts and parts[0].strip().lower() == display(title).strip().lower():
         parts = parts[1:]
     return parts
 
 
 def label(title: str, heading_path: list[str]) -> str:
     """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
-    the docs, the title once."""
-    return " › ".join([title, *section_path(title, heading_path)])
+    the docs, the title once, as shown."""
+    return " › ".join([display(title), *section_path(title, heading_path)])
 
 
 @dataclass
@@ -45,7 +50,7 @@ class Source:
 
     @property
     def section(self) -> str:
-        return " › ".join(section_path(self.title, self.heading_path)) or self.title
+        return " › ".join(section_path(self.title, self.heading_path)) or display(self.title)
 
     @property
     def label(self) -> str:

@@ -6,7 +6,8 @@ import sqlite3
 import sqlite_utils
 
 from bot.state.sqlite import AUDIT_MIGRATIONS, SqliteState
-from index.store import INDEX_MIGRATIONS, open_db
+from index.schema import INDEX_MIGRATIONS, NewerIndex
+from index.store import open_db
 
 
 def applied(db: sqlite_utils.Database) -> dict[str, list[str]]:
@@ -59,3 +60,48 @@ def test_an_index_made_before_migrations_gains_what_it_lacks(tmp_path):
     again = open_db(path, create=False)  # applied once: the hash a run wrote since stays
     assert again.execute("SELECT hash FROM docs").fetchone()[0] == "h2"
     assert len(applied(again)["fieldguide.index"]) == 4
+
+
+def record_unknown(path, migration_set: str, name: str) -> None:
+    """What a newer fieldguide leaves in the file: a migration this one does not have."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at) VALUES (?, ?, '')",
+            [migration_set, name],
+        )
+
+
+def test_an_index_a_newer_fieldguide_migrated_is_refused_by_name(examples_db, capsys):
+    import pytest
+
+    from bot.cli import main
+
+    record_unknown(examples_db, "fieldguide.index", "m099_chunk_language")
+    newer = "was written by a newer fieldguide (m099_chunk_language)"
+    for create in (True, False):
+        with pytest.raises(NewerIndex, match=newer.replace("(", r"\(").replace(")", r"\)")):
+            open_db(examples_db, create=create)
+    for argv in (["ask", "How are webhooks retried?"], ["search", "retries"], ["audit"]):
+        assert main([*argv, "--db", examples_db]) == 2
+        err = capsys.readouterr().err
+        assert newer in err and "Traceback" not in err, err
+    assert main(["doctor", "--db", examples_db]) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL  index        {examples_db} {newer}" in out
+    assert "integrity ok" not in out
+
+
+def test_audit_tables_a_newer_fieldguide_migrated_are_refused_by_name(examples_db, capsys):
+    import pytest
+
+    from bot.cli import main
+
+    SqliteState(open_db(examples_db))  # the audit tables made, as a first answer makes them
+    record_unknown(examples_db, "fieldguide.audit", "m099_answer_language")
+    newer = "audit trail was written by a newer fieldguide (m099_answer_language)"
+    with pytest.raises(NewerIndex, match="m099_answer_language"):
+        SqliteState(open_db(examples_db))
+    assert main(["ask", "How are webhooks retried?", "--db", examples_db]) == 2
+    assert newer in capsys.readouterr().err
+    assert main(["doctor", "--db", examples_db]) == 1
+    assert newer in capsys.readouterr().out

@@ -14,7 +14,8 @@ from typing import Any
 
 import sqlite_utils
 
-from index.store import migrate, utc_now, writing
+from index.schema import migrate, refuse_newer
+from index.store import utc_now, writing
 
 from .loop import Loop, tables
 from .memory import InProcess
@@ -66,6 +67,12 @@ def m002_owners_loop(db: sqlite_utils.Database) -> None:
         }:
             continue
         db.execute(sql)
+
+
+READ_ONLY = (
+    "the audit trail is not recorded: the index is read-only (answers, feedback and hand-offs"
+    " are not kept; fieldguide doctor says so too)"
+)
 
 
 def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
@@ -152,9 +159,11 @@ class SqliteState(InProcess):
     and the reindex lock held by this process.
 
     Answers older than `retention_days` (0 = keep forever) are pruned as answers are written, at
-    most once an hour. When the index cannot be written (a read-only file or folder, a full disk)
-    answers are still given: the audit write fails soft, with one warning per process, and claimed
-    events are kept in this process's memory instead."""
+    most once an hour. When the index cannot be written answers are still given: opened
+    read-only (a read-only volume: `index.store.PerThread.read_only`) the audit trail is off,
+    said once as the state opens; a write that fails (a full disk) fails soft, with one warning
+    per process. Claimed events are then kept in this process's memory instead. An index whose
+    audit tables a newer fieldguide migrated is refused (index.store.NewerIndex)."""
 
     def __init__(
         self, db: sqlite_utils.Database, event_ttl: float = EVENT_TTL, retention_days: int = 90
@@ -165,16 +174,25 @@ class SqliteState(InProcess):
         self._last_prune: float | None = None
         self._warned = False
         super().__init__()  # claims live here only while the index can't be written
-        # the tables once, now, so the per-answer writes below don't repeat it
-        self._audit_failed(lambda: migrate(db, AUDIT_MIGRATIONS))
         self._loop = Loop(self._run, "?")  # the owners' loop in the index file
+        self.recording = not getattr(db, "read_only", False)
+        if not self.recording:
+            refuse_newer(db, AUDIT_MIGRATIONS, "the index's audit trail")
+            self._warned = True
+            log.warning(READ_ONLY)
+            return
+        # the tables once, now, so the per-answer writes below don't repeat it
+        self._audit_failed(lambda: migrate(db, AUDIT_MIGRATIONS, "the index's audit trail"))
 
     def _run(self, sql: str, params: list) -> list[tuple]:
         with writing(self.db):
             return self.db.execute(sql, params).fetchall()
 
     def _audit_failed(self, write) -> bool:
-        """Run an audit write; on a database error warn once and go on (True)."""
+        """Run an audit write; on a database error warn once and go on (True). Read-only: not
+        tried (True)."""
+        if not self.recording:
+            return True
         try:
             write()
             return False
@@ -237,6 +255,8 @@ class SqliteState(InProcess):
     def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         keys = tuple(k for k in keys if k)
         now = time.time()
+        if not self.recording:
+            return super().claim_event(*keys)
         try:
             return self._claim_in_db(keys, now)
         except sqlite3.DatabaseError as e:
