@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -188,14 +189,22 @@ def build_app(guide: Guide, client: WebClient | None = None) -> App:
     return build_bot(guide, client).app
 
 
+# The headers' shapes, as Slack sends them: a Unix time in seconds, and "v0=" with a SHA-256 HMAC
+# in hex. Anything else is unsigned before slack_sdk reads it (which turns a long number into a
+# float: an OverflowError, and a non-ASCII signature into a TypeError).
+SLACK_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+SLACK_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+
+
 def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
-    """Slack's signature over the raw body; junk (no timestamp, not UTF-8) is simply unsigned."""
+    """Slack's signature over the raw body; junk (headers of another shape, a body that is not
+    UTF-8) is simply unsigned."""
+    timestamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP") or ""
+    signature = environ.get("HTTP_X_SLACK_SIGNATURE") or ""
+    if not (SLACK_TIMESTAMP.fullmatch(timestamp) and SLACK_SIGNATURE.fullmatch(signature)):
+        return False
     try:
-        return verifier.is_valid(
-            body=body,
-            timestamp=environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP"),
-            signature=environ.get("HTTP_X_SLACK_SIGNATURE"),
-        )
+        return verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
     except (ValueError, UnicodeDecodeError):
         return False
 
