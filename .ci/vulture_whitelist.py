@@ -54,3 +54,6 @@ _.maxstring
 _.maxother
 _.maxlist
 _.maxdict
+# pytest reads these by name: a conftest's plugins, and a plugin's hook
+pytest_plugins  # unused variable (tests/conftest.py)
+pytest_runtest_makereport  # unused function (tests/skip_reasons.py)
