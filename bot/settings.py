@@ -385,6 +385,20 @@ class Settings:
         "how long start-up retries reaching Slack",
         positive_at_most(3600),
     )
+    drain_seconds: float = _setting(
+        "FIELDGUIDE_DRAIN_SECONDS",
+        20.0,
+        "on SIGTERM or SIGINT, how long `serve` goes on answering what it has acknowledged (new"
+        " events refused meanwhile); what is left is answered at the next start",
+        positive_at_most(3600),
+    )
+    recover_seconds: float = _setting(
+        "FIELDGUIDE_RECOVER_SECONDS",
+        600.0,
+        "how old an acknowledged question left by a stop or a crash may be and still be answered"
+        " at the next start; an older one gets an apology in its thread",
+        positive_at_most(86_400),
+    )
     scopes: str = _setting(
         "FIELDGUIDE_SCOPES",
         "",
