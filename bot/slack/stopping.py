@@ -46,7 +46,7 @@ class StopSignals:
             signal.signal(sig, self._caught)
         return self
 
-    def _caught(self, signum: int, frame: object) -> None:
+    def _caught(self, _signum: int, _frame: object) -> None:
         again = self.requested.is_set()
         self.requested.set()
         if again or self.interrupt:  # nothing printed here: the main thread may be printing
