@@ -2,6 +2,7 @@
 (bot/state/sqlite.py) each have their own set of sqlite-utils Migrations, applied when opened."""
 
 import sqlite3
+import time
 
 import sqlite_utils
 
@@ -21,7 +22,7 @@ def test_the_index_and_the_audit_trail_migrate_apart(tmp_path):
     db = open_db(tmp_path / "index.db")
     assert applied(db) == {"fieldguide.index": ["m001_tables", "m002_owners", "m003_doc_updated"]}
     SqliteState(db)
-    assert applied(db)["fieldguide.audit"] == ["m001_audit_tables"]
+    assert applied(db)["fieldguide.audit"] == ["m001_audit_tables", "m002_claims_keep_their_event"]
     assert not INDEX_MIGRATIONS.pending(db) and not AUDIT_MIGRATIONS.pending(db)
     tables = set(db.table_names())
     assert {"meta", "docs", "chunks", "embeddings", "intents", "runs"} <= tables
@@ -52,3 +53,15 @@ def test_an_index_made_before_migrations_gains_what_it_lacks(tmp_path):
     again = open_db(path, create=False)  # applied once: the hash a run wrote since stays
     assert again.execute("SELECT hash FROM docs").fetchone()[0] == "h2"
     assert len(applied(again)["fieldguide.index"]) == 3
+
+
+def test_claims_made_before_they_kept_their_event_are_taken_as_done(tmp_path):
+    """A claim written by a fieldguide whose claims kept no event: nothing can answer it, so the
+    next process neither takes it over nor lets a retry of it through."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL)")
+        conn.execute("INSERT INTO slack_events VALUES ('Ev1', ?)", [time.time()])
+    state = SqliteState(open_db(path))
+    assert state.take_orphans(10) == []
+    assert not state.claim_event("Ev1")

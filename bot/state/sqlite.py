@@ -266,8 +266,11 @@ class SqliteState(InProcess):
                 [now - self.event_ttl, now - UNANSWERED_TTL],
             )
             marks = ",".join("?" * len(keys))
+            # a claim older than an hour no longer holds (Slack retries within minutes), as in a
+            # fleet; an unanswered one is kept meanwhile for `take_orphans`
             held = self.db.execute(
-                f"SELECT done, owner FROM slack_events WHERE key IN ({marks})", list(keys)
+                f"SELECT done, owner FROM slack_events WHERE key IN ({marks}) AND claimed >= ?",
+                [*keys, now - self.event_ttl],
             ).fetchall()
             if any(done or process.alive(owner) for done, owner in held):
                 return False
