@@ -184,6 +184,7 @@ def dying_replica(fleet, name: str, **env: str) -> Iterator[tuple[Replica, StubS
         fleet.url,
         fleet.mock.url,
         Path(fleet.replicas[0].db).parent,
+        False,  # HTTP, not Socket Mode
         ANTHROPIC_API_KEY="sk-ant-test",
         ANTHROPIC_BASE_URL=claude.url,
         FIELDGUIDE_MAX_RETRIES="0",

@@ -51,7 +51,7 @@ def server(mock, examples_template, tmp_path):
 
     def serve(**env: str) -> Replica:
         env = {"FIELDGUIDE_ANSWER_WORKERS": "1", **env}
-        r = Replica("bot", "", mock.url, tmp_path, False, **env)
+        r = Replica("bot", "", mock.url, tmp_path, False, **env)  # HTTP
         started.append(r)
         r.wait_ready()
         return r
