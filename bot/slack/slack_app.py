@@ -158,6 +158,10 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
         app=app,
     )
     register(app, bot)
+    from .owners import OwnersWorker, summary_changed
+
+    bot.owners = OwnersWorker(client, guide).start()
+    bot.reindexer.on_changed = lambda summary: bot.owners.after_reindex(summary_changed(summary))
     # answer what a stopped or killed process (a dead replica) acknowledged and did not answer
     bot.sweeper = Sweeper(bot)
     if settings.refresh_seconds:  # pull and reindex the docs on a schedule
