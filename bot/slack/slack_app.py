@@ -143,7 +143,10 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
     identity = connect(client, settings.slack_startup_seconds)
     with quiet_token_warning():
         app = InboxApp(
-            state=guide.state, client=client, signing_secret=settings.slack_signing_secret or None
+            state=guide.state,
+            client=client,
+            signing_secret=settings.slack_signing_secret or None,
+            name="fieldguide.slack",  # the listeners' logger (Bolt's default: the caller's file)
         )
     if guide.scopes is not None:
         guide.scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
