@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from bot.scopes import Scopes
     from bot.state import State
     from index.embedders import Embedder
-    from router.answer import Answer
+    from router.answer import Answer, Progress
     from router.claude import MessagesClient
     from router.engine import Engine, Scope
     from router.pipeline import Pipeline
@@ -81,6 +81,8 @@ class FieldGuide:
         """Close what was opened (the state's connections, the index's); a FieldGuide is not
         used after. `with FieldGuide.open(...) as guide:` closes it at the block's end."""
         opened = self.__dict__
+        if "pipeline" in opened:
+            opened["pipeline"].close()
         if "state" in opened:
             opened["state"].close()
         if "index" in opened:
@@ -136,11 +138,15 @@ class FieldGuide:
         context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> Answer:
         """The pipeline's answer (router/pipeline.py), recorded in the audit trail with `context`
         (where it was asked: Slack channel, user, thread, the event's claim keys); its
-        `audit_id` set when the record was made. An audit that fails costs the asker nothing."""
-        ans = self.pipeline.answer(question, history, on_text=on_text, scope=scope)
+        `audit_id` set when the record was made. An audit that fails costs the asker nothing.
+        `on_progress`: told what the answer is doing (router.answer.Progress)."""
+        ans = self.pipeline.answer(
+            question, history, on_text=on_text, scope=scope, on_progress=on_progress
+        )
         if ans.sources:
             from .owners import mark_stale
 

@@ -234,7 +234,6 @@ def configured_models(settings: Settings) -> dict[str, list[str]]:
     steps = {
         "condense": settings.condense_model,
         "classify": settings.classify_model,
-        "extract": settings.extract_model,
         "answer": settings.answer_model,
         "check": settings.check_model,
         "judge": settings.judge_model,

@@ -123,7 +123,7 @@ class Found:
 
 
 def visible(scope: Scope | None, intent: str, doc: str) -> bool:
-    """Whether a chunk of `doc` (of `intent`) is inside `scope`, as Engine.router_for masks it."""
+    """Whether a chunk of `doc` (of `intent`) is inside `scope`, as Engine.corpus masks it."""
     return scope is None or intent in scope.intents or doc.startswith(scope.folders)
 
 

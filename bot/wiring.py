@@ -70,7 +70,6 @@ def models_of(settings: Settings) -> dict[str, str]:
     """The Claude model of each answer step."""
     return {
         "condense": settings.condense_model,
-        "extract": settings.extract_model,
         "answer": settings.answer_model,
         "check": settings.check_model,
     }
@@ -118,7 +117,6 @@ def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
         models_of(settings),
         settings.docs_base_url,
         settings.deadline,
-        path=settings.claude_path,
         first_byte=settings.first_byte_timeout,
     )
 

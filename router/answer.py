@@ -63,6 +63,17 @@ class Citation:
     verified: bool
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What an answer is doing, told to the asker's `on_progress` as it goes (router/pipeline.py):
+    `kind` "searching" (before retrieval), "reading" (`labels`: the "Title › Section" of each
+    section about to be read by Claude or quoted offline), "checking" (before the claim check), or
+    "searching_again" (a second look; `labels`: its query)."""
+
+    kind: str
+    labels: list[str] = field(default_factory=list)
+
+
 @dataclass
 class Trace:
     """How an answer came about, for the audit log, `--json`, eval and the footnotes: what each

@@ -546,7 +546,6 @@ def test_claude_routes_a_scoped_question_on_its_scopes_headings_only(two_teams, 
         haiku = "claude-haiku-4-5"  # model ids the Messages API stand-in knows
         models = {
             "condense": haiku,
-            "extract": haiku,
             "answer": "claude-sonnet-4-6",
             "check": haiku,
         }
