@@ -1,7 +1,10 @@
 import json
+import re
+
+import pytest
 
 from bot.cli import main
-from tests.conftest import write_docs
+from tests.conftest import ROOT, write_docs
 
 
 def test_index_json_summary(tmp_path, capsys):
@@ -366,3 +369,29 @@ def test_ask_with_a_key_exits_once_its_answer_is_printed(examples_db, stub, tmp_
     assert checked and exited - checked[-1].at < 10  # the answer's last call, then the exit
     [row] = SqliteState(open_db(examples_db)).list_answers(limit=1)
     assert "Claude's routing was not back by the end of the answer" in row["notes"]
+
+
+def test_audit_stats_offline_says_no_answer_called_claude(examples_db, capsys):
+    assert main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--stats", "--db", examples_db]) == 0
+    out = capsys.readouterr().out
+    assert "Estimated cost: none (no answer called Claude)" in out
+    assert "an answer that called Claude" not in out and "$0.00000" not in out
+
+
+@pytest.mark.parametrize("flag", ["--db", "--json"])
+def test_cli_md_names_the_commands_without_a_common_flag(flag):
+    """docs/cli.md says which commands do not take `--db` and `--json`: exactly those."""
+    from bot.cli import cli
+
+    text = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    said = re.search(rf"every command but ((?:`[\w ]+`(?:, | and )?)+) takes `{flag}", text, re.I)
+    assert said, f"docs/cli.md says nothing of which commands take {flag}"
+    named = {n.split()[0] for n in re.findall(r"`([\w ]+)`", said.group(1))}
+    without = {
+        name
+        for name, command in cli.commands.items()
+        if flag not in {o for p in command.params for o in getattr(p, "opts", [])}
+    }
+    assert named == without

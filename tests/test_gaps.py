@@ -209,12 +209,12 @@ def test_average_linkage_agrees_with_scipy():
 
 
 def chromium() -> str:
-    """Debian's chromium (`make chromium` installs it); skipped with the reason where it is
-    missing, failed under CI (CI or FIELDGUIDE_REQUIRE_CHROMIUM=1 set)."""
+    """A system's Chromium (CI installs Debian's: `make chromium`); skipped with the reason where
+    it is missing, failed under CI (CI or FIELDGUIDE_REQUIRE_CHROMIUM=1 set)."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found
-    why = "chromium is not installed (make chromium: apt-get install chromium)"
+    why = "Chromium is not installed: a system package (`make chromium` installs Debian's, as root)"
     if os.environ.get("CI") or os.environ.get("FIELDGUIDE_REQUIRE_CHROMIUM") == "1":
         pytest.fail(f"the browser test is required here: {why}")
     pytest.skip(why)

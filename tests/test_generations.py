@@ -162,7 +162,7 @@ def test_the_first_question_after_a_reindex_maps_its_arrays(tmp_path, local_embe
 
 def test_a_full_disk_writing_the_arrays_keeps_the_published_generation(tmp_path, local_embedder):
     if not os.access("/dev/full", os.W_OK):
-        pytest.skip("no /dev/full to stand for a full disk")
+        pytest.skip("this system has no full device to stand for a full disk")
     docs = write_docs(tmp_path / "docs", DOCS)
     db = tmp_path / "index.db"
     index_folder(db, docs, local_embedder)

@@ -2,6 +2,7 @@
 (bot/state/sqlite.py) each have their own set of sqlite-utils Migrations, applied when opened."""
 
 import sqlite3
+import time
 
 import sqlite_utils
 
@@ -29,7 +30,11 @@ def test_the_index_and_the_audit_trail_migrate_apart(tmp_path):
         ]
     }
     SqliteState(db)
-    assert applied(db)["fieldguide.audit"] == ["m001_audit_tables", "m002_owners_loop"]
+    assert applied(db)["fieldguide.audit"] == [
+        "m001_audit_tables",
+        "m002_owners_loop",
+        "m003_claims_keep_their_event",
+    ]
     assert not INDEX_MIGRATIONS.pending(db) and not AUDIT_MIGRATIONS.pending(db)
     tables = set(db.table_names())
     assert {"meta", "docs", "chunks", "embeddings", "intents", "runs"} <= tables
@@ -105,3 +110,15 @@ def test_audit_tables_a_newer_fieldguide_migrated_are_refused_by_name(examples_d
     assert newer in capsys.readouterr().err
     assert main(["doctor", "--db", examples_db]) == 1
     assert newer in capsys.readouterr().out
+
+
+def test_claims_made_before_they_kept_their_event_are_taken_as_done(tmp_path):
+    """A claim written by a fieldguide whose claims kept no event: nothing can answer it, so the
+    next process neither takes it over nor lets a retry of it through."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE slack_events (key TEXT PRIMARY KEY, claimed REAL NOT NULL)")
+        conn.execute("INSERT INTO slack_events VALUES ('Ev1', ?)", [time.time()])
+    state = SqliteState(open_db(path))
+    assert state.take_orphans(10) == []
+    assert not state.claim_event("Ev1")
