@@ -92,6 +92,11 @@ class AskResult(BaseModel):
     sources: list[Source]
     scope: str = Field(description="what was searched: a scope's name, or `everything`")
     audit_id: int | None = Field(description="the answer's record in fieldguide's audit trail")
+    small_talk: str | None = Field(
+        default=None,
+        description="greeting, thanks or ack: the message asked the docs nothing (`answer` is"
+        " the short reply; nothing was searched or recorded)",
+    )
     note: str = QUOTED
 
 

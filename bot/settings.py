@@ -132,6 +132,27 @@ def token_length(v: Any) -> str | None:
     return None if ok else f"must be {MIN_TOKEN_CHARS} characters or more"
 
 
+LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # one dot-separated part of a host name
+HOST = rf"(?:{LABEL}(?:\.{LABEL})*|\[[0-9a-f:.]+\])"  # a name, an IPv4 address or [IPv6]
+
+
+def listed(v: str) -> list[str]:
+    """A comma-separated setting's entries, trimmed, empty ones left out."""
+    return [part.strip() for part in str(v).split(",") if part.strip()]
+
+
+def host_list(v: Any) -> str | None:
+    bad = [h for h in listed(v) if not re.fullmatch(HOST + r"(?::\d{1,5})?", h, re.I)]
+    return f"{bad[0]!r} is no host name (name or name:port)" if bad else None
+
+
+def origin_list(v: Any) -> str | None:
+    bad = [
+        o for o in listed(v) if not re.fullmatch(r"https?://" + HOST + r"(?::\d{1,5})?", o, re.I)
+    ]
+    return f"{bad[0]!r} is no origin (https://host or https://host:port)" if bad else None
+
+
 def slash_command(v: Any) -> str | None:
     return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
 
@@ -376,7 +397,14 @@ class Settings:
     answer_queue: int = _setting(
         "FIELDGUIDE_ANSWER_QUEUE",
         20,
-        "questions waiting beyond that; more are turned away",
+        "questions waiting beyond that; more are turned away at once",
+        between(0, 10_000),
+    )
+    answer_per_client: int = _setting(
+        "FIELDGUIDE_ANSWER_PER_CLIENT",
+        0,
+        "questions one asker (a Slack user, an MCP client) may have answered or waiting at once;"
+        " 0 = the workers and half the queue",
         between(0, 10_000),
     )
     slack_startup_seconds: float = _setting(
@@ -402,6 +430,22 @@ class Settings:
         "bearer token every request to `fieldguide mcp --http` must carry (32 characters or more,"
         " e.g. openssl rand -hex 32); empty = --http refuses to start",
         token_length,
+    )
+    mcp_allowed_hosts: str = _setting(
+        "FIELDGUIDE_MCP_ALLOWED_HOSTS",
+        "",
+        "comma-separated Host names `fieldguide mcp --http` answers to besides 127.0.0.1,"
+        " localhost and [::1] (a name alone: any port; name:port: that port), e.g. the name a TLS"
+        " proxy in front of it keeps",
+        host_list,
+    )
+    mcp_allowed_origins: str = _setting(
+        "FIELDGUIDE_MCP_ALLOWED_ORIGINS",
+        "",
+        "comma-separated Origins (scheme://host[:port]) whose browser pages may call `fieldguide"
+        " mcp --http`, e.g. https://claude.ai, besides http pages on 127.0.0.1, localhost and"
+        " [::1]; a request without an Origin is not from a page",
+        origin_list,
     )
     doc_owners: str = _setting(
         "FIELDGUIDE_DOC_OWNERS",

@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from index.search import IndexChanged
 from prompts import prompt_hash
 
 from . import citations, claims, compose, decide, language, offline, reading, words
@@ -55,9 +54,6 @@ log = logging.getLogger(__name__)
 
 CONTEXT_CHUNKS = 5  # top chunks handed to Claude (extraction, or the answer); offline reads 3
 OFFLINE_CHUNKS = 3
-# times a question is asked again when a reindex takes a chunk it found (IndexChanged): each time
-# on the newest generation, so only reindexes committing faster than one answer exhaust them
-INDEX_RETRIES = 3
 PATHS = ("cite", "overlap", "sequential")  # FIELDGUIDE_CLAUDE_PATH (the module doc)
 # Claude's classification runs here while the question is embedded and searched (I/O waits only)
 EARLY = ThreadPoolExecutor(max_workers=8, thread_name_prefix="classify")
@@ -107,27 +103,10 @@ class Pipeline:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
-        `scope`: route and search only inside it (None: everything)."""
+        `scope`: route and search only inside it (None: everything). IndexChanged when a reindex
+        took a chunk it found (bot/app.py's FieldGuide.ask asks again on the new generation)."""
         started = time.perf_counter()
-        streamed = False
-
-        def sent(delta: str) -> None:
-            nonlocal streamed
-            streamed = True
-            assert on_text is not None
-            on_text(delta)
-
-        for attempt in range(INDEX_RETRIES + 1):
-            try:
-                ans = self.steps(self.asked(question, history or [], on_text and sent, scope))
-                break
-            except IndexChanged:
-                # a reindex committed while answering and took a chunk it found: asked again on
-                # the new generation (waiting for it to load), unless words are out already
-                if streamed or attempt == INDEX_RETRIES:
-                    raise
-                log.info("the index changed while answering; asking again on the new one")
-                self.engine.loaded(wait=True)
+        ans = self.steps(self.asked(question, history or [], on_text, scope))
         ans.trace.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         if self.client is None:
             ans.trace.notes.append(OFFLINE_NOTE)

@@ -39,9 +39,8 @@ class Sweeper:
                 log.exception("sweeping orphaned events failed")
 
     def sweep(self) -> int:
-        """Take over and queue what the answer queue has room for; how many were taken."""
-        answerer = self.bot.answerer
-        room = answerer.queue.maxsize - answerer.queue.qsize()
+        """Take over and queue what the line of questions has room for; how many were taken."""
+        room = self.bot.guide.asking.line.room()
         events = self.bot.guide.state.take_orphans(min(SWEEP_LIMIT, room))
         for e in events:
             log.warning(
