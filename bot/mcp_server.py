@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp_types import CLIENT_INFO_META_KEY, CallToolResult, ToolAnnotations
+from mcp_types import CLIENT_INFO_META_KEY, ToolAnnotations
 from mcp_types import Resource as MCPResource
 from pydantic import Field, ValidationError
 
@@ -57,6 +57,7 @@ from router.citations import link_for
 from router.question import QuestionError, checked_question
 
 from .asking import Busy, Reply
+from .logs import hold_repeats
 from .mcp_results import (
     MAX_ANSWER_CHARS,
     MAX_DESCRIPTION_CHARS,
@@ -77,9 +78,12 @@ from .mcp_results import (
     Section,
     Source,
     T,
+    argument_problem,
     cut,
+    error_result,
     name,
     size,
+    value_problem,
     within_budget,
 )
 from .scopes import DEFAULT, ScopeError
@@ -250,28 +254,6 @@ def client_key(ctx: Context | None) -> str:
     return f"mcp:{client_name(ctx)}" + (f":{session}" if session else "")
 
 
-def argument_problem(tool: str, schema: dict, arguments: dict) -> str:
-    """What is wrong with the arguments' names for `tool` (its input `schema`), in one short
-    line; "" when nothing is."""
-    known = schema.get("properties", {})
-    takes = ", ".join(f"`{k}`" for k in known) or "no arguments"
-    unknown = [k for k in arguments if k not in known]
-    if unknown:
-        return f"{tool} has no argument {name(unknown[0])[:64]!r}: it takes {takes}"
-    missing = [k for k in schema.get("required", []) if k not in arguments]
-    if missing:
-        return f"{tool} needs `{missing[0]}` (it takes {takes})"
-    return ""
-
-
-def value_problem(tool: str, error: ValidationError) -> str:
-    """A rejected argument's value, in one short line: the argument and pydantic's own short
-    reason, without the value, the error's type or a link."""
-    first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid"}
-    where = ".".join(str(part) for part in first["loc"]) or "arguments"
-    return f"{tool}: `{where}`: {first['msg']}"
-
-
 class DocsServer(MCPServer):
     """MCPServer with the scope's sections as resources, listed and read by URL on the read-only
     tools' threads, and short errors for arguments that are misnamed or of the wrong type."""
@@ -315,13 +297,6 @@ class DocsServer(MCPServer):
         )
         kept, _ = within_budget(contents, lambda c: len(c.content), MAX_RESULT_CHARS)
         return kept
-
-
-def error_result(text: str) -> CallToolResult:
-    """A tool's error as the host is shown it."""
-    from mcp_types import TextContent
-
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 async def off_loop(pool: ThreadPoolExecutor, call: Callable[[], T]) -> T:
@@ -558,6 +533,8 @@ def run(guide: FieldGuide, http: int | None, host: str, scope_key: str | None = 
     settings = guide.settings
     if http is not None and not settings.mcp_token:
         raise ValueError("mcp --http needs FIELDGUIDE_MCP_TOKEN (the clients' bearer token)")
+    # the SDK logs each failed tool call ("busy" in a flood): one kind of line once a minute
+    hold_repeats("mcp.server.mcpserver.server")
     if settings.database_url:  # a fleet replica: the newest published index, then each new one
         from .indexing import sync_published
 
