@@ -29,7 +29,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -56,7 +56,7 @@ from router.answer import label
 from router.citations import link_for
 from router.question import QuestionError, checked_question
 
-from .asking import Busy, Reply
+from .asking import Busy, Place, Reply
 from .logs import hold_repeats
 from .mcp_results import (
     MAX_ANSWER_CHARS,
@@ -305,6 +305,12 @@ async def off_loop(pool: ThreadPoolExecutor, call: Callable[[], T]) -> T:
     return await asyncio.wrap_future(pool.submit(call))
 
 
+def free_place(job: Future) -> None:
+    """The place a finished `Asking.enter` job gave, if it gave one, left."""
+    if not job.cancelled() and job.exception() is None and isinstance(job.result(), Place):
+        job.result().leave()
+
+
 def source_of(s: AnswerSource) -> Source:
     """An answer's numbered source, its names bounded."""
     return Source(n=s.n, id=s.chunk_id, doc=name(s.doc), section=name(s.label), url=name(s.url))
@@ -351,9 +357,12 @@ class Tools:
         ABSTAIN (the docs do not answer it: say so and do not guess)."""
         context = {"channel": f"mcp:{client_name(ctx)}", "user": "mcp"}
         asking, who = self.guide.asking, client_key(ctx)
-        got = await off_loop(
-            self.reading, lambda: fail_closed(lambda: asking.enter(question, who, self.scope))
-        )
+        entering = self.reading.submit(fail_closed, lambda: asking.enter(question, who, self.scope))
+        try:
+            got = await asyncio.wrap_future(entering)
+        except asyncio.CancelledError:  # the caller went away: a place given meanwhile is freed
+            entering.add_done_callback(free_place)
+            raise
         if isinstance(got, Reply):
             return self.result(got)
         place = got

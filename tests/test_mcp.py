@@ -57,6 +57,20 @@ def stdio(db: str, *args: str, env: dict[str, str] | None = None) -> StdioServer
     )
 
 
+def initialize(client: str) -> dict:
+    """An MCP initialize request, as a host of the 2025-11-25 revision sends it first."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"},
+        },
+    }
+
+
 def run(coro_fn) -> Any:
     return anyio.run(coro_fn)
 
@@ -508,16 +522,7 @@ def test_on_the_fleets_postgresql(pg_server, examples_template, tmp_path):
 
 def test_a_host_that_goes_away_at_once_ends_the_server_cleanly(examples_db, tmp_path):
     """The host hangs up while the model is still loading: exit 0, no abort in native code."""
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "sh", "version": "1"},
-        },
-    }
+    hello = initialize("sh")
     done = subprocess.run(
         [sys.executable, "-m", "bot.cli", "mcp", "--db", examples_db],
         input=json.dumps(hello) + "\n",

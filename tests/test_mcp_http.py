@@ -36,7 +36,7 @@ from bot.mcp_http import Guard, guarded_app, http_server, loop_errors, serving
 from bot.mcp_server import build
 from bot.settings import Settings
 from tests.conftest import ROOT
-from tests.test_mcp import TOKEN, audit_rows, free_port, wait_for
+from tests.test_mcp import TOKEN, audit_rows, free_port, initialize, wait_for
 
 PUBLIC = "docs-mcp.example.com"  # the name docs/mcp.md's proxies serve
 FILE_LIMIT = 1024  # systemd's default soft limit, as deploy/container-check.sh runs
@@ -93,19 +93,9 @@ def server(examples_template, tmp_path_factory) -> Iterator[Server]:
 def request(url: str, headers: dict[str, str], timeout: float = 30) -> tuple[int, dict, dict]:
     """An MCP initialize POSTed with `headers`: (status, the response's headers lowercased, its
     JSON body when it is JSON)."""
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "1"},
-        },
-    }
     sent = urllib.request.Request(
         url,
-        json.dumps(hello).encode(),
+        json.dumps(initialize("probe")).encode(),
         {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
         | headers,
     )

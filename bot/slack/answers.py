@@ -109,6 +109,11 @@ class Answerer:
             self._post(q, f":warning: {e}")
             self._done(q)
             return
+        except Exception:  # the user gets a short message, the log gets the traceback
+            log.exception("could not take question %s/%s", q.channel, q.ts)
+            self._post(q, SORRY)
+            self._done(q)
+            return
         if isinstance(got, Reply):  # "hi", "thanks", "ok": no question for the docs
             reply = got
             self._start(q, None, lambda: self.deliver_text(q, None, reply.answer.text))
