@@ -114,6 +114,31 @@ Token = Annotated[
 SlashCommand = Annotated[
     str, rule(lambda v: re.fullmatch(r"/[a-z0-9_-]{1,31}", v), "must be like /docs-reindex")
 ]
+LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # one dot-separated part of a host name
+HOST = rf"(?:{LABEL}(?:\.{LABEL})*|\[[0-9a-f:.]+\])"  # a name, an IPv4 address or [IPv6]
+
+
+def listed(v: str) -> list[str]:
+    """A comma-separated setting's entries, trimmed, empty ones left out."""
+    return [part.strip() for part in str(v).split(",") if part.strip()]
+
+
+HostList = Annotated[
+    str,
+    rule(
+        lambda v: all(re.fullmatch(HOST + r"(?::\d{1,5})?", h, re.I) for h in listed(v)),
+        "must be comma-separated host names (name, or name:port)",
+    ),
+]
+OriginList = Annotated[
+    str,
+    rule(
+        lambda v: all(
+            re.fullmatch(r"https?://" + HOST + r"(?::\d{1,5})?", o, re.I) for o in listed(v)
+        ),
+        "must be comma-separated origins (https://host, or https://host:port)",
+    ),
+]
 
 
 # USD per million tokens: the English pricing page (platform.claude.com/docs/en/about-claude/
@@ -348,7 +373,15 @@ class Settings(BaseModel):
     answer_queue: int = setting(
         "FIELDGUIDE_ANSWER_QUEUE",
         20,
-        "questions waiting beyond that; more are turned away",
+        "questions waiting beyond that; more are turned away at once",
+        ge=0,
+        le=10_000,
+    )
+    answer_per_client: int = setting(
+        "FIELDGUIDE_ANSWER_PER_CLIENT",
+        0,
+        "questions one asker (a Slack user, an MCP client) may have answered or waiting at once;"
+        " 0 = the workers and half the queue",
         ge=0,
         le=10_000,
     )
@@ -398,6 +431,20 @@ class Settings(BaseModel):
         "the weekday (mon … sun, UTC) from which serve sends each docs owner their weekly note (a"
         " DM to a person, a post in an owners' channel; once per owner and week across a"
         " fleet); off = never",
+    )
+    mcp_allowed_hosts: HostList = setting(
+        "FIELDGUIDE_MCP_ALLOWED_HOSTS",
+        "",
+        "comma-separated Host names `fieldguide mcp --http` answers to besides 127.0.0.1,"
+        " localhost and [::1] (a name alone: any port; name:port: that port), e.g. the name a TLS"
+        " proxy in front of it keeps",
+    )
+    mcp_allowed_origins: OriginList = setting(
+        "FIELDGUIDE_MCP_ALLOWED_ORIGINS",
+        "",
+        "comma-separated Origins (scheme://host[:port]) whose browser pages may call `fieldguide"
+        " mcp --http`, e.g. https://claude.ai, besides http pages on 127.0.0.1, localhost and"
+        " [::1]; a request without an Origin is not from a page",
     )
     doc_owners: Literal["off", "on"] = setting(
         "FIELDGUIDE_DOC_OWNERS",

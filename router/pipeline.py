@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from index.search import Hit, IndexChanged
+from index.search import Hit
 from prompts import prompt_hash
 
 from . import citations, claims, compose, decide, offline, reading, words
@@ -61,9 +61,6 @@ log = logging.getLogger(__name__)
 
 CONTEXT_CHUNKS = 5  # top chunks Claude reads to answer; offline quotes from the top 3
 OFFLINE_CHUNKS = 3
-# times a question is asked again when a reindex takes a chunk it found (IndexChanged): each time
-# on the newest generation, so only reindexes committing faster than one answer exhaust them
-INDEX_RETRIES = 3
 UNCITED_NOTE = (
     "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
 )
@@ -111,21 +108,10 @@ class Pipeline:
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
         `scope`: route and search only inside it (None: everything). `on_progress`: told what the
-        answer is doing (the module doc)."""
+        answer is doing (the module doc). IndexChanged when a reindex took a chunk it found
+        (bot/app.py's FieldGuide.ask asks again on the new generation)."""
         started = time.perf_counter()
-        asked = checked(question, history)
-        stream, tell = Stream(on_text), Tell(on_progress)
-        for attempt in range(INDEX_RETRIES + 1):
-            try:
-                ans = self.path(asked, scope, stream, tell)
-                break
-            except IndexChanged:
-                # a reindex committed while answering and took a chunk it found: asked again on
-                # the new generation (waiting for it to load), unless words are out already
-                if stream.shown or attempt == INDEX_RETRIES:
-                    raise
-                log.info("the index changed while answering; asking again on the new one")
-                self.engine.loaded(wait=True)
+        ans = self.path(checked(question, history), scope, Stream(on_text), Tell(on_progress))
         ans.trace.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         if self.client is None:
             ans.trace.notes.append(OFFLINE_NOTE)

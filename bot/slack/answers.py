@@ -1,7 +1,10 @@
 """Answering a Slack question off Bolt's threads, and always delivering something.
 
-Questions wait in a bounded queue for a small pool of answer workers, so a slow Claude or Voyage
-never holds up Bolt's own threads: acks, feedback clicks and commands are handled at once.
+A question goes in as every door's does (bot/asking.py): small talk gets its reply, and a question
+takes a place in the process's one line of questions (a user at most their share of it), told
+when it must wait and turned away when there is no place. Each question is answered on a thread
+of its own that waits for its turn, so a slow Claude or Voyage never holds up Bolt's own threads:
+acks, feedback clicks and commands are handled at once.
 
 Delivery never leaves a question hanging: the placeholder is updated with the answer; if Slack
 refuses the update (too long, rate limited after retries, 5xx, ...) the answer is posted as new
@@ -11,10 +14,10 @@ messages, then as plain text in pieces, and at worst a short apology is posted.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,7 @@ from slack_sdk.errors import SlackClientError
 from router.answer import Answer
 from router.question import QuestionError
 
+from ..asking import Busy, Place, Reply
 from .slack_format import (
     StreamSanitizer,
     answer_messages,
@@ -33,17 +37,7 @@ from .slack_format import (
     plain_pieces,
     same_words,
 )
-from .slack_rules import (
-    ACK_REPLY,
-    BUSY,
-    THANKS_REPLY,
-    WORKING,
-    example_questions,
-    greeting,
-    history_from,
-    small_talk,
-    thread_title,
-)
+from .slack_rules import BUSY, WORKING, history_from, thread_title
 
 if TYPE_CHECKING:
     from .guide import Guide
@@ -51,7 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SORRY = ":warning: Sorry, something went wrong while answering. Please try again in a minute."
-FULL = ":warning: Too many questions at once right now: please ask again in a minute."
 UNDELIVERED = (
     ":warning: Sorry, I found an answer but Slack would not take it. Please ask again in a minute."
 )
@@ -89,76 +82,99 @@ class Question:
 
 
 class Answerer:
-    """A bounded queue of questions and `workers` threads answering them."""
+    """Each question of the line (bot/asking.py) answered on a thread of its own."""
 
-    def __init__(
-        self,
-        guide: Guide,
-        bot_user: str,
-        workers: int = 4,
-        queue_size: int = 20,
-    ):
-        """`guide`: fieldguide, whose `ask` answers and records, and whose scopes (resolved)
-        choose what each channel searches."""
+    def __init__(self, guide: Guide, bot_user: str):
+        """`guide`: fieldguide, whose `asking` lets questions in and whose `ask` answers and
+        records, and whose scopes (resolved) choose what each channel searches."""
         self.guide = guide
         self.bot_user = bot_user
-        self.workers = workers
-        self.queue: queue.Queue[Question | None] = queue.Queue(maxsize=queue_size)
-        self._busy = 0
+        self.running: set[threading.Thread] = set()
         self._lock = threading.Lock()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"answer-{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for t in self._threads:
-            t.start()
 
     def submit(self, q: Question) -> None:
-        """Queue `q` without blocking; tell the user when it has to wait, or when the queue is
-        full (then it is not answered)."""
-        with self._lock:
-            waits = self._busy + self.queue.qsize() >= self.workers
+        """Start on `q` without blocking: small talk gets its reply; a question takes its place
+        in the line, the user told when it has to wait, or when there is no place (then it is
+        not answered)."""
+        scopes = self.guide.scopes
         try:
-            self.queue.put_nowait(q)
-        except queue.Full:
-            log.warning("answer queue full, question %s/%s refused", q.channel, q.ts)
-            self._post(q, FULL)
+            got = self.guide.asking.enter(
+                q.text,
+                f"slack:{q.team}:{q.user}",
+                scopes.for_channel(q.channel) if scopes else None,
+                follow_up=bool(q.history_thread),
+            )
+        except Busy as e:
+            log.warning("no place in the line for question %s/%s: %s", q.channel, q.ts, e)
+            self._post(q, f":warning: {e}")
             self._done(q)
             return
-        if waits and not small_talk(q.text):  # "thanks" is not told to wait for its reply
+        except Exception:  # the user gets a short message, the log gets the traceback
+            log.exception("could not take question %s/%s", q.channel, q.ts)
+            self._post(q, SORRY)
+            self._done(q)
+            return
+        if isinstance(got, Reply):  # "hi", "thanks", "ok": no question for the docs
+            reply = got
+            self._start(q, None, lambda: self.deliver_text(q, None, reply.answer.text))
+            return
+        place = got
+        if place.waits:
             self._post(q, BUSY)
+        self._start(q, place, lambda: self.answer(q))
 
-    def drain(self, deadline: float) -> int:
-        """Go on answering what is queued and in flight until it is done or `deadline` (a
-        time.monotonic()) passes; how many are left then (their claims stay open: the next
-        process answers them, bot/slack/orphans.py)."""
-        while self.queue.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.queue.unfinished_tasks
+    def _start(self, q: Question, place: Place | None, work: Callable[[], None]) -> None:
+        """`work` on a thread of its own, in `place`'s turn (small talk, `place` None, has
+        nothing to wait for, and its claim is closed once replied to: nothing is recorded)."""
 
-    def close(self) -> None:
-        for _ in self._threads:
+        def run() -> None:
             try:
-                self.queue.put_nowait(None)
-            except queue.Full:
-                break
-
-    def _work(self) -> None:
-        while True:
-            q = self.queue.get()
-            if q is None:
-                self.queue.task_done()
-                return
-            with self._lock:
-                self._busy += 1
-            try:
-                self.answer(q)
-            except Exception:  # a worker must outlive any one question
+                if place is None:
+                    work()
+                else:
+                    with place:
+                        work()
+            except Exception:  # the thread ends with the question, whatever it raised
                 log.exception("answering %s/%s failed", q.channel, q.ts)
             finally:
+                if place is None:
+                    self._done(q)
                 with self._lock:
-                    self._busy -= 1
-                self.queue.task_done()  # `drain` counts what is queued or in flight
+                    self.running.discard(thread)
+
+        thread = threading.Thread(target=run, name=f"answer-{q.channel}-{q.ts}", daemon=True)
+        with self._lock:
+            self.running.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: said, and the place freed
+            with self._lock:
+                self.running.discard(thread)
+            if place is not None:
+                place.leave()
+            log.exception("could not start answering %s/%s", q.channel, q.ts)
+            self._post(q, SORRY)
+            self._done(q)
+
+    def close(self, wait: float = 0.0) -> None:
+        """The questions being answered waited for, up to `wait` seconds."""
+        deadline = time.monotonic() + wait
+        with self._lock:
+            running = list(self.running)
+        for t in running:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def pending(self) -> int:
+        """How many questions are being answered or wait for their place."""
+        with self._lock:
+            return len(self.running)
+
+    def drain(self, deadline: float) -> int:
+        """Go on answering what is in hand until it is done or `deadline` (a time.monotonic())
+        passes; how many are left then (their claims stay open: the next process answers them,
+        bot/slack/orphans.py)."""
+        self.close(max(0.0, deadline - time.monotonic()))
+        return self.pending()
 
     # -- one question ----------------------------------------------------------------------------
 
@@ -166,18 +182,10 @@ class Answerer:
         """Example questions from the intents a question in `channel` is routed among (its
         scope's, FIELDGUIDE_SCOPES): a greeting never suggests another team's questions."""
         scopes = self.guide.scopes
-        scope = scopes.for_channel(channel) if scopes else None
-        return example_questions(self.guide.engine.intents_for(scope))
+        return self.guide.asking.examples(scopes.for_channel(channel) if scopes else None)
 
     def answer(self, q: Question) -> None:
-        talk = small_talk(q.text)
-        if talk == "ack" and q.history_thread:
-            talk = None  # a short follow-up ("tell me more") reads through the thread's turns
-        if talk:  # "hi", "thanks", "ok": no question for the docs
-            reply = {"greeting": greeting(self.examples(q.channel)), "thanks": THANKS_REPLY}
-            self.deliver_text(q, None, reply.get(talk, ACK_REPLY))
-            self._done(q)
-            return
+        """Answer `q` (in its turn in the line) and deliver the answer, or say why not."""
         # an event taken over from a dead replica answers in that replica's placeholder
         placeholder = q.extra.get("placeholder") or self._show_work(q)
         if placeholder and q.keys and not q.extra.get("placeholder"):

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from router.claude import MessagesClient
     from router.engine import Engine, Scope
 
+    from ..asking import Asking
     from ..scopes import Scopes
     from ..settings import Settings
     from ..state import State
@@ -34,6 +35,11 @@ class Guide(Protocol):
 
     @property
     def scopes(self) -> Scopes | None: ...
+
+    @property
+    def asking(self) -> Asking:
+        """Every door's way in: small talk, the line of questions (bot/asking.py)."""
+        ...
 
     def ask(
         self,

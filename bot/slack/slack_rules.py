@@ -10,26 +10,24 @@ from html import unescape
 from index.clean import valid_text
 from router import talk
 
+from ..asking import ACK_REPLY, GREETING, THANKS_REPLY
+
 # User messages worth answering: plain ones, ones with a file attached, and thread replies also
 # sent to the channel. Every other subtype is an edit, a deletion, a join, a bot, ...
 USER_SUBTYPES = (None, "file_share", "thread_broadcast")
 
-GREETING = "Hi! Ask me about the docs: I answer from them only, with links to the sections I used."
 WORKING = ":mag: Looking through the docs…"
 BUSY = (
     ":hourglass_flowing_sand: I'm answering a lot of questions right now; I'll answer in a moment."
 )
-THANKS_REPLY = "You're welcome!"
-ACK_REPLY = "Ask me a question about the docs whenever you like."
 # the bot's own messages that are not answers: never history
 NOT_ANSWERS = (GREETING, WORKING, BUSY, THANKS_REPLY, ACK_REPLY)
 
-# Small talk is no question for the docs (router/talk.py tells it by a principle): a greeting or
-# "help" gets the greeting (with example questions), thanks get THANKS_REPLY, and a bare
-# acknowledgement ("ok", "bye", an emoji) ACK_REPLY, where the docs would have been searched and
-# "not in the docs" said. In a thread with earlier turns a short message takes its meaning from
-# them ("tell me more", "and for the team plan"): there it is a follow-up, answered as a question,
-# since leaving a request unanswered costs more than one extra answer to an "ok".
+# Small talk is no question for the docs (router/talk.py tells it by a principle): bot/asking.py
+# gives it its reply, the same at every door. In a thread with earlier turns a short message takes
+# its meaning from them ("tell me more", "and for the team plan"): there it is a follow-up,
+# answered as a question, since leaving a request unanswered costs more than one extra answer to
+# an "ok".
 
 HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
 HISTORY_CHARS = 1500  # of each
@@ -61,18 +59,6 @@ def small_talk(text: str) -> str | None:
     """What small talk `text` (as Slack sends it) is: "greeting", "thanks", "ack" (no reply), or
     None: a question."""
     return talk.small_talk(plain_text(text))
-
-
-def example_questions(intents: list[dict]) -> list[str]:
-    """The first example question of each intent that has some (intents.yaml), at most 4."""
-    return [i["examples"][0] for i in intents if i["examples"]][:4]
-
-
-def greeting(examples: list[str]) -> str:
-    """GREETING, with up to two example questions."""
-    if not examples:
-        return GREETING
-    return f"{GREETING} For example: " + " or ".join(f"“{e}”" for e in examples[:2])
 
 
 def is_user_message(event: dict, bot_user: str) -> bool:
