@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from bot.scopes import Scopes
     from bot.state import State
     from index.embedders import Embedder
-    from router.answer import Answer
+    from router.answer import Answer, Progress
     from router.claude import MessagesClient
     from router.engine import Engine, Scope
     from router.pipeline import Pipeline
@@ -135,11 +135,15 @@ class FieldGuide:
         context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> Answer:
         """The pipeline's answer (router/pipeline.py), recorded in the audit trail with `context`
         (where it was asked: Slack channel, user, thread, the event's claim keys); its
-        `audit_id` set when the record was made. An audit that fails costs the asker nothing."""
-        ans = self.pipeline.answer(question, history, on_text=on_text, scope=scope)
+        `audit_id` set when the record was made. An audit that fails costs the asker nothing.
+        `on_progress` is told what the question path is doing (router.answer.Progress)."""
+        ans = self.pipeline.answer(
+            question, history, on_text=on_text, scope=scope, on_progress=on_progress
+        )
         try:
             ans.audit_id = self.state.record_answer(ans, context or {})
         except Exception:  # the audit log must never cost the user an answer

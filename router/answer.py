@@ -80,6 +80,18 @@ class Trace:
 
 
 @dataclass
+class Progress:
+    """What the question path is doing, for whoever shows it (Pipeline.answer's `on_progress`):
+    `kind` is "searching" (before retrieval), "reading" (`labels`: the "Title › Section" of each
+    section about to be sent to Claude or quoted offline, all inside the question's scope),
+    "checking" (before the claim check) or "searching_again" (a second look, `labels`: its
+    query)."""
+
+    kind: str
+    labels: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Answer:
     """What the question got: the decision, the text, its sources and checked citations."""
 

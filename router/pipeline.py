@@ -44,12 +44,12 @@ from prompts import prompt_hash
 
 from . import citations, claims, compose, decide, language, offline, reading, words
 from . import extract as claude_extract
-from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
+from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Progress, Source, Trace
 from .classify import Classification, ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
 from .engine import Engine, Scope
 from .messages import add_usage
-from .question import Asked, Draft, checked_question, fell_back, verdict
+from .question import Asked, Draft, checked_question, fell_back, lap, report, verdict
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +103,12 @@ class Pipeline:
         history: list[dict] | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> Answer:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
-        never for an abstention); the returned Answer is the checked, final one either way.
-        `scope`: route and search only inside it (None: everything)."""
+        never for an abstention); `on_progress` what the path does (answer.Progress, its errors
+        ignored); the Answer is the checked, final one. `scope`: route and search inside it."""
         started = time.perf_counter()
         streamed = False
 
@@ -119,7 +120,9 @@ class Pipeline:
 
         for attempt in range(INDEX_RETRIES + 1):
             try:
-                ans = self.steps(self.asked(question, history or [], on_text and sent, scope))
+                q = self.asked(question, history or [], on_text and sent, scope)
+                q.on_progress = on_progress
+                ans = self.steps(q)
                 break
             except IndexChanged:
                 # a reindex committed while answering and took a chunk it found: asked again on
@@ -155,6 +158,7 @@ class Pipeline:
         # what every question reads, loaded on a process's first one (`serve` loads it at start:
         # Engine.warm): the docs' words (a scope's: on its first question) and English word
         # frequencies; timed apart, so no step's figure counts it
+        report(q, "searching")
         words.docs_words(q.searcher)
         words.zipf("the")
         lap(q, "load")
@@ -188,6 +192,7 @@ class Pipeline:
         assert decided is not None
         if decided.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
             return Draft(decided)
+        report(q, "reading", q.hits[:OFFLINE_CHUNKS])
         passages = self.offline_passages(q)
         lap(q, "extract")
         if not passages:
@@ -206,6 +211,7 @@ class Pipeline:
         if gate.decision == ABSTAIN:
             return Draft(gate)
         cite = self.path == "cite" and q.claude.available
+        report(q, "reading", q.hits[:CONTEXT_CHUNKS])
         passages = citations.context_passages(q.hits[:CONTEXT_CHUNKS]) if cite else self.extract(q)
         lap(q, "extract")
         if "extract" in q.claude.fell_back:  # Claude was to check the passages but failed
@@ -221,6 +227,7 @@ class Pipeline:
         passages = citations.cited_passages(passages, written) if cite else passages
         checked = None
         if written.status in WRITTEN:
+            report(q, "checking")
             checked = self.check_claims(q, written)
         lap(q, "check")
         return Draft(gate, passages, written, sources, checked)
@@ -391,10 +398,3 @@ class Pipeline:
         if checked.usage:
             add_usage(q.trace.usage, "check", checked.usage)
         return checked
-
-
-def lap(q: Asked, step: str) -> None:
-    """The step just done, timed into the trace (ms since the step before)."""
-    now = time.perf_counter()
-    q.trace.timings_ms[step] = round((now - q.clock) * 1000, 1)
-    q.clock = now

@@ -5,6 +5,8 @@ stands is chosen from them (`verdict`): ANSWER, PARTIAL with its caveat, or ABST
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -15,12 +17,14 @@ from index.clean import valid_text
 from index.search import Hit, Searcher
 
 from . import citations, claims, compose, decide, reading
-from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
+from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Progress, Source, Trace, label
 from .claude import OFFLINE_NOTE, Claude
 
 if TYPE_CHECKING:
     from .engine import Scope
     from .policy import Router
+
+log = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = reading.MAX_QUESTION_CHARS
 
@@ -62,6 +66,27 @@ class Asked:
     hits: list[Hit] = field(default_factory=list)
     chunks: dict[str, dict] = field(default_factory=dict)  # the hits' records by id, scored
     offline_verdict: decide.Decision | None = None  # the decision read in the offline bands
+    on_progress: Callable[[Progress], None] | None = None  # told what the path is doing
+
+
+def lap(q: Asked, step: str) -> None:
+    """The step just done, timed into the trace (ms since the step before)."""
+    now = time.perf_counter()
+    q.trace.timings_ms[step] = round((now - q.clock) * 1000, 1)
+    q.clock = now
+
+
+def report(q: Asked, kind: str, hits: list[Hit] | None = None) -> None:
+    """Tell `q.on_progress` what the path is doing (with the sections of `hits`, once each);
+    whatever it raises is logged and ignored: showing the work never costs the answer."""
+    if q.on_progress is None:
+        return
+    sections = (label(h.chunk["title"], h.chunk["heading_path"]) for h in hits or [])
+    labels = list(dict.fromkeys(sections))
+    try:
+        q.on_progress(Progress(kind, labels))
+    except Exception:  # noqa: BLE001 - a progress display's failure is no answer's failure
+        log.warning("on_progress failed on %r", kind, exc_info=True)
 
 
 # offline, a question the docs may not answer gets the closest sections quoted under this line

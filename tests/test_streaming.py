@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from index.store import open_db
 from router.compose import Holdback
 from router.pipeline import ABSTAIN, ANSWER
 from tests.standins.claude import FakeClaude
@@ -76,3 +77,53 @@ def test_nothing_is_passed_on_before_a_citation_checks_out():
     hold.cite()
     hold(" verify")
     assert out == ["Here is how:", " verify"]
+
+
+# -- what the path is doing (on_progress) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["cite", "sequential"])
+def test_progress_comes_before_the_words_and_names_the_sections_read(
+    examples_db, local_embedder, stub, path
+):
+    reply: list = [("Compare the signature header with your HMAC.", [(0, 0, 1)])]
+    stub.route("/v1/messages", FakeClaude(answer=reply, words_per_second=400))
+    seen: list = []
+    ans = make_pipeline(examples_db, local_embedder, stub, path=path).answer(
+        SIGNATURE_Q, on_text=lambda d: seen.append(("text", d)), on_progress=seen.append
+    )
+    kinds = [s[0] if isinstance(s, tuple) else s.kind for s in seen]
+    assert kinds[:2] == ["searching", "reading"] and kinds[-1] == "checking"
+    assert kinds.index("text") > kinds.index("reading")  # the reading is shown first
+    [reading] = [s for s in seen if not isinstance(s, tuple) and s.kind == "reading"]
+    # the sections sent to Claude, by "Title › Section", once each
+    hits = ans.trace.hits[:5]
+    assert reading.labels and len(reading.labels) == len(set(reading.labels)) <= len(hits)
+    assert all(" › " in label or label in {h["title"] for h in hits} for label in reading.labels)
+    assert {label.split(" › ")[0] for label in reading.labels} <= {h["title"] for h in hits}
+
+
+def test_offline_progress_and_a_failing_display_costs_nothing(examples_db, local_embedder):
+    pipeline = make_pipeline(examples_db, local_embedder)
+    seen: list = []
+    ans = pipeline.answer(SIGNATURE_Q, on_progress=lambda p: seen.append(p.kind))
+    assert seen == ["searching", "reading"]  # the quotes are read from the top sections
+
+    def broken(p):
+        raise RuntimeError("the display is down")
+
+    assert final(pipeline.answer(SIGNATURE_Q, on_progress=broken)) == final(ans)
+
+
+def test_progress_inside_a_scope_names_only_its_sections(examples_db, local_embedder):
+    from router.engine import Scope
+
+    scope = Scope("CBILLING", ("billing",), ())
+    seen: list = []
+    make_pipeline(examples_db, local_embedder).answer(
+        "How much does the Team plan cost?", scope=scope, on_progress=seen.append
+    )
+    [reading] = [p for p in seen if p.kind == "reading"]
+    index = open_db(examples_db, create=False)
+    db_titles = {r[0] for r in index.execute("SELECT title FROM docs WHERE intent = 'billing'")}
+    assert reading.labels and {label.split(" › ")[0] for label in reading.labels} <= db_titles

@@ -237,6 +237,7 @@ EVENT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "message": dict,
     "previous_message": dict,
     "assistant_thread": dict,
+    "context": dict,  # app_context_changed's and app_home_opened's: what the user is looking at
     "files": list,
     "blocks": list,
 }

@@ -1,4 +1,5 @@
-"""The state's tables in PostgreSQL (the audit trail, event claims, rate windows, hand-offs), as
+"""The state's tables in PostgreSQL (the audit trail, event claims, rate windows, hand-offs, what
+users are looking at), as
 SQLite's are bot/state/sqlite.py's: their migrations, merged with the index's (index/pg.py) into
 the fleet's versions. `upgrade` is `fieldguide db upgrade`."""
 
@@ -35,6 +36,13 @@ STATE_MIGRATIONS: dict[int, str] = {
     3: """
     CREATE TABLE handoffs (
         answer_id BIGINT PRIMARY KEY, "user" TEXT, owner TEXT, target TEXT, created TEXT);
+    """,
+    # 4: the channel each user is looking at beside the app's DM (Slack's app_context_changed),
+    # whichever replica got the event
+    4: """
+    CREATE TABLE viewing (
+        user_id TEXT, channel TEXT, viewing TEXT NOT NULL,
+        updated TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (user_id, channel));
     """,
 }
 MIGRATIONS = pg.merged(pg.INDEX_MIGRATIONS, STATE_MIGRATIONS)
