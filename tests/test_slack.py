@@ -103,6 +103,15 @@ def test_small_talk_gets_a_greeting_thanks_or_a_short_reply_never_not_in_the_doc
     assert not {"hi", "thanks!", "ok :thumbsup:", "Thank you so much", "bye"} & set(asked)
 
 
+# a question in the thread assistant_thread_started() opened
+IN_ASSISTANT_THREAD = dm(
+    "How do I rotate an API key?",
+    ts="1700000009.000200",
+    channel="D9",
+    thread_ts="1700000009.000100",
+)
+
+
 def test_an_app_on_assistant_view_still_greets_and_answers_in_the_thread(slack):
     slack.event(assistant_thread_started(), "EvA1")
     wait(lambda: slack.mock.calls("/api/assistant.threads.setSuggestedPrompts"))
@@ -112,13 +121,7 @@ def test_an_app_on_assistant_view_still_greets_and_answers_in_the_thread(slack):
     slack.mock.thread_messages = [
         {"user": BOT, "bot_id": "BBOT", "text": GREETING, "ts": "1700000009.000101"}
     ]
-    question = dm(
-        "How do I rotate an API key?",
-        ts="1700000009.000200",
-        channel="D9",
-        thread_ts="1700000009.000100",
-    )
-    slack.event(question, "EvA2")
+    slack.event(IN_ASSISTANT_THREAD, "EvA2")
     [answer] = answer_in(slack.mock, "D9")
     title = slack.mock.calls("/api/assistant.threads.setTitle")[0].form
     assert title["title"] == "How do I rotate an API key?"
@@ -134,13 +137,7 @@ def test_an_app_on_assistant_view_still_greets_and_answers_in_the_thread(slack):
 def test_the_assistant_status_shows_work_when_the_stream_cannot(http):
     http.mock.fail("chat.startStream", slack_error("not_allowed"))
     http.event(assistant_thread_started(), "EvA3")
-    question = dm(
-        "How do I rotate an API key?",
-        ts="1700000009.000200",
-        channel="D9",
-        thread_ts="1700000009.000100",
-    )
-    http.event(question, "EvA4")
+    http.event(IN_ASSISTANT_THREAD, "EvA4")
     [answer] = answer_in(http.mock, "D9")
     status = http.mock.calls("/api/assistant.threads.setStatus")[0].form
     assert status["status"] == "is looking through the docs…" and status["loading_messages"]

@@ -98,8 +98,10 @@ def test_without_suggestions_the_greeting_names_example_questions(make_harness):
 # -- a question, its work, its follow-up -----------------------------------------------------------
 
 
-def test_a_dm_question_is_answered_in_its_thread_showing_its_work_and_followed_up(make_harness):
-    h = make_harness("http")
+def test_a_dm_question_is_answered_in_its_thread_showing_its_work_and_followed_up(
+    make_harness, transport
+):
+    h = make_harness(transport)
     question = dm("How many times is a failed webhook retried?", ts="1700000070.000100")
     h.event(question, "EvQ1")
     [answer] = answer_in(h.mock, "D1")

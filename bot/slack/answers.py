@@ -178,14 +178,7 @@ class Answerer:
             self.deliver_text(q, None, reply.get(talk, ACK_REPLY))
             self._done(q)
             return
-        # an event taken over from a dead replica answers in that replica's placeholder
-        placeholder = q.extra.get("placeholder")
-        stream = Stream(q, placeholder, self._drop) if not placeholder and self.streams(q) else None
-        shown = stream is not None and self.task_updates and stream.start()
-        if not placeholder and not shown:  # the stream is not the first sign of work
-            placeholder = self._show_work(q)
-            if stream is not None:  # it goes when the stream shows something
-                stream.placeholder = placeholder
+        placeholder, stream, shown = self._begin(q)
         shown_in = placeholder or (stream.ts if stream else None)
         if q.keys and not q.extra.get("placeholder") and shown_in:
             self.guide.state.note_placeholder(q.keys, shown_in)
@@ -227,6 +220,19 @@ class Answerer:
         if stream is not None and stream.finish(ans):
             return
         self.deliver(q, stream.close() if stream else placeholder, ans)
+
+    def _begin(self, q: Question) -> tuple[str | None, Stream | None, bool]:
+        """The first sign of work: the stream's first task update, else a placeholder (or the
+        assistant panel's status). (the placeholder, the stream, does the stream show the work)
+        An event taken over from a dead replica is answered in that replica's placeholder."""
+        placeholder = q.extra.get("placeholder")
+        stream = Stream(q, placeholder, self._drop) if not placeholder and self.streams(q) else None
+        shown = stream is not None and self.task_updates and stream.start()
+        if not placeholder and not shown:
+            placeholder = self._show_work(q)
+            if stream is not None:  # it goes when the stream shows something
+                stream.placeholder = placeholder
+        return placeholder, stream, shown
 
     def _done(self, q: Question) -> None:
         """No answer will be recorded for `q`: close its claim, so no replica answers it again."""

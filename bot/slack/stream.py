@@ -9,12 +9,15 @@ stopStream through slack_sdk's ChatStream, with its chunk types), showing its wo
   `sources`), numbered as the answer cites them, then the decision line and feedback buttons
   (the sources with no address stay listed in the text, where the reader finds them).
 
+Once the stream has begun, what is appended is sent by a thread of the stream's own, in order:
+the question path never waits on Slack to go on (to read Claude's next words, to quote offline).
 Any Slack failure ends the streaming; the caller then delivers the answer whole (answers.py).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import threading
 import time
@@ -103,6 +106,8 @@ class Stream:
         self.shown: set[str] = set()  # kinds of work already shown ("searching", ...)
         self.tasks = 0  # task ids used
         self.lock = threading.RLock()  # the pipeline's text and progress may come from threads
+        self.outbox: queue.Queue[list[Chunk] | None] | None = None  # sent by the sender thread
+        self.sender: threading.Thread | None = None
         self.streamer = q.client.chat_stream(  # buffering is done here, so every append is sent
             channel=q.channel,
             thread_ts=q.reply_thread or q.ts,
@@ -118,9 +123,34 @@ class Stream:
     # -- what is sent ----------------------------------------------------------------------------
 
     def _send(self, chunks: list[Chunk]) -> bool:
-        """Append `chunks` (starting the stream on the first call); False once Slack refused."""
+        """Append `chunks`: the first call (which starts the stream) here, the others by the
+        sender thread, in order; False once Slack refused."""
         if self.broken:
             return False
+        if self.ts is None:
+            return self._append(chunks)
+        if self.outbox is None:
+            self.outbox = queue.Queue()
+            self.sender = threading.Thread(target=self._sender, name="stream", daemon=True)
+            self.sender.start()
+        self.outbox.put(chunks)
+        return True
+
+    def _sender(self) -> None:
+        assert self.outbox is not None
+        while (chunks := self.outbox.get()) is not None:
+            if not self.broken:
+                self._append(chunks)
+
+    def _sent(self) -> bool:
+        """Wait until what was appended is sent (before the stop); False when Slack refused."""
+        if self.outbox is not None and self.sender is not None:
+            self.outbox.put(None)
+            self.sender.join()
+            self.outbox = self.sender = None
+        return not self.broken
+
+    def _append(self, chunks: list[Chunk]) -> bool:
         started = self.ts is not None
         try:
             self.streamer.append(chunks=chunks)
@@ -200,7 +230,7 @@ class Stream:
         offline, an abstention), its sources and its footer; True when the stream is the answer
         (else the caller delivers it whole over the streamed message)."""
         with self.lock:
-            if self.broken:
+            if not self._sent():
                 return False
             streamed = bool(self.clean.raw)
             if streamed and not same_words(self.clean.raw, ans.text):
@@ -210,7 +240,7 @@ class Stream:
             self.pending = ""
             pieces = self._text(rest)
             # a long answer's words go before the stop, which takes one piece of them
-            if any(not self._send([*self._done(), p]) for p in pieces[:-1]):
+            if any(not self._append([*self._done(), p]) for p in pieces[:-1]):
                 return False
             elements = [(s, source_element(s)) for s in ans.sources]
             cited = [e for _, e in elements if e is not None]
@@ -232,7 +262,7 @@ class Stream:
         """End the stream with `text` in place of an answer (the work shown ends in error);
         True when Slack took it."""
         with self.lock:
-            if self.broken or self.ts is None:
+            if not self._sent() or self.ts is None:
                 return False
             return self._stop([*self._done("error"), *self._text(text)], None)
 
@@ -242,7 +272,7 @@ class Stream:
         with self.lock:
             if self.ts is None:
                 return self.placeholder
-            if not self.broken:
+            if self._sent():
                 rest = self.pending + self.clean.flush()
                 self._stop([*self._done(), *(self._text(rest) if rest else [])], None)
             self.drop(self.q, self.placeholder)
