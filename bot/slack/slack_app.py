@@ -184,10 +184,6 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
     return bot
 
 
-def build_app(guide: Guide, client: WebClient | None = None) -> App:
-    return build_bot(guide, client).app
-
-
 def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
     """Slack's signature over the raw body; junk (no timestamp, not UTF-8) is simply unsigned."""
     try:
