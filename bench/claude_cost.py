@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +60,7 @@ def pipeline_on(db, fake: FakeClaude, classify_model: str = ""):
     server.route("/v1/messages", fake)
     settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
     if classify_model:
-        settings = replace(settings, classify_model=classify_model)
+        settings = settings.changed(classify_model=classify_model)
     p = make_pipeline(settings)
     p.engine.loaded()
     p.engine.embed_query("warm up")

@@ -25,7 +25,6 @@ import shutil
 import statistics
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from harness import ROOT, SHARED, WORK, eval_db, table, write_section
@@ -81,9 +80,8 @@ def run(db: Path, qs: list[str], path: str, cache: bool) -> dict:
     fake = FakeClaude(answer=REPLY, timing=MODEL_TIMING, cache=cache)
     server = StubServer()
     server.route("/v1/messages", fake)
-    settings = replace(
-        Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url),
-        claude_path=path,
+    settings = Settings(
+        db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, claude_path=path
     )
     p = make_pipeline(settings)
     p.engine.loaded()
@@ -144,9 +142,8 @@ def slow_stream(db: Path) -> float:
     # the answer streamed slowly; the claim check at Haiku 5.5's published pace
     check = {"claude-haiku-5-5": MODEL_TIMING["claude-haiku-5-5"]}
     server.route("/v1/messages", FakeClaude(answer=LONG, words_per_second=3, timing=check))
-    settings = replace(
-        Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url),
-        deadline=8.0,
+    settings = Settings(
+        db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, deadline=8.0
     )
     try:
         p = make_pipeline(settings)

@@ -1,24 +1,28 @@
-"""Every setting fieldguide reads, in one place.
+"""Every setting fieldguide reads, in one place, as a pydantic model.
 
-Values come from the environment, then from a `.env` file in the working directory (the environment
-wins). The library code in index/ and router/ never reads settings itself: the CLI and the Slack app
-build a Settings and pass the values they need.
+`Settings.load()` reads the environment, then a `.env` file in the working directory (the
+environment wins; an empty value means the default); `Settings(db=...)` made in code takes its
+values and the defaults, and reads nothing. Every value is checked by pydantic, whichever way it
+was made; what is wrong is said in our words, one line a setting (`SettingsError`), never in
+pydantic's. The library code in index/ and router/ never reads settings itself: the CLI and the
+Slack app build a Settings and pass the values they need.
 """
 
 from __future__ import annotations
 
 import io
-import math
 import os
 import re
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from dotenv.parser import parse_stream
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
 
 from index.redact import redact
+
+from .since import DURATIONS, seconds_of
 
 
 class SettingsError(ValueError):
@@ -34,7 +38,7 @@ class SettingsError(ValueError):
 
     @classmethod
     def of(cls, problems: list[str]) -> SettingsError:
-        bad = [p.split("=", 1)[0] for p in problems]
+        bad = [p.split("=", 1)[0].split(" ", 1)[0] for p in problems]
         return cls("bad settings: " + "; ".join(problems), problems, bad)
 
 
@@ -65,75 +69,51 @@ def read_dotenv(path: Path) -> dict[str, str]:
     return values
 
 
-Check = Callable[[Any], str | None]
+def rule(check: Any, says: str) -> AfterValidator:
+    """A check pydantic runs on a parsed value: `check(value)` true, else the value is refused
+    with `says` (what it must be)."""
+
+    def holds(value: Any) -> Any:
+        if not check(value):
+            raise ValueError(says)
+        return value
+
+    return AfterValidator(holds)
 
 
-@dataclass(frozen=True)
-class Range:
-    """A numeric setting's allowed range: a Check whose rule is also said when a value is not a
-    number at all ("FIELDGUIDE_BM25_WEIGHT='abc' is not a number: must be between 0 and 1")."""
-
-    holds: Callable[[float], bool]
-    rule: str
-
-    def __call__(self, v: Any) -> str | None:
-        return None if self.holds(v) else self.rule
-
-
-def between(lo: float, hi: float) -> Check:
-    return Range(lambda v: lo <= v <= hi, f"must be between {lo:,} and {hi:,}")
-
-
-def positive_at_most(hi: float) -> Check:
-    return Range(lambda v: 0 < v <= hi, f"must be more than 0 and at most {hi:,}")
-
-
-def one_of(*choices: str) -> Check:
-    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
-
-
-def http_url(v: Any) -> str | None:
-    ok = v == "" or re.fullmatch(r"https?://[^\s<>|]+", str(v), re.I)
-    return None if ok else "must be an http:// or https:// URL"
-
-
-def postgres_url(v: Any) -> str | None:
-    ok = v == "" or re.match(r"postgres(ql)?://", str(v))
-    return None if ok else "must be a postgresql:// URL"
-
-
-DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d)", re.I)
-UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def seconds_of(v: str) -> float:
-    """`15m` → 900.0 (s, m, h, d; "" → 0); ValueError for anything else."""
-    if not v.strip():
-        return 0.0
-    m = DURATION.fullmatch(v.strip())
-    if not m:
-        raise ValueError(v)
-    return float(m.group(1)) * UNIT_SECONDS[m.group(2).lower()]
-
-
-def duration(v: Any) -> str | None:
+def is_duration(v: str) -> bool:
     try:
-        seconds = seconds_of(str(v))
+        seconds = seconds_of(v)
     except ValueError:
-        return "must be a duration such as 30s, 15m, 1h or 1d"
-    return None if seconds == 0 or seconds >= 1 else "must be at least 1s"
+        return False
+    return seconds == 0 or seconds >= 1
 
 
 MIN_TOKEN_CHARS = 32  # 128 bits as hex: beyond guessing over the network
 
-
-def token_length(v: Any) -> str | None:
-    ok = v == "" or len(str(v)) >= MIN_TOKEN_CHARS
-    return None if ok else f"must be {MIN_TOKEN_CHARS} characters or more"
-
-
-def slash_command(v: Any) -> str | None:
-    return None if re.fullmatch(r"/[a-z0-9_-]{1,31}", str(v)) else "must be like /docs-reindex"
+HttpUrl = Annotated[
+    str,
+    rule(
+        lambda v: v == "" or re.fullmatch(r"https?://[^\s<>|]+", v, re.I),
+        "must be an http:// or https:// URL",
+    ),
+]
+PostgresUrl = Annotated[
+    str, rule(lambda v: v == "" or re.match(r"postgres(ql)?://", v), "must be a postgresql:// URL")
+]
+Duration = Annotated[
+    str, rule(is_duration, f"must be a duration of at least 1s, such as {DURATIONS}")
+]
+Token = Annotated[
+    str,
+    rule(
+        lambda v: v == "" or len(v) >= MIN_TOKEN_CHARS,
+        f"must be {MIN_TOKEN_CHARS} characters or more",
+    ),
+]
+SlashCommand = Annotated[
+    str, rule(lambda v: re.fullmatch(r"/[a-z0-9_-]{1,31}", v), "must be like /docs-reindex")
+]
 
 
 # USD per million tokens: the English pricing page (platform.claude.com/docs/en/about-claude/
@@ -183,286 +163,271 @@ def parse_prices(raw: str) -> dict[str, dict[str, float]]:
     return {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
 
 
-def price_table(v: Any) -> str | None:
-    try:
-        parse_prices(str(v))
-    except ValueError as e:
-        return str(e)
-    return None
+def checked_prices(v: str) -> str:
+    parse_prices(v)  # a ValueError saying what is wrong with the table
+    return v
 
 
-def _setting(env: str, default, help: str, check: Check | None = None):
-    return field(default=default, metadata={"env": env, "help": help, "check": check})
+Prices = Annotated[str, AfterValidator(checked_prices)]
 
 
-def _parse(raw: str, kind: type) -> object:
-    """`raw` as a value of `kind`; ValueError with the reason when it is not one."""
-    raw = raw.strip()
-    if kind is int:
-        return int(raw)
-    if kind is float:
-        value = float(raw)
-        if not math.isfinite(value):
-            raise ValueError("not a finite number")
-        return value
-    return raw
+def setting(
+    env: str,
+    default: Any,
+    help: str,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+) -> Any:
+    """A setting read from the environment variable `env`, its default, what it is for (the help
+    shown with a bad value) and its range, if it has one."""
+    return Field(default, validation_alias=env, description=help, gt=gt, ge=ge, le=le)
 
 
-@dataclass(frozen=True)
-class Settings:
-    db: str = _setting("FIELDGUIDE_DB", ".fieldguide/index.db", "SQLite index file")
-    docs: str = _setting(
+class Settings(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        validate_by_name=True,  # Settings(db=...) in code; Settings.load() by the env names
+        validate_by_alias=True,
+        allow_inf_nan=False,
+        str_strip_whitespace=True,
+    )
+
+    db: str = setting("FIELDGUIDE_DB", ".fieldguide/index.db", "SQLite index file")
+    docs: str = setting(
         "FIELDGUIDE_DOCS",
         "",
         "docs folder that fieldguide index and /docs-reindex index (or set FIELDGUIDE_DOCS_GIT)",
     )
-    docs_git: str = _setting(
+    docs_git: str = setting(
         "FIELDGUIDE_DOCS_GIT",
         "",
         "git repository (URL or path) the docs are pulled from before each index run",
     )
-    docs_branch: str = _setting(
+    docs_branch: str = setting(
         "FIELDGUIDE_DOCS_BRANCH", "", "branch of FIELDGUIDE_DOCS_GIT; empty = its default branch"
     )
-    docs_git_path: str = _setting(
+    docs_git_path: str = setting(
         "FIELDGUIDE_DOCS_GIT_PATH", "", "docs folder inside the repository; empty = all of it"
     )
-    docs_git_token: str = _setting(
+    docs_git_token: str = setting(
         "FIELDGUIDE_DOCS_GIT_TOKEN", "", "token for an https repository (sent as a header)"
     )
-    max_doc_mb: float = _setting(
+    max_doc_mb: float = setting(
         "FIELDGUIDE_MAX_DOC_MB",
         5.0,
         "largest doc indexed, in MB; a file over it is skipped with its reason (0 < x <= 1,024)",
-        positive_at_most(1024),
+        gt=0,
+        le=1024,
     )
-    git_timeout: float = _setting(
-        "FIELDGUIDE_GIT_TIMEOUT", 120.0, "seconds each git step may take", positive_at_most(3600)
+    git_timeout: float = setting(
+        "FIELDGUIDE_GIT_TIMEOUT", 120.0, "seconds each git step may take", gt=0, le=3600
     )
-    refresh_every: str = _setting(
+    refresh_every: Duration = setting(
         "FIELDGUIDE_REFRESH_EVERY",
         "",
         "serve pulls and reindexes the docs this often (e.g. 15m, 1h); empty = never",
-        duration,
     )
-    anthropic_api_key: str = _setting("ANTHROPIC_API_KEY", "", "Claude key; empty = offline steps")
-    anthropic_base_url: str = _setting(
-        "ANTHROPIC_BASE_URL", "", "Messages API base URL (proxy or stub)", http_url
+    anthropic_api_key: str = setting("ANTHROPIC_API_KEY", "", "Claude key; empty = offline steps")
+    anthropic_base_url: HttpUrl = setting(
+        "ANTHROPIC_BASE_URL", "", "Messages API base URL (proxy or stub)"
     )
-    classify_model: str = _setting("FIELDGUIDE_CLASSIFY_MODEL", "claude-haiku-5-5", "router model")
-    condense_model: str = _setting(
+    classify_model: str = setting("FIELDGUIDE_CLASSIFY_MODEL", "claude-haiku-5-5", "router model")
+    condense_model: str = setting(
         "FIELDGUIDE_CONDENSE_MODEL", "claude-haiku-5-5", "follow-up rewriter"
     )
-    extract_model: str = _setting(
+    extract_model: str = setting(
         "FIELDGUIDE_EXTRACT_MODEL",
         "claude-haiku-5-5",
         "passage extractor (the `sequential` and `overlap` paths)",
     )
-    answer_model: str = _setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-5-5", "answer writer")
-    check_model: str = _setting(
+    answer_model: str = setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-5-5", "answer writer")
+    check_model: str = setting(
         "FIELDGUIDE_CHECK_MODEL",
         "claude-haiku-5-5",
         "claim checker: is each answer sentence supported by what it cites",
     )
-    judge_model: str = _setting(
+    judge_model: str = setting(
         "FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-5-5", "`eval --answers --judge` grader"
     )
-    claude_path: str = _setting(
+    claude_path: Literal["cite", "overlap", "sequential"] = setting(
         "FIELDGUIDE_CLAUDE_PATH",
         "cite",
         "with Claude: cite (the answer's citations extract) | overlap | sequential"
         " (classify → extract → answer)",
-        one_of("cite", "overlap", "sequential"),
     )
-    prices: str = _setting(
+    prices: Prices = setting(
         "FIELDGUIDE_PRICES",
         "",
         "JSON {model: {input, output, cache_write, cache_read}} USD per million tokens for"
         " `audit --stats`; empty = the built-in table",
-        price_table,
     )
-    voyage_api_key: str = _setting(
-        "VOYAGE_API_KEY", "", "Voyage key; empty = local embedding model"
-    )
-    voyage_base_url: str = _setting(
-        "VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1", http_url
-    )
-    voyage_model: str = _setting(
+    voyage_api_key: str = setting("VOYAGE_API_KEY", "", "Voyage key; empty = local embedding model")
+    voyage_base_url: HttpUrl = setting("VOYAGE_BASE_URL", "", "Voyage API base URL, including /v1")
+    voyage_model: str = setting(
         "FIELDGUIDE_VOYAGE_MODEL",
         "voyage-4",
         "Voyage embedding model (voyage-4-large, voyage-4, voyage-4-lite, ...); reindex after"
         " switching",
     )
-    rerank_model: str = _setting(
+    rerank_model: str = setting(
         "FIELDGUIDE_RERANK_MODEL", "rerank-3", "Voyage reranker (with a key); empty = no rerank"
     )
-    rerank_depth: int = _setting(
+    rerank_depth: int = setting(
         "FIELDGUIDE_RERANK_DEPTH",
         40,
         "how many fused chunks the reranker reorders",
-        between(1, 1000),
+        ge=1,
+        le=1000,
     )
-    model_dir: str = _setting(
+    model_dir: str = setting(
         "FIELDGUIDE_MODEL_DIR", "", "local ONNX model folder (default: inside the venv)"
     )
-    timeout: float = _setting(
+    timeout: float = setting(
         "FIELDGUIDE_TIMEOUT",
         30.0,
         "seconds before a Claude/Voyage call gives up",
-        positive_at_most(600),
+        gt=0,
+        le=600,
     )
-    max_retries: int = _setting(
+    max_retries: int = setting(
         "FIELDGUIDE_MAX_RETRIES",
         2,
         "retries of a Claude call on 429 (after its retry-after) and 529/5xx/timeouts (backoff"
         " with jitter), within the question's deadline; of a Voyage call while indexing",
-        between(0, 10),
+        ge=0,
+        le=10,
     )
-    query_timeout: float = _setting(
+    query_timeout: float = setting(
         "FIELDGUIDE_QUERY_TIMEOUT",
         2.0,
         "seconds a question waits for Voyage (query embedding, rerank): one try, then keyword"
         " search / the fused order",
-        positive_at_most(60),
+        gt=0,
+        le=60,
     )
-    deadline: float = _setting(
+    deadline: float = setting(
         "FIELDGUIDE_DEADLINE",
         45.0,
         "seconds for one question's Claude steps, all together; the answer's stream is cut at it,"
         " less the claim check's reserved time",
-        positive_at_most(600),
+        gt=0,
+        le=600,
     )
-    first_byte_timeout: float = _setting(
+    first_byte_timeout: float = setting(
         "FIELDGUIDE_FIRST_BYTE_TIMEOUT",
         5.0,
         "seconds the answer's stream may wait for its first byte (and between later reads) before"
         " the try fails as a timeout and is retried or falls back",
-        positive_at_most(120),
+        gt=0,
+        le=120,
     )
-    chunk_chars: int = _setting(
-        "FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters", between(200, 20_000)
+    chunk_chars: int = setting(
+        "FIELDGUIDE_CHUNK_CHARS", 2000, "largest chunk, in characters", ge=200, le=20_000
     )
-    bm25_weight: float = _setting(
-        "FIELDGUIDE_BM25_WEIGHT", 0.4, "BM25 share of the fused score", between(0, 1)
+    bm25_weight: float = setting(
+        "FIELDGUIDE_BM25_WEIGHT", 0.4, "BM25 share of the fused score", ge=0, le=1
     )
-    fusion: str = _setting(
-        "FIELDGUIDE_FUSION", "weighted", "weighted | rrf", one_of("weighted", "rrf")
+    fusion: Literal["weighted", "rrf"] = setting("FIELDGUIDE_FUSION", "weighted", "weighted | rrf")
+    docs_base_url: HttpUrl = setting(
+        "FIELDGUIDE_DOCS_BASE_URL", "", "link base for docs without a url"
     )
-    docs_base_url: str = _setting(
-        "FIELDGUIDE_DOCS_BASE_URL", "", "link base for docs without a url", http_url
+    slack_bot_token: str = setting("SLACK_BOT_TOKEN", "", "xoxb- bot token")
+    slack_app_token: str = setting("SLACK_APP_TOKEN", "", "xapp- token for Socket Mode")
+    slack_signing_secret: str = setting("SLACK_SIGNING_SECRET", "", "verifies HTTP requests")
+    slack_api_base_url: HttpUrl = setting(
+        "SLACK_API_BASE_URL", "https://slack.com/api/", "Web API base"
     )
-    slack_bot_token: str = _setting("SLACK_BOT_TOKEN", "", "xoxb- bot token")
-    slack_app_token: str = _setting("SLACK_APP_TOKEN", "", "xapp- token for Socket Mode")
-    slack_signing_secret: str = _setting("SLACK_SIGNING_SECRET", "", "verifies HTTP requests")
-    slack_api_base_url: str = _setting(
-        "SLACK_API_BASE_URL", "https://slack.com/api/", "Web API base", http_url
-    )
-    admins: str = _setting(
+    admins: str = setting(
         "FIELDGUIDE_ADMINS", "", "comma-separated Slack user ids allowed to reindex"
     )
-    reindex_command: str = _setting(
-        "FIELDGUIDE_REINDEX_COMMAND", "/docs-reindex", "slash command", slash_command
+    reindex_command: SlashCommand = setting(
+        "FIELDGUIDE_REINDEX_COMMAND", "/docs-reindex", "slash command"
     )
-    audit_retention_days: int = _setting(
+    audit_retention_days: int = setting(
         "FIELDGUIDE_AUDIT_RETENTION_DAYS",
         90,
         "days answers stay in the audit trail; 0 = keep forever",
-        between(0, 36_500),
+        ge=0,
+        le=36_500,
     )
 
-    answer_workers: int = _setting(
-        "FIELDGUIDE_ANSWER_WORKERS", 4, "questions answered at the same time", between(1, 64)
+    answer_workers: int = setting(
+        "FIELDGUIDE_ANSWER_WORKERS", 4, "questions answered at the same time", ge=1, le=64
     )
-    answer_queue: int = _setting(
+    answer_queue: int = setting(
         "FIELDGUIDE_ANSWER_QUEUE",
         20,
         "questions waiting beyond that; more are turned away",
-        between(0, 10_000),
+        ge=0,
+        le=10_000,
     )
-    slack_startup_seconds: float = _setting(
+    slack_startup_seconds: float = setting(
         "FIELDGUIDE_SLACK_STARTUP_SECONDS",
         60.0,
         "how long start-up retries reaching Slack",
-        positive_at_most(3600),
+        gt=0,
+        le=3600,
     )
-    scopes: str = _setting(
+    scopes: str = setting(
         "FIELDGUIDE_SCOPES",
         "",
         "YAML file mapping Slack channels to the intents/folders they search; empty = all",
     )
-    mcp_scope: str = _setting(
+    mcp_scope: str = setting(
         "FIELDGUIDE_MCP_SCOPE",
         "",
         "`fieldguide mcp` sees only this entry of FIELDGUIDE_SCOPES (its key: a channel id, #name"
         " or default); empty = the file's default entry, else everything",
     )
-    mcp_token: str = _setting(
+    mcp_token: Token = setting(
         "FIELDGUIDE_MCP_TOKEN",
         "",
         "bearer token every request to `fieldguide mcp --http` must carry (32 characters or more,"
         " e.g. openssl rand -hex 32); empty = --http refuses to start",
-        token_length,
     )
-    doc_owners: str = _setting(
+    doc_owners: Literal["off", "on"] = setting(
         "FIELDGUIDE_DOC_OWNERS",
         "off",
         "on: a doc's front-matter owner gets the hand-offs about that doc (whoever can commit a"
         " doc may then receive them); off: owners come from intents.yaml only",
-        one_of("off", "on"),
     )
-    health_port: int = _setting(
+    health_port: int = setting(
         "FIELDGUIDE_HEALTH_PORT",
         0,
         "port serving /healthz (JSON; 503 when Slack, the index or PostgreSQL is down), in Socket"
         " Mode too; 0 = off",
-        between(0, 65_535),
+        ge=0,
+        le=65_535,
     )
-    health_host: str = _setting(
+    health_host: str = setting(
         "FIELDGUIDE_HEALTH_HOST",
         "127.0.0.1",
         "address the health port binds: 127.0.0.1 answers probes from this machine (or"
         " container) only; 0.0.0.0 from anywhere that reaches it (a Kubernetes probe)",
     )
-    log_level: str = _setting(
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = setting(
         "FIELDGUIDE_LOG_LEVEL",
         "INFO",
         "serve's log level: DEBUG | INFO | WARNING | ERROR",
-        one_of("DEBUG", "INFO", "WARNING", "ERROR"),
     )
-    log_format: str = _setting(
+    log_format: Literal["text", "json"] = setting(
         "FIELDGUIDE_LOG_FORMAT",
         "text",
         "serve's log lines: text | json (one object a line)",
-        one_of("text", "json"),
     )
-    database_url: str = _setting(
+    database_url: PostgresUrl = setting(
         "FIELDGUIDE_DATABASE_URL",
         "",
         "postgresql://… shared by a fleet of replicas; empty = one machine, SQLite only",
-        postgres_url,
     )
 
-    def __post_init__(self) -> None:
-        """Every value checked here, whichever way the Settings was made; all problems at once."""
-        problems = []
-        for f in fields(self):
-            value, check = getattr(self, f.name), f.metadata["check"]
-            assert f.default is not MISSING  # every field is made by _setting, with a default
-            kind = type(f.default)
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)  # Settings(timeout=5) means 5.0
-                object.__setattr__(self, f.name, value)
-            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                what = {int: "a whole number", float: "a number"}.get(kind, "text")
-                problems.append(redact(f"{f.metadata['env']}={value!r} must be {what}", str(value)))
-            elif isinstance(value, float) and not math.isfinite(value):
-                problems.append(f"{f.metadata['env']}={value!r} must be a finite number")
-            elif check and (why := check(value)):
-                shown = "***" if f.metadata["env"].endswith("_TOKEN") else repr(value)  # a secret
-                problem = f"{f.metadata['env']}={shown} {why} ({f.metadata['help']})"
-                problems.append(redact(problem, str(value)))  # a URL's password is not shown
-        if problems:
-            raise SettingsError.of(problems)
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as e:
+            raise SettingsError.of([problem(error) for error in e.errors()]) from None
 
     @classmethod
     def load(
@@ -471,28 +436,8 @@ class Settings:
         """The environment wins over `.env`; an empty value means the default. SettingsError
         names every value that cannot be used: those that are not numbers and those out of range
         alike."""
-        merged = cls.sources(environ, dotenv)
-        kwargs: dict[str, object] = {}
-        problems = []
-        for f in fields(cls):
-            raw = merged.get(f.metadata["env"])
-            if raw is None or raw.strip() == "":
-                continue
-            kind = type(f.default)
-            try:
-                kwargs[f.name] = _parse(raw, kind)
-            except ValueError:
-                what = "a whole number" if kind is int else "a number" if kind is float else kind
-                check = f.metadata["check"]
-                rule = f": {check.rule}" if isinstance(check, Range) else ""
-                problems.append(redact(f"{f.metadata['env']}={raw!r} is not {what}{rule}", raw))
-        try:
-            settings = cls(**kwargs)  # type: ignore[arg-type]
-        except SettingsError as e:  # the parsed values' checks: named with the unparsable ones
-            problems += e.problems
-        if problems:
-            raise SettingsError.of(problems)
-        return settings
+        given = cls.sources(environ, dotenv)
+        return cls(**{env: given[env] for env in ENV_NAMES if given.get(env, "").strip()})
 
     @staticmethod
     def sources(
@@ -503,15 +448,19 @@ class Settings:
         merged.update(os.environ if environ is None else environ)
         return merged
 
+    def changed(self, **values: Any) -> Settings:
+        """These settings with `values` instead, checked as any others are."""
+        return type(self)(**(self.model_dump() | values))
+
     def at(self, db: str | Path | None) -> Settings:
         """These settings with the index at `db` (a command's --db, an eval set's index); None:
         as they are. The one place a given index file overrides FIELDGUIDE_DB."""
-        return self if not db else replace(self, db=str(db))
+        return self if not db else self.model_copy(update={"db": str(db)})
 
     def urls(self) -> list[str]:
         """The settings that are URLs (their passwords are never shown: index/redact.py), the
         docs repository's included."""
-        names = [f.name for f in fields(self) if f.name.endswith("_url") or f.name == "docs_git"]
+        names = [n for n in type(self).model_fields if n.endswith("_url") or n == "docs_git"]
         return [str(getattr(self, n)) for n in names]
 
     def slack_token_problems(self, http: bool = False) -> list[str]:
@@ -569,4 +518,46 @@ def _which(token: str) -> str:
 def describe() -> list[tuple[str, object, str]]:
     """(env name, default, help) for every setting: used to check .env.example and the
     configuration table (docs/configuration.md)."""
-    return [(f.metadata["env"], f.default, f.metadata["help"]) for f in fields(Settings)]
+    return [(str(f.validation_alias), f.default, str(f.description)) for f in FIELDS.values()]
+
+
+FIELDS = Settings.model_fields
+ENV_NAMES = [str(f.validation_alias) for f in FIELDS.values()]
+FIELD_OF = {str(f.validation_alias): name for name, f in FIELDS.items()} | {n: n for n in FIELDS}
+# pydantic's error types that say a value is out of its range or not one of its choices; the rest
+# say it is not of the setting's kind at all (not a number, not text)
+OUT_OF_RANGE = {"greater_than", "greater_than_equal", "less_than_equal", "literal_error"}
+KIND_NAMES: dict[object, str] = {int: "a whole number", float: "a number"}
+
+
+def problem(error: Any) -> str:
+    """One pydantic error as one line in our words: the setting's name, the value (a token's
+    hidden, a URL's password redacted) and what it must be, with what the setting is for."""
+    key = str(error["loc"][0]) if error["loc"] else ""
+    if key not in FIELD_OF:
+        return f"{key} is not a setting"
+    info = FIELDS[FIELD_OF[key]]
+    env, given, must = str(info.validation_alias), error["input"], must_be(info)
+    if error["type"] == "value_error":
+        must = str(error["ctx"]["error"])
+    elif error["type"] not in OUT_OF_RANGE:
+        what = KIND_NAMES.get(info.annotation, "text")
+        return redact(f"{env}={given!r} is not {what}" + (f": {must}" if must else ""), str(given))
+    if info.annotation in KIND_NAMES and isinstance(given, str):
+        given = (
+            float(given) if info.annotation is float else int(given)
+        )  # shown as read: FIELDGUIDE_TIMEOUT=-1.0
+    shown = "***" if env.endswith("_TOKEN") else repr(given)  # a secret
+    return redact(f"{env}={shown} {must} ({info.description})", str(given))
+
+
+def must_be(info: FieldInfo) -> str:
+    """What a setting's value must be, read from its declared range or choices."""
+    bounds = {k: getattr(m, k) for m in info.metadata for k in ("gt", "ge", "le") if hasattr(m, k)}
+    if "gt" in bounds:
+        return f"must be more than {bounds['gt']:,} and at most {bounds['le']:,}"
+    if "ge" in bounds:
+        return f"must be between {bounds['ge']:,} and {bounds['le']:,}"
+    if get_origin(info.annotation) is Literal:
+        return "must be one of " + ", ".join(get_args(info.annotation))
+    return ""

@@ -1,22 +1,37 @@
-"""`--since` values: an ISO 8601 date or date-time, or a time ago (`7d`, `24h`, `30m`), turned into
-the form the audit tables store (`created`: UTC ISO 8601 to the second), so comparing the two as
-text compares the times."""
+"""Times written by people: a duration (`30s`, `15m`, `1h`, `7d`, `2w`), read the same way by the
+settings (FIELDGUIDE_REFRESH_EVERY) and by `--since`; and `--since` values (an ISO 8601 date or
+date-time, or a duration ago) turned into the form the audit tables store (`created`: UTC ISO 8601
+to the second), so comparing the two as text compares the times."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
 
-UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-AGO = re.compile(r"(\d{1,6})\s*([wdhms])", re.I)
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,9})?)\s*([smhdw])", re.I)
+DURATIONS = "30s, 15m, 1h, 7d or 2w"
+
+
+def seconds_of(text: str) -> float:
+    """`15m` → 900.0 (s, m, h, d, w; a blank → 0); ValueError for anything else."""
+    if not text.strip():
+        return 0.0
+    m = DURATION.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not a duration such as {DURATIONS}")
+    return float(m[1]) * UNIT_SECONDS[m[2].lower()]
 
 
 def parse_since(text: str, now: datetime | None = None) -> str:
     """UTC ISO 8601 to the second; a time without a zone is taken as UTC (as stored). ValueError
-    saying what is accepted for anything else (`yesterday`, `2020-13-45`)."""
+    saying what is accepted for anything else (`yesterday`, `2020-13-45`, `9999999w`)."""
     raw = text.strip()
-    if m := AGO.fullmatch(raw):
-        when = (now or datetime.now(UTC)) - timedelta(**{UNITS[m[2].lower()]: int(m[1])})
+    if DURATION.fullmatch(raw):
+        try:
+            when = (now or datetime.now(UTC)) - timedelta(seconds=seconds_of(raw))
+        except OverflowError:
+            raise ValueError(f"{text!r} reaches back before the year 1") from None
     else:
         try:
             when = datetime.fromisoformat(raw)
@@ -25,7 +40,7 @@ def parse_since(text: str, now: datetime | None = None) -> str:
             why = "" if str(e).startswith("Invalid isoformat") else f" ({e})"
             raise ValueError(
                 f"{text!r} is neither an ISO date or date-time (2026-11-01, 2026-11-01T09:30,"
-                f" 2026-11-01T09:30+01:00) nor a time ago (30m, 24h, 7d, 2w){why}"
+                f" 2026-11-01T09:30+01:00) nor a time ago ({DURATIONS}){why}"
             ) from None
         when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     return when.isoformat(timespec="seconds")

@@ -47,6 +47,11 @@ def test_since_rejects_the_rest(text):
         parse_since(text, now=NOW)
 
 
+def test_since_too_far_back_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="reaches back before the year 1"):
+        parse_since("999999999w", now=NOW)
+
+
 def test_audit_since_filters_by_time_and_refuses_what_it_cannot_read(examples_db, capsys):
     question = "How many times is a failed webhook retried, and over how long?"
     assert main(["ask", question, "--db", examples_db]) == 0

@@ -69,12 +69,36 @@ def test_unreadable_dotenv_is_a_clear_error(tmp_path, monkeypatch, capsys, doten
         ("ANTHROPIC_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),
         ("FIELDGUIDE_REINDEX_COMMAND", "docs reindex", "must be like /docs-reindex"),
         ("FIELDGUIDE_AUDIT_RETENTION_DAYS", "-1", "must be between 0 and 36,500"),
+        ("FIELDGUIDE_REFRESH_EVERY", "soon", "must be a duration of at least 1s, such as 30s"),
+        ("FIELDGUIDE_MCP_TOKEN", "short", "must be 32 characters or more"),
+        ("FIELDGUIDE_DATABASE_URL", "mysql://db", "must be a postgresql:// URL"),
+        ("FIELDGUIDE_PRICES", "{", "is not JSON"),
     ],
 )
 def test_bad_settings_are_named(env, value, message):
     with pytest.raises(SettingsError) as e:
         Settings.load(environ={env: value}, dotenv=None)
     assert f"{env}=" in str(e.value) and message in str(e.value)
+    assert e.value.bad == [env] and len(e.value.problems) == 1
+    assert "pydantic" not in str(e.value) and "Input should" not in str(e.value)
+
+
+def test_a_bad_token_is_named_and_never_shown():
+    with pytest.raises(SettingsError) as e:
+        Settings.load(environ={"FIELDGUIDE_MCP_TOKEN": "s3cr3t"}, dotenv=None)
+    assert "FIELDGUIDE_MCP_TOKEN=***" in str(e.value) and "s3cr3t" not in str(e.value)
+
+
+def test_an_empty_value_in_the_environment_means_the_default_even_over_dotenv(tmp_path):
+    s = load(tmp_path, "FIELDGUIDE_DB=x.db\n", environ={"FIELDGUIDE_DB": " "})
+    assert s.db == ".fieldguide/index.db"
+
+
+def test_durations_are_read_once_for_settings_and_since():
+    from bot.since import seconds_of
+
+    assert Settings(refresh_every="2w").refresh_seconds == seconds_of("2w") == 14 * 86_400
+    assert Settings(refresh_every=" 1.5h ").refresh_seconds == 5400
 
 
 def test_every_bad_setting_at_once_and_no_traceback(monkeypatch, capsys):
@@ -91,5 +115,7 @@ def test_settings_made_in_code_are_checked_too():
         Settings(chunk_chars=0)
     assert Settings(chunk_chars=200).chunk_chars == 200
     assert Settings(timeout=5).timeout == 5.0
-    with pytest.raises(SettingsError, match="FIELDGUIDE_CHUNK_CHARS='many' must be a whole number"):
-        Settings(chunk_chars="many")  # type: ignore[arg-type]
+    with pytest.raises(SettingsError, match="FIELDGUIDE_CHUNK_CHARS='many' is not a whole number"):
+        Settings(chunk_chars="many")
+    with pytest.raises(SettingsError, match="chunk_size is not a setting"):
+        Settings(chunk_size=100)
