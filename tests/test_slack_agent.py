@@ -191,6 +191,8 @@ def test_every_event_the_manifest_subscribes_to_has_a_listener(make_harness):
         acked, body = h.event(sample_event(name), f"EvL{i}")
         assert acked, f"{name}: {body}"  # Bolt answers 404 "unhandled request" otherwise
     assert not h.event({"type": "reaction_added", "user": "U1"}, "EvL99")[0]  # as a control
+    # what they started is done before the stand-in closes: the greetings (the tab, the "hi")
+    wait(lambda: {p["channel"] for p in h.mock.posts()} >= {"D1", "C1"})
 
 
 # -- the stream stand-in refuses what Slack refuses ------------------------------------------------
