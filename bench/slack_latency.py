@@ -146,7 +146,9 @@ def measure(root: Path, mode: str, db: str, docs: str, claude: bool) -> dict:
         # the question path's own time (its audit row): what is left of the first word is the
         # Slack side's (the ack, the queue, the calls), apart from the path's own variation
         [row] = wait_for(
-            lambda c=channel: [r for r in guide.state.list_answers() if r["channel"] == c]
+            lambda c=channel, t=ts: [
+                r for r in guide.state.list_answers() if (r["channel"], r["thread_ts"]) == (c, t)
+            ]
         )
         found["path"] = row["timings_ms"]["total"] / 1000
         samples.append(found)
