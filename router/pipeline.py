@@ -28,7 +28,7 @@ deadline), the rules are these, and only these:
 - the claim check: the answer is marked as not checked (PARTIAL, fail closed).
 
 `on_progress` (router/answer.py Progress) is told "searching" before retrieval, "reading" with the
-sections about to be read (Claude) or quoted (offline), and "checking" before the claim check;
+sections about to be read (Claude) or quoted (offline), and "checking" before Claude's claim check;
 what it raises is logged and ignored. The answer's stream is cut at the question's deadline less
 the claim check's reserved time (claims.reserve), and a streamed reply's first byte must come
 within FIELDGUIDE_FIRST_BYTE_TIMEOUT seconds.
@@ -248,8 +248,7 @@ class Pipeline:
         lead = "" if decided.decision == PARTIAL else offline.LEAD
         written = offline.compose(passages, sources, chunks, lead)
         run.laps("answer")
-        run.tell("checking")
-        checked = claims.offline(written.citations)
+        checked = claims.offline(written.citations)  # at once: no "checking" to show
         run.laps("check")
         return Draft(decided, passages, written, sources, checked)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from index.embedders import Embedder
-    from router.answer import Answer
+    from router.answer import Answer, Progress
     from router.claude import MessagesClient
     from router.engine import Engine, Scope
 
@@ -48,6 +48,7 @@ class Guide(Protocol):
         context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> Answer:
         """Answer and record the answer in the audit trail."""
         ...

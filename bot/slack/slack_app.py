@@ -184,10 +184,6 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
     return bot
 
 
-def build_app(guide: Guide, client: WebClient | None = None) -> App:
-    return build_bot(guide, client).app
-
-
 # The headers' shapes, as Slack sends them: a Unix time in seconds, and "v0=" with a SHA-256 HMAC
 # in hex. Anything else is unsigned before slack_sdk reads it (which turns a long number into a
 # float: an OverflowError, and a non-ASCII signature into a TypeError).
@@ -245,6 +241,7 @@ EVENT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "message": dict,
     "previous_message": dict,
     "assistant_thread": dict,
+    "context": dict,  # app_context_changed's and app_home_opened's: what the user is looking at
     "files": list,
     "blocks": list,
 }

@@ -61,6 +61,26 @@ def small_talk(text: str) -> str | None:
     return talk.small_talk(plain_text(text))
 
 
+# the context entities that name a channel (Slack's app_context_changed, app_home_opened)
+CHANNEL_ENTITY = "slack#/types/channel_id"
+MESSAGE_ENTITY = "slack#/types/message_context"  # value: {channel_id, message_ts}
+
+
+def viewed_channel(context: object) -> str:
+    """The channel a user is looking at, from an event's `context` (its entities ordered by
+    relevance: the first that names a channel; a canvas or list names none): "" when none."""
+    entities = context.get("entities") if isinstance(context, dict) else None
+    for e in entities if isinstance(entities, list) else []:
+        if not isinstance(e, dict):
+            continue
+        value = e.get("value")
+        if e.get("type") == MESSAGE_ENTITY and isinstance(value, dict):
+            value = value.get("channel_id")
+        if e.get("type") in (CHANNEL_ENTITY, MESSAGE_ENTITY) and isinstance(value, str):
+            return value
+    return ""
+
+
 def is_user_message(event: dict, bot_user: str) -> bool:
     """A message a person wrote (not an edit, a deletion, a bot, or ourselves), whatever the
     event's kind: a `message`, an `app_mention` (Slack sends those for bots' messages too, and
