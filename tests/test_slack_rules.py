@@ -270,10 +270,13 @@ def test_startup_retries_then_connects_and_fails_fast_on_a_bad_token():
     try:
         client = WebClient(token="x", base_url=mock.url + "/api/", retry_handlers=retry_handlers())
         mock.fail("auth.test", slack_error("fatal_error"))
-        assert connect(client, within=5)["user_id"] == "UBOT"
+        waits: list[float] = []
+        assert connect(client, within=5, sleep=waits.append)["user_id"] == "UBOT"
+        assert len(waits) == 1 and 1.0 <= waits[0] <= 2.0  # the policy's first backoff
         mock.fail("auth.test", slack_error("invalid_auth"))
         with pytest.raises(SlackStartupError, match="invalid_auth"):
-            connect(client, within=30)
+            connect(client, within=30, sleep=waits.append)
+        assert len(waits) == 1  # a refused token is not retried
         assert SERVER_ERROR[0] == 500
     finally:
         mock.close()
