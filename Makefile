@@ -46,7 +46,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[export,dev]'
+	$(BIN)/python -m pip install -q -e '.[export,dev,fleet]'  # fleet: the PostgreSQL tests
 	$(BIN)/python -m index.onnx_model   # int8 ONNX export of the shipped weights, offline, once
 	touch $@
 

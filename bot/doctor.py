@@ -16,6 +16,7 @@ from pathlib import Path
 from index.loader import MAX_DOC_BYTES
 from index.store import examine, open_read_only
 
+from .fleet import fleet_missing
 from .settings import Settings, SettingsError
 
 TIMEOUT = 5.0  # seconds for each service call
@@ -360,6 +361,20 @@ def check_decision(path: Path | None = None) -> Check:
     return Check("decision", "ok", f"{path}: models {', '.join(sorted(models))}")
 
 
+def check_fleet(settings: Settings) -> Check:
+    if not settings.database_url:
+        return Check("fleet", "skip", "one machine (no FIELDGUIDE_DATABASE_URL)")
+    if missing := fleet_missing(settings.database_url):
+        return Check("fleet", "FAIL", missing)
+    from index.pg import FleetError, ping
+
+    try:
+        ping(settings.database_url)
+    except FleetError as e:
+        return Check("fleet", "FAIL", str(e))
+    return Check("fleet", "ok", "PostgreSQL reachable")
+
+
 def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
     from .wiring import embedder_for
 
@@ -377,4 +392,5 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
         check_claude_models(settings),
         check_voyage(settings),
         check_slack(settings),
+        check_fleet(settings),
     ]
