@@ -29,9 +29,10 @@ from pathlib import Path
 
 from harness import ROOT, SHARED, WORK, eval_db, table, write_section
 
+from bot.app import FieldGuide
 from bot.costs import stats
 from bot.settings import DEFAULT_PRICES, Settings
-from bot.wiring import embedder_for, make_pipeline
+from bot.wiring import embedder_for
 from index.embedders import make_embedder
 from index.indexer import index_folder
 from tests.standins.claude import MODEL_TIMING, FakeClaude, hanging
@@ -83,7 +84,7 @@ def run(db: Path, qs: list[str], path: str, cache: bool) -> dict:
     settings = Settings(
         db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, claude_path=path
     )
-    p = make_pipeline(settings)
+    p = FieldGuide(settings).pipeline
     p.engine.loaded()
     p.engine.embed_query("warm up")
     p.answer(qs[0])  # loads what a first question loads (the language identifier: seconds)
@@ -146,7 +147,7 @@ def slow_stream(db: Path) -> float:
         db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, deadline=8.0
     )
     try:
-        p = make_pipeline(settings)
+        p = FieldGuide(settings).pipeline
         p.answer(SIGNATURE_Q)  # what a first question loads, timed apart
         started = time.monotonic()
         ans = p.answer(SIGNATURE_Q)
@@ -167,7 +168,7 @@ def api_hanging(db: Path) -> float:
     try:
         started = time.monotonic()
         settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
-        ans = make_pipeline(settings).answer(SIGNATURE_Q)
+        ans = FieldGuide(settings).pipeline.answer(SIGNATURE_Q)
         assert ans.trace.offline
         return time.monotonic() - started
     finally:
@@ -191,7 +192,7 @@ def voyage_hanging(work: Path) -> float:
     try:
         embedder = embedder_for(settings)
         index_folder(settings.db, docs, embedder)
-        p = make_pipeline(settings)
+        p = FieldGuide(settings, embedder=embedder).pipeline
         p.answer(SIGNATURE_Q)
         page = next(docs.rglob("*.md"))
         page.write_text(page.read_text() + "\n\nOne more line.\n")

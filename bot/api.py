@@ -7,11 +7,11 @@ its result and prints nothing (bot/cli.py prints it).
     ans = api.ask("How many times is a failed webhook retried?", "docs.db")
     print(ans.decision, ans.text, [s.label for s in ans.sources])
 
-Each function asks fieldguide (bot/app.py's `FieldGuide`) on `settings` (default:
-`Settings.load()`, the environment then .env) and `db`, the index file (default: FIELDGUIDE_DB):
-one FieldGuide per settings and index, opened on the first call and reused by the next ones (the
-index loaded and the intents' examples embedded once; `close()` closes them). A program may
-also keep its own: `with FieldGuide.open(settings, db) as guide: guide.ask(...)`. Errors are
+Each function opens fieldguide (bot/app.py's `FieldGuide`) on `settings` (default:
+`Settings.load()`, the environment then .env) and `db`, the index file (default: FIELDGUIDE_DB),
+for that call, and closes it before it returns: nothing is kept between calls. A program that
+asks many questions keeps its own, and owns it: `with FieldGuide.open(settings, db) as guide:
+guide.ask(...)` (the index loaded and the intents' examples embedded once). Errors are
 exceptions whose message is fit to show: ValueError (a bad question, eval set or scope),
 index.indexer.IndexError_ (no docs, another docs source), index.store.IndexMissing and
 ModelMismatch, index.embedding.EmbeddingError, sqlite3.DatabaseError, and with
@@ -24,9 +24,8 @@ count; `progress(line, 0)` is news without a count ("Reading examples ...").
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 from .app import FieldGuide
 from .indexing import docs_source, fleet_reindex_lock, index_docs
 from .settings import Settings
+from .wiring import embedder_for
 
 if TYPE_CHECKING:
     from bot.evaluation.judge import Judge
+    from bot.evaluation.retrieval import Question
     from bot.gaps import Topic
     from index.embedders import Embedder
     from index.indexer import RunSummary
@@ -54,45 +55,11 @@ def _settings(settings: Settings | None) -> Settings:
     return Settings.load() if settings is None else settings
 
 
-KEPT = 4  # FieldGuides kept open by these functions (the most recently used)
-_kept: dict[Settings, tuple[FieldGuide, tuple[int, int] | None]] = {}
-_kept_lock = threading.Lock()
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _guide(settings: Settings | None, db: str | Path | None = None) -> FieldGuide:
-    """The FieldGuide of these settings and index, opened on the first call and kept for the
-    next ones; one whose index file was replaced (another file at its path) is opened anew."""
-    settings = _settings(settings).at(db)
-    ident = _file_id(settings.db)
-    with _kept_lock:
-        kept = _kept.pop(settings, None)
-        if kept is not None and kept[1] == ident:
-            _kept[settings] = kept  # the most recently used last
-            return kept[0]
-        if kept is not None:
-            kept[0].close()
-        guide = FieldGuide(settings)
-        _kept[settings] = (guide, ident)
-        while len(_kept) > KEPT:
-            _kept.pop(next(iter(_kept)))[0].close()
-        return guide
-
-
-def close() -> None:
-    """Close the FieldGuides these functions kept open."""
-    with _kept_lock:
-        kept = list(_kept.values())
-        _kept.clear()
-    for guide, _ in kept:
-        guide.close()
+@contextmanager
+def _opened(settings: Settings | None, db: str | Path | None = None) -> Iterator[FieldGuide]:
+    """A FieldGuide on these settings and index for one call, closed when it ends."""
+    with FieldGuide.open(_settings(settings), db) as guide:
+        yield guide
 
 
 def _stage(progress: Progress | None, name: str, total: int = 0) -> Callable[[int], object] | None:
@@ -141,12 +108,12 @@ def index(
     first). `replace`: index these docs even though the index was built from another source (its
     docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
     set, one run at a time across the fleet, published to it."""
-    guide = _guide(settings, db)
-    source = docs_source(guide.settings, docs)
-    with fleet_reindex_lock(guide.settings):
-        summary, published = index_docs(
-            guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
-        )
+    with _opened(settings, db) as guide:
+        source = docs_source(guide.settings, docs)
+        with fleet_reindex_lock(guide.settings):
+            summary, published = index_docs(
+                guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
+            )
     return Indexed(summary, source, published)
 
 
@@ -155,7 +122,8 @@ def intents(db: str | Path | None = None, *, settings: Settings | None = None) -
     "owner"} each."""
     from index.store import load_intents
 
-    return load_intents(_guide(settings, db).index)
+    with _opened(settings, db) as guide:
+        return load_intents(guide.index)
 
 
 def draft_intents(
@@ -167,21 +135,21 @@ def draft_intents(
     from index.store import chunk_headings, load_intents
     from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
 
-    guide = _guide(settings, db)
-    settings, client = guide.settings, guide.anthropic
-    headings = intent_headings(chunk_headings(guide.index))
-    drafts, notes = {}, []
-    for i in load_intents(guide.index):
-        if i["description"]:
-            drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
-        elif client is None:
-            drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
-        else:
-            drafts[i["name"]], note = draft_with_claude(
-                client, settings.answer_model, i["name"], headings.get(i["name"], [])
-            )
-            notes += [note] if note else []
-    source = "offline, from headings" if client is None else f"with {settings.answer_model}"
+    with _opened(settings, db) as guide:
+        model, client = guide.settings.answer_model, guide.anthropic
+        headings = intent_headings(chunk_headings(guide.index))
+        drafts, notes = {}, []
+        for i in load_intents(guide.index):
+            if i["description"]:
+                drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
+            elif client is None:
+                drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
+            else:
+                drafts[i["name"]], note = draft_with_claude(
+                    client, model, i["name"], headings.get(i["name"], [])
+                )
+                notes += [note] if note else []
+    source = "offline, from headings" if client is None else f"with {model}"
     return to_yaml(drafts, source), notes
 
 
@@ -194,7 +162,8 @@ def search(
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
-    return _guide(settings, db).search(question, k=k)
+    with _opened(settings, db) as guide:
+        return guide.search(question, k=k)
 
 
 def ask(
@@ -211,8 +180,8 @@ def ask(
     `citations`. `history`: the thread's earlier messages, oldest first, as {"role", "text"}.
     `channel` (a Slack channel id or #name) or `scope` (an entry of FIELDGUIDE_SCOPES): search
     only what that scope holds. The answer is recorded in the audit trail (`audit`)."""
-    guide = _guide(settings, db)
-    return guide.ask(question, history, scope=guide.scope(channel, scope))
+    with _opened(settings, db) as guide:
+        return guide.ask(question, history, scope=guide.scope(channel, scope))
 
 
 def audit(
@@ -229,7 +198,8 @@ def audit(
     from .since import parse_since
 
     since = parse_since(since) if since else None
-    return _guide(settings, db).state.list_answers(since, decision, limit)
+    with _opened(settings, db) as guide:
+        return guide.state.list_answers(since, decision, limit)
 
 
 def audit_stats(
@@ -242,9 +212,9 @@ def audit_stats(
     from .settings import parse_prices
     from .since import parse_since
 
-    guide = _guide(settings, db)
     since = parse_since(since) if since else None
-    return stats(guide.state.usage_rows(since), parse_prices(guide.settings.prices))
+    with _opened(settings, db) as guide:
+        return stats(guide.state.usage_rows(since), parse_prices(guide.settings.prices))
 
 
 @dataclass
@@ -268,12 +238,18 @@ def gaps(
     person) since `since` (as `audit` reads it), grouped into topics with the nearest doc, its
     intent, owner and link; with `intent` (one of the index's, else ValueError naming them), the
     topics labelled with it, and the rows routed to it or in those topics."""
+    from .since import parse_since
+
+    since = parse_since(since) if since else None
+    with _opened(settings, db) as guide:
+        return _gaps(guide, since, intent)
+
+
+def _gaps(guide: FieldGuide, since: str | None, intent: str | None) -> Gaps:
     from index.store import load_owners
 
     from .gaps import find_topics, top_intent
-    from .since import parse_since
 
-    guide = _guide(settings, db)
     if intent:
         known = sorted(guide.engine.loaded().searcher.intent_names)
         if intent not in known:
@@ -281,7 +257,6 @@ def gaps(
                 f"no intent {intent!r} in {guide.settings.db}: its intents are"
                 f" {', '.join(known) or 'none'}"
             )
-    since = parse_since(since) if since else None
     rows = guide.state.list_answers(since, None, GAPS_ROWS)
     topics, info = find_topics(
         rows,
@@ -337,18 +312,28 @@ def evaluate(
     asked = load_questions(qfile)
     if not asked:
         raise ValueError(f"{qfile} holds no questions")
-    embedder = _guide(settings).embedder
+    embedder = embedder_for(settings)
     # by default each set has its own index, kept for the next run
-    guide = FieldGuide.open(
-        settings, db or eval_index(EVAL_WORK, set_dir, embedder), embedder=embedder
-    )
-    summary, _ = index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
-    done = f"{summary.chunks} chunks ({summary.embedded} texts embedded now)"
-    _stage(progress, f"Index {guide.settings.db}: {done}")
-    if answers:
-        grader = _judge(guide, judge_model) if judge else None
-        off_file = Path(offtopic or set_dir / "offtopic.jsonl")
-        return _eval_answers(guide, set_dir, qfile, off_file, limit, seed, grader, progress)
+    db = db or eval_index(EVAL_WORK, set_dir, embedder)
+    with FieldGuide.open(settings, db, embedder=embedder) as guide:
+        summary, _ = index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
+        done = f"{summary.chunks} chunks ({summary.embedded} texts embedded now)"
+        _stage(progress, f"Index {guide.settings.db}: {done}")
+        if answers:
+            grader = _judge(guide, judge_model) if judge else None
+            off_file = Path(offtopic or set_dir / "offtopic.jsonl")
+            return _eval_answers(guide, set_dir, qfile, off_file, limit, seed, grader, progress)
+        return _eval_retrieval(guide, set_dir, asked, modes, progress)
+
+
+def _eval_retrieval(
+    guide: FieldGuide,
+    set_dir: Path,
+    asked: list[Question],
+    modes: list[str] | None,
+    progress: Progress | None,
+) -> dict:
+    """`evaluate()`: retrieval and routing scored in each of `modes`."""
     from bot.evaluation.retrieval import ALL_MODES, run_eval
 
     engine = guide.engine
@@ -359,7 +344,7 @@ def evaluate(
     result = run_eval(
         asked,
         loaded.searcher,
-        embedder.embed_query,
+        guide.embedder.embed_query,
         modes,
         loaded.router.route,
         bm25_weight=guide.settings.bm25_weight,
@@ -368,7 +353,7 @@ def evaluate(
     return {
         "set": set_dir.resolve().name,
         **result,
-        "embedder": embedder.name,
+        "embedder": guide.embedder.name,
         "router": "claude" if engine.anthropic is not None else "offline",
         "reranker": engine.reranker.name if engine.reranker else None,
     }
@@ -440,7 +425,6 @@ def calibrate(
     headings (default 150), sampled with `seed`, are read as questions."""
     from bot.evaluation import calibrate as fit
     from router.decide import MODEL_FILE
-    from router.engine import Engine
 
     settings = _settings(settings)
     sets = [Path(d) for d in set_dirs]
@@ -451,15 +435,16 @@ def calibrate(
         raise ValueError("calibrate needs two eval sets or more (one is left out)")
     questions = {d.resolve().name: fit.load_set(d) for d in sets}
     fit.check_sets(questions)  # before anything is indexed or read
-    embedder = _guide(settings).embedder
+    embedder = embedder_for(settings)
     data = {}
     for set_dir in sets:
         name = set_dir.resolve().name
         db = eval_index(work, set_dir, embedder)
-        index_docs(settings.at(db), set_dir / "docs", embedder, **_embedding(progress))
-        _stage(progress, f"Reading {name} ...")
-        items = questions[name]
-        engine = Engine(db, embedder)
-        data[name] = fit.corpus_examples(name, items, engine, seed, headings or fit.HEADINGS)
+        with FieldGuide.open(settings, db, embedder=embedder) as guide:
+            index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
+            _stage(progress, f"Reading {name} ...")
+            data[name] = fit.corpus_examples(
+                name, questions[name], guide.engine, seed, headings or fit.HEADINGS
+            )
     report = fit.report(data)
     return report, fit.write_models(data, embedder.name, Path(write or MODEL_FILE))
