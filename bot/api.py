@@ -312,10 +312,13 @@ def evaluate(
     asked = load_questions(qfile)
     if not asked:
         raise ValueError(f"{qfile} holds no questions")
+    from router.engine import decision_file
+
     embedder = embedder_for(settings)
-    # by default each set has its own index, kept for the next run
-    db = db or eval_index(EVAL_WORK, set_dir, embedder)
-    with FieldGuide.open(settings, db, embedder=embedder) as guide:
+    # by default each set has its own index, kept for the next run; the decision is the one the
+    # bot reads (beside FIELDGUIDE_DB), not one beside the set's index
+    at = settings.at(db or eval_index(EVAL_WORK, set_dir, embedder))
+    with FieldGuide(at, embedder=embedder, decision=decision_file(settings.db)) as guide:
         summary, _ = index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
         done = f"{summary.chunks} chunks ({summary.embedded} texts embedded now)"
         _stage(progress, f"Index {guide.settings.db}: {done}")
@@ -418,13 +421,14 @@ def calibrate(
     headings: int | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
-) -> tuple[str, dict]:
+) -> tuple[str, dict, Path]:
     """Fit the answer decision (router/decide.py) on two eval sets or more, each indexed into
-    `work`, and write it to `write` (default: router/decision.json, what the decision reads):
-    (the leave-one-set-out figures as markdown, what was written). `headings` of each set's
-    headings (default 150), sampled with `seed`, are read as questions."""
+    `work`, and write it to `write` (default: decision.json in the folder of the index,
+    FIELDGUIDE_DB, where the engine on that index reads it): (the leave-one-set-out figures as
+    markdown, what was written, the path it was written to). `headings` of each set's headings
+    (default 150), sampled with `seed`, are read as questions."""
     from bot.evaluation import calibrate as fit
-    from router.decide import MODEL_FILE
+    from router.engine import calibrated_decision
 
     settings = _settings(settings)
     sets = [Path(d) for d in set_dirs]
@@ -447,4 +451,6 @@ def calibrate(
                 name, questions[name], guide.engine, seed, headings or fit.HEADINGS
             )
     report = fit.report(data)
-    return report, fit.write_models(data, embedder.name, Path(write or MODEL_FILE))
+    path = Path(write or calibrated_decision(settings.db))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return report, fit.write_models(data, embedder.name, path), path

@@ -348,12 +348,11 @@ def check_mcp(settings: Settings, db: str) -> Check:
     return Check("mcp", "ok", f"{sees}; {http}")
 
 
-def check_decision(path: Path | None = None) -> Check:
-    """The answer decision's file (router/decision.json, written by `fieldguide calibrate`) loads
-    and each model can decide (router/decide.py's checks)."""
+def check_decision(path: Path) -> Check:
+    """The answer decision's file (`fieldguide calibrate`'s beside the index, else the shipped
+    router/decision.json) loads and each model can decide (router/decide.py's checks)."""
     from router import decide
 
-    path = path or decide.MODEL_FILE
     try:
         models = decide.load_models(path)
     except decide.DecisionFileError as e:
@@ -376,6 +375,8 @@ def check_fleet(settings: Settings) -> Check:
 
 
 def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
+    from router.engine import decision_file
+
     from .wiring import embedder_for
 
     return [
@@ -386,7 +387,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
         else check_docs(docs, settings.max_doc_bytes),
         check_scopes(settings, db),
         check_mcp(settings, db),
-        check_decision(),
+        check_decision(decision_file(db)),
         check_local_model(settings),
         check_claude(settings),
         check_claude_models(settings),

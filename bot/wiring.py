@@ -11,6 +11,8 @@ from .settings import Settings
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
+    from pathlib import Path
+
     import sqlite_utils
 
     from bot.scopes import Scopes
@@ -81,9 +83,11 @@ def make_engine(
     embedder: Embedder,
     anthropic: MessagesClient | None,
     db: sqlite_utils.Database,
+    decision: Path,
 ) -> Engine:
     """The query side on the index FIELDGUIDE_DB, through the caller's connection to it (`db`),
-    embedder and Anthropic client (None: offline): bot/app.py's FieldGuide owns them."""
+    embedder and Anthropic client (None: offline), deciding with the `decision` file:
+    bot/app.py's FieldGuide owns them."""
     from router.engine import Engine
 
     return Engine(
@@ -95,6 +99,7 @@ def make_engine(
         settings.fusion,
         make_reranker(settings),
         db=db,
+        decision=decision,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import sqlite_utils
@@ -22,7 +23,7 @@ from index.store import (
     open_db,
 )
 
-from . import words
+from . import decide, words
 from .classify import ClaudeClassifier, OfflineClassifier
 from .claude import MessagesClient
 from .describe import intent_headings
@@ -56,6 +57,19 @@ class Loaded:
     scoped: dict[Scope, Router] = field(default_factory=dict)
 
 
+def calibrated_decision(index: str | Path) -> Path:
+    """Where `fieldguide calibrate` writes the decision of the index at `index` by default: in its
+    folder, next to the index file."""
+    return Path(index).with_name(decide.MODEL_FILE.name)
+
+
+def decision_file(index: str | Path) -> Path:
+    """The decision an engine on the index at `index` reads: the calibrated one in the index's
+    folder, else the shipped one (router/decide.py's MODEL_FILE)."""
+    mine = calibrated_decision(index)
+    return mine if mine.is_file() else decide.MODEL_FILE
+
+
 class Engine:
     def __init__(
         self,
@@ -64,20 +78,23 @@ class Engine:
         anthropic_client: MessagesClient | None = None,
         classify_model: str = "",
         bm25_weight: float = 0.4,
-        fusion: str = "weighted",
+        fusion: str = "hybrid",
         reranker: VoyageReranker | None = None,
         db: sqlite_utils.Database | None = None,
+        decision: Path | None = None,
     ):
         """`reranker`: an index.rerank.VoyageReranker (a Voyage key is set) or None. `db`: the
         process's connection to the index at `db_path` (default: one opened here); metadata
-        and the hits' records are read through it."""
+        and the hits' records are read through it. `decision`: the answer decision's file
+        (default: `decision_file` of the index)."""
         self.embedder = embedder
         self.reranker = reranker
         self.anthropic = anthropic_client
         self.classify_model = classify_model
         self.bm25_weight = bm25_weight
-        self.fusion = "rrf" if fusion == "rrf" else "hybrid"
+        self.fusion = fusion  # hybrid | rrf (index/search.py's modes)
         self.db_path = db_path
+        self.decision = decision or decision_file(db_path)
         self.db = db if db is not None else open_db(db_path, create=False)
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
@@ -167,15 +184,19 @@ class Engine:
         """Load the index, the model, the decision file (a bad one stops `serve` here, named,
         rather than failing every question) and what the decision reads of the docs' words now,
         not on the first question (`serve` starts with it)."""
-        from .decide import load_models
         from .language import docs_language
 
-        load_models()
+        decide.load_models(self.decision)
         searcher = self.loaded().searcher
         words.prepare(searcher)
         # the language identifier (seconds to load), which a question with Claude asks first
         docs_language(searcher)
         self.embed_query("warm up")
+
+    def decision_model(self, vectors: bool) -> tuple[str, decide.Model]:
+        """(name, model) of this engine's decision file: the embedder's calibrated model when the
+        search has `vectors`, else the embedder-free one."""
+        return decide.model_for(self.embedder.name, vectors, self.decision)
 
     def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:
         """(vector, note): None and a note when the embedding service is down, so search runs on

@@ -306,7 +306,7 @@ class Pipeline:
             nothing = decide.Signals(None, None, 0, 0, 0, 0, 0, [], [], [])
             found = decide.Decision(ABSTAIN, 0.0, nothing, "", "sim")
             return found, found
-        used, model = decide.model_for(self.engine.embedder.name, q.query_vec is not None)
+        used, model = self.engine.decision_model(q.query_vec is not None)
         signals = decide.signals(q.condensed, q.query_vec, q.hits, q.searcher)
         offline_verdict = decide.decide(signals, model, used)
         if q.claude.available:

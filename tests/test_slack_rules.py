@@ -182,20 +182,20 @@ def test_feedback_values():
 
 def test_claimed_events_survive_a_restart_and_expire_after_an_hour(tmp_path):
     path = tmp_path / "state.db"
-    assert SqliteState(open_db(path)).claim_event("Ev1", "C1:1.0")
+    assert SqliteState(open_db(path)).take_event("Ev1", "C1:1.0")
     restarted = SqliteState(open_db(path))
-    assert not restarted.claim_event("Ev1", "")
-    assert not restarted.claim_event("Ev2", "C1:1.0")  # same message, other event id
+    assert not restarted.take_event("Ev1", "")
+    assert not restarted.take_event("Ev2", "C1:1.0")  # same message, other event id
     restarted.db.execute("UPDATE slack_events SET claimed = ?", [time.time() - 3601])
     restarted.db.conn.commit()
-    assert restarted.claim_event("Ev1", "C1:1.0")
+    assert restarted.take_event("Ev1", "C1:1.0")
 
 
 def test_concurrent_claims_of_one_event_have_one_winner(tmp_path):
     state = SqliteState(open_db(tmp_path / "state.db"))
     wins = []
     threads = [
-        threading.Thread(target=lambda: wins.append(state.claim_event("Ev", "C:1")))
+        threading.Thread(target=lambda: wins.append(state.take_event("Ev", "C:1")))
         for _ in range(8)
     ]
     for t in threads:

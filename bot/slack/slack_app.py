@@ -3,7 +3,7 @@ WSGI entry point for HTTP mode.
 
 Bolt acknowledges each event at once; answers run on their own bounded pool (answers.py), so acks,
 feedback clicks and commands never wait behind a slow answer. Retries and double deliveries are
-dropped by `State.claim_event`, which survives a restart.
+dropped by `State.take_event`, which survives a restart.
 """
 
 from __future__ import annotations

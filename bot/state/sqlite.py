@@ -216,7 +216,7 @@ class SqliteState(InProcess):
             return False  # no audit table (a read-only index): no thread was answered
         return row is not None
 
-    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
+    def take_event(self, *keys: str, event: dict | None = None) -> bool:
         keys = tuple(k for k in keys if k)
         now = time.time()
         try:
@@ -225,7 +225,7 @@ class SqliteState(InProcess):
             if not self._warned:
                 self._warned = True
                 log.warning("claimed events kept in memory: the index cannot be written (%s)", e)
-        return super().claim_event(*keys)
+        return super().take_event(*keys)
 
     def _claim_in_db(self, keys: tuple[str, ...], now: float) -> bool:
         with writing(self.db):

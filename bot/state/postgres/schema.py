@@ -1,4 +1,4 @@
-"""The state's tables in PostgreSQL (the audit trail, event claims, rate windows, hand-offs), as
+"""The state's tables in PostgreSQL (the audit trail, the events taken, rate windows, hand-offs), as
 SQLite's are bot/state/sqlite.py's: their migrations, merged with the index's (index/pg.py) into
 the fleet's versions. `upgrade` is `fieldguide db upgrade`."""
 
@@ -8,7 +8,7 @@ from index import pg
 
 # Append only: version n's statements run with the index's version n (index.pg.merged).
 STATE_MIGRATIONS: dict[int, str] = {
-    # 1: the audit trail, event claims and per-user rate windows
+    # 1: the audit trail, the events taken (event_claims) and per-user rate windows
     1: """
     CREATE TABLE answers (
         id BIGSERIAL PRIMARY KEY, created TEXT, question TEXT, condensed TEXT, decision TEXT,
