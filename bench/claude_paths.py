@@ -1,4 +1,4 @@
-"""Fewer round trips before the first word (issue 34 item 5): the Claude paths of
+"""Fewer round trips before the first word: the Claude paths of
 FIELDGUIDE_CLAUDE_PATH measured against the Messages API stand-in playing each model's latency and
 output speed (tests/standins/claude.py MODEL_TIMING: seconds to the first token, output tokens per
 second) with the default models (bot/settings.py: claude-haiku-5-5 for classify / extract / check,
@@ -127,7 +127,7 @@ def run(db: Path, qs: list[str], path: str, cache: bool) -> dict:
     }
 
 
-# -- the deadlines (issue 41) ---------------------------------------------------------------------
+# -- the deadlines ---------------------------------------------------------------------
 
 SIGNATURE_Q = "How do I verify the signature of a webhook?"
 LONG = [
@@ -295,19 +295,19 @@ token).
 {table(HEADERS, rows)}
 
 The default is **cite** (FIELDGUIDE_CLAUDE_PATH): one Claude round trip before the first word.
-Retrieval no longer waits for Claude's classification (issue 41): the offline router, which only
-breaks ties, picks the five chunks the answer reads while Claude classifies beside it; the
-classification is kept in the audit's routing when it is back (bench/context.py: the sections the
-answer is given, before and after). No extraction call: the answer's own search_result citations,
-checked by their block indices, are the extraction, and the claim check still reads each sentence
-against the paragraphs it cites. Every step sends thinking as low as its model allows (Sonnet 5.5
-`between_tools`, Haiku 5.5 `disabled`) and its effort (router/messages.py EFFORT): left at the
-default, adaptive thinking would spend its tokens before the first word. The first word's floor on
-this path is the answer model's own time to first token (1.8 s for Sonnet here): issue 41's
-1.6 s p50 needs a faster first token than the stand-in plays. Before issue 41, cite's first word
-came at 2.56 s p50 (two round trips, 2026-11-25 rows of this section).
+Retrieval does not wait for Claude's classification: the offline router, which only breaks ties,
+picks the five chunks the answer reads while Claude classifies beside it; the classification is kept
+in the audit's routing when it is back (bench/context.py: the sections the answer is given, before
+and after). No extraction call: the answer's own search_result citations, checked by their block
+indices, are the extraction, and the claim check still reads each sentence against the paragraphs it
+cites. Every step sends thinking as low as its model allows (Sonnet 5.5 `between_tools`, Haiku 5.5
+`disabled`) and its effort (router/messages.py EFFORT): left at the default, adaptive thinking would
+spend its tokens before the first word. The first word's floor on this path is the answer model's
+own time to first token (1.8 s for Sonnet here): a 1.6 s p50 needs a faster first token than the
+stand-in plays. With retrieval waiting for the classification, cite's first word came at 2.56 s p50
+(two round trips, 2026-11-25 rows of this section).
 
-### A deadline that holds (issue 41)
+### A deadline that holds
 
 {table(["question", "bound", "measured"], limits)}
 

@@ -11,7 +11,7 @@ a confident answer to one of them is marked 👎 by its asker), the example set'
 the example docs (the audit trail tests/test_gaps.py builds). For each planted topic: the topic
 holding most of its questions, how many of them, how pure it is and its rank. The same is shown
 with the common directions the clustering takes out varied around the d/100 rule (Mu &
-Viswanath) it uses, and with the questions' mean only (before this change). Then the test's
+Viswanath) it uses, and with the questions' mean only taken out. Then the test's
 other planted set (tests/standins/gap_topics.py) hidden among the eval sets' 525 questions (harder:
 hundreds of real topics around it).
 
@@ -168,7 +168,7 @@ def main() -> None:
 
     variants = []
     ks: list[tuple[str, int | None, float]] = [
-        ("the questions' mean only, no names (before)", None, 0.0),
+        ("the questions' mean only, no names", None, 0.0),
         ("the docs' mean + 4 directions, no names", 4, 0.0),
         ("4 directions, names at 0.25", 4, 0.25),
         ("4 directions, names at 0.4 (shipped)", 4, 0.4),
@@ -248,7 +248,7 @@ mean direction and their top k principal directions taken out, then the question
 = 4 is Mu & Viswanath's rule of thumb, the one shipped), and the names each question holds that the
 docs lack (the decision's unknown words and phrases) fused with its meaning at a weight (shipped:
 the index's BM25 share, FIELDGUIDE_BM25_WEIGHT = 0.4). The others are measured, not chosen from.
-Since the decision's unsure PARTIAL answers (issue 33) joined the gaps, answerable questions about
+Since the decision's unsure PARTIAL answers joined the gaps, answerable questions about
 webhooks draw "terraform apply … webhook endpoint" to them unless the shared name counts: the
 margin is thin (terraform at 6, the bar).
 

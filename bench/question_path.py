@@ -123,7 +123,7 @@ def main() -> None:
             " FieldGuide.ask itself, the pipeline it calls and the audit store it records in.\n\n"
             + table(["checkout", "frames counted", "modules entered", "stays", "returns"], rows)
             + "\n\nbefore: `--before`, a checkout of commit c75d3e9"
-            " (`git worktree add /tmp/before c75d3e9`); now: issue 40's path, read in one piece:"
+            " (`git worktree add /tmp/before c75d3e9`); now: the path read in one piece:"
             " `Pipeline.answer` makes the question's context (`asked`: `Asked`, the question"
             " checked) and runs `steps`; each path (offline, Claude) returns its `Draft` and"
             " `question.verdict` alone makes the Answer; prompt hashes are made once a process,"

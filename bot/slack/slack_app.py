@@ -232,7 +232,7 @@ def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
 
 # What Bolt and the listeners read of a payload, and the type each field must have when present
 # (a tuple: any of them). A signed body of another shape is no Slack payload, whoever signed it:
-# 400, before Bolt or a listener indexes into a string or a list (a 500 and a traceback before).
+# 400, before Bolt or a listener indexes into a string or a list.
 PAYLOAD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "type": str,
     "event_id": str,
@@ -367,7 +367,7 @@ def make_wsgi(
     return wsgi
 
 
-# Serving limits (issue 27): Slack wants its ack within 3 s, so idle or stalled connections must
+# Serving limits: Slack wants its ack within 3 s, so idle or stalled connections must
 # neither fill the server nor linger. Requests are read asynchronously (no thread waits on a slow
 # client), so the connection cap can be high: open file descriptors are what it costs.
 HTTP_CONNECTIONS = 1000  # at most, less what the process's file limit leaves (FD_HEADROOM)
