@@ -126,6 +126,9 @@ def describe(error: BaseException) -> str:
     return f"unusable reply ({type(error).__name__}: {str(error)[:120]})"
 
 
+Timer = tuple[Callable[[], float], Callable[[float], None]]  # a clock and its sleep
+
+
 class Claude:
     """The Claude side of one question: the client, the time left, and which steps fell back."""
 

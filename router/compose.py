@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,10 +93,10 @@ def compose(
     passages: list[Passage],
     by_chunk: dict[str, Source],
     on_text: Callable[[str], None] | None = None,
-    until: float | None = None,
+    left: Callable[[], float] | None = None,
 ) -> Written:
     """Claude's answer to `question` from `passages` (sources numbered in `by_chunk`). Streams
-    the text to `on_text`; `until` (time.monotonic()) cuts the stream there, keeping what came
+    the text to `on_text`; the stream is cut once `left()` (seconds) is 0, keeping what came
     (CUT). A reply cut by max_tokens is asked again once with more room when the time allows (not
     streamed again: the returned text supersedes what was streamed); a second try that fails or
     is cut keeps the first reply. An error before any text was shown is raised (the step is tried
@@ -105,16 +104,16 @@ def compose(
     results = citations.search_results(passages, by_chunk)
     sources = list(by_chunk.values())
     hold = Holdback(on_text)
-    msg, cut = _stream(client, model, question, results, sources, MAX_TOKENS, hold, until)
+    msg, cut = _stream(client, model, question, results, sources, MAX_TOKENS, hold, left)
     usage = usage_of(msg)
-    left = (until - time.monotonic()) if until is not None else None
-    if not cut and msg.stop_reason == "max_tokens" and (left is None or left > RETRY_TIME):
+    secs = left() if left is not None else None
+    if not cut and msg.stop_reason == "max_tokens" and (secs is None or secs > RETRY_TIME):
         import anthropic
 
         try:
-            again = client.with_options(timeout=left, max_retries=0) if left else client
+            again = client.with_options(timeout=secs, max_retries=0) if secs else client
             second, cut2 = _stream(
-                again, model, question, results, sources, RETRY_MAX_TOKENS, Holdback(None), until
+                again, model, question, results, sources, RETRY_MAX_TOKENS, Holdback(None), left
             )
             usage = merge_usage(usage, usage_of(second))
             if not cut2:
@@ -136,7 +135,7 @@ def _stream(
     sources: list[Source],
     max_tokens: int,
     hold: Holdback,
-    until: float | None = None,
+    left: Callable[[], float] | None = None,
 ) -> tuple[Any, str]:
     """(the message, "" or why it was cut short: the deadline, or an error once text was
     shown)."""
@@ -153,7 +152,7 @@ def _stream(
         kind = stream.response.headers.get("content-type", "")
         if not kind.startswith("text/event-stream"):
             raise Unusable(f"a {kind or 'typeless'} reply where an event stream was asked for")
-        cut = _read(stream, results, sources, hold, until)
+        cut = _read(stream, results, sources, hold, left)
         try:
             msg = stream.current_message_snapshot if cut else stream.get_final_message()
         except AssertionError:  # the SDK's way of saying no message_start arrived
@@ -163,16 +162,16 @@ def _stream(
     return message(msg), cut
 
 
-def _read(stream, results: list[dict], sources: list[Source], hold: Holdback, until) -> str:
+def _read(stream, results: list[dict], sources: list[Source], hold: Holdback, left) -> str:
     """Reads the stream's events into `hold` (text) and checks each citation as it arrives;
-    returns "" or why the stream was cut: the deadline (`until`), or an error after text was
+    returns "" or why the stream was cut: the deadline (`left()` is 0), or an error after text was
     shown. An error before is raised, as the API's error (a read past FIRST_BYTE: a timeout)."""
     import anthropic
     import httpx2
 
     try:
         for event in stream:
-            if until is not None and time.monotonic() >= until:
+            if left is not None and left() <= 0:
                 return "deadline"
             if event.type != "content_block_delta":
                 continue

@@ -46,7 +46,7 @@ from . import citations, claims, compose, decide, language, offline, reading, wo
 from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .classify import Classification, ClaudeClassifier, keep_classification
-from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
+from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient, Timer
 from .engine import Engine, Scope
 from .messages import add_usage
 from .question import Asked, Draft, checked_question, fell_back, verdict
@@ -79,9 +79,9 @@ class Pipeline:
         path: str = "cite",
         first_byte: float = FIRST_BYTE,
     ):
-        """`models`: {"condense", "extract", "answer", "check"} model ids. `deadline`: seconds
-        for one question's Claude steps. `path`: the steps with Claude before the answer (PATHS,
-        the module doc). It keeps no store: an answer is returned, not recorded."""
+        """`models`: {"condense", "extract", "answer", "check"} model ids. `deadline`: seconds for
+        one question's Claude steps (on `timer`). `path`: the steps with Claude before the answer
+        (PATHS, the module doc). It keeps no store: an answer is returned, not recorded."""
         if path not in PATHS:
             raise ValueError(f"path must be one of {', '.join(PATHS)}, not {path!r}")
         self.engine = engine
@@ -91,6 +91,7 @@ class Pipeline:
         self.deadline = deadline
         self.path = path
         self.first_byte = first_byte  # seconds a streamed answer's reads may wait
+        self.timer: Timer = time.monotonic, time.sleep  # its deadlines' (a test's own clock)
         # what every answer's trace names: the models, and the prompts by hash (fixed in a process)
         steps = ("condense", "extract", "answer", "check")
         claude_steps = steps if anthropic_client is not None else ()
@@ -145,7 +146,7 @@ class Pipeline:
         question = checked_question(question)
         models = {"embed": self.engine.embedder.name, **self.claude_models}
         trace = Trace(self.client is None, models=models, prompts=dict(self.prompts))
-        claude = Claude(self.client, self.deadline, lambda step, why: fell_back(trace, step, why))
+        claude = Claude(self.client, self.deadline, lambda *a: fell_back(trace, *a), *self.timer)
         router = self.engine.router_for(self.engine.loaded(), scope)
         searcher, clock = router.searcher, time.perf_counter()
         return Asked(question, history, scope, on_text, trace, claude, router, searcher, clock)
@@ -365,10 +366,9 @@ class Pipeline:
             # a try after one that already streamed words to the user is not streamed again:
             # the returned text replaces what was streamed
             stream = relay if q.on_text is not None and not shown[0] else None
-            # the stream ends where the claim check's reserved time begins
-            until = q.claude.ends - claims.reserve(self.deadline)
+            until_check = lambda: q.claude.remaining() - claims.reserve(self.deadline)  # noqa: E731
             written = compose.compose(
-                client, self.models["answer"], q.question, passages, by_chunk, stream, until
+                client, self.models["answer"], q.question, passages, by_chunk, stream, until_check
             )
             add_usage(q.trace.usage, "answer", written.usage)
             return written, passages, by_chunk

@@ -4,8 +4,10 @@ import threading
 import time
 
 import anthropic
+import httpx2
 import pytest
 
+from bot.settings import Settings
 from index.indexer import index_folder
 from router import reading
 from router.answer import occurs_in
@@ -15,6 +17,7 @@ from router.pipeline import ABSTAIN, ANSWER, OFFLINE_NOTE, PARTIAL, UNCITED_NOTE
 from router.question import REFUSED, UNSURE, QuestionError
 from tests.conftest import EXAMPLES
 from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens
+from tests.standins.clock import FakeClock, SilentTransport
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -25,14 +28,25 @@ SIGNATURE_Q = "How do I verify the signature of a webhook?"
 
 
 def make_pipeline(
-    db, local_embedder, stub=None, retries=0, timeout=5.0, path="sequential", models=None
+    db,
+    local_embedder,
+    stub=None,
+    retries=0,
+    timeout=5.0,
+    path="sequential",
+    models=None,
+    http_client=None,
 ):
     """The pipeline on the examples with the Messages API stand-in at `stub`; the extraction
     step's path unless `path` says otherwise (the cite path's tests name it)."""
     client = None
     if stub is not None:
         client = anthropic.Anthropic(
-            api_key="test", base_url=stub.url, max_retries=retries, timeout=timeout
+            api_key="test",
+            base_url=stub.url,
+            max_retries=retries,
+            timeout=timeout,
+            http_client=http_client,
         )
     models = models or MODELS
     engine = Engine(db, local_embedder, client, models.get("classify", "claude-haiku-4-5"))
@@ -395,35 +409,45 @@ def test_links_fall_back_to_base_url_and_anchor():
     assert link_for(chunk) == "https://x.example/inv#refund-policy"
 
 
-def test_claude_never_replying_still_answers_within_the_deadline(examples_db, stub, monkeypatch):
+def silent_claude(clock: FakeClock, release: threading.Event):
+    """fieldguide on the environment's settings, its Claude a service that never answers
+    (SilentTransport), its question's deadline on `clock`: (the pipeline, the transport)."""
     from bot.app import FieldGuide
 
-    release = threading.Event()
+    settings = Settings.load()
+    silent = SilentTransport(clock, release)
+    client = anthropic.Anthropic(
+        api_key=settings.anthropic_api_key,
+        base_url="http://claude.invalid",
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        http_client=httpx2.Client(transport=silent),
+    )
+    pipeline = FieldGuide(settings, anthropic=client).pipeline
+    pipeline.timer = clock, clock.sleep
+    return pipeline, silent
 
-    def never(req):
-        release.wait(20)
-        return OVERLOADED
 
-    stub.route("/v1/messages", never)
+def test_claude_never_replying_still_answers_within_the_deadline(examples_db, monkeypatch):
     for env, value in {
         "ANTHROPIC_API_KEY": "k",
-        "ANTHROPIC_BASE_URL": stub.url,
         "FIELDGUIDE_DB": examples_db,
         "FIELDGUIDE_DEADLINE": "1.0",  # everything else at its default (timeout 30 s, 2 retries)
     }.items():
         monkeypatch.setenv(env, value)
-    pipeline = FieldGuide.open().pipeline
+    clock, release = FakeClock(), threading.Event()
+    pipeline, silent = silent_claude(clock, release)
     pipeline.engine.warm()  # as `serve` starts: the deadline is for the question
     try:
-        t = time.perf_counter()
+        started = clock()
         ans = pipeline.answer(SIGNATURE_Q)
-        elapsed = time.perf_counter() - t
+        elapsed = clock() - started
     finally:
         release.set()
     assert elapsed < 1.0 + 1.5 and ans.trace.offline and ans.text.startswith("From the docs:")
     # one attempt at the answer (no retry fits in the time left; the classification beside it is
     # not waited for), then the docs' own quotes
-    assert len(stub.calls("/v1/messages")) == 2
+    assert len(silent.requests) == 2
     assert any(n.startswith("answer: APITimeoutError") for n in ans.trace.notes)
 
 

@@ -7,6 +7,7 @@ import threading
 import time
 
 import anthropic
+import httpx2
 import pytest
 
 from index.embedders import VoyageEmbedder
@@ -28,8 +29,9 @@ from tests.standins.claude import (
     should_not_retry,
     spend_limited,
 )
+from tests.standins.clock import FakeClock, PacedTransport
 from tests.standins.voyage import voyage_embeddings, voyage_hanging, voyage_rerank
-from tests.test_pipeline import SIGNATURE_Q, make_pipeline
+from tests.test_pipeline import SIGNATURE_Q, make_pipeline, silent_claude
 
 CURRENT = {
     "classify": "claude-haiku-5-5",
@@ -46,25 +48,26 @@ LONG = [
 
 
 def test_the_answer_does_not_wait_for_the_classifier(examples_db, local_embedder, stub):
-    """The cite path's first word comes after one model round trip: retrieval runs on the
-    offline router while Claude classifies (here slowly) beside the answer."""
-    fake = FakeClaude(timing={"claude-haiku-5-5": (3.0, 130.0), "claude-sonnet-5-5": (0.2, 400.0)})
+    """The cite path's answer comes after one model round trip: retrieval runs on the offline
+    router while Claude classifies beside the answer. Here Claude's classification is held until
+    the answer is done: the answer is written, streamed and checked all the same."""
+    release = threading.Event()
+    fake = FakeClaude(down={"classify": hanging(release)})
     stub.route("/v1/messages", fake)
     p = make_pipeline(examples_db, local_embedder, stub, path="cite", models=CURRENT)
-    p.answer(SIGNATURE_Q)  # a process's first question loads what every question reads
-    first: list[float] = []
-    started = time.monotonic()
-
-    def seen(_delta: str) -> None:
-        if not first:
-            first.append(time.monotonic())
-
-    ans = p.answer(SIGNATURE_Q, on_text=seen)
-    assert ans.decision in (ANSWER, PARTIAL) and first and first[0] - started < 3.0
+    shown: list[str] = []
+    try:
+        p.answer(SIGNATURE_Q)  # a process's first question loads what every question reads
+        ans = p.answer(SIGNATURE_Q, on_text=shown.append)
+        classify = [r for r in stub.calls("/v1/messages") if fake.kind(r.json) == "classify"]
+        assert len(classify) == 2 and not fake.failed  # both asked, neither answered yet
+    finally:
+        release.set()
+    assert ans.decision in (ANSWER, PARTIAL) and shown and "check" in ans.trace.usage
     assert ans.trace.route["classifier"] == "offline" and not ans.trace.offline
-    answer_calls = [r for r in stub.calls("/v1/messages") if fake.kind(r.json) == "answer"]
-    classify_calls = [r for r in stub.calls("/v1/messages") if fake.kind(r.json) == "classify"]
-    assert answer_calls[-1].at < classify_calls[-1].at + 3.0  # sent before the routing came back
+    ends = time.monotonic() + 10  # the held classifications end here, not in a later test
+    while len(fake.failed) < 2 and time.monotonic() < ends:
+        time.sleep(0.01)
 
 
 def test_thinking_and_effort_are_set_per_step(examples_db, local_embedder, stub):
@@ -90,18 +93,22 @@ def test_thinking_and_effort_are_set_per_step(examples_db, local_embedder, stub)
 def test_a_slow_stream_is_cut_at_the_deadline_and_the_check_keeps_its_time(
     examples_db, local_embedder, stub
 ):
-    """8 s deadline, an answer streamed at 3 words a second (~25 s whole): delivered within 9 s,
-    what was streamed and checked kept, marked cut, and the claim check ran."""
-    fake = FakeClaude(answer=LONG, words_per_second=3)
-    stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, path="cite", timeout=30.0)
+    """8 s deadline, an answer streamed at 3 words a second (~25 s whole), on a clock the test
+    moves (the stream read at that pace: no real wait): delivered within 9 s, what was streamed
+    and checked kept, marked cut, and the claim check ran."""
+    clock = FakeClock()
+    stub.route("/v1/messages", FakeClaude(answer=LONG))
+    paced = httpx2.Client(transport=PacedTransport(clock, words_per_second=3))
+    p = make_pipeline(
+        examples_db, local_embedder, stub, path="cite", timeout=30.0, http_client=paced
+    )
+    p.timer = clock, clock.sleep
     p.deadline = 8.0
     p.answer(SIGNATURE_Q)  # warm: loads timed apart
-    p.deadline = 8.0
     shown: list[str] = []
-    started = time.monotonic()
+    started = clock()
     ans = p.answer(SIGNATURE_Q, on_text=shown.append)
-    elapsed = time.monotonic() - started
+    elapsed = clock() - started
     assert elapsed < 9.0, elapsed
     assert ans.decision == PARTIAL and "time limit" in ans.caveat
     assert ans.text.startswith("Sentence 0") and "Sentence 11" not in ans.text
@@ -110,28 +117,24 @@ def test_a_slow_stream_is_cut_at_the_deadline_and_the_check_keeps_its_time(
     assert not any("claim check did not run" in n for n in ans.trace.notes)
 
 
-def test_an_api_that_never_answers_holds_a_question_less_than_45_s(examples_db, stub, monkeypatch):
+def test_an_api_that_never_answers_holds_a_question_less_than_45_s(examples_db, monkeypatch):
     """Default settings (45 s deadline, 30 s timeout, 2 retries, 5 s for a stream's first byte),
-    the index loaded by the question itself: the docs' own quotes, well within the deadline."""
-    from bot.app import FieldGuide
-
-    release = threading.Event()
-    fake = FakeClaude(down={k: hanging(release) for k in ("classify", "answer", "check")})
-    stub.route("/v1/messages", fake)
-    for env, value in {
-        "ANTHROPIC_API_KEY": "k",
-        "ANTHROPIC_BASE_URL": stub.url,
-        "FIELDGUIDE_DB": examples_db,
-    }.items():
-        monkeypatch.setenv(env, value)
+    the index loaded by the question itself, on a clock the test moves (the waits pass in no real
+    time): the docs' own quotes, well within the deadline."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("FIELDGUIDE_DB", examples_db)
+    clock, release = FakeClock(), threading.Event()
+    pipeline, silent = silent_claude(clock, release)
     try:
-        started = time.monotonic()
-        ans = FieldGuide.open().pipeline.answer(SIGNATURE_Q)
-        elapsed = time.monotonic() - started
+        started = clock()
+        ans = pipeline.answer(SIGNATURE_Q)
+        elapsed = clock() - started
     finally:
         release.set()
     assert elapsed < 45.0 and ans.trace.offline and ans.text.startswith("From the docs:")
     assert any(n.startswith("answer: APITimeoutError") for n in ans.trace.notes)
+    streamed = [r for r in silent.requests if b'"stream":true' in r.content.replace(b" ", b"")]
+    assert len(streamed) == 3  # the answer tried 3 times (2 retries), each after its backoff
 
 
 def test_voyage_hanging_after_a_reindex_costs_one_query_timeout(tmp_path, stub):

@@ -66,6 +66,7 @@ SLACK_FAILURES = (SlackClientError, OSError)
 # no previews under answers: a link in one (a source's) is for reading, not for Slack to fetch
 NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
 HISTORY_PAGES = 20  # conversations.replies pages read at most (200 messages each)
+CLOSE_SECONDS = 10.0  # how long closing waits for the answers under way and queued
 # Text gathered before each stream call: the first words go at once, then ~80 characters (about
 # 0.3 s of Claude's text) or half a second's worth, whichever comes first, to spare rate limits.
 STREAM_FIRST, STREAM_BUFFER, STREAM_SECONDS = 12, 80, 0.5
@@ -128,12 +129,20 @@ class Answerer:
         if waits and not small_talk(q.text):  # "thanks" is not told to wait for its reply
             self._post(q, BUSY)
 
-    def close(self) -> None:
-        for _ in self._threads:
-            try:
-                self.queue.put_nowait(None)
-            except queue.Full:
-                break
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Stop the workers once the questions queued before are answered, waiting for them at
+        most `timeout` seconds in all (a worker still busy then is named in the log and left to
+        finish: it is a daemon)."""
+        ends = time.monotonic() + timeout
+        try:
+            for _ in self._threads:  # after every queued question; waits for room when full
+                self.queue.put(None, timeout=max(0.0, ends - time.monotonic()))
+        except queue.Full:
+            pass
+        for t in self._threads:
+            t.join(max(0.0, ends - time.monotonic()))
+        if busy := [t.name for t in self._threads if t.is_alive()]:
+            log.warning("answer workers still busy after %.0f s: %s", timeout, ", ".join(busy))
 
     def _work(self) -> None:
         while True:
