@@ -69,12 +69,14 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# the everyday suite; `slow` tests (the torch reference model) run in test-all and in CI
+# the everyday suite, in a random order (pytest-randomly: the seed is printed first, and
+# --randomly-seed=N repeats it) on 2 workers (pytest-xdist); `slow` tests (the torch reference
+# model) run in test-all and in CI
 test: test-setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 test-all: test-setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # the wheel installed as a team installs it (deploy/install-runtime.sh, as the Dockerfile does) into a
 # fresh venv with no torch, then used from there: see .ci/wheel-check

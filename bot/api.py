@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int], Callable[[int], object]]
 EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
 GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+RERANKED_NEEDS = "the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)"
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -312,6 +313,8 @@ def evaluate(
     asked = load_questions(qfile)
     if not asked:
         raise ValueError(f"{qfile} holds no questions")
+    if "reranked" in (modes or []) and not (settings.voyage_api_key and settings.rerank_model):
+        raise ValueError(RERANKED_NEEDS)  # said before the set is indexed
     from router.engine import decision_file
 
     embedder = embedder_for(settings)
@@ -343,7 +346,7 @@ def _eval_retrieval(
     loaded = engine.loaded()
     modes = modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
     if "reranked" in modes and engine.reranker is None:
-        raise ValueError("the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)")
+        raise ValueError(RERANKED_NEEDS)
     result = run_eval(
         asked,
         loaded.searcher,

@@ -2,9 +2,11 @@
 through the whole offline `ask` path. Tests describe behaviour, not one example's rule."""
 
 import json
+import shutil
 
 import pytest
 
+from bot.api import eval_index
 from bot.cli import main
 from bot.slack.slack_format import context_line
 from index.indexer import index_folder
@@ -152,7 +154,9 @@ def test_a_few_english_words_or_a_slang_word_are_never_another_language(
     assert language.foreign_language(question, searcher) is None
 
 
-def test_calibrate_writes_beside_the_index_and_the_engine_reads_it(tmp_path, capsys, monkeypatch):
+def test_calibrate_writes_beside_the_index_and_the_engine_reads_it(
+    tmp_path, capsys, monkeypatch, examples_template, local_embedder
+):
     # with the examples' 30 answerable and 55 unanswered (25 off-topic, 30 gold hidden): ten of
     # each per signal altogether (calibrate's least)
     from bot.evaluation.calibrate import EVENTS_PER_SIGNAL
@@ -182,6 +186,8 @@ def test_calibrate_writes_beside_the_index_and_the_engine_reads_it(tmp_path, cap
         )
         + "\n"
     )
+    # the example set's index, where calibrate keeps it (as a run before this one left it)
+    shutil.copyfile(examples_template, eval_index(tmp_path, EXAMPLES.parent, local_embedder))
     index = tmp_path / "served" / "index.db"  # FIELDGUIDE_DB: the decision is written beside it
     monkeypatch.setenv("FIELDGUIDE_DB", str(index))
     args = [str(EXAMPLES.parent), str(other.parent), "--headings", "5", "--work", str(tmp_path)]

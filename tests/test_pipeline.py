@@ -447,7 +447,9 @@ def test_claude_never_replying_still_answers_within_the_deadline(examples_db, mo
     assert elapsed < 1.0 + 1.5 and ans.trace.offline and ans.text.startswith("From the docs:")
     # one attempt at the answer (no retry fits in the time left; the classification beside it is
     # not waited for), then the docs' own quotes
-    assert len(silent.requests) == 2
+    assert (
+        len([r for r in silent.requests if b'"stream":true' in r.content.replace(b" ", b"")]) == 1
+    )
     assert any(n.startswith("answer: APITimeoutError") for n in ans.trace.notes)
 
 
