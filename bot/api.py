@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int], Callable[[int], object]]
 EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
 GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+STALE_PERIOD = "30d"  # the answers `stale` counts against a doc by default
 RERANKED_NEEDS = "the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)"
 
 
@@ -88,11 +89,14 @@ class Indexed:
     summary: RunSummary
     source: DocsSource
     published: dict | None = None
+    replayed: list[dict] | None = None  # gap topics asked again (bot/closure.py replay)
 
     def to_json(self) -> dict:
         out = {"source": self.source.identity, **self.summary.counts()}
         if self.published:
             out["published"] = {k: round(v, 3) for k, v in self.published.items()}
+        if self.replayed:
+            out["replayed"] = self.replayed
         return out
 
 
@@ -108,14 +112,20 @@ def index(
     `docs`: the folder (default: FIELDGUIDE_DOCS, or the repository FIELDGUIDE_DOCS_GIT, pulled
     first). `replace`: index these docs even though the index was built from another source (its
     docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
-    set, one run at a time across the fleet, published to it."""
+    set, one run at a time across the fleet, published to it. A run that added or changed docs
+    asks the open gap topics' questions again (bot/closure.py): `replayed`."""
     with _opened(settings, db) as guide:
         source = docs_source(guide.settings, docs)
         with fleet_reindex_lock(guide.settings):
             summary, published = index_docs(
                 guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
             )
-    return Indexed(summary, source, published)
+        replayed = None
+        if summary.added or summary.changed:  # the open gap topics' questions asked again
+            from .closure import replay
+
+            replayed = replay(guide, set(summary.added) | set(summary.changed))
+        return Indexed(summary, source, published, replayed)
 
 
 def intents(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
@@ -137,7 +147,7 @@ def draft_intents(
     from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
 
     with _opened(settings, db) as guide:
-        model, client = guide.settings.answer_model, guide.anthropic
+        settings, client = guide.settings, guide.anthropic
         headings = intent_headings(chunk_headings(guide.index))
         drafts, notes = {}, []
         for i in load_intents(guide.index):
@@ -147,11 +157,11 @@ def draft_intents(
                 drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
             else:
                 drafts[i["name"]], note = draft_with_claude(
-                    client, model, i["name"], headings.get(i["name"], [])
+                    client, settings.answer_model, i["name"], headings.get(i["name"], [])
                 )
                 notes += [note] if note else []
-    source = "offline, from headings" if client is None else f"with {model}"
-    return to_yaml(drafts, source), notes
+        source = "offline, from headings" if client is None else f"with {settings.answer_model}"
+        return to_yaml(drafts, source), notes
 
 
 def search(
@@ -213,8 +223,8 @@ def audit_stats(
     from .settings import parse_prices
     from .since import parse_since
 
-    since = parse_since(since) if since else None
     with _opened(settings, db) as guide:
+        since = parse_since(since) if since else None
         return stats(guide.state.usage_rows(since), parse_prices(guide.settings.prices))
 
 
@@ -239,39 +249,42 @@ def gaps(
     person) since `since` (as `audit` reads it), grouped into topics with the nearest doc, its
     intent, owner and link; with `intent` (one of the index's, else ValueError naming them), the
     topics labelled with it, and the rows routed to it or in those topics."""
+    from .gaps import top_intent
+    from .since import parse_since
+    from .topics import gap_topics
+
+    with _opened(settings, db) as guide:
+        if intent:
+            known = sorted(guide.engine.loaded().searcher.intent_names)
+            if intent not in known:
+                raise ValueError(
+                    f"no intent {intent!r} in {guide.settings.db}: its intents are"
+                    f" {', '.join(known) or 'none'}"
+                )
+        topics, info, rows = gap_topics(guide, parse_since(since) if since else None, intent)
+        if intent:  # the intent's questions: routed to it, or in one of its gaps
+            mine = {i for t in topics for i in t.ids}
+            rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
+        return Gaps(topics, info, rows)
+
+
+def stale(
+    db: str | Path | None = None, *, since: str | None = None, settings: Settings | None = None
+) -> list:
+    """The stale docs (bot/owners.py StaleDoc), the most damaging first: answers since `since`
+    (default: 30 days) that cited them, those marked 👎 first."""
+    from .owners import stale_docs
     from .since import parse_since
 
-    since = parse_since(since) if since else None
     with _opened(settings, db) as guide:
-        return _gaps(guide, since, intent)
+        rows = guide.state.list_answers(parse_since(since or STALE_PERIOD), None, GAPS_ROWS)
+        return stale_docs(guide.docs(), rows)
 
 
-def _gaps(guide: FieldGuide, since: str | None, intent: str | None) -> Gaps:
-    from index.store import load_owners
-
-    from .gaps import find_topics, top_intent
-
-    if intent:
-        known = sorted(guide.engine.loaded().searcher.intent_names)
-        if intent not in known:
-            raise ValueError(
-                f"no intent {intent!r} in {guide.settings.db}: its intents are"
-                f" {', '.join(known) or 'none'}"
-            )
-    rows = guide.state.list_answers(since, None, GAPS_ROWS)
-    topics, info = find_topics(
-        rows,
-        guide.embedder,
-        guide.engine.loaded().searcher,
-        load_owners(guide.index, guide.settings.honour_doc_owners),
-        intent=intent,
-        base_url=guide.settings.docs_base_url,
-        names_weight=guide.settings.bm25_weight,
-    )
-    if intent:  # the intent's questions: routed to it, or in one of its gaps
-        mine = {i for t in topics for i in t.ids}
-        rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
-    return Gaps(topics, info, rows)
+def drafts(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
+    """The doc changes drafted from hand-off replies, newest first (bot/drafts.py)."""
+    with _opened(settings, db) as guide:
+        return guide.state.loop.drafts()
 
 
 def eval_index(work: str | Path, set_dir: Path, embedder: Embedder) -> str:

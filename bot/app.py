@@ -59,6 +59,7 @@ class FieldGuide:
         self.settings = settings
         self._embedder, self._anthropic = embedder, anthropic
         self.decision = decision
+        self._stale: tuple[tuple[int, object], dict[str, str]] | None = None
 
     @classmethod
     def open(
@@ -147,11 +148,35 @@ class FieldGuide:
         (where it was asked: Slack channel, user, thread, the event's claim keys); its
         `audit_id` set when the record was made. An audit that fails costs the asker nothing."""
         ans = self.pipeline.answer(question, history, on_text=on_text, scope=scope)
+        if ans.sources:
+            from .owners import mark_stale
+
+            mark_stale(ans.sources, self.stale_notes())
         try:
             ans.audit_id = self.state.record_answer(ans, context or {})
         except Exception:  # the audit log must never cost the user an answer
             log.exception("could not record the answer in the audit table")
         return ans
+
+    def docs(self) -> list[dict]:
+        """Every doc with its owners' and freshness fields (index.store.doc_records)."""
+        from index.store import doc_records
+
+        return doc_records(self.index)
+
+    def stale_notes(self) -> dict[str, str]:
+        """doc → why it is stale (bot/owners.py), for the stale docs: read once per generation
+        and day, as an answer's sources are marked with it."""
+        from datetime import UTC, datetime
+
+        from index.store import generation
+
+        from .owners import stale_notes
+
+        key = (generation(self.index), datetime.now(UTC).date())
+        if self._stale is None or self._stale[0] != key:
+            self._stale = (key, stale_notes(self.docs()))
+        return self._stale[1]
 
     def owners(self) -> tuple[dict[str, str], dict[str, str]]:
         """({doc: owner}, {intent: owner}): intents.yaml's owners, and a doc's own front-matter

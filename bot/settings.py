@@ -391,6 +391,13 @@ class Settings(BaseModel):
         "bearer token every request to `fieldguide mcp --http` must carry (32 characters or more,"
         " e.g. openssl rand -hex 32); empty = --http refuses to start",
     )
+    weekly_note: Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun", "off"] = setting(
+        "FIELDGUIDE_WEEKLY_NOTE",
+        "mon",
+        "the weekday (mon … sun, UTC) from which serve sends each docs owner their weekly note (a"
+        " DM to a person, a post in an owners' channel; once per owner and week across a"
+        " fleet); off = never",
+    )
     doc_owners: Literal["off", "on"] = setting(
         "FIELDGUIDE_DOC_OWNERS",
         "off",

@@ -127,6 +127,14 @@ def make_pipeline(settings: Settings, engine: Engine) -> Pipeline:
     )
 
 
+def make_offline_pipeline(settings: Settings, engine: Engine) -> Pipeline:
+    """The question path over `engine` with every Claude step offline: how the owners' loop asks
+    its topics' questions again after a reindex, the same way whatever keys are set."""
+    from router.pipeline import Pipeline
+
+    return Pipeline(engine, None, models_of(settings), settings.docs_base_url, settings.deadline)
+
+
 def make_state(settings: Settings, db: sqlite_utils.Database | None) -> State:
     """Where answers, feedback, de-duplication, rate limits and the reindex lock live: PostgreSQL
     when FIELDGUIDE_DATABASE_URL is set (shared by the fleet; `db` None), else the index file

@@ -41,6 +41,7 @@ class Source:
     heading_path: list[str]
     url: str
     updated: str = ""  # the doc's last change, UTC ISO 8601 ("" when the index does not know)
+    stale: str = ""  # why the doc is stale (review overdue, a watched path changed), else ""
 
     @property
     def section(self) -> str:
