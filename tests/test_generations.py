@@ -197,9 +197,11 @@ def test_a_replica_installs_a_published_generation_with_its_arrays(
     with psycopg.connect(pg_url) as conn:
         sync(conn, replica)  # the first: no live file yet
         with Watcher(replica) as watcher:
+            watcher.saw(1)
             write_docs(docs, {"hooks/retries.md": RETRIES + "\nRetries stop after a day.\n"})
             index_folder(builder, docs, local_embedder)
             publish(pg_url, builder)
             sync(conn, replica)
+            watcher.saw(2)
     assert watcher.seen == {1: True, 2: True}
     assert sorted(p.name for p in replica.parent.glob("*.arrays")) == ["index.db.gen-2.arrays"]
