@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# fieldguide's image: the wheel, onnxruntime and the int8 model, installed by
+# fieldguide's image: the wheel (with the `fleet` extra), onnxruntime and the int8 model, installed by
 # deploy/install-runtime.sh (the script .ci/wheel-check runs and tests); no torch, a non-root
 # user, a health check.
 #
@@ -40,7 +40,7 @@ RUN --mount=type=bind,target=/context \
     "$work/export/bin/pip" install "$work[export]"; \
     (cd "$work" && HF_HUB_OFFLINE=1 "$work/export/bin/python" -m index.onnx_model "$work/onnx-model"); \
     "$work/export/bin/pip" wheel --no-deps --wheel-dir "$work/dist" "$work"; \
-    fieldguide-install-runtime --no-bytecode \
+    fieldguide-install-runtime --no-bytecode --fleet \
         /opt/fieldguide "$work"/dist/fieldguide-*.whl "$work/onnx-model"; \
     rm -rf "$work"; \
     useradd --system --uid 10001 --user-group --home-dir /data --create-home fieldguide

@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[export,dev]'
+	$(BIN)/python -m pip install -q -e '.[export,dev,fleet]'  # fleet: the PostgreSQL tests
 	$(BIN)/python -m index.onnx_model   # int8 ONNX export of the shipped weights, offline, once
 	touch $@
 
@@ -52,13 +52,15 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# the everyday suite; `slow` tests (the torch reference model) run in test-all and in CI. Nothing
-# outside .venv is installed: a test that needs what is not here says so and is skipped.
+# the everyday suite, in a random order (pytest-randomly: the seed is printed first, and
+# --randomly-seed=N repeats it) on 2 workers (pytest-xdist); `slow` tests (the torch reference
+# model) run in test-all and in CI. Nothing outside .venv is installed: a test that needs what is
+# not here says so and is skipped.
 test: setup
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 -m "not slow"
 
 test-all: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # the wheel installed as a team installs it (deploy/install-runtime.sh, as the Dockerfile does) into a
 # fresh venv with no torch, then used from there: see .ci/wheel-check

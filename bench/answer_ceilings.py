@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from harness import ROOT, SHARED, eval_db, table, write_section
 
+from bot.app import FieldGuide
 from bot.evaluation.answers import (
     content_words,
     load_stopwords,
@@ -31,7 +32,6 @@ from bot.evaluation.answers import (
 )
 from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
-from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 from index.search import Hit
 from router import citations, offline
@@ -78,7 +78,7 @@ def measure(name: str, db: str, limit: int | None) -> dict[str, list]:
     set_dir = EVAL / name
     stop = load_stopwords(set_dir)
     answerable, _ = split_offtopic(load_items(set_dir / "questions.jsonl"))
-    pipeline = make_pipeline(Settings.load(environ={}, dotenv=None).at(db))
+    pipeline = FieldGuide(Settings(db=str(db))).pipeline
     engine = pipeline.engine
     loaded = engine.loaded()
     rows: dict[str, list] = {}

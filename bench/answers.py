@@ -11,16 +11,16 @@ from collections import Counter
 import numpy as np
 from harness import ROOT, SHARED, eval_db, table, write_section
 
+from bot.app import FieldGuide
 from bot.evaluation.retrieval import load_questions
 from bot.settings import Settings
-from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 
 
 def main() -> None:
     embedder = make_embedder()
     db = eval_db("claude-docs", embedder)
-    pipeline = make_pipeline(Settings.load(environ={}, dotenv=None).at(db))
+    pipeline = FieldGuide(Settings(db=str(db)), embedder=embedder).pipeline
     pipeline.answer("warm up: load the model and the index")
     rows, stage_rows = [], {}
     for name, path in (

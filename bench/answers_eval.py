@@ -1,7 +1,7 @@
 """`fieldguide eval SET --answers` on every eval set, offline: the three outcomes (answerable
 refused / unsure, off-topic given a plain ANSWER), token recall / precision and length before and
-after the decision of issue 33, written to RESULTS.md (section answers-eval) and
-bench/answers-SET.json.
+after the shipped decision replaced the two-outcome one, written to RESULTS.md (section
+answers-eval) and bench/answers-SET.json.
 
     python bench/answers_eval.py            # run every set whose docs are here
     python bench/answers_eval.py --reuse    # re-read the JSON files only
@@ -81,15 +81,15 @@ def main() -> None:
 
 `python bench/answers_eval.py` — the whole `ask` path offline (local model), scored as
 shared/eval/README.md says (token recall / precision against the reference answer, stopwords of
-shared/eval). Rates with a seeded bootstrap 95% interval. claude-docs: 100 questions + 30
-off-topic; openshift-4.15: 100 questions sampled with seed 0 + 30 off-topic; examples: 30
-questions + 25 off-topic (its own 5 and examples/offtopic.jsonl); fastapi, traefik, duckdb,
-chezmoi: every question (bench/sets). Before: the decision of issue 24 (two outcomes offline,
-fitted on the three clean sets); after: issue 33's (the question's reading, three outcomes, bands
-by cost, fitted on all seven sets). Every set is calibration data of the shipped decision, so
-these decision rates are in-sample: the figures that count are the left-out ones of the section
-"calibration". What this table adds: token recall / precision, gold cited and length, which the
-decision does not fit. Full answers: bench/answers-SET.json.
+shared/eval). Rates with a seeded bootstrap 95% interval. claude-docs: 100 questions + 30 off-topic;
+openshift-4.15: 100 questions sampled with seed 0 + 30 off-topic; examples: 30 questions + 25
+off-topic (its own 5 and examples/offtopic.jsonl); fastapi, traefik, duckdb, chezmoi: every question
+(bench/sets). Before: the two-outcome decision (two outcomes offline, fitted on the three clean
+sets); after: the shipped one (the question's reading, three outcomes, bands by cost, fitted on all
+seven sets). Every set is calibration data of the shipped decision, so these decision rates are
+in-sample: the figures that count are the left-out ones of the section "calibration". What this
+table adds: token recall / precision, gold cited and length, which the decision does not fit. Full
+answers: bench/answers-SET.json.
 
 {table(["set", "code", *COLUMNS], rows)}
 """

@@ -1,4 +1,4 @@
-"""The answer decision fitted and measured leave-one-corpus-out (issues 24 and 33): runs
+"""The answer decision fitted and measured leave-one-corpus-out: runs
 `fieldguide calibrate` on every eval set here (claude-docs, openshift-4.15, examples and the
 real-question sets of bench/sets whose docs are laid out), which writes router/decision.json, and
 puts its report in RESULTS.md (section calibration).
@@ -41,7 +41,7 @@ router/decision.json is then fitted on all seven.
 
 {out.strip()}
 
-**What changed (issue 33).** The lexical signals read what the question asks (router/reading.py):
+**What changed.** The lexical signals read what the question asks (router/reading.py):
 markdown-it-py parses the question as Slack and GitHub render it, and code spans, fenced and
 indented blocks, block quotes, a log or trace, and every word with a character no English word has
 inside it (paths, versions, "x.x.x", environment variables, identifiers) are the asker's material,
@@ -84,7 +84,7 @@ closeness measured against the corpus's own headings-as-questions (traefik off-t
 the cosine as a z-score among all of the corpus's chunks (AUC below the raw cosine on six sets of
 seven).
 
-**Language (issue 33 item 4).** lingua reads the question without its names, the docs' words that
+**Language.** lingua reads the question without its names, the docs' words that
 are no English word ("duckdb") and the asker's material, with the docs' language as the prior
 (DOCS_PRIOR 0.5: as likely as every other language together; a script without spaces counted per
 character). On the 1,100 questions of the seven sets: with no prior, 6 English questions were read

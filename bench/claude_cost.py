@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 from harness import ROOT, SHARED, eval_db, table, write_section
 
+from bot.app import FieldGuide
 from bot.costs import stats
 from bot.settings import DEFAULT_PRICES, Settings
-from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 from tests.standins.claude import FakeClaude, estimate_tokens, min_cacheable, prompt_parts
 from tests.standins.server import StubServer
@@ -61,7 +61,7 @@ def pipeline_on(db, fake: FakeClaude, classify_model: str = ""):
     settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
     if classify_model:
         settings = settings.changed(classify_model=classify_model)
-    p = make_pipeline(settings)
+    p = FieldGuide(settings).pipeline
     p.engine.loaded()
     p.engine.embed_query("warm up")
     return p, server

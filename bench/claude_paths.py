@@ -25,9 +25,10 @@ from pathlib import Path
 
 from harness import ROOT, SHARED, WORK, eval_db, table, write_section
 
+from bot.app import FieldGuide
 from bot.costs import stats
 from bot.settings import DEFAULT_PRICES, Settings
-from bot.wiring import embedder_for, make_pipeline
+from bot.wiring import embedder_for
 from index.embedders import make_embedder
 from index.indexer import index_folder
 from tests.standins.claude import MODEL_TIMING, FakeClaude, hanging
@@ -72,7 +73,7 @@ def run(db: Path, qs: list[str], cache: bool) -> dict:
     server = StubServer()
     server.route("/v1/messages", fake)
     settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
-    p = make_pipeline(settings)
+    p = FieldGuide(settings).pipeline
     p.engine.loaded()
     p.engine.embed_query("warm up")
     p.answer(qs[0])  # loads what a first question loads (the language identifier: seconds)
@@ -115,7 +116,7 @@ def run(db: Path, qs: list[str], cache: bool) -> dict:
     }
 
 
-# -- the deadlines (issue 41) ---------------------------------------------------------------------
+# -- the deadlines ---------------------------------------------------------------------
 
 SIGNATURE_Q = "How do I verify the signature of a webhook?"
 LONG = [
@@ -135,7 +136,7 @@ def slow_stream(db: Path) -> float:
         db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, deadline=8.0
     )
     try:
-        p = make_pipeline(settings)
+        p = FieldGuide(settings).pipeline
         p.answer(SIGNATURE_Q)  # what a first question loads, timed apart
         started = time.monotonic()
         ans = p.answer(SIGNATURE_Q)
@@ -156,7 +157,7 @@ def api_hanging(db: Path) -> float:
     try:
         started = time.monotonic()
         settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
-        ans = make_pipeline(settings).answer(SIGNATURE_Q)
+        ans = FieldGuide(settings).pipeline.answer(SIGNATURE_Q)
         assert ans.trace.offline
         return time.monotonic() - started
     finally:
@@ -180,7 +181,7 @@ def voyage_hanging(work: Path) -> float:
     try:
         embedder = embedder_for(settings)
         index_folder(settings.db, docs, embedder)
-        p = make_pipeline(settings)
+        p = FieldGuide(settings, embedder=embedder).pipeline
         p.answer(SIGNATURE_Q)
         page = next(docs.rglob("*.md"))
         page.write_text(page.read_text() + "\n\nOne more line.\n")
@@ -293,7 +294,7 @@ EFFORT): left at the default, adaptive thinking would spend its tokens before th
 first word's floor is the answer model's own time to first token (1.8 s for Sonnet here). Why this
 is the only path: section 'claude-paths-choice'.
 
-### A deadline that holds (issue 41)
+### A deadline that holds
 
 {table(["question", "bound", "measured"], limits)}
 

@@ -1,4 +1,4 @@
-"""What the answer is given on the cite path (issue 41): the top CONTEXT_CHUNKS chunks, before and
+"""What the answer is given on the cite path: the top CONTEXT_CHUNKS chunks, before and
 after the path stopped waiting for Claude's classification.
 
 - before: routed on Claude's classification, waited for. Claude's own answers cannot be replayed

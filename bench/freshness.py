@@ -25,10 +25,10 @@ from datetime import UTC, datetime
 
 from harness import ROOT, SHARED, WORK, ms, table, write_section
 
+from bot.app import FieldGuide
 from bot.settings import Settings
 from bot.slack.reindex import Refresher, Reindexer
 from bot.state.memory import InProcess
-from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 
 BIRDS = [
@@ -105,7 +105,7 @@ def run_set(name: str, every: float, trials: int, rng: random.Random) -> tuple[l
     first = reindexer.refresh()
     assert first is not None
     first_s = time.perf_counter() - t0
-    pipeline = make_pipeline(settings)
+    pipeline = FieldGuide(settings).pipeline
     pipeline.answer("warm up: load the model and the index")
 
     # the parts of one refresh, by hand

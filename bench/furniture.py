@@ -1,4 +1,4 @@
-"""Page furniture by statistics (issue 24, item 5): how many pages each line of a corpus is on, on
+"""Page furniture by statistics: how many pages each line of a corpus is on, on
 claude-docs, openshift-4.15 and examples, beside the threshold index/furniture.py draws from it
 (a one-sided binomial test at 5% that the line is on most pages), and what it finds. The docs are
 chunked as `fieldguide index` chunks them (no index or model needed).

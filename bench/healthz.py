@@ -1,4 +1,4 @@
-"""The health port under the third attack's load (issue 35, item 8), before and after its fix.
+"""The health port under the third attack's load, before and after its fix.
 
     python bench/healthz.py [REV]     # REV: the "before" commit (default 2547680, main before it)
 
@@ -11,7 +11,7 @@ a connection cap and an idle timeout). Two loads, from this process:
   p50 / p99 / max, and how many took over 10 s (the image's HEALTHCHECK allows 5 s).
 Section `healthz`. About 2 minutes.
 
-    python bench/healthz.py --starve [REV]     # issue 42: REV default c75d3e9
+    python bench/healthz.py --starve [REV]     # REV default c75d3e9
 
 300 idle sockets, then 40 sending headers a byte every 0.5 s, each with 7 probes among them: the
 waitress server of REV against this tree's selector server. Section `healthz-starve`.
@@ -31,7 +31,7 @@ from urllib.request import urlopen
 from harness import ROOT, eval_db, table, write_section
 
 SERVE = "--serve" in sys.argv  # a server process: --serve old|new PORT DB REV
-STARVE = "--starve" in sys.argv  # issue 42's loads: python bench/healthz.py --starve [REV]
+STARVE = "--starve" in sys.argv  # the starving loads: python bench/healthz.py --starve [REV]
 ARGS = (
     sys.argv[sys.argv.index("--serve") + 1 :]
     if SERVE
@@ -158,7 +158,7 @@ def main() -> None:
     for row in rows:
         print(row)
     body = (
-        "`python bench/healthz.py` (issue 35, item 8): the health port of "
+        "`python bench/healthz.py`: the health port of "
         f"{REV} (`old`: stdlib ThreadingHTTPServer) and of this tree (`new`: waitress, 20"
         " connections, 2 s idle timeout, one report a second), each in its own process bound to"
         f" 127.0.0.1, on the examples' index. {HALF_SENT} connections send half a request and"
@@ -185,7 +185,7 @@ def main() -> None:
     write_section("healthz", body)
 
 
-# -- issue 42: starving the probes -------------------------------------------------------------
+# -- starving the probes -----------------------------------------------------------------------
 
 IDLE, SLOW, PROBES = 300, 40, 7
 
@@ -259,7 +259,7 @@ def starving() -> None:
     for row in rows:
         print(row)
     body = (
-        "`python bench/healthz.py --starve` (issue 42, item 9): the health port of"
+        "`python bench/healthz.py --starve`: the health port of"
         f" {REV} (`old`: waitress, 20 connections, 2 s idle timeout) and of this tree (`new`:"
         " one selector thread, a 2 s deadline from accept, 256 connections, the oldest closed"
         f" for a new one), each in its own process on the examples' index. First {IDLE} sockets"

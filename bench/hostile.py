@@ -1,19 +1,19 @@
 """Peak memory of hostile inputs, before and after their fixes.
 
-`python bench/hostile.py --inputs [REV]` (issue 27; REV default 30a8556, main before the fix):
+`python bench/hostile.py --inputs [REV]` (REV default 30a8556, main before the fix):
 one `fieldguide ask` in a fresh process on the example docs' index, an ordinary question against
 a question that is one 4,000-letter word; and `fieldguide index` of a docs folder holding one
 file that is a single fenced code block of 10 MB (before and after) and 50 MB (after only: the
 code before needs ~9 GB for it, more than this shared machine can spare; the issue's figure is
 quoted). Section `hostile-inputs`. About 4 minutes.
 
-`python bench/hostile.py --shapes [REV]` (issue 42; REV default c75d3e9, main before it): peak
+`python bench/hostile.py --shapes [REV]` (REV default c75d3e9, main before it): peak
 memory of `fieldguide index` of one doc at the size cap in each shape (prose, a table of 2
 columns, a table of 100,000 columns) and of an intents.yaml alias bomb. Section `hostile-shapes`.
 About 15 minutes on a quiet machine. `--reading [REV]`: the same docs read and chunked, without
 the embedding (section `hostile-shapes-reading`, about 3 minutes).
 
-`python bench/hostile.py [REV]` (issue 12): peak memory of `fieldguide search` on a 3,200-chunk
+`python bench/hostile.py [REV]`: peak memory of `fieldguide search` on a 3,200-chunk
 index whose docs carry a long intent, before and after intents became small integer ids.
 
 Before: the code this fix was merged onto (main before the merge: REV below), which accepts a
@@ -160,7 +160,7 @@ def inputs() -> None:
     rows.append(["before (the issue's probe)", "`index`: one 50 MB code block", 9000, "81"])
     write_section(
         "hostile-inputs",
-        "## Hostile inputs: peak memory of one question and one index run (issue 27)\n\n"
+        "## Hostile inputs: peak memory of one question and one index run\n\n"
         "Each command in a fresh process (the local model; the example docs' index for `ask`); "
         "peak RSS from `getrusage(RUSAGE_CHILDREN)`, wall time on this shared 2-core machine. "
         "`python bench/hostile.py --inputs`\n\n"
@@ -202,14 +202,14 @@ def main() -> None:
         rows.append([label, mb])
     write_section(
         "hostile",
-        "## Long intents: peak memory of `fieldguide search` (issue 12)\n\n"
+        "## Long intents: peak memory of `fieldguide search`\n\n"
         f"{DOCS * SECTIONS:,} chunks in {DOCS} docs of one intent (+1 doc), local model, one "
         "`fieldguide search` in a fresh process; peak RSS from `getrusage(RUSAGE_CHILDREN)`. "
         "`python bench/hostile.py`\n\n" + table(["index and code", "peak RSS (MB)"], rows),
     )
 
 
-# -- issue 42: docs of every shape at the size cap, and an alias bomb in intents.yaml ----------
+# -- docs of every shape at the size cap, and an alias bomb in intents.yaml ----------
 
 CAP_GB = 6  # the address space a "before" run may take here; past it, it is stopped
 CAPPED = (
@@ -300,7 +300,7 @@ def shapes() -> None:
             rows.append([label, shape, mb, f"{seconds:.1f}"])
     write_section(
         "hostile-shapes",
-        "## Docs of every shape at the size cap, and an alias bomb (issue 42)\n\n"
+        "## Docs of every shape at the size cap, and an alias bomb\n\n"
         f"`fieldguide index` of one doc of {SIZE:,} characters in each shape (the alias bomb: an"
         " intents.yaml whose first example holds 20 anchors, each a list of the one before"
         " twice, 1.4 KB, beside one small doc), each run in a fresh process with the local"
@@ -336,7 +336,7 @@ def reading() -> None:
             rows.append([label, shape, mb, f"{seconds:.1f}"])
     write_section(
         "hostile-shapes-reading",
-        "## Reading docs of every shape at the size cap, and an alias bomb (issue 42)\n\n"
+        "## Reading docs of every shape at the size cap, and an alias bomb\n\n"
         "What `index` does before it embeds: intents.yaml loaded, each doc parsed and cut into"
         f" chunks, in a fresh process; the docs of `--shapes` above ({SIZE:,} characters each);"
         f" peak RSS from `getrusage(RUSAGE_CHILDREN)`, a run stopped at {CAP_GB} GB of address"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 from harness import ROOT, SHARED, eval_db, table, write_section
 
+from bot.app import FieldGuide
 from bot.evaluation.retrieval import load_questions, paired_difference, score_question
 from bot.settings import Settings
-from bot.wiring import make_engine
 from index.embedders import make_embedder
 
 SETS = ("claude-docs", "openshift-4.15", "examples")
@@ -24,7 +24,7 @@ def open_set(name: str, embedder):
     """(engine, questions): the set's index as `fieldguide eval` keeps it (harness.eval_db)."""
     folder = ROOT / "examples" if name == "examples" else SETS_DIR / name
     db = eval_db(name, embedder)
-    engine = make_engine(Settings.load(environ={}, dotenv=None).at(db))
+    engine = FieldGuide(Settings(db=db), embedder=embedder).engine
     return engine, load_questions(folder / "questions.jsonl")
 
 

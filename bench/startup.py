@@ -37,11 +37,11 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, %(root)r)
 from bot.settings import Settings
-from bot.wiring import make_pipeline
+from bot.app import FieldGuide
 import index.search
 assert index.search.__file__.startswith(%(root)r), index.search.__file__
 t1 = time.perf_counter()
-p = make_pipeline(Settings.load(environ={}).at(%(db)r))
+p = FieldGuide(Settings.load(environ={}).at(%(db)r)).pipeline
 p.engine.embedder.embed_query("load the model")
 t2 = time.perf_counter()
 p.engine.loaded()

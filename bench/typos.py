@@ -13,10 +13,10 @@ import numpy as np
 from harness import ROOT, eval_db, table, write_section
 from harness import SHARED as EVAL
 
+from bot.app import FieldGuide
 from bot.evaluation.answers import load_stopwords, sample, split_offtopic, token_scores
 from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
-from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 from router import reading
 from router.answer import ABSTAIN
@@ -108,7 +108,7 @@ def main() -> None:
         answerable, _ = split_offtopic(load_items(set_dir / "questions.jsonl"))
         items = sample(answerable, limit, 0)
         stop = load_stopwords(set_dir)
-        shipped = make_pipeline(settings.at(eval_db(name, embedder)))
+        shipped = FieldGuide(settings.at(eval_db(name, embedder)), embedder=embedder).pipeline
         before = NoCorrection(
             shipped.engine, None, shipped.models, shipped.docs_base_url, shipped.deadline
         )

@@ -7,11 +7,11 @@ its result and prints nothing (bot/cli.py prints it).
     ans = api.ask("How many times is a failed webhook retried?", "docs.db")
     print(ans.decision, ans.text, [s.label for s in ans.sources])
 
-Each function asks fieldguide (bot/app.py's `FieldGuide`) on `settings` (default:
-`Settings.load()`, the environment then .env) and `db`, the index file (default: FIELDGUIDE_DB):
-one FieldGuide per settings and index, opened on the first call and reused by the next ones (the
-index loaded and the intents' examples embedded once; `close()` closes them). A program may
-also keep its own: `with FieldGuide.open(settings, db) as guide: guide.ask(...)`. Errors are
+Each function opens fieldguide (bot/app.py's `FieldGuide`) on `settings` (default:
+`Settings.load()`, the environment then .env) and `db`, the index file (default: FIELDGUIDE_DB),
+for that call, and closes it before it returns: nothing is kept between calls. A program that
+asks many questions keeps its own, and owns it: `with FieldGuide.open(settings, db) as guide:
+guide.ask(...)` (the index loaded and the intents' examples embedded once). Errors are
 exceptions whose message is fit to show: ValueError (a bad question, eval set or scope),
 index.indexer.IndexError_ (no docs, another docs source), index.store.IndexMissing and
 ModelMismatch, index.embedding.EmbeddingError, sqlite3.DatabaseError, and with
@@ -24,9 +24,8 @@ count; `progress(line, 0)` is news without a count ("Reading examples ...").
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 from .app import FieldGuide
 from .indexing import docs_source, fleet_reindex_lock, index_docs
 from .settings import Settings
+from .wiring import embedder_for
 
 if TYPE_CHECKING:
     from bot.evaluation.judge import Judge
+    from bot.evaluation.retrieval import Question
     from bot.gaps import Topic
     from index.embedders import Embedder
     from index.indexer import RunSummary
@@ -50,51 +51,18 @@ Progress = Callable[[str, int], Callable[[int], object]]
 EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
 GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
 STALE_PERIOD = "30d"  # the answers `stale` counts against a doc by default
+RERANKED_NEEDS = "the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)"
 
 
 def _settings(settings: Settings | None) -> Settings:
     return Settings.load() if settings is None else settings
 
 
-KEPT = 4  # FieldGuides kept open by these functions (the most recently used)
-_kept: dict[Settings, tuple[FieldGuide, tuple[int, int] | None]] = {}
-_kept_lock = threading.Lock()
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _guide(settings: Settings | None, db: str | Path | None = None) -> FieldGuide:
-    """The FieldGuide of these settings and index, opened on the first call and kept for the
-    next ones; one whose index file was replaced (another file at its path) is opened anew."""
-    settings = _settings(settings).at(db)
-    ident = _file_id(settings.db)
-    with _kept_lock:
-        kept = _kept.pop(settings, None)
-        if kept is not None and kept[1] == ident:
-            _kept[settings] = kept  # the most recently used last
-            return kept[0]
-        if kept is not None:
-            kept[0].close()
-        guide = FieldGuide(settings)
-        _kept[settings] = (guide, ident)
-        while len(_kept) > KEPT:
-            _kept.pop(next(iter(_kept)))[0].close()
-        return guide
-
-
-def close() -> None:
-    """Close the FieldGuides these functions kept open."""
-    with _kept_lock:
-        kept = list(_kept.values())
-        _kept.clear()
-    for guide, _ in kept:
-        guide.close()
+@contextmanager
+def _opened(settings: Settings | None, db: str | Path | None = None) -> Iterator[FieldGuide]:
+    """A FieldGuide on these settings and index for one call, closed when it ends."""
+    with FieldGuide.open(_settings(settings), db) as guide:
+        yield guide
 
 
 def _stage(progress: Progress | None, name: str, total: int = 0) -> Callable[[int], object] | None:
@@ -147,18 +115,18 @@ def index(
     docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
     set, one run at a time across the fleet, published to it. A run that added or changed docs
     asks the open gap topics' questions again (bot/closure.py): `replayed`."""
-    guide = _guide(settings, db)
-    source = docs_source(guide.settings, docs)
-    with fleet_reindex_lock(guide.settings):
-        summary, published = index_docs(
-            guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
-        )
-    replayed = None
-    if summary.added or summary.changed:  # the open gap topics' questions asked again
-        from .closure import replay
+    with _opened(settings, db) as guide:
+        source = docs_source(guide.settings, docs)
+        with fleet_reindex_lock(guide.settings):
+            summary, published = index_docs(
+                guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
+            )
+        replayed = None
+        if summary.added or summary.changed:  # the open gap topics' questions asked again
+            from .closure import replay
 
-        replayed = replay(guide, set(summary.added) | set(summary.changed))
-    return Indexed(summary, source, published, replayed)
+            replayed = replay(guide, set(summary.added) | set(summary.changed))
+        return Indexed(summary, source, published, replayed)
 
 
 def intents(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
@@ -166,7 +134,8 @@ def intents(db: str | Path | None = None, *, settings: Settings | None = None) -
     "owner"} each."""
     from index.store import load_intents
 
-    return load_intents(_guide(settings, db).index)
+    with _opened(settings, db) as guide:
+        return load_intents(guide.index)
 
 
 def draft_intents(
@@ -178,22 +147,22 @@ def draft_intents(
     from index.store import chunk_headings, load_intents
     from router.describe import draft_offline, draft_with_claude, intent_headings, to_yaml
 
-    guide = _guide(settings, db)
-    settings, client = guide.settings, guide.anthropic
-    headings = intent_headings(chunk_headings(guide.index))
-    drafts, notes = {}, []
-    for i in load_intents(guide.index):
-        if i["description"]:
-            drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
-        elif client is None:
-            drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
-        else:
-            drafts[i["name"]], note = draft_with_claude(
-                client, settings.answer_model, i["name"], headings.get(i["name"], [])
-            )
-            notes += [note] if note else []
-    source = "offline, from headings" if client is None else f"with {settings.answer_model}"
-    return to_yaml(drafts, source), notes
+    with _opened(settings, db) as guide:
+        settings, client = guide.settings, guide.anthropic
+        headings = intent_headings(chunk_headings(guide.index))
+        drafts, notes = {}, []
+        for i in load_intents(guide.index):
+            if i["description"]:
+                drafts[i["name"]] = {"description": i["description"], "examples": i["examples"]}
+            elif client is None:
+                drafts[i["name"]] = draft_offline(headings.get(i["name"], []))
+            else:
+                drafts[i["name"]], note = draft_with_claude(
+                    client, settings.answer_model, i["name"], headings.get(i["name"], [])
+                )
+                notes += [note] if note else []
+        source = "offline, from headings" if client is None else f"with {settings.answer_model}"
+        return to_yaml(drafts, source), notes
 
 
 def search(
@@ -205,7 +174,8 @@ def search(
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
-    return _guide(settings, db).search(question, k=k)
+    with _opened(settings, db) as guide:
+        return guide.search(question, k=k)
 
 
 def ask(
@@ -240,10 +210,10 @@ def reply(
 ) -> Reply:
     """What `ask` answers, with what kind of small talk the question was (`talk`: None for a
     question): bot/asking.py's Reply, as `fieldguide ask` shows it."""
-    guide = _guide(settings, db)
-    return guide.asking.ask(
-        question, client="api", history=history, scope=guide.scope(channel, scope)
-    )
+    with _opened(settings, db) as guide:
+        return guide.asking.ask(
+            question, client="api", history=history, scope=guide.scope(channel, scope)
+        )
 
 
 def audit(
@@ -260,7 +230,8 @@ def audit(
     from .since import parse_since
 
     since = parse_since(since) if since else None
-    return _guide(settings, db).state.list_answers(since, decision, limit)
+    with _opened(settings, db) as guide:
+        return guide.state.list_answers(since, decision, limit)
 
 
 def audit_stats(
@@ -273,9 +244,9 @@ def audit_stats(
     from .settings import parse_prices
     from .since import parse_since
 
-    guide = _guide(settings, db)
-    since = parse_since(since) if since else None
-    return stats(guide.state.usage_rows(since), parse_prices(guide.settings.prices))
+    with _opened(settings, db) as guide:
+        since = parse_since(since) if since else None
+        return stats(guide.state.usage_rows(since), parse_prices(guide.settings.prices))
 
 
 @dataclass
@@ -303,19 +274,19 @@ def gaps(
     from .since import parse_since
     from .topics import gap_topics
 
-    guide = _guide(settings, db)
-    if intent:
-        known = sorted(guide.engine.loaded().searcher.intent_names)
-        if intent not in known:
-            raise ValueError(
-                f"no intent {intent!r} in {guide.settings.db}: its intents are"
-                f" {', '.join(known) or 'none'}"
-            )
-    topics, info, rows = gap_topics(guide, parse_since(since) if since else None, intent)
-    if intent:  # the intent's questions: routed to it, or in one of its gaps
-        mine = {i for t in topics for i in t.ids}
-        rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
-    return Gaps(topics, info, rows)
+    with _opened(settings, db) as guide:
+        if intent:
+            known = sorted(guide.engine.loaded().searcher.intent_names)
+            if intent not in known:
+                raise ValueError(
+                    f"no intent {intent!r} in {guide.settings.db}: its intents are"
+                    f" {', '.join(known) or 'none'}"
+                )
+        topics, info, rows = gap_topics(guide, parse_since(since) if since else None, intent)
+        if intent:  # the intent's questions: routed to it, or in one of its gaps
+            mine = {i for t in topics for i in t.ids}
+            rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
+        return Gaps(topics, info, rows)
 
 
 def stale(
@@ -326,14 +297,15 @@ def stale(
     from .owners import stale_docs
     from .since import parse_since
 
-    guide = _guide(settings, db)
-    rows = guide.state.list_answers(parse_since(since or STALE_PERIOD), None, GAPS_ROWS)
-    return stale_docs(guide.docs(), rows)
+    with _opened(settings, db) as guide:
+        rows = guide.state.list_answers(parse_since(since or STALE_PERIOD), None, GAPS_ROWS)
+        return stale_docs(guide.docs(), rows)
 
 
 def drafts(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
     """The doc changes drafted from hand-off replies, newest first (bot/drafts.py)."""
-    return _guide(settings, db).state.loop.drafts()
+    with _opened(settings, db) as guide:
+        return guide.state.loop.drafts()
 
 
 def eval_index(work: str | Path, set_dir: Path, embedder: Embedder) -> str:
@@ -375,29 +347,44 @@ def evaluate(
     asked = load_questions(qfile)
     if not asked:
         raise ValueError(f"{qfile} holds no questions")
-    embedder = _guide(settings).embedder
-    # by default each set has its own index, kept for the next run
-    guide = FieldGuide.open(
-        settings, db or eval_index(EVAL_WORK, set_dir, embedder), embedder=embedder
-    )
-    summary, _ = index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
-    done = f"{summary.chunks} chunks ({summary.embedded} texts embedded now)"
-    _stage(progress, f"Index {guide.settings.db}: {done}")
-    if answers:
-        grader = _judge(guide, judge_model) if judge else None
-        off_file = Path(offtopic or set_dir / "offtopic.jsonl")
-        return _eval_answers(guide, set_dir, qfile, off_file, limit, seed, grader, progress)
+    if "reranked" in (modes or []) and not (settings.voyage_api_key and settings.rerank_model):
+        raise ValueError(RERANKED_NEEDS)  # said before the set is indexed
+    from router.engine import decision_file
+
+    embedder = embedder_for(settings)
+    # by default each set has its own index, kept for the next run; the decision is the one the
+    # bot reads (beside FIELDGUIDE_DB), not one beside the set's index
+    at = settings.at(db or eval_index(EVAL_WORK, set_dir, embedder))
+    with FieldGuide(at, embedder=embedder, decision=decision_file(settings.db)) as guide:
+        summary, _ = index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
+        done = f"{summary.chunks} chunks ({summary.embedded} texts embedded now)"
+        _stage(progress, f"Index {guide.settings.db}: {done}")
+        if answers:
+            grader = _judge(guide, judge_model) if judge else None
+            off_file = Path(offtopic or set_dir / "offtopic.jsonl")
+            return _eval_answers(guide, set_dir, qfile, off_file, limit, seed, grader, progress)
+        return _eval_retrieval(guide, set_dir, asked, modes, progress)
+
+
+def _eval_retrieval(
+    guide: FieldGuide,
+    set_dir: Path,
+    asked: list[Question],
+    modes: list[str] | None,
+    progress: Progress | None,
+) -> dict:
+    """`evaluate()`: retrieval and routing scored in each of `modes`."""
     from bot.evaluation.retrieval import ALL_MODES, run_eval
 
     engine = guide.engine
     loaded = engine.loaded()
     modes = modes or [m for m in ALL_MODES if m != "reranked" or engine.reranker]
     if "reranked" in modes and engine.reranker is None:
-        raise ValueError("the reranked mode needs VOYAGE_API_KEY (and FIELDGUIDE_RERANK_MODEL)")
+        raise ValueError(RERANKED_NEEDS)
     result = run_eval(
         asked,
         loaded.searcher,
-        embedder.embed_query,
+        guide.embedder.embed_query,
         modes,
         loaded.router.route,
         bm25_weight=guide.settings.bm25_weight,
@@ -406,7 +393,7 @@ def evaluate(
     return {
         "set": set_dir.resolve().name,
         **result,
-        "embedder": embedder.name,
+        "embedder": guide.embedder.name,
         "router": "claude" if engine.anthropic is not None else "offline",
         "reranker": engine.reranker.name if engine.reranker else None,
     }
@@ -471,14 +458,14 @@ def calibrate(
     headings: int | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
-) -> tuple[str, dict]:
+) -> tuple[str, dict, Path]:
     """Fit the answer decision (router/decide.py) on two eval sets or more, each indexed into
-    `work`, and write it to `write` (default: router/decision.json, what the decision reads):
-    (the leave-one-set-out figures as markdown, what was written). `headings` of each set's
-    headings (default 150), sampled with `seed`, are read as questions."""
+    `work`, and write it to `write` (default: decision.json in the folder of the index,
+    FIELDGUIDE_DB, where the engine on that index reads it): (the leave-one-set-out figures as
+    markdown, what was written, the path it was written to). `headings` of each set's headings
+    (default 150), sampled with `seed`, are read as questions."""
     from bot.evaluation import calibrate as fit
-    from router.decide import MODEL_FILE
-    from router.engine import Engine
+    from router.engine import calibrated_decision
 
     settings = _settings(settings)
     sets = [Path(d) for d in set_dirs]
@@ -489,15 +476,18 @@ def calibrate(
         raise ValueError("calibrate needs two eval sets or more (one is left out)")
     questions = {d.resolve().name: fit.load_set(d) for d in sets}
     fit.check_sets(questions)  # before anything is indexed or read
-    embedder = _guide(settings).embedder
+    embedder = embedder_for(settings)
     data = {}
     for set_dir in sets:
         name = set_dir.resolve().name
         db = eval_index(work, set_dir, embedder)
-        index_docs(settings.at(db), set_dir / "docs", embedder, **_embedding(progress))
-        _stage(progress, f"Reading {name} ...")
-        items = questions[name]
-        engine = Engine(db, embedder)
-        data[name] = fit.corpus_examples(name, items, engine, seed, headings or fit.HEADINGS)
+        with FieldGuide.open(settings, db, embedder=embedder) as guide:
+            index_docs(guide.settings, set_dir / "docs", embedder, **_embedding(progress))
+            _stage(progress, f"Reading {name} ...")
+            data[name] = fit.corpus_examples(
+                name, questions[name], guide.engine, seed, headings or fit.HEADINGS
+            )
     report = fit.report(data)
-    return report, fit.write_models(data, embedder.name, Path(write or MODEL_FILE))
+    path = Path(write or calibrated_decision(settings.db))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return report, fit.write_models(data, embedder.name, path), path

@@ -61,11 +61,15 @@ class FieldGuide:
         *,
         embedder: Embedder | None = None,
         anthropic: MessagesClient | None = None,
+        decision: Path | None = None,
     ):
         """`settings` as they are (`open` applies a --db); `embedder` and `anthropic`: parts
-        already made (a test's or a bench's), else made from the settings on first use."""
+        already made (a test's or a bench's), else made from the settings on first use.
+        `decision`: the answer decision's file (default: the calibrated one in the index's
+        folder, else the shipped one: router/engine.py's `decision_file`)."""
         self.settings = settings
         self._embedder, self._anthropic = embedder, anthropic
+        self.decision = decision
         self._stale: tuple[tuple[int, object], dict[str, str]] | None = None
 
     @classmethod
@@ -133,7 +137,10 @@ class FieldGuide:
 
     @cached_property
     def engine(self) -> Engine:
-        return make_engine(self.settings, self.embedder, self.anthropic, self.index)
+        from router.engine import decision_file
+
+        decision = self.decision or decision_file(self.settings.db)
+        return make_engine(self.settings, self.embedder, self.anthropic, self.index, decision)
 
     @cached_property
     def pipeline(self) -> Pipeline:

@@ -418,7 +418,11 @@ def db_(settings: Settings, action: str) -> int:
 @click.argument(
     "set_dirs", nargs=-1, required=True, metavar="SET_DIR...", help="eval sets (shared/eval format)"
 )
-@option("--write", help="the decision file to write (default: the package's router/decision.json)")
+@option(
+    "--write",
+    help="the decision file to write (default: decision.json beside the index, FIELDGUIDE_DB,"
+    " where the bot reads it)",
+)
 @option("--seed", type=int, default=0, help="seed of the headings sampled (default 0)")
 @option("--headings", type=int, help="headings read as questions per set (default 150)")
 @option("--work", default=str(api.EVAL_WORK), help="folder of the sets' indexes (as for eval)")
@@ -431,7 +435,7 @@ def calibrate(
     work: str,
 ) -> int:
     with progress_bars() as progress:
-        report, body = api.calibrate(
+        report, body, written = api.calibrate(
             list(set_dirs),
             write=write,
             work=work,
@@ -441,7 +445,6 @@ def calibrate(
             progress=progress,
         )
     print(report)
-    written = write or "router/decision.json"
     print(f"wrote {written} ({sum(body['examples'].values())} examples)", file=sys.stderr)
     return 0
 

@@ -18,6 +18,7 @@ from index.clean import SafeTerminal
 from index.redact import redact, redact_logs
 
 from .api import Progress
+from .fleet import fleet_missing
 from .settings import Settings, SettingsError
 from .since import parse_since
 
@@ -91,8 +92,11 @@ def run(f: Callable[..., int], params: dict[str, Any]) -> int:
             return 2
         return f(e, **params)
     redact_logs(*settings.urls())  # no log line shows a URL's password
+    if (missing := fleet_missing(settings.database_url)) and f.__name__ != "doctor":
+        print(f"fieldguide: {missing}", file=sys.stderr)
+        return 2
     fleet_errors: tuple[type[Exception], ...] = ()  # psycopg is loaded only in fleet mode
-    if settings.database_url:
+    if settings.database_url and not missing:
         from index.pg import FleetError
 
         fleet_errors = (FleetError,)

@@ -18,6 +18,7 @@ from index.loader import MAX_DOC_BYTES
 from index.schema import INDEX_MIGRATIONS, IndexMissing, newer_message, unknown_migrations
 from index.store import doc_records, examine, open_read_only, writable
 
+from .fleet import fleet_missing
 from .settings import Settings, SettingsError
 
 TIMEOUT = 5.0  # seconds for each service call
@@ -417,12 +418,11 @@ def check_mcp(settings: Settings, db: str) -> Check:
     return Check("mcp", "ok", f"{sees}; {http}")
 
 
-def check_decision(path: Path | None = None) -> Check:
-    """The answer decision's file (router/decision.json, written by `fieldguide calibrate`) loads
-    and each model can decide (router/decide.py's checks)."""
+def check_decision(path: Path) -> Check:
+    """The answer decision's file (`fieldguide calibrate`'s beside the index, else the shipped
+    router/decision.json) loads and each model can decide (router/decide.py's checks)."""
     from router import decide
 
-    path = path or decide.MODEL_FILE
     try:
         models = decide.load_models(path)
     except decide.DecisionFileError as e:
@@ -430,7 +430,23 @@ def check_decision(path: Path | None = None) -> Check:
     return Check("decision", "ok", f"{path}: models {', '.join(sorted(models))}")
 
 
+def check_fleet(settings: Settings) -> Check:
+    if not settings.database_url:
+        return Check("fleet", "skip", "one machine (no FIELDGUIDE_DATABASE_URL)")
+    if missing := fleet_missing(settings.database_url):
+        return Check("fleet", "FAIL", missing)
+    from index.pg import FleetError, ping
+
+    try:
+        ping(settings.database_url)
+    except FleetError as e:
+        return Check("fleet", "FAIL", str(e))
+    return Check("fleet", "ok", "PostgreSQL reachable")
+
+
 def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env")) -> list[Check]:
+    from router.engine import decision_file
+
     from .wiring import embedder_for
 
     return [
@@ -441,10 +457,11 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
         else check_docs(docs, settings.max_doc_bytes),
         check_scopes(settings, db),
         check_mcp(settings, db),
-        check_decision(),
+        check_decision(decision_file(db)),
         check_local_model(settings),
         check_claude(settings),
         check_claude_models(settings),
         check_voyage(settings),
         check_slack(settings),
+        check_fleet(settings),
     ]

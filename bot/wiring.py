@@ -11,6 +11,8 @@ from .settings import Settings
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported for annotations only: the commands import what they use lazily
+    from pathlib import Path
+
     import sqlite_utils
 
     from bot.scopes import Scopes
@@ -77,28 +79,31 @@ def models_of(settings: Settings) -> dict[str, str]:
 
 def make_engine(
     settings: Settings,
-    embedder: Embedder | None = None,
-    anthropic: MessagesClient | None = None,
-    db: sqlite_utils.Database | None = None,
+    embedder: Embedder,
+    anthropic: MessagesClient | None,
+    db: sqlite_utils.Database,
+    decision: Path,
 ) -> Engine:
-    """The query side on the index FIELDGUIDE_DB (`db`: its connection, else one opened here);
-    `embedder` and `anthropic` as the settings make them unless given."""
+    """The query side on the index FIELDGUIDE_DB, through the caller's connection to it (`db`),
+    embedder and Anthropic client (None: offline), deciding with the `decision` file:
+    bot/app.py's FieldGuide owns them."""
     from router.engine import Engine
 
     return Engine(
         settings.db,
-        embedder or embedder_for(settings),
-        anthropic if anthropic is not None else make_anthropic(settings),
+        embedder,
+        anthropic,
         settings.classify_model,
         settings.bm25_weight,
         settings.fusion,
         make_reranker(settings),
         db=db,
+        decision=decision,
     )
 
 
-def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
-    """The stateless question path over `engine` (default: make_engine(settings))."""
+def make_pipeline(settings: Settings, engine: Engine) -> Pipeline:
+    """The stateless question path over the caller's `engine`."""
     from router.pipeline import Pipeline
 
     if settings.anthropic_api_key:
@@ -110,7 +115,6 @@ def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
                 " FIELDGUIDE_PRICES",
                 ", ".join(no_price),
             )
-    engine = engine or make_engine(settings)
     return Pipeline(
         engine,
         engine.anthropic,
@@ -129,29 +133,25 @@ def make_offline_pipeline(settings: Settings, engine: Engine) -> Pipeline:
     return Pipeline(engine, None, models_of(settings), settings.docs_base_url, settings.deadline)
 
 
-def make_state(settings: Settings, db: sqlite_utils.Database | None = None) -> State:
+def make_state(settings: Settings, db: sqlite_utils.Database | None) -> State:
     """Where answers, feedback, de-duplication, rate limits and the reindex lock live: PostgreSQL
-    when FIELDGUIDE_DATABASE_URL is set (shared by the fleet), else the index file (`db`: its
-    connection, else one opened here) and this process."""
+    when FIELDGUIDE_DATABASE_URL is set (shared by the fleet; `db` None), else the index file
+    through the caller's connection to it (`db`) and this process."""
     if settings.database_url:
         from bot.state.postgres import PostgresState
 
         return PostgresState(settings.database_url)
     from bot.state.sqlite import SqliteState
-    from index.store import open_db
 
-    return SqliteState(
-        db if db is not None else open_db(settings.db, create=False),
-        retention_days=settings.audit_retention_days,
-    )
+    assert db is not None, "a state on the index file needs its connection"
+    return SqliteState(db, retention_days=settings.audit_retention_days)
 
 
-def make_scopes(settings: Settings, db: sqlite_utils.Database | None = None) -> Scopes | None:
-    """FIELDGUIDE_SCOPES read and checked against the index (`db`: its connection, else one opened
-    here; a ScopeError when bad); None when not set (every channel searches everything)."""
+def make_scopes(settings: Settings, db: sqlite_utils.Database) -> Scopes | None:
+    """FIELDGUIDE_SCOPES read and checked against the index (through the caller's connection to
+    it, `db`; a ScopeError when bad); None when not set (every channel searches everything)."""
     if not settings.scopes:
         return None
     from bot.scopes import scopes_for_index
-    from index.store import open_db
 
-    return scopes_for_index(settings.scopes, db if db is not None else open_db(settings.db, False))
+    return scopes_for_index(settings.scopes, db)

@@ -5,10 +5,12 @@
 # The Dockerfile's runtime stage and .ci/wheel-check both run this script, so the image and what CI
 # tests cannot drift apart.
 #
-#   deploy/install-runtime.sh [--no-bytecode] VENV WHEEL MODEL_DIR
+#   deploy/install-runtime.sh [--no-bytecode] [--fleet] VENV WHEEL MODEL_DIR
 #
 # --no-bytecode: no .pyc files are written (80 MB less: the image's choice, where Python caches
 # what it compiles elsewhere at run time, PYTHONPYCACHEPREFIX).
+# --fleet: with the `fleet` extra (psycopg, psycopg-pool), for a replica or indexer of a fleet
+# (FIELDGUIDE_DATABASE_URL); the image's choice, so one image serves one machine or a fleet.
 # MODEL_DIR: a folder `python -m index.onnx_model` exported (`make setup` puts it in
 # .venv/share/fieldguide/onnx-model); only the int8 model, the tokenizer and the manifest are copied.
 # PYTHON: the interpreter to make the venv with (default python3, 3.11 or newer).
@@ -16,13 +18,20 @@ set -eu
 # only what is installed counts: a checkout on PYTHONPATH would pass for an installed fieldguide
 unset PYTHONPATH
 compile=--compile
-if [ "${1:-}" = --no-bytecode ]; then
-    compile=--no-compile
-    export PYTHONDONTWRITEBYTECODE=1  # nor by the checks below
+extras=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --no-bytecode)
+        compile=--no-compile
+        export PYTHONDONTWRITEBYTECODE=1 # nor by the checks below
+        ;;
+    --fleet) extras="[fleet]" ;;
+    *) break ;;
+    esac
     shift
-fi
+done
 if [ $# -ne 3 ]; then
-    echo "usage: $0 [--no-bytecode] VENV WHEEL MODEL_DIR" >&2
+    echo "usage: $0 [--no-bytecode] [--fleet] VENV WHEEL MODEL_DIR" >&2
     exit 2
 fi
 venv=$1 wheel=$2 model=$3
@@ -33,7 +42,7 @@ for f in model_int8.onnx tokenizer.json manifest.json; do
     fi
 done
 "${PYTHON:-python3}" -m venv "$venv"
-"$venv/bin/python" -m pip install --no-input "$compile" "$wheel"
+"$venv/bin/python" -m pip install --no-input "$compile" "$wheel$extras"
 # the runtime must not have pulled torch in (a dependency that needs it would make the image GBs)
 if "$venv/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"; then
     echo "$0: torch was installed into $venv; the runtime must not need it" >&2

@@ -56,9 +56,7 @@ from .store import (
     vector_blob,
     writing,
 )
-from .store import last_runs as store_last_runs
 from .store import record_failed_pull as store_failed_pull
-from .store import run_status as store_run_status
 
 
 class SharedVectors(Protocol):
@@ -553,23 +551,3 @@ def record_failed_pull(db_path: str | Path, root: Path, error: str) -> None:
             store_failed_pull(db, str(root), error)
         finally:
             db.conn.close()
-
-
-def run_status(db_path: str | Path) -> dict | None:
-    """The last run of the file at `db_path` with its streak of failures (store.run_status on a
-    connection of its own)."""
-    db = open_db(db_path)
-    try:
-        return store_run_status(db)
-    finally:
-        db.conn.close()
-
-
-def last_runs(db_path: str | Path, limit: int = 5) -> list[dict]:
-    """The index runs of the file at `db_path`, newest first (store.last_runs on a connection of
-    its own)."""
-    db = open_db(db_path)
-    try:
-        return store_last_runs(db, limit)
-    finally:
-        db.conn.close()

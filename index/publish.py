@@ -28,6 +28,7 @@ import psycopg
 
 from .mapped import drop_older, write_generation
 from .pg import INDEX_CHANNEL, POOL_ERRORS, FleetError, connect
+from .retries import INITIAL, retrying
 from .store import generation, get_meta, open_db, set_meta
 
 log = logging.getLogger(__name__)
@@ -276,6 +277,7 @@ class Follower:
         self.url, self.db_path, self.on_switch = url, db_path, on_switch
         self.poll_seconds = poll_seconds
         self._stop = threading.Event()
+        self._failing = False  # the database is out: said once, until a reconnection
         self._thread = threading.Thread(target=self._run, name="index-follower", daemon=True)
 
     def start(self) -> Follower:
@@ -294,25 +296,46 @@ class Follower:
             log.info("serving published index generation %s", held)
 
     def _run(self) -> None:
-        backoff, failing = 0.5, False
+        """Follow until stopped. Connecting (and the download it starts with) is retried by the
+        one retry policy (index/retries.py: from 0.5 s, doubling with jitter to 10 s apart); a
+        connection lost later starts the policy afresh."""
+        policy = retrying(
+            lambda e: isinstance(e, Exception),  # a bad download too: the next one may work
+            retries=None,
+            sleep=self._stop.wait,
+            until=self._stop,
+            max_backoff=10.0,
+            before_sleep=lambda state: self._failed(
+                state.outcome.exception() if state.outcome else None
+            ),
+        )
         while not self._stop.is_set():
+            with contextlib.suppress(Exception):  # raised only once stopped, and said before
+                policy(self._session)
+
+    def _session(self) -> None:
+        if self._stop.is_set():
+            return
+        with connect(self.url) as conn:
+            conn.execute(f"LISTEN {INDEX_CHANNEL}")
+            self._check(conn)  # anything published while we were not listening
+            if self._failing:
+                log.warning("index follower: reconnected to PostgreSQL")
+                self._failing = False
             try:
-                with connect(self.url) as conn:
-                    conn.execute(f"LISTEN {INDEX_CHANNEL}")
-                    self._check(conn)  # anything published while we were not listening
-                    if failing:
-                        log.warning("index follower: reconnected to PostgreSQL")
-                    backoff, failing = 0.5, False
-                    while not self._stop.is_set():
-                        # a notification, or the poll interval: either way look for a newer one
-                        for _ in conn.notifies(timeout=self.poll_seconds, stop_after=1):
-                            pass
-                        self._check(conn)
-            except (FleetError, *POOL_ERRORS) as e:
-                if not failing:  # once per outage; it keeps retrying quietly
-                    log.warning("index follower: %s; serving the current index, retrying", e)
-                failing = True
-            except Exception:  # a bad download must not end the thread: the next one may work
-                log.exception("index follower failed; retrying")
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 10.0)
+                while not self._stop.is_set():
+                    # a notification, or the poll interval: either way look for a newer one
+                    for _ in conn.notifies(timeout=self.poll_seconds, stop_after=1):
+                        pass
+                    self._check(conn)
+            except Exception as e:  # noqa: BLE001 (said by _failed)
+                self._failed(e)  # the next session reconnects, its backoff from the start
+                self._stop.wait(INITIAL)
+
+    def _failed(self, error: BaseException | None) -> None:
+        """Said once an outage of the database; any other failure each time, with its trace."""
+        if not isinstance(error, (FleetError, *POOL_ERRORS)):
+            log.error("index follower failed; retrying", exc_info=error)
+        elif not self._failing:
+            log.warning("index follower: %s; serving the current index, retrying", error)
+        self._failing = True

@@ -1,14 +1,17 @@
-"""The one retry policy for every call to a web API (Claude's Messages API, Voyage's embeddings and
-reranker), built on tenacity: a failure the service means to be retried is tried again after what
-it asked for (`retry-after-ms` / `retry-after`: seconds or an HTTP date), else after an exponential
-backoff with jitter; the server's `x-should-retry: true|false` overrides the kind of the error;
-tries stop after `retries` more, or before a wait and another attempt would pass the caller's
-deadline (`ends`, on `clock`). Which errors are worth another try is the caller's (`should_retry`):
-router/claude.py for Claude (never a spend limit), `voyage_retryable` here for Voyage.
+"""The one retry policy for every retry loop, built on tenacity: the calls to a web API (Claude's
+Messages API, Voyage's embeddings and reranker), Slack at start-up (bot/slack/slack_app.py) and a
+replica's connection to the fleet's database (index/publish.py). A failure worth another try is
+tried again after what the service asked for (`retry-after-ms` / `retry-after`: seconds or an HTTP
+date), else after an exponential backoff with jitter; the server's `x-should-retry: true|false`
+overrides the kind of the error; tries stop after `retries` more (None: no count), before a wait
+and another attempt would pass the caller's deadline (`ends`, on `clock`), or once `until` is set.
+Which errors are worth another try is the caller's (`should_retry`): router/claude.py for Claude
+(never a spend limit), `voyage_retryable` here for Voyage.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from email.utils import parsedate_to_datetime
@@ -19,6 +22,8 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
+    stop_never,
+    stop_when_event_set,
     wait_exponential_jitter,
 )
 from tenacity.stop import stop_base
@@ -91,7 +96,7 @@ class stop_at_deadline(stop_base):  # noqa: N801
 
 def retrying(
     should_retry: Callable[[BaseException], bool],
-    retries: int,
+    retries: int | None,
     ends: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Any] = time.sleep,
@@ -101,12 +106,13 @@ def retrying(
     max_retry_after: float = 60.0,
     before_sleep: Callable[[RetryCallState], Any] | None = None,
     never: Callable[[BaseException], bool] | None = None,
+    until: threading.Event | None = None,
 ) -> Retrying:
-    """A tenacity controller for one call: up to `retries` more tries of what `should_retry`
-    accepts (the server's x-should-retry overriding it, except for what `never` names: a spend
-    limit), each after Retry-After (at most
-    `max_retry_after`) or the backoff, and none that would not fit before `ends`; the last failure
-    is raised as it is."""
+    """A tenacity controller for one call: up to `retries` more tries (None: no count) of what
+    `should_retry` accepts (the server's x-should-retry overriding it, except for what `never`
+    names: a spend limit, a refused token), each after Retry-After (at most `max_retry_after`) or
+    the backoff (`sleep`: an Event's wait ends it early), none that would not fit before `ends`
+    and none once `until` is set; the last failure is raised as it is."""
 
     def worth(error: BaseException) -> bool:
         if never is not None and never(error):
@@ -114,9 +120,11 @@ def retrying(
         said = server_says(error)
         return should_retry(error) if said is None else said
 
-    stop: stop_base = stop_after_attempt(retries + 1)
+    stop: stop_base = stop_never if retries is None else stop_after_attempt(retries + 1)
     if ends is not None:
         stop = stop | stop_at_deadline(ends, clock, min_call)
+    if until is not None:
+        stop = stop | stop_when_event_set(until)
     return Retrying(
         stop=stop,
         wait=wait_retry_after(

@@ -69,6 +69,19 @@ class Loaded:
         return self.corpus.router
 
 
+def calibrated_decision(index: str | Path) -> Path:
+    """Where `fieldguide calibrate` writes the decision of the index at `index` by default: in its
+    folder, next to the index file."""
+    return Path(index).with_name(decide.MODEL_FILE.name)
+
+
+def decision_file(index: str | Path) -> Path:
+    """The decision an engine on the index at `index` reads: the calibrated one in the index's
+    folder, else the shipped one (router/decide.py's MODEL_FILE)."""
+    mine = calibrated_decision(index)
+    return mine if mine.is_file() else decide.MODEL_FILE
+
+
 class Engine:
     def __init__(
         self,
@@ -77,24 +90,24 @@ class Engine:
         anthropic_client: MessagesClient | None = None,
         classify_model: str = "",
         bm25_weight: float = 0.4,
-        fusion: str = "weighted",
+        fusion: str = "hybrid",
         reranker: VoyageReranker | None = None,
         db: sqlite_utils.Database | None = None,
-        decision_file: Path = decide.MODEL_FILE,
+        decision: Path | None = None,
     ):
         """`reranker`: an index.rerank.VoyageReranker (a Voyage key is set) or None. `db`: the
         process's connection to the index at `db_path` (default: one opened here); metadata
-        and the hits' records are read through it. `decision_file`: the answer decision's
-        weights and bands (router/decide.py), read once."""
+        and the hits' records are read through it. `decision`: the answer decision's file
+        (default: `decision_file` of the index)."""
         self.embedder = embedder
         self.reranker = reranker
         self.anthropic = anthropic_client
         self.classify_model = classify_model
         self.bm25_weight = bm25_weight
-        self.fusion = "rrf" if fusion == "rrf" else "hybrid"
+        self.fusion = fusion  # hybrid | rrf (index/search.py's modes)
         self.db_path = db_path
         self.db = db if db is not None else open_db(db_path, create=False)
-        self.decision_file = decision_file
+        self.decision_file = decision or decision_file(db_path)
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
         self._models: dict[str, decide.Model] | None = None

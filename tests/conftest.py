@@ -1,5 +1,7 @@
+import hashlib
 import os
 import shutil
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -36,13 +38,45 @@ def local_embedder():
     return make_embedder()
 
 
+# indexes built for the tests, kept between runs: each named for what made it (TEMPLATE_INPUTS)
+TEST_CACHE = ROOT / ".fieldguide" / "test-cache"
+# what the example index is made of: the docs, the indexing code, the model
+TEMPLATE_INPUTS = ("examples/docs", "index")
+
+
+def made_of(embedder) -> str:
+    """A digest of everything the example index is made of: every file of TEMPLATE_INPUTS (name
+    and content) and the embedding model's name and manifest."""
+    digest = hashlib.sha256(embedder.name.encode())
+    manifest = Path(getattr(embedder, "model_dir", "")) / "manifest.json"
+    if manifest.is_file():
+        digest.update(manifest.read_bytes())
+    for folder in TEMPLATE_INPUTS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 @pytest.fixture(scope="session")
 def examples_template(tmp_path_factory, local_embedder) -> Path:
-    """examples/docs indexed once for the session with the local model; tests get copies of it."""
+    """examples/docs indexed with the local model, once for as long as what it is made of does not
+    change (TEST_CACHE, shared by parallel workers and later runs); tests get copies of it."""
     from index.indexer import index_folder
 
+    cached = TEST_CACHE / f"examples-{made_of(local_embedder)}.db"
+    if not cached.is_file():
+        building = tmp_path_factory.mktemp("examples") / "template.db"
+        index_folder(building, EXAMPLES, local_embedder)
+        TEST_CACHE.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(building) as src, sqlite3.connect(f"{cached}.{os.getpid()}") as dst:
+            src.backup(dst)
+        os.replace(f"{cached}.{os.getpid()}", cached)  # whole or not there, whoever wins
+        for stale in TEST_CACHE.glob("examples-*.db"):  # made of what has changed since
+            if stale != cached:
+                stale.unlink(missing_ok=True)
     db = tmp_path_factory.mktemp("examples") / "template.db"
-    index_folder(db, EXAMPLES, local_embedder)
+    shutil.copyfile(cached, db)
     return db
 
 

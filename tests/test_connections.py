@@ -21,7 +21,7 @@ STRESS_SECONDS = 20.0
 
 
 def test_writers_readers_and_an_index_run_lose_nothing(examples_db, tmp_path):  # noqa: C901
-    """3 writer threads (record_answer, claim_event), 3 readers (get_answer, list_answers) and
+    """3 writer threads (record_answer, take_event), 3 readers (get_answer, list_answers) and
     `fieldguide index` run again and again as a subprocess, for 20 s: no call raises, no read
     comes back empty, every id a writer was given is a row another connection sees, and every
     index run succeeds."""
@@ -56,7 +56,7 @@ def test_writers_readers_and_an_index_run_lose_nothing(examples_db, tmp_path):  
             else:
                 recorded.append(pk)
             key = f"event-{n}-{i}"
-            if not state.claim_event(key):
+            if not state.take_event(key):
                 errors.append(f"writer {n}: a first claim of {key} was refused")
             claimed.append(key)
 

@@ -2,15 +2,17 @@
 through the whole offline `ask` path. Tests describe behaviour, not one example's rule."""
 
 import json
+import shutil
 
 import pytest
 
+from bot.api import eval_index
 from bot.cli import main
 from bot.slack.slack_format import context_line
 from index.indexer import index_folder
 from router import decide, reading, words
 from router.answer import ABSTAIN, ANSWER
-from router.engine import Engine
+from router.engine import Engine, decision_file
 from router.pipeline import Pipeline
 from router.question import abstain_message
 from tests.conftest import EXAMPLES, write_docs
@@ -179,7 +181,9 @@ def test_a_few_english_words_or_a_slang_word_are_never_another_language(
     assert corpus.foreign_language(reading.read(question)) is None
 
 
-def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
+def test_calibrate_writes_beside_the_index_and_the_engine_reads_it(
+    tmp_path, capsys, monkeypatch, examples_template, local_embedder
+):
     # with the examples' 30 answerable and 55 unanswered (25 off-topic, 30 gold hidden): ten of
     # each per signal altogether (calibrate's least)
     from bot.evaluation.calibrate import EVENTS_PER_SIGNAL
@@ -209,13 +213,21 @@ def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
         )
         + "\n"
     )
-    out = tmp_path / "decision.json"
+    # the example set's index, where calibrate keeps it (as a run before this one left it)
+    shutil.copyfile(examples_template, eval_index(tmp_path, EXAMPLES.parent, local_embedder))
+    index = tmp_path / "served" / "index.db"  # FIELDGUIDE_DB: the decision is written beside it
+    monkeypatch.setenv("FIELDGUIDE_DB", str(index))
     args = [str(EXAMPLES.parent), str(other.parent), "--headings", "5", "--work", str(tmp_path)]
-    assert main(["calibrate", *args, "--write", str(out)]) == 0
-    report = capsys.readouterr().out
-    assert "| left out |" in report and "| examples |" in report and "| tv |" in report
+    assert main(["calibrate", *args]) == 0
+    said = capsys.readouterr()
+    out = index.parent / "decision.json"
+    assert "| left out |" in said.out and "| examples |" in said.out and "| tv |" in said.out
+    assert f"\nwrote {out} (" in said.err
     models = decide.load_models(out)
     assert set(models) == {"lexical", *[n for n in models if n != "lexical"]} and len(models) == 2
+    # an engine on an index in that folder reads it; elsewhere, the shipped one
+    assert decision_file(index) == out
+    assert decision_file(tmp_path / "other" / "index.db") == decide.MODEL_FILE
 
 
 def test_the_askers_own_words_are_no_evidence_against_the_docs(examples_db, local_embedder):

@@ -1,3 +1,5 @@
+import sys
+
 from bot.cli import main
 from tests.conftest import EXAMPLES
 from tests.standins.slack import SlackMock
@@ -35,7 +37,7 @@ def test_doctor_all_ok_offline(examples_db, capsys):
     assert found["index"][0] == "ok" and "integrity ok · generation 1" in found["index"][1]
     assert "24 docs" in found["index"][1] and found["model"][0] == "ok"
     assert found["docs"] == ("ok", f"{EXAMPLES}: 24 markdown files, all readable")
-    assert [found[n][0] for n in ("claude", "voyage", "slack")] == ["skip"] * 3
+    assert [found[n][0] for n in ("claude", "voyage", "slack", "fleet")] == ["skip"] * 4
 
 
 def test_doctor_reaches_each_service_once(examples_db, stub, monkeypatch, capsys):
@@ -115,3 +117,20 @@ def test_doctor_lists_every_bad_setting_and_still_runs_the_other_checks(
     assert main(["intents", "--db", examples_db]) == 2
     err = capsys.readouterr().err
     assert "FIELDGUIDE_TIMEOUT='abc'" in err and "FIELDGUIDE_BM25_WEIGHT=2.0" in err
+
+
+def test_a_fleet_without_its_extra_is_named_and_stops_every_command(
+    examples_db, capsys, monkeypatch
+):
+    """psycopg absent (None in sys.modules is how Python says a module cannot be imported): the
+    fleet's extra is named by doctor, and `index` and `serve` stop with the same line."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", "postgresql://db.invalid/fg")
+    install = "pip install 'fieldguide[fleet]'"
+    assert main(["doctor", "--db", examples_db, "--docs", str(EXAMPLES)]) == 1
+    status, detail = lines(capsys.readouterr().out)["fleet"]
+    assert status == "FAIL" and detail.endswith(install)
+    for command in (["index", str(EXAMPLES), "--db", examples_db], ["serve", "--db", examples_db]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err == f"fieldguide: {detail}\n" and "Traceback" not in err

@@ -238,13 +238,12 @@ def test_old_answers_are_pruned_on_write_at_most_once_an_hour(tmp_path, monkeypa
 
 
 def test_the_retention_setting_reaches_the_state(monkeypatch, examples_db):
-    from bot.settings import Settings
+    from bot.app import FieldGuide
     from bot.state.sqlite import SqliteState
-    from bot.wiring import make_state
 
     monkeypatch.setenv("FIELDGUIDE_AUDIT_RETENTION_DAYS", "7")
-    state = make_state(Settings.load().at(examples_db))
-    assert isinstance(state, SqliteState) and state.retention_days == 7
+    with FieldGuide.open(db=examples_db) as guide:
+        assert isinstance(guide.state, SqliteState) and guide.state.retention_days == 7
 
 
 def test_intents_lines_are_not_padded_to_a_huge_name(tmp_path, stub, capsys):

@@ -337,9 +337,9 @@ class SocketFleet(Fleet):
         assert all(audit.count(ts) == 1 for ts in stamps)
 
 
-@pytest.fixture(scope="module")
-def socket_fleet(pg_server, examples_template, tmp_path_factory):
-    work = tmp_path_factory.mktemp("socket-fleet")
+@contextmanager
+def new_socket_fleet(pg_server, examples_template, work: Path) -> Iterator[SocketFleet]:
+    """Two replicas in Socket Mode on a database of their own, each with its connection."""
     url, builder = _new_database(pg_server, examples_template, work)
     mock = FleetSlack()
     socket = SocketModeServer(mock)  # apps.connections.open hands out its URL
@@ -354,6 +354,13 @@ def socket_fleet(pg_server, examples_template, tmp_path_factory):
             r.stop()
         socket.close()
         mock.close()
+
+
+@pytest.fixture(scope="module")
+def socket_fleet(pg_server, examples_template, tmp_path_factory):
+    """Shared by the tests that leave both replicas alive."""
+    with new_socket_fleet(pg_server, examples_template, tmp_path_factory.mktemp("socket")) as f:
+        yield f
 
 
 def test_socket_mode_replicas_report_slack_the_index_and_postgresql_healthy(socket_fleet):
@@ -406,8 +413,14 @@ def test_socket_mode_replicas_share_events_and_slack_retries_are_answered_once(s
     f.answered_once(stamps + retried)
 
 
-def test_socket_mode_replica_killed_the_other_answers_its_unacknowledged_events(socket_fleet):
-    f = socket_fleet
+def test_socket_mode_replica_killed_the_other_answers_its_unacknowledged_events(
+    pg_server, examples_template, tmp_path
+):
+    with new_socket_fleet(pg_server, examples_template, tmp_path) as f:  # one of its own: it dies
+        the_other_answers_a_killed_replicas_events(f)
+
+
+def the_other_answers_a_killed_replicas_events(f: SocketFleet) -> None:
     s1, s2 = f.replicas
     stamps = [f"1700000800.00000{i}" for i in range(4)]
     s2.freeze()  # it receives its share but acknowledges none

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from bot.app import FieldGuide
 from bot.cli import main
 from bot.indexing import checkout_folder
 from bot.settings import Settings
 from bot.slack.reindex import Refresher, Reindexer, Reporter
 from bot.state import State
 from bot.state.memory import InProcess
-from bot.wiring import make_pipeline
 from index.indexer import index_folder
 from index.store import open_db
 from router.citations import updated_ago
@@ -138,7 +138,7 @@ def test_the_scheduled_refresh_answers_a_new_commit_within_one_period(
     settings = Settings(db=db, docs_git=str(repo.bare), refresh_every="1s")
     reindexer = Reindexer(settings, local_embedder, lock_only())
     assert reindexer.refresh() is not None  # the first pull and index
-    pipeline = make_pipeline(settings)
+    pipeline = FieldGuide(settings).pipeline
     question = "When does the pelican drill rotate ferry tokens?"
     assert pipeline.answer(question).decision == "ABSTAIN"  # the docs don't say it yet
 
@@ -178,7 +178,7 @@ def test_an_unreachable_repository_keeps_the_index_and_says_so_once(
     assert line.startswith(f"docs refresh failed: could not pull {repo.bare} (branch default)")
     assert line.endswith("the index is unchanged") and "\n" not in line
     assert doc_rows(db) == before
-    assert make_pipeline(settings).answer("How do I sign in?").sources  # still answering
+    assert FieldGuide(settings).pipeline.answer("How do I sign in?").sources  # still answering
     (tmp_path / "moved.git").rename(repo.bare)
     assert reindexer.refresh() is not None and "docs refresh works again" in caplog.text
 

@@ -99,26 +99,49 @@ PLANTED = [json.loads(line) for line in (ROOT / "examples" / "gaps.jsonl").open(
 SMALL_TALK = ["hi", "thanks", "hello!", "Thank you!", "good morning", "ok"]
 
 
-def asked(db: str, local_embedder) -> None:
-    """An audit trail as the bot makes it, every question through the real offline pipeline:
-    examples/gaps.jsonl's 30 questions in three topics the example docs don't cover (a
-    Terraform provider, mobile SDKs, compliance certifications; an answer to one of them is
-    wrong, and its asker marks it 👎), the example set's questions and off-topic ones, and small
-    talk typed at the command line."""
-    guide = FieldGuide(Settings(db=db), embedder=local_embedder)
-    others = [json.loads(line)["question"] for name in ("questions", "offtopic")
-              for line in (ROOT / "examples" / f"{name}.jsonl").open()]  # fmt: skip
-    for i, q in enumerate([r["question"] for r in PLANTED] + others + SMALL_TALK):
-        ans = guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
-        if i < len(PLANTED) and ans.decision == "ANSWER":
-            assert ans.audit_id is not None
-            guide.state.record_feedback(ans.audit_id, f"U{i % 7}", "not_helpful")
+def snapshot(src: Path, dst: Path) -> str:
+    """A copy of the SQLite file at `src` (its write-ahead log included), at `dst`."""
+    import sqlite3
+
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    return str(dst)
 
 
-def test_the_planted_topics_come_back_as_planted_and_small_talk_stays_out(
-    examples_db, local_embedder, capsys
-):
-    asked(examples_db, local_embedder)
+@pytest.fixture(scope="module")
+def trails(examples_template, local_embedder, tmp_path_factory) -> dict[str, Path]:
+    """Audit trails as the bot makes them, every question through the real offline pipeline,
+    asked once for this module. "unsure": examples/gaps.jsonl's 30 questions in three topics the
+    example docs don't cover (a Terraform provider, mobile SDKs, compliance certifications) and
+    10 answerable questions (which the offline path often answers unsure, quoting the section).
+    "full": the same, then the rest of the example set's questions, its off-topic ones and small
+    talk typed at the command line, and a 👎 from its asker on each planted question answered."""
+    work = tmp_path_factory.mktemp("trails")
+    db = work / "full.db"
+    shutil.copyfile(examples_template, db)
+    planted = [r["question"] for r in PLANTED]
+    examples = ROOT / "examples"
+    questions = [json.loads(line)["question"] for line in (examples / "questions.jsonl").open()]
+    answerable = [q for q in questions if q not in set(planted)]
+    offtopic = [json.loads(line)["question"] for line in (examples / "offtopic.jsonl").open()]
+    first, rest = planted + answerable[:10], answerable[10:] + offtopic + SMALL_TALK
+    with FieldGuide(Settings(db=str(db)), embedder=local_embedder) as guide:
+        answers = [
+            guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
+            for i, q in enumerate(first)
+        ]
+        unsure = Path(snapshot(db, work / "unsure.db"))
+        for i, q in enumerate(rest, start=len(first)):
+            guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
+        for i, ans in enumerate(answers[: len(planted)]):
+            if ans.decision == "ANSWER":
+                assert ans.audit_id is not None
+                guide.state.record_feedback(ans.audit_id, f"U{i % 7}", "not_helpful")
+    return {"unsure": unsure, "full": db}
+
+
+def test_the_planted_topics_come_back_as_planted_and_small_talk_stays_out(trails, tmp_path, capsys):
+    examples_db = snapshot(trails["full"], tmp_path / "asked.db")
     assert main(["gaps", "--db", examples_db, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     topics = out["topics"]
@@ -139,19 +162,13 @@ def test_the_planted_topics_come_back_as_planted_and_small_talk_stays_out(
 
 
 def test_the_three_uncovered_topics_rank_above_answerable_questions_answered_unsure(
-    examples_db, local_embedder, capsys
+    trails, tmp_path, capsys
 ):
     """The planted-topics check: examples/gaps.jsonl's 30 questions in three topics the docs don't
     cover, asked beside 10 answerable questions (which the offline path often answers unsure,
     quoting the section): the three topics are the top three, each mostly one planted topic, and
     an unsure answer's question weighs less than a refused one."""
-    guide = FieldGuide(Settings(db=examples_db), embedder=local_embedder)
-    answerable = [
-        json.loads(line)["question"] for line in (ROOT / "examples" / "questions.jsonl").open()
-    ]
-    answerable = [q for q in answerable if q not in {r["question"] for r in PLANTED}][:10]
-    for i, q in enumerate([r["question"] for r in PLANTED] + answerable):
-        guide.ask(q, context={"channel": "CLI", "user": f"U{i % 7}"})
+    examples_db = snapshot(trails["unsure"], tmp_path / "asked.db")
     assert main(["gaps", "--db", examples_db, "--json"]) == 0
     topics = json.loads(capsys.readouterr().out)["topics"]
     topic_of = {r["question"]: r["topic"] for r in PLANTED}

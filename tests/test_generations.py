@@ -72,35 +72,33 @@ WATCH = """
 import json, sqlite3, sys, threading
 sys.path.insert(0, sys.argv[2])
 from index.mapped import arrays_path, read_arrays
-db, seen, stop = sys.argv[1], {}, threading.Event()
+db, seen, stop = sys.argv[1], set(), threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
 query = "SELECT value FROM meta WHERE key IN ('generation', 'generation_id') ORDER BY key"
 conn = None
 print("watching", flush=True)
-while True:
-    last = stop.is_set()  # one more look once the block has ended
+while not stop.is_set():
     try:
         conn = conn or sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         gen, gen_id = (v for (v,) in conn.execute(query))
     except (sqlite3.Error, ValueError):  # no index yet
         conn = None
-        if last:
-            break
         continue
-    if gen not in seen:
+    if gen not in seen:  # told at first sight: were its arrays there already?
+        seen.add(gen)
         try:
             head = read_arrays(arrays_path(db, int(gen)))[0]
-            seen[gen] = [head["generation"], head["generation_id"]] == [int(gen), gen_id]
+            ok = [head["generation"], head["generation_id"]] == [int(gen), gen_id]
         except OSError:
-            seen[gen] = False
-    if last:
-        break
-print(json.dumps(seen))
+            ok = False
+        print(json.dumps([int(gen), ok]), flush=True)
 """
 
 
 class Watcher:
-    """WATCH over the index at `db` while the block runs; `seen`: {generation: arrays there}."""
+    """WATCH over the index at `db` while the block runs, in another process; `seen`:
+    {generation: its arrays were there when it was first seen}. `saw(n)` waits until the watcher
+    has seen generation n, so that no generation passes between two of its looks."""
 
     def __init__(self, db: Path):
         self.db = db
@@ -116,9 +114,16 @@ class Watcher:
         assert self.proc.stdout is not None and self.proc.stdout.readline() == "watching\n"
         return self
 
+    def saw(self, generation: int) -> None:
+        assert self.proc.stdout is not None
+        while generation not in self.seen:
+            line = self.proc.stdout.readline()
+            assert line, f"the watcher ended before generation {generation}"
+            gen, ok = json.loads(line)
+            self.seen[gen] = ok
+
     def __exit__(self, *_):
-        out = self.proc.communicate("", timeout=30)[0]
-        self.seen = {int(g): ok for g, ok in json.loads(out).items()}
+        self.proc.communicate("", timeout=30)
 
 
 def test_a_generation_is_published_with_its_arrays_already_written(tmp_path, local_embedder):
@@ -126,11 +131,14 @@ def test_a_generation_is_published_with_its_arrays_already_written(tmp_path, loc
     db = tmp_path / "index.db"
     with Watcher(db) as watcher:
         index_folder(db, docs, local_embedder)
+        watcher.saw(1)
         for n in range(5):
             write_docs(docs, {f"more/page{n}.md": f"# Page {n}\n\nSection {n} of the guide.\n"})
             index_folder(db, docs, local_embedder)
+            watcher.saw(n + 2)
         (docs / "more" / "page0.md").unlink()
         index_folder(db, docs, local_embedder)
+        watcher.saw(7)
     assert watcher.seen == dict.fromkeys(range(1, 8), True)
 
 
@@ -196,9 +204,11 @@ def test_a_replica_installs_a_published_generation_with_its_arrays(
     with psycopg.connect(pg_url) as conn:
         sync(conn, replica)  # the first: no live file yet
         with Watcher(replica) as watcher:
+            watcher.saw(1)
             write_docs(docs, {"hooks/retries.md": RETRIES + "\nRetries stop after a day.\n"})
             index_folder(builder, docs, local_embedder)
             publish(pg_url, builder)
             sync(conn, replica)
+            watcher.saw(2)
     assert watcher.seen == {1: True, 2: True}
     assert sorted(p.name for p in replica.parent.glob("*.arrays")) == ["index.db.gen-2.arrays"]

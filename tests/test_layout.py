@@ -78,7 +78,7 @@ def test_the_state_is_a_declared_interface():
     parts = [c for c in State.__mro__ if c.__module__ == "bot.state"]
     members = {n for c in parts for n in vars(c) if not n.startswith("_")}
     members |= {n for c in parts for n in getattr(c, "__annotations__", {})}
-    assert {"fleet", "durable", "take_orphans", "note_placeholder", "claim_event"} <= members
+    assert {"fleet", "durable", "take_orphans", "note_placeholder", "take_event"} <= members
     for cls in (SqliteState, PostgresState):
         assert [m for m in members if not hasattr(cls, m)] == [], cls.__name__
     assert SqliteState.fleet is False and PostgresState.fleet is True

@@ -122,4 +122,4 @@ def test_claims_made_before_they_kept_their_event_are_taken_as_done(tmp_path):
         conn.execute("INSERT INTO slack_events VALUES ('Ev1', ?)", [time.time()])
     state = SqliteState(open_db(path))
     assert state.take_orphans(10) == []
-    assert not state.claim_event("Ev1")
+    assert not state.take_event("Ev1")

@@ -94,7 +94,7 @@ def test_an_event_is_claimed_once_across_replicas(two_states):
 
     def claim(state, keys):
         barrier.wait()
-        results.append(state.claim_event(*keys))
+        results.append(state.take_event(*keys))
 
     # the same message as app_mention (Ev1) and message (Ev2) events, to both replicas at once
     threads = [
@@ -107,26 +107,26 @@ def test_an_event_is_claimed_once_across_replicas(two_states):
     for t in threads:
         t.join()
     assert sorted(results) == [False] * 7 + [True]
-    assert not b.claim_event("Ev1", "C1:1.0") and not a.claim_event("Ev2", "C1:1.0")  # retries
-    assert not b.claim_event("Ev3", "C1:1.0")  # a new event id for the same message: no
+    assert not b.take_event("Ev1", "C1:1.0") and not a.take_event("Ev2", "C1:1.0")  # retries
+    assert not b.take_event("Ev3", "C1:1.0")  # a new event id for the same message: no
 
 
 def test_a_claim_whose_owner_died_unanswered_is_taken_over(two_states, pg_url):
     a, b = two_states
-    assert a.claim_event("Ev1", "C1:1.0")
-    assert not b.claim_event("Ev1", "C1:1.0")  # a is alive: it is answering
+    assert a.take_event("Ev1", "C1:1.0")
+    assert not b.take_event("Ev1", "C1:1.0")  # a is alive: it is answering
     a.close()  # a's session ends (as when the process dies) before it recorded the answer
     # the server ends that backend a moment after the connection closes, not at once
     deadline = time.monotonic() + 10
-    while not b.claim_event("Ev1", "C1:1.0"):
+    while not b.take_event("Ev1", "C1:1.0"):
         assert time.monotonic() < deadline, "a's claim was never freed"
         time.sleep(0.05)
     b.record_answer(_answer(), {"channel": "C1", "thread_ts": "1.0"})
     c = PostgresState(pg_url)
     try:
-        assert not c.claim_event("Ev1", "C1:1.0")  # answered: b's death would not free it now
+        assert not c.take_event("Ev1", "C1:1.0")  # answered: b's death would not free it now
         b.close()
-        assert not c.claim_event("Ev1", "C1:1.0")
+        assert not c.take_event("Ev1", "C1:1.0")
     finally:
         c.close()
 
@@ -338,7 +338,7 @@ def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_ful
         assert all(s.durable() for s in states)
         # de-duplication is the fleet's again: one replica gets each event
         for i in range(8):
-            got = [s.claim_event(f"EvFull{i}", f"C1:{i}") for s in states]
+            got = [s.take_event(f"EvFull{i}", f"C1:{i}") for s in states]
             assert sorted(got) == [False, True]
     finally:
         for s in states:
@@ -355,11 +355,11 @@ def test_a_claim_postgresql_refuses_still_gets_the_question_answered(two_states)
     import secrets
 
     a, _ = two_states
-    assert a.claim_event("EvNul\x00", "C1:1.\ud800", event={"text": "a\x00b \ud800"}) is True
+    assert a.take_event("EvNul\x00", "C1:1.\ud800", event={"text": "a\x00b \ud800"}) is True
     with psycopg.connect(a.url) as conn:
         [(event,)] = conn.execute("SELECT event FROM event_claims WHERE key = 'EvNul'").fetchall()
     assert event == {"text": "ab \ufffd"}
     key = "C1:" + secrets.token_hex(5000)  # incompressible: past btree's 2,704-byte limit
-    assert a.claim_event("EvHuge", key) is True
-    assert a.claim_event("EvHuge", key) is False  # a second delivery still dropped
+    assert a.take_event("EvHuge", key) is True
+    assert a.take_event("EvHuge", key) is False  # a second delivery still dropped
     assert a.durable() and not a._down  # one refused statement is no outage

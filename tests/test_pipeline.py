@@ -369,8 +369,8 @@ def test_links_fall_back_to_base_url_and_anchor():
 
 
 def test_claude_never_replying_still_answers_within_the_deadline(examples_db, stub, monkeypatch):
+    from bot.app import FieldGuide
     from bot.settings import Settings
-    from bot.wiring import make_pipeline as wired
 
     release = threading.Event()
 
@@ -386,7 +386,7 @@ def test_claude_never_replying_still_answers_within_the_deadline(examples_db, st
         "FIELDGUIDE_DEADLINE": "1.0",  # everything else at its default (timeout 30 s, 2 retries)
     }.items():
         monkeypatch.setenv(env, value)
-    pipeline = wired(Settings.load())
+    pipeline = FieldGuide(Settings.load()).pipeline
     pipeline.engine.warm()  # as `serve` starts: the deadline is for the question
     try:
         t = time.perf_counter()

@@ -113,8 +113,8 @@ def test_a_slow_stream_is_cut_at_the_deadline_and_the_check_keeps_its_time(
 def test_an_api_that_never_answers_holds_a_question_less_than_45_s(examples_db, stub, monkeypatch):
     """Default settings (45 s deadline, 30 s timeout, 2 retries, 5 s for a stream's first byte),
     the index loaded by the question itself: the docs' own quotes, well within the deadline."""
+    from bot.app import FieldGuide
     from bot.settings import Settings
-    from bot.wiring import make_pipeline as wired
 
     release = threading.Event()
     fake = FakeClaude(down={k: hanging(release) for k in ("classify", "answer", "check")})
@@ -127,7 +127,7 @@ def test_an_api_that_never_answers_holds_a_question_less_than_45_s(examples_db, 
         monkeypatch.setenv(env, value)
     try:
         started = time.monotonic()
-        ans = wired(Settings.load()).answer(SIGNATURE_Q)
+        ans = FieldGuide(Settings.load()).pipeline.answer(SIGNATURE_Q)
         elapsed = time.monotonic() - started
     finally:
         release.set()

@@ -175,7 +175,7 @@ def test_an_event_acknowledged_before_its_listener_ran_is_handled_at_the_next_st
     claim = (
         "import json, sys; from bot.state.sqlite import SqliteState; from index.store import"
         " open_db; s = SqliteState(open_db(sys.argv[1]));"
-        " assert s.claim_event('inbox:EvInbox', event=json.loads(sys.argv[2]))"
+        " assert s.take_event('inbox:EvInbox', event=json.loads(sys.argv[2]))"
     )
     subprocess.run(
         [sys.executable, "-c", claim, str(tmp_path / "bot.db"), json.dumps(stored)],

@@ -65,7 +65,7 @@ def test_unreadable_dotenv_is_a_clear_error(tmp_path, monkeypatch, capsys, doten
         ("FIELDGUIDE_BM25_WEIGHT", "abc", "is not a number: must be between 0 and 1"),
         ("FIELDGUIDE_CHUNK_CHARS", "many", "is not a whole number: must be between 200 and 20,000"),
         ("FIELDGUIDE_MAX_RETRIES", "two", "is not a whole number"),
-        ("FIELDGUIDE_FUSION", "max", "must be one of weighted, rrf"),
+        ("FIELDGUIDE_FUSION", "max", "must be one of hybrid, rrf"),
         ("ANTHROPIC_BASE_URL", "localhost:8080", "must be an http:// or https:// URL"),
         ("FIELDGUIDE_REINDEX_COMMAND", "docs reindex", "must be like /docs-reindex"),
         ("FIELDGUIDE_AUDIT_RETENTION_DAYS", "-1", "must be between 0 and 36,500"),

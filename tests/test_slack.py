@@ -327,6 +327,24 @@ def hanging_claude():
     return server, release, client
 
 
+def test_closing_waits_for_the_answer_under_way(make_harness):
+    """The answer a worker is writing when the bot closes is delivered before close returns:
+    nothing of it runs on into what comes next (another test, a restarted process)."""
+    server, release, client = hanging_claude()
+    try:
+        h = make_harness("http", client, answer_workers=1)
+        h.event(mention("How do I rotate an API key?", ts="1700000300.000100"), "EvClose")
+        wait(lambda: server.calls("/v1/messages"))  # the worker is inside its answer
+        release.set()  # Claude fails now: the answer goes on offline
+        h.bot.answerer.close()
+        assert not any(t.is_alive() for t in h.bot.answerer._threads)
+        delivered = h.mock.posts() + h.mock.updates()
+        assert any("rotat" in (m.get("text") or "").lower() for m in delivered), delivered
+    finally:
+        release.set()
+        server.close()
+
+
 @pytest.mark.parametrize("transport", ["http", "socket"])
 def test_acks_feedback_and_commands_do_not_wait_behind_answers(make_harness, transport):
     import time

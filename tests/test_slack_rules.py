@@ -182,20 +182,20 @@ def test_feedback_values():
 
 def test_claimed_events_survive_a_restart_and_expire_after_an_hour(tmp_path):
     path = tmp_path / "state.db"
-    assert SqliteState(open_db(path)).claim_event("Ev1", "C1:1.0")
+    assert SqliteState(open_db(path)).take_event("Ev1", "C1:1.0")
     restarted = SqliteState(open_db(path))
-    assert not restarted.claim_event("Ev1", "")
-    assert not restarted.claim_event("Ev2", "C1:1.0")  # same message, other event id
+    assert not restarted.take_event("Ev1", "")
+    assert not restarted.take_event("Ev2", "C1:1.0")  # same message, other event id
     restarted.db.execute("UPDATE slack_events SET claimed = ?", [time.time() - 3601])
     restarted.db.conn.commit()
-    assert restarted.claim_event("Ev1", "C1:1.0")
+    assert restarted.take_event("Ev1", "C1:1.0")
 
 
 def test_concurrent_claims_of_one_event_have_one_winner(tmp_path):
     state = SqliteState(open_db(tmp_path / "state.db"))
     wins = []
     threads = [
-        threading.Thread(target=lambda: wins.append(state.claim_event("Ev", "C:1")))
+        threading.Thread(target=lambda: wins.append(state.take_event("Ev", "C:1")))
         for _ in range(8)
     ]
     for t in threads:
@@ -270,10 +270,13 @@ def test_startup_retries_then_connects_and_fails_fast_on_a_bad_token():
     try:
         client = WebClient(token="x", base_url=mock.url + "/api/", retry_handlers=retry_handlers())
         mock.fail("auth.test", slack_error("fatal_error"))
-        assert connect(client, within=5)["user_id"] == "UBOT"
+        waits: list[float] = []
+        assert connect(client, within=5, sleep=waits.append)["user_id"] == "UBOT"
+        assert len(waits) == 1 and 1.0 <= waits[0] <= 2.0  # the policy's first backoff
         mock.fail("auth.test", slack_error("invalid_auth"))
         with pytest.raises(SlackStartupError, match="invalid_auth"):
-            connect(client, within=30)
+            connect(client, within=30, sleep=waits.append)
+        assert len(waits) == 1  # a refused token is not retried
         assert SERVER_ERROR[0] == 500
     finally:
         mock.close()
@@ -429,12 +432,12 @@ def test_a_dead_process_s_unanswered_claim_is_taken_over_once(tmp_path):
     claim = (
         "import sys; from bot.state.sqlite import SqliteState; from index.store import open_db;"
         " s = SqliteState(open_db(sys.argv[1]));"
-        " assert s.claim_event('Ev1', 'C1:1.0', event={'keys': ['Ev1', 'C1:1.0'], 'n': 1});"
-        " assert s.claim_event('Ev2', event={'keys': ['Ev2'], 'n': 2}); s.done_event('Ev2')"
+        " assert s.take_event('Ev1', 'C1:1.0', event={'keys': ['Ev1', 'C1:1.0'], 'n': 1});"
+        " assert s.take_event('Ev2', event={'keys': ['Ev2'], 'n': 2}); s.done_event('Ev2')"
     )
     subprocess.run([sys.executable, "-c", claim, str(path)], cwd=ROOT, check=True, timeout=60)
     state = SqliteState(open_db(path))
     [taken] = state.take_orphans(10)
     assert json.dumps(taken) == json.dumps({"keys": ["Ev1", "C1:1.0"], "n": 1})
     assert state.take_orphans(10) == []  # now this process's
-    assert not state.claim_event("Ev1")  # held by a live process
+    assert not state.take_event("Ev1")  # held by a live process

@@ -37,7 +37,7 @@ from router.decide import FEATURES, LEXICAL, Model
 from .answers import split_offtopic
 from .retrieval import load_items, matches
 
-# What each wrong outcome costs, per question (issue 33): an off-topic question answered as if the
+# What each wrong outcome costs, per question: an off-topic question answered as if the
 # docs answered it is a confident wrong answer and costs most; an answerable question refused costs
 # next (the asker is sent away from an answer the docs hold); an unsure PARTIAL, which quotes the
 # closest sections under "I'm not sure", costs least: an answerable one (its answer under a

@@ -73,7 +73,7 @@ class Question:
     history_thread: str | None  # the thread to read earlier turns from
     team: str = ""
     assistant: bool = False  # an assistant-panel thread: status instead of a placeholder
-    keys: tuple[str, ...] = ()  # its claim (State.claim_event), closed with the answer
+    keys: tuple[str, ...] = ()  # its claim (State.take_event), closed with the answer
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -3,7 +3,7 @@ crash between Slack's ack and the question's own claim.
 
 Bolt acknowledges an Events API event before its listener runs, and Slack does not send an
 acknowledged event again. So `InboxApp.dispatch` (the one way in, over HTTP and Socket Mode)
-claims each event with the body Slack sent ("inbox:" + its event id, `State.claim_event`) before
+claims each event with the body Slack sent ("inbox:" + its event id, `State.take_event`) before
 Bolt sees it, and the claim is closed once the listener has run: by then the listener has claimed
 the question itself with what is needed to answer it (bot/slack/listeners/common.py), or found
 nothing to answer. A process stopped or killed in between leaves the claim open; the next process
@@ -58,7 +58,7 @@ class InboxApp(App):
         key = INBOX + event_id
         stored = {"keys": [key], "inbox": body, "received": time.time()}
         try:
-            claimed = self.state.claim_event(key, event=stored)
+            claimed = self.state.take_event(key, event=stored)
         except Exception:  # not written down: still handled, as before there was an inbox
             log.exception("could not write event %s down before acknowledging it", event_id)
             claimed = False

@@ -12,10 +12,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 
 from bot.state import ReindexLock
 from index.embedders import Embedder
-from index.indexer import IndexError_, RunSummary, SourceMismatch, run_status
+from index.indexer import IndexError_, RunSummary, SourceMismatch
+from index.store import open_db, run_status
 
 from ..indexing import docs_source, index_docs
 from ..settings import Settings
@@ -215,7 +217,8 @@ class Reindexer:
     def status(self) -> str:
         if self.started is not None:
             return f"A reindex has been running for {time.monotonic() - self.started:.0f} s."
-        r = run_status(self.settings.db)
+        with closing(open_db(self.settings.db)) as db:  # its own: this runs on any thread
+            r = run_status(db)
         if r is None:
             return "No index run yet."
         if r["status"] != "ok":

@@ -3,7 +3,7 @@ WSGI entry point for HTTP mode.
 
 Bolt acknowledges each event at once; answers run on their own bounded pool (answers.py), so acks,
 feedback clicks and commands never wait behind a slow answer. Retries and double deliveries are
-dropped by `State.claim_event`, which survives a restart. Each event is written down before it is
+dropped by `State.take_event`, which survives a restart. Each event is written down before it is
 acknowledged (inbox.py), and what a stopped or killed process acknowledged and did not answer is
 answered by the next one, or by another replica (orphans.py).
 """
@@ -15,8 +15,8 @@ import io
 import logging
 import re
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App
 from slack_sdk import WebClient
@@ -28,6 +28,9 @@ from slack_sdk.http_retry.builtin_handlers import (
     ServerErrorRetryHandler,
 )
 from slack_sdk.signature import SignatureVerifier
+from tenacity import RetryCallState
+
+from index.retries import retrying
 
 from ..connections import (
     CLEANUP_SECONDS,
@@ -78,36 +81,63 @@ def make_client(settings: Settings) -> WebClient:
     )
 
 
-def connect(client: WebClient, within: float) -> dict:
-    """auth.test, retried with backoff (1, 2, 4, ... s) for up to `within` seconds while Slack is
-    unreachable or failing; a bad token fails at once. Raises SlackStartupError. slack_sdk's own
-    log lines for each failed try (an ERROR and two INFO per retry) are held back meanwhile: one
-    line says Slack is not reachable yet, and one says why it gave up."""
-    deadline, delay, said = time.monotonic() + within, 1.0, False
-    while True:
-        try:
-            with quiet_logger("slack_sdk.web.base_client"):
-                return dict(client.auth_test().data)  # type: ignore[arg-type]
-        except SlackApiError as e:
-            error = e.response.get("error", "")
-            if error in FATAL_AUTH:
-                raise SlackStartupError(
-                    f"Slack refused SLACK_BOT_TOKEN ({error}): check the token "
-                    "(xoxb-…, from OAuth & Permissions) and that the app is installed."
-                ) from None
-            why = f"Slack answered {error or e.response.status_code}"
-        except (SlackClientError, OSError) as e:  # unreachable: DNS, refused, timeout, TLS
-            why = f"{type(e).__name__}: {e}"
-        if time.monotonic() + delay > deadline:
-            raise SlackStartupError(
-                f"Could not reach Slack at {client.base_url} ({why}); gave up after"
-                f" {within:.0f} s. Check the network and SLACK_API_BASE_URL."
-            )
-        if not said:
+def connect(
+    client: WebClient,
+    within: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> dict:
+    """auth.test, retried by the one retry policy (index/retries.py: backoff from 1 s, doubling
+    with jitter to at most 8 s apart, Slack's Retry-After honoured) for up to `within` seconds
+    while Slack is unreachable or failing; a bad token fails at once. Raises SlackStartupError.
+    slack_sdk's own log lines for each failed try (an ERROR and two INFO per retry) are held back
+    meanwhile: one line says Slack is not reachable yet, and one says why it gave up."""
+
+    def auth_test() -> dict:
+        with quiet_logger("slack_sdk.web.base_client"):
+            return dict(client.auth_test().data)  # type: ignore[arg-type]
+
+    def say_once(state: RetryCallState) -> None:
+        if state.attempt_number == 1 and state.outcome is not None:
+            why = failure(state.outcome.exception())
             log.warning("Slack not reachable yet (%s); retrying for up to %.0f s", why, within)
-            said = True
-        time.sleep(delay)
-        delay *= 2
+
+    policy = retrying(
+        lambda e: isinstance(e, (SlackClientError, OSError)),  # unreachable: DNS, refused, TLS
+        retries=None,
+        ends=clock() + within,
+        clock=clock,
+        sleep=sleep,
+        initial=1.0,
+        before_sleep=say_once,
+        never=refused,
+    )
+    try:
+        return policy(auth_test)
+    except SlackApiError as e:
+        if refused(e):
+            raise SlackStartupError(
+                f"Slack refused SLACK_BOT_TOKEN ({e.response.get('error')}): check the token "
+                "(xoxb-…, from OAuth & Permissions) and that the app is installed."
+            ) from None
+        why = failure(e)
+    except (SlackClientError, OSError) as e:
+        why = failure(e)
+    raise SlackStartupError(
+        f"Could not reach Slack at {client.base_url} ({why}); gave up after {within:.0f} s."
+        " Check the network and SLACK_API_BASE_URL."
+    )
+
+
+def refused(error: BaseException | None) -> bool:
+    """auth.test's answer is one that waiting will not fix (a bad or revoked token)."""
+    return isinstance(error, SlackApiError) and error.response.get("error", "") in FATAL_AUTH
+
+
+def failure(error: BaseException | None) -> str:
+    if isinstance(error, SlackApiError):
+        return f"Slack answered {error.response.get('error', '') or error.response.status_code}"
+    return f"{type(error).__name__}: {error}"
 
 
 @contextlib.contextmanager
@@ -206,7 +236,7 @@ def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
 
 # What Bolt and the listeners read of a payload, and the type each field must have when present
 # (a tuple: any of them). A signed body of another shape is no Slack payload, whoever signed it:
-# 400, before Bolt or a listener indexes into a string or a list (a 500 and a traceback before).
+# 400, before Bolt or a listener indexes into a string or a list.
 PAYLOAD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "type": str,
     "event_id": str,

@@ -1,7 +1,7 @@
-"""What outlives one answer: the audit trail, feedback, hand-offs, Slack event claims, rate limits,
-the reindex lock and the channel each user is looking at beside the app, behind one declared
-interface, `State`, split by capability (AuditTrail, EventClaims, RateLimits, ReindexLock,
-Viewing): a caller that needs one names that one.
+"""What outlives one answer: the audit trail, feedback, hand-offs, the Slack events taken (each
+once), rate limits, the reindex lock and the channel each user is looking at beside the app,
+behind one declared interface, `State`, split by capability (AuditTrail, EventLedger, RateLimits,
+ReindexLock, Viewing): a caller that needs one names that one.
 
 Implementations: `SqliteState` (sqlite.py, the default: tables in the index file, the rest in this
 process through `InProcess`, memory.py) and `PostgresState` (postgres/, a fleet's replicas sharing
@@ -62,14 +62,14 @@ class AuditTrail(Protocol):
         ...
 
 
-class EventClaims(Protocol):
+class EventLedger(Protocol):
     """Slack events claimed once, across every replica of a fleet."""
 
     # True when replicas share this state (PostgreSQL): an event is acknowledged only once its
     # claim is durable, and events a dead replica claimed are answered by another
     fleet: bool
 
-    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
+    def take_event(self, *keys: str, event: dict | None = None) -> bool:
         """True for the first claim of any of `keys` (Slack event id, channel:ts); a retry or a
         second delivery of the same event gets False. `event` (what is needed to answer it) is
         kept with the claim where another replica could answer it if this one dies."""
@@ -132,7 +132,7 @@ class OwnersLoop(Protocol):
     def loop(self) -> Loop: ...
 
 
-class State(AuditTrail, EventClaims, RateLimits, ReindexLock, OwnersLoop, Viewing, Protocol):
+class State(AuditTrail, EventLedger, RateLimits, ReindexLock, OwnersLoop, Viewing, Protocol):
     """Where a process keeps what outlives one answer (shared by replicas in a fleet): each
     capability above, and `close`."""
 

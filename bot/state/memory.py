@@ -38,7 +38,7 @@ class InProcess:
         self._lock = threading.Lock()
         self._reindex = threading.Lock()
 
-    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
+    def take_event(self, *keys: str, event: dict | None = None) -> bool:
         with self._lock:
             if any(k in self._seen for k in keys if k):
                 return False

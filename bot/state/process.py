@@ -1,5 +1,5 @@
 """Which process holds a claim on one machine, and whether it still runs: the SQLite state's owner
-of a claimed Slack event (a fleet's is its PostgreSQL session, bot/state/postgres/claims.py).
+of a claimed Slack event (a fleet's is its PostgreSQL session, bot/state/postgres/events.py).
 
 A process is named by the machine's boot, its pid and its start time (Linux's /proc), so a pid
 used again after a restart (a container's pid 1) is not taken for the process that died. Where

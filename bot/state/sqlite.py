@@ -6,7 +6,7 @@ users are looking at in the index file; rate limits and the reindex lock in this
 A claim keeps the event it was made for and the process that made it (process.py), until the
 answer is recorded or the event is done: what a process acknowledged and did not answer before it
 was stopped or killed is taken over by the next one (`take_orphans`, bot/slack/orphans.py), as a
-fleet's replicas take over each other's (bot/state/postgres/claims.py)."""
+fleet's replicas take over each other's (bot/state/postgres/events.py)."""
 
 from __future__ import annotations
 
@@ -316,17 +316,17 @@ class SqliteState(InProcess):
             return ""
         return row[0] if row else ""
 
-    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
+    def take_event(self, *keys: str, event: dict | None = None) -> bool:
         keys = tuple(k for k in keys if k)
         if not self.recording:
-            return super().claim_event(*keys)
+            return super().take_event(*keys)
         try:
             return self._claim_in_db(keys, event)
         except sqlite3.DatabaseError as e:
             if not self._warned:
                 self._warned = True
                 log.warning("claimed events kept in memory: the index cannot be written (%s)", e)
-        return super().claim_event(*keys)
+        return super().take_event(*keys)
 
     def _claim_in_db(self, keys: tuple[str, ...], event: dict | None) -> bool:
         """Every key claimed by this process, or none: a key answered (done) or held by a process

@@ -62,7 +62,7 @@ class Bot:
             "received": received,
         }
         try:
-            claimed = self.guide.state.claim_event(*keys, event=stored)
+            claimed = self.guide.state.take_event(*keys, event=stored)
         except Exception:  # never a silent drop: Slack has its ack and will not resend
             logger.exception("claiming event %s failed", body.get("event_id"))
             try:

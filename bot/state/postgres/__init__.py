@@ -1,6 +1,6 @@
 """`State` on PostgreSQL: what a fleet of replicas shares (FIELDGUIDE_DATABASE_URL), one module
 per concern — the pool and the replica's session (session.py), the audit trail (audit.py), event
-claims (claims.py), rate limits (limits.py), the reindex lock (reindex.py), what users are
+de-duplication (events.py), rate limits (limits.py), the reindex lock (reindex.py), what users are
 looking at beside the app (viewing.py) — joined here.
 
 - Audit rows and feedback go to `answers` / `feedback`; `fieldguide audit` reads them there.
@@ -27,8 +27,8 @@ memory; Slack's last retry is answered from memory rather than refused for good.
 Text PostgreSQL cannot hold (NUL, lone surrogates) is cleaned before it is stored (index/clean.py),
 and a claim that fails for any other database reason is made in memory: the question is answered.
 
-Connections: the pool (at most `max_connections`) serves every statement, and one of its
-connections is held as the replica's session (claims' owner, the reindex lock), so a replica
+Connections: the pool (at most `max_connections`) serves every statement, and one of its connections
+is held as the replica's session (the owner of the events it takes, the reindex lock), so a replica
 needs no connection beyond its pool: when the server refuses new ones, a replica whose pool still
 has one restores its session from it (docs/deploy.md counts them for a fleet).
 """
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from ..loop import Loop
 from .audit import Audit
-from .claims import LEASE_SECONDS, Claims
+from .events import LEASE_SECONDS, Events
 from .limits import RateLimits
 from .reindex import ReindexLock
 from .session import QUEUE_MAX, outage
@@ -46,7 +46,7 @@ from .viewing import Viewing
 __all__ = ["LEASE_SECONDS", "QUEUE_MAX", "PostgresState", "outage"]
 
 
-class PostgresState(Audit, Claims, RateLimits, ReindexLock, Viewing):
+class PostgresState(Audit, Events, RateLimits, ReindexLock, Viewing):
     """The fleet's State (bot/state/__init__.py; see the module docstring)."""
 
     fleet = True

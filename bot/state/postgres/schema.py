@@ -11,7 +11,7 @@ from ..loop import tables
 
 # Append only: version n's statements run with the index's version n (index.pg.merged).
 STATE_MIGRATIONS: dict[int, str] = {
-    # 1: the audit trail, event claims and per-user rate windows
+    # 1: the audit trail, the events taken (event_claims) and per-user rate windows
     1: """
     CREATE TABLE answers (
         id BIGSERIAL PRIMARY KEY, created TEXT, question TEXT, condensed TEXT, decision TEXT,

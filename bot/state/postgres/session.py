@@ -1,6 +1,6 @@
 """A fleet replica's connection to PostgreSQL: the pool every statement goes through, the
 replica's own session (one pool connection kept out of the pool: its pid and start time own the
-event claims, and it holds the reindex lock), telling an outage from one refused statement, and
+events it takes, and it holds the reindex lock), telling an outage from one refused statement, and
 the background thread that notices an outage end (or a restart that ended the session) and
 catches up."""
 
@@ -37,13 +37,13 @@ def outage(e: Exception) -> bool:
 
 class Session:
     """The pool, the replica's session and the outage it may be in; what the other parts
-    (audit.py, claims.py, limits.py, reindex.py) run their statements through."""
+    (audit.py, events.py, limits.py, reindex.py) run their statements through."""
 
     def __init__(self, url: str, max_connections: int = 8):
         self.url = url
         self.pool = open_pool(url, LATEST, max_connections)  # FleetError when unreachable at start
         self.statements = 0  # statements sent (bench/fleet.py reports them per answer)
-        self._local = InProcess()  # claims, limits and the lock while the database is away
+        self._local = InProcess()  # events, limits and the lock while the database is away
         self._down = False
         self._mine = threading.local()  # keys this thread claimed, marked done with its answer
         self._session_lock = threading.Lock()
@@ -54,9 +54,9 @@ class Session:
         self._worker = threading.Thread(target=self._background, name="pg-state", daemon=True)
 
     def _open_session(self) -> None:
-        """The connection that stands for this replica: its pid and start time own the event
-        claims, and it holds the reindex lock. Taken from the pool and kept out of it, so it
-        needs no connection the server might refuse when the pool has one."""
+        """The connection that stands for this replica: its pid and start time own the events it
+        takes, and it holds the reindex lock. Taken from the pool and kept out of it, so it needs
+        no connection the server might refuse when the pool has one."""
         try:
             conn = self.pool.getconn()
         except POOL_ERRORS as e:

@@ -1,8 +1,8 @@
-"""Slack event claims shared by a fleet: each delivery claims its keys (Slack event id,
-channel:ts) in one `INSERT … ON CONFLICT` statement and is answered only if it got every key. A
-claim is a lease held by the claiming replica's session until the answer is recorded; it keeps the
-event, so another replica's sweeper takes over what a dead replica acknowledged and never answered
-(`take_orphans`, bot/slack/orphans.py)."""
+"""Slack events taken once across a fleet (de-duplication): each delivery claims its keys (Slack
+event id, channel:ts) in one `INSERT … ON CONFLICT` statement and is answered only if it got every
+key. A claim is a lease held by the claiming replica's session until the answer is recorded; it
+keeps the event, so another replica's sweeper takes over what a dead replica acknowledged and never
+answered (`take_orphans`, bot/slack/orphans.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ ORPHANS = """SELECT DISTINCT event FROM (
     ORDER BY c.claimed LIMIT %(limit)s) o"""
 
 
-class Claims(Session):
+class Events(Session):
     def durable(self) -> bool:
         """Can an event be claimed in PostgreSQL now (checked before Slack gets its ack)? The
         replica's session is what is checked: a claim is owned by it, and one made in the name of
@@ -61,9 +61,9 @@ class Claims(Session):
             self._failed("checking the database", e)
             return False
 
-    def claim_event(self, *keys: str, event: dict | None = None) -> bool:
+    def take_event(self, *keys: str, event: dict | None = None) -> bool:
         wanted = sorted({storable(k) for k in keys if k})
-        got = self._local.claim_event(*wanted)  # also remembered here, for an outage
+        got = self._local.take_event(*wanted)  # also remembered here, for an outage
         if not self._down:
             try:
                 return self._claim(wanted, storable_json(event))
