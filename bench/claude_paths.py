@@ -76,12 +76,18 @@ def questions(path: Path, n: int) -> list[str]:
     return [q["question"] for q in items if q.get("answer")][:n]
 
 
-def run(db: Path, qs: list[str], path: str, cache: bool) -> dict:
+def run(db: Path, qs: list[str], path: str, cache: bool, **overrides) -> dict:
+    """The questions `qs` through the pipeline on `path` against the stand-in (`overrides`: more
+    settings): times, tokens and cost per answer."""
     fake = FakeClaude(answer=REPLY, timing=MODEL_TIMING, cache=cache)
     server = StubServer()
     server.route("/v1/messages", fake)
     settings = Settings(
-        db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, claude_path=path
+        db=str(db),
+        anthropic_api_key="bench",
+        anthropic_base_url=server.url,
+        claude_path=path,
+        **overrides,
     )
     p = make_pipeline(settings)
     p.engine.loaded()

@@ -100,6 +100,7 @@ def make_engine(
 
 def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
     """The stateless question path over `engine` (default: make_engine(settings))."""
+    from router.context import Budget
     from router.pipeline import Pipeline
 
     if settings.anthropic_api_key:
@@ -120,6 +121,7 @@ def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
         settings.deadline,
         path=settings.claude_path,
         first_byte=settings.first_byte_timeout,
+        budget=Budget(settings.read_tokens, settings.rerank_depth, settings.second_looks),
     )
 
 

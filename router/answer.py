@@ -4,6 +4,7 @@ and how a place in the docs is named ("Title › Section")."""
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -11,18 +12,23 @@ ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 
 
 # how a place in the docs is named (every answer, source list and abstain shows it)
+# a heading's attribute list, as Pandoc, kramdown and Python-Markdown's attr_list write it after
+# the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }"): markup, not a name
+ATTRIBUTES = re.compile(r"\s*\{\s*[#.][^{}]*\}\s*$")
+
+
 def section_path(title: str, heading_path: list[str]) -> list[str]:
     """The headings under the doc's title (a first heading that repeats the title is dropped)."""
     parts = list(heading_path)
-    if parts and parts[0].strip().lower() == title.strip().lower():
+    if parts and ATTRIBUTES.sub("", parts[0]).strip().lower() == title.strip().lower():
         parts = parts[1:]
     return parts
 
 
 def label(title: str, heading_path: list[str]) -> str:
     """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
-    the docs, the title once."""
-    return " › ".join([title, *section_path(title, heading_path)])
+    the docs, the title once, without the headings' attribute lists."""
+    return " › ".join(ATTRIBUTES.sub("", h) for h in [title, *section_path(title, heading_path)])
 
 
 @dataclass

@@ -19,6 +19,7 @@ from index.embedders import Embedder, EmbeddingError
 from index.furniture import Furniture
 from index.search import BM25, Hit, tokenize
 
+from . import exact
 from .answer import Citation, Passage, Source, occurs_in
 from .compose import OK, Written
 from .units import ELLIPSIS, NO_FURNITURE, Unit, units_of
@@ -42,13 +43,19 @@ def extract(
     bm25: BM25,
     embedder: Embedder,
     corpus: Furniture = NO_FURNITURE,
+    names: list[str] | None = None,
 ) -> list[Passage]:
     """The units of the top chunks that score best against the question, by the retrieval's own
     signals: the chunk's fused score, and the unit's idf-weighted term coverage (alone and read
     with its chunk's title and heading path: a row under "#### TW-1429" is about TW-1429) and
-    cosine similarity. `corpus`: the index's page furniture (Searcher.furniture)."""
+    cosine similarity. `corpus`: the index's page furniture (Searcher.furniture). `names`: the
+    identifiers the question asks about (router/exact.py): when units write them, or sit under
+    a heading that does, only those are quoted (the row that holds the code, not its
+    neighbours), those that write most of them first."""
     q = tokenize(question)
     units = [u for h in hits for u in units_of(h, corpus)]
+    if names:
+        units = holding(units, names)
     if not units:
         return []
     headers = {
@@ -77,6 +84,22 @@ def extract(
         except EmbeddingError:  # the embedding service failing here only costs the vector half
             pass
     return _passages(_choose(units))
+
+
+def holding(units: list[Unit], names: list[str]) -> list[Unit]:
+    """The units that write most of `names`, else those under a heading that writes most of
+    them; all of them when none does."""
+
+    def held(text: str) -> int:
+        return sum(exact.holds(text, n) for n in names)
+
+    own = [held(u.text) for u in units]
+    if max(own, default=0):
+        return [u for u, n in zip(units, own, strict=True) if n == max(own)]
+    heads = [held(" ".join(u.hit.chunk["heading_path"])) for u in units]
+    if max(heads, default=0):
+        return [u for u, n in zip(units, heads, strict=True) if n == max(heads)]
+    return units
 
 
 def _choose(units: list[Unit]) -> list[Unit]:

@@ -14,18 +14,11 @@ checked against their chunk, citations against the blocks that were sent, so not
 user as a quote that is not in the docs; an answer that cites nothing is never shown (the docs' own
 quotes are), and one whose claims could not be checked says so.
 
-With Claude, the path before the answer is a setting (`path`, FIELDGUIDE_CLAUDE_PATH):
-- "sequential": classify, then search, then extract passages, then answer (three round trips
-  before the first word);
-- "overlap": the same, with Claude's classification running while the question is embedded and
-  searched locally;
-- "cite" (the default, bench/claude_paths.py): one round trip before the first word. Retrieval does
-  not wait for Claude's classification: the offline router (which only breaks ties) picks the top
-  chunks while Claude classifies beside the answer, and its classification is kept in the trace
-  (the audit's routing) when it is back by the end (bench/context.py: the sections the answer is
-  given are those of today's routed search); no extraction call: the top chunks go to the answer
-  as search_result blocks, a text block per paragraph, and the answer's own citations are the
-  extraction.
+With Claude, the path before the answer is a setting (FIELDGUIDE_CLAUDE_PATH): "sequential"
+(classify, search, extract, answer), "overlap" (Claude classifying while the question is searched)
+and "cite" (the default, bench/claude_paths.py: one round trip before the first word; Claude
+classifies beside the answer; it reads the candidates packed to a token budget, router/context.py,
+cites them, and may search again, router/second_look.py).
 
 The whole answer has a deadline: the answer's stream is cut at the question's deadline less the
 claim check's reserved time (claims.reserve), what was shown and checked is kept and marked, and a
@@ -47,23 +40,25 @@ from . import extract as claude_extract
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .classify import Classification, ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
+from .context import BUDGET, Budget, for_claude
 from .engine import Engine, Scope
+from .exact import near, widened
 from .messages import add_usage
-from .question import Asked, Draft, checked_question, fell_back, verdict
+from .question import Asked, Draft, checked_question, fell_back, lap, verdict
+from .second_look import looker
 
 log = logging.getLogger(__name__)
 
-CONTEXT_CHUNKS = 5  # top chunks handed to Claude (extraction, or the answer); offline reads 3
+CONTEXT_CHUNKS = 5  # top chunks Claude extracts from (the sequential and overlap paths)
 OFFLINE_CHUNKS = 3
+HITS = 10  # the hits the decision, the offline path and the audit read
 # times a question is asked again when a reindex takes a chunk it found (IndexChanged): each time
 # on the newest generation, so only reindexes committing faster than one answer exhaust them
 INDEX_RETRIES = 3
 PATHS = ("cite", "overlap", "sequential")  # FIELDGUIDE_CLAUDE_PATH (the module doc)
 # Claude's classification runs here while the question is embedded and searched (I/O waits only)
 EARLY = ThreadPoolExecutor(max_workers=8, thread_name_prefix="classify")
-UNCITED_NOTE = (
-    "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
-)
+UNCITED_NOTE = "Claude's answer cited no passage of the docs: the docs' own quotes are shown"
 WRITTEN = (compose.OK, compose.INCOMPLETE, compose.CUT)  # an answer written, whose claims count
 Quoted = tuple[compose.Written, list[Passage], dict[str, Source]]
 
@@ -78,6 +73,7 @@ class Pipeline:
         deadline: float = DEADLINE,
         path: str = "cite",
         first_byte: float = FIRST_BYTE,
+        budget: Budget = BUDGET,
     ):
         """`models`: {"condense", "extract", "answer", "check"} model ids. `deadline`: seconds
         for one question's Claude steps. `path`: the steps with Claude before the answer (PATHS,
@@ -88,9 +84,10 @@ class Pipeline:
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
-        self.deadline = deadline
-        self.path = path
+        self.deadline, self.path = deadline, path
         self.first_byte = first_byte  # seconds a streamed answer's reads may wait
+        self.budget = budget  # what Claude reads, how deep, how many second looks
+        self.looks_for = looker(lambda t: engine.embed_query(t), budget, docs_base_url)
         # what every answer's trace names: the models, and the prompts by hash (fixed in a process)
         steps = ("condense", "extract", "answer", "check")
         claude_steps = steps if anthropic_client is not None else ()
@@ -186,11 +183,12 @@ class Pipeline:
         offline decision."""
         decided = q.offline_verdict
         assert decided is not None
-        if decided.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
+        if decided.decision == ABSTAIN and not q.exact.written:  # nothing near: no "closest"
             return Draft(decided)
         passages = self.offline_passages(q)
+        decided = q.offline_verdict = near(decided, q.exact.written, [p.text for p in passages])
         lap(q, "extract")
-        if not passages:
+        if decided.decision == ABSTAIN or not passages:
             return Draft(decided)
         written, passages, sources = self.quotes(q, passages)
         lap(q, "answer")
@@ -203,10 +201,11 @@ class Pipeline:
         Claude's answer from them, streamed, and its claims checked. A step that falls back runs
         offline, and from then on the offline decision stands."""
         assert q.offline_verdict is not None
+        gate = near(gate, q.exact.written, [h.chunk["text"] for h in q.candidates])
         if gate.decision == ABSTAIN:
             return Draft(gate)
         cite = self.path == "cite" and q.claude.available
-        passages = citations.context_passages(q.hits[:CONTEXT_CHUNKS]) if cite else self.extract(q)
+        passages = for_claude(q, self.budget.tokens) if cite else self.extract(q)
         lap(q, "extract")
         if "extract" in q.claude.fell_back:  # Claude was to check the passages but failed
             gate = q.offline_verdict
@@ -279,7 +278,7 @@ class Pipeline:
         decision = q.router.route(
             q.condensed,
             q.query_vec,
-            k=10,
+            k=max(HITS, self.budget.depth),
             # Voyage did not embed the question: its reranker, the same service, is not asked
             rerank=q.query_vec is not None or not self.engine.embedder.name.startswith("voyage:"),
             claude=with_claude if waits else None,
@@ -292,11 +291,13 @@ class Pipeline:
             trace.notes.append(decision.note)
         if decision.usage:
             add_usage(trace.usage, "classify", decision.usage)
-        trace.hits = [
+        scored = [
             h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits
         ]
-        q.hits = decision.hits
-        q.chunks = {h["id"]: h for h in trace.hits}
+        trace.hits = scored[:HITS]
+        q.hits, q.candidates = decision.hits[:HITS], decision.hits
+        q.exact = decision.exact
+        q.chunks = {h["id"]: h for h in scored}
 
     def assess(self, q: Asked) -> tuple[decide.Decision, decide.Decision]:
         """(the offline decision, the gate before extraction): the same calibrated p read in the
@@ -320,9 +321,9 @@ class Pipeline:
 
     def offline_passages(self, q: Asked) -> list[Passage]:
         """The offline extractor's passages from the top chunks."""
-        top, searcher = q.hits[:OFFLINE_CHUNKS], q.searcher
+        top, s = widened(q.hits[:OFFLINE_CHUNKS], q.candidates, q.exact.written), q.searcher
         return offline.extract(
-            q.condensed, q.query_vec, top, searcher.bm25, self.engine.embedder, searcher.furniture
+            q.condensed, q.query_vec, top, s.bm25, self.engine.embedder, s.furniture, q.exact.names
         )
 
     def extract(self, q: Asked) -> list[Passage]:
@@ -367,9 +368,11 @@ class Pipeline:
             stream = relay if q.on_text is not None and not shown[0] else None
             # the stream ends where the claim check's reserved time begins
             until = q.claude.ends - claims.reserve(self.deadline)
+            looks = self.looks_for(q, passages, by_chunk) if cite else None
             written = compose.compose(
-                client, self.models["answer"], q.question, passages, by_chunk, stream, until
+                client, self.models["answer"], q.question, passages, by_chunk, stream, until, looks
             )
+            q.trace.route |= {"looks": looks.done} if looks is not None and looks.done else {}
             add_usage(q.trace.usage, "answer", written.usage)
             return written, passages, by_chunk
 
@@ -391,10 +394,3 @@ class Pipeline:
         if checked.usage:
             add_usage(q.trace.usage, "check", checked.usage)
         return checked
-
-
-def lap(q: Asked, step: str) -> None:
-    """The step just done, timed into the trace (ms since the step before)."""
-    now = time.perf_counter()
-    q.trace.timings_ms[step] = round((now - q.clock) * 1000, 1)
-    q.clock = now

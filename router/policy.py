@@ -12,6 +12,9 @@
    reorders what an unrouted search would find: it never drops it.
 4. With a reranker (Voyage, when a key is set), the top `reranker.depth` of that list are reordered
    by it before the answer's extraction and abstain decision see them.
+5. The identifiers the question asks about (an error code, a flag, an endpoint: router/exact.py)
+   are looked up where the docs write them, for the quotes to show them; the order stands (moving
+   the chunks that write them first cost the real sets' top 5: bench/RESULTS.md, reads).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from index.search import Hit, Searcher, read_together
 
 from .classify import VOTERS, Classification, Classifier, unused_note
 from .claude import Claude
+from .exact import Asked, asked
 
 # The buckets are the top intents that together hold COVER of the classifier's score (at most
 # MAX_BUCKETS). One intent holding it alone is a confident routing; on the eval sets a second intent
@@ -46,6 +50,8 @@ class RouteDecision:
     note: str = ""
     usage: dict = field(default_factory=dict)  # the classifier's tokens, when it was Claude
     reranked: bool = False  # the hits are in the reranker's order
+    # the identifiers asked about that the docs write somewhere specific, and where
+    exact: Asked = field(default_factory=lambda: Asked([], {}))
 
     @property
     def intents(self) -> list[str]:
@@ -60,6 +66,7 @@ class RouteDecision:
             "classifier": self.classifier,
             "note": self.note,
             "reranked": self.reranked,
+            **({"exact": self.exact.names} if self.exact else {}),
         }
 
 
@@ -135,6 +142,7 @@ class Router:
             decision.hits, note = reranker.rerank(question, decision.hits)
             decision.reranked = not note
             decision.note = "; ".join(n for n in (decision.note, note) if n)
+        decision.exact = asked(question, self.searcher)
         decision.hits = decision.hits[:k]
         return decision
 

@@ -5,6 +5,7 @@ stands is chosen from them (`verdict`): ANSWER, PARTIAL with its caveat, or ABST
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -14,9 +15,10 @@ import numpy as np
 from index.clean import valid_text
 from index.search import Hit, Searcher
 
-from . import citations, claims, compose, decide, reading
+from . import citations, claims, compose, decide, exact, reading
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
 from .claude import OFFLINE_NOTE, Claude
+from .exact import Asked as Identifiers
 
 if TYPE_CHECKING:
     from .engine import Scope
@@ -60,8 +62,13 @@ class Asked:
     condensed: str = ""  # the question as searched: thread context folded in, typos read
     query_vec: np.ndarray | None = None
     hits: list[Hit] = field(default_factory=list)
+    candidates: list[Hit] = field(
+        default_factory=list
+    )  # the deeper list Claude's read is packed from
     chunks: dict[str, dict] = field(default_factory=dict)  # the hits' records by id, scored
     offline_verdict: decide.Decision | None = None  # the decision read in the offline bands
+    # the identifiers asked about and where the docs write them (router/exact.py), from the search
+    exact: Identifiers = field(default_factory=lambda: Identifiers([], {}))
 
 
 # offline, a question the docs may not answer gets the closest sections quoted under this line
@@ -116,6 +123,9 @@ def verdict(asked: Asked, draft: Draft) -> Answer:
     # fail closed: what reaches here unchecked counts as a check that did not run
     checked = draft.checked or claims.Checked(False, written.by, why_not="not run")
     decision, caveat, note = claims.judged(decision, caveat, checked)
+    trace.notes += [note] if note else []
+    quoted = [c.cited_text for c in written.citations if c.verified]
+    decision, caveat, note = exact.settle(decision, caveat, asked.exact.names, quoted)
     trace.notes += [note] if note else []
     return Answer(
         asked.question,
@@ -179,3 +189,10 @@ def abstain_text(hits: list[Hit]) -> str:
 def fell_back(trace: Trace, step: str, why: str) -> None:
     trace.offline = True
     trace.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
+
+
+def lap(q: Asked, step: str) -> None:
+    """The step just done, timed into the trace (ms since the step before)."""
+    now = time.perf_counter()
+    q.trace.timings_ms[step] = round((now - q.clock) * 1000, 1)
+    q.clock = now

@@ -1,0 +1,139 @@
+"""Keyed answers measured on real questions, without the API: `fieldguide eval SET --answers` with
+a key pointed at the Messages API stand-in in record and replay mode (tests/standins/keyed.py).
+
+    python bench/keyed.py run SET [SET ...]     # a round: replay what is answered, record the rest
+    python bench/keyed.py pending [SET ...]     # the requests still without a response
+    python bench/keyed.py check [SET ...]       # the responses written so far, checked
+    python bench/keyed.py serve SET [--port N]  # the stand-in alone, for `fieldguide eval` itself
+
+Each set's files are under bench/keyed/SET/: requests/<hash>.json (every request body the pipeline
+sent), responses/<hash>.json (written by a language model outside the API, reading the request
+alone: bench/keyed/README.md), eval.json (the last round's `fieldguide eval --answers --json`).
+A round replays every request that has a response and records the others (they fail with a 400,
+so that step runs offline); a set is done when a round records nothing new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from harness import REAL_SETS, ROOT, set_dir, table
+
+from tests.standins.keyed import Keyed, described, pending, problems
+from tests.standins.server import StubServer
+
+KEYED = ROOT / "bench" / "keyed"
+
+
+def round_of(name: str) -> dict:
+    """One round of a set: `fieldguide eval SET --answers` with a key, against the keyed
+    stand-in; its results are written to bench/keyed/SET/eval.json."""
+    from bot.api import evaluate
+    from bot.settings import Settings
+
+    folder = KEYED / name
+    keyed = Keyed(folder)
+    server = StubServer()
+    server.route("/v1/messages", keyed)
+    try:
+        settings = Settings(anthropic_api_key="keyed", anthropic_base_url=server.url)
+        result = evaluate(set_dir(name), answers=True, settings=settings)
+    finally:
+        server.close()
+    (folder / "eval.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    return {
+        "set": name,
+        "replayed": len(keyed.replayed),
+        "recorded": len(keyed.recorded),
+        "summary": result["summary"],
+    }
+
+
+def listed(names: list[str]) -> list[dict]:
+    return [described(p) | {"set": n} for n in names for p in pending(KEYED / n)]
+
+
+def check(names: list[str]) -> int:
+    """Every response written so far against its request: 1 when one is not one the API could
+    send (each problem printed), else 0."""
+    bad = 0
+    for name in names:
+        for path in sorted((KEYED / name / "responses").glob("*.json")):
+            request = KEYED / name / "requests" / path.name
+            if not request.exists():
+                print(f"{name}/{path.name}: no request of that name")
+                bad += 1
+                continue
+            try:
+                response = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                print(f"{name}/{path.name}: not JSON ({e})")
+                bad += 1
+                continue
+            for p in problems(response, json.loads(request.read_text(encoding="utf-8"))):
+                print(f"{name}/{path.name}: {p}")
+                bad += 1
+    print(f"{bad} problems")
+    return 1 if bad else 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("command", choices=("run", "pending", "check", "serve"))
+    ap.add_argument("sets", nargs="*")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--json", action="store_true", help="pending: one JSON object a line")
+    args = ap.parse_args()
+    names = args.sets or list(REAL_SETS)
+    if args.command == "run":
+        for name in names:
+            r = round_of(name)
+            print(
+                f"{name}: {r['replayed']} requests replayed,"
+                f" {r['recorded']} recorded without a response"
+            )
+    elif args.command == "pending":
+        rows = listed(names)
+        if args.json:
+            for r in rows:
+                print(json.dumps(r))
+            return
+        print(
+            table(
+                ["set", "hash", "kind", "model", "bytes", "after a tool", "search results"],
+                [
+                    [
+                        r["set"],
+                        r["hash"],
+                        r["kind"],
+                        r["model"],
+                        r["bytes"],
+                        r["after_tool"],
+                        r["search_results"],
+                    ]
+                    for r in rows
+                ],
+            )
+        )
+        print(f"{len(rows)} requests without a response, {sum(r['bytes'] for r in rows):,} bytes")
+    elif args.command == "check":
+        sys.exit(check(names))
+    elif args.command == "serve":
+        [name] = names
+        server = StubServer(port=args.port)
+        server.route("/v1/messages", Keyed(KEYED / name))
+        print(f"ANTHROPIC_BASE_URL={server.url} ANTHROPIC_API_KEY=keyed", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.close()
+
+
+if __name__ == "__main__":
+    main()
