@@ -9,6 +9,9 @@ mcp  # unused function (bot/cli.py)
 # Bolt listeners and middleware (registered by app.event / app.action / app.middleware ...)
 on_feedback  # unused function (bot/slack/listeners/actions.py:45)
 on_ask_person  # unused function (bot/slack/listeners/actions.py:68)
+on_handoff_reply  # unused function (bot/slack/listeners/owners.py)
+on_draft  # unused function (bot/slack/listeners/owners.py)
+on_wontfix  # unused function (bot/slack/listeners/owners.py)
 on_thread_started  # unused function (bot/slack/listeners/assistant.py:19)
 on_user_message  # unused function (bot/slack/listeners/assistant.py:28)
 on_mention  # unused function (bot/slack/listeners/events.py:15)
@@ -22,6 +25,8 @@ m001_audit_tables  # unused function (bot/state/sqlite.py:34)
 m001_tables  # unused function (index/store.py:39)
 m002_owners  # unused function (index/store.py:66)
 m003_doc_updated  # unused function (index/store.py:78)
+m004_doc_owners_and_freshness  # unused function (index/store.py:91)
+m002_owners_loop  # unused function (bot/state/sqlite.py)
 # attributes and methods a library reads or calls (psycopg, onnxruntime, torch, python-frontmatter,
 # pydantic)
 model_config  # pydantic reads it (bot/settings.py)
@@ -56,3 +61,5 @@ _.maxstring
 _.maxother
 _.maxlist
 _.maxdict
+answered_before  # a field of bot/mcp_results.py's GapTopic (set by keyword, read by pydantic)
+answered_after  # a field of bot/mcp_results.py's GapTopic (set by keyword, read by pydantic)

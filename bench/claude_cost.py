@@ -9,7 +9,7 @@
    bot/settings.py; the cost is estimated with its default price table. Sets: the example docs
    and claude-docs.
 2. The claim check's latency after the last streamed word: the stub at bench/slack_latency.py's
-   latency (0.6 s a classify / extract / check reply, the answer's first token after 1 s, then
+   latency (0.6 s a classify / check reply, the answer's first token after 1 s, then
    40 words/s); from the last word the pipeline hands on to the answer being returned (when
    Slack's stream is stopped with the sources and any caveat), and the check step's own time.
 
@@ -44,7 +44,7 @@ COST_HEADERS = [
     "output",
     "est. USD per 1,000 questions",
 ]
-STEPS = ("condense", "classify", "extract", "answer", "check")
+STEPS = ("condense", "classify", "answer", "check")
 # bench/slack_latency.py's stub latency
 CLAUDE_LATENCY, FIRST_TOKEN, WORDS_PER_SECOND = 0.6, 1.0, 40.0
 
@@ -198,8 +198,8 @@ def main() -> None:
 
     body = f"""
 `python bench/claude_cost.py`: {QUESTIONS} answerable questions of each set through the whole
-pipeline with the default models (classify, extract and check on {d.classify_model}, the answer on
-{d.answer_model}; the path as FIELDGUIDE_CLAUDE_PATH={d.claude_path}), against the Messages API
+pipeline with the default models (classify and check on {d.classify_model}, the answer on
+{d.answer_model}), against the Messages API
 stub billing prompt caching as the API does (~3.5 characters a token). Per question, mean: the
 prompt's tokens, those billed at the full input price, written to and read from the cache, output
 tokens, and the estimated cost (bot/settings.py's default prices).

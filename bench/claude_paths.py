@@ -1,18 +1,14 @@
-"""Fewer round trips before the first word (issue 34 item 5): the Claude paths of
-FIELDGUIDE_CLAUDE_PATH measured against the Messages API stand-in playing each model's latency and
-output speed (tests/standins/claude.py MODEL_TIMING: seconds to the first token, output tokens per
-second) with the default models (bot/settings.py: claude-haiku-5-5 for classify / extract / check,
-claude-sonnet-5-5 for the answer), prompt caching billed as the API bills it (each model's minimum
-cacheable prefix) and priced with bot/settings.py's DEFAULT_PRICES.
+"""A question's answer with Claude, measured against the Messages API stand-in playing each
+model's latency and output speed (tests/standins/claude.py MODEL_TIMING: seconds to the first
+token, output tokens per second) with the default models (bot/settings.py: claude-haiku-5-5 for
+classify / check, claude-sonnet-5-5 for the answer), prompt caching billed as the API bills it
+(each model's minimum cacheable prefix) and priced with bot/settings.py's DEFAULT_PRICES.
 
-Per path, over the answerable questions of each set: time to the first streamed word, time to the
-checked answer (the claim check included), prompt and output tokens, and the estimated cost per
-answer. Paths:
-- sequential: the seed's classify → search → extract → answer → check;
-- overlap: Claude's classification running while the question is embedded and searched;
-- cite: overlap, and no extraction call: the answer reads the top 5 chunks as search_result
-  blocks (a block per paragraph) and its citations are the extraction;
-- cite, no caching: the same, every prompt billed in full (what the cache_control markers save).
+Over the answerable questions of each set: time to the first streamed word, time to the checked
+answer (the claim check included), prompt and output tokens, and the estimated cost per answer;
+with prompt caching, and without it (every prompt billed in full: what the cache_control markers
+save). The answer reads the top 5 chunks as search_result blocks (a block per paragraph) and its
+citations are the extraction; Claude classifies beside it.
 
     python bench/claude_paths.py [--questions 8]
 """
@@ -50,15 +46,10 @@ REPLY = [
     (" Check the timestamp too: a request older than five minutes is refused.", [(0, 0, 1)]),
     (" Verify before you parse the body or act on the event.", [(0, 0, 1)]),
 ]
-RUNS = [  # (label, FIELDGUIDE_CLAUDE_PATH, prompt caching honoured)
-    ("sequential (seed)", "sequential", True),
-    ("overlap", "overlap", True),
-    ("cite", "cite", True),
-    ("cite, no caching", "cite", False),
-]
+RUNS = [("prompt caching", True), ("no caching", False)]  # (label, caching honoured)
 HEADERS = [
     "set",
-    "path",
+    "run",
     "answers",
     "first word p50 s",
     "first word p95 s",
@@ -76,18 +67,14 @@ def questions(path: Path, n: int) -> list[str]:
     return [q["question"] for q in items if q.get("answer")][:n]
 
 
-def run(db: Path, qs: list[str], path: str, cache: bool, **overrides) -> dict:
-    """The questions `qs` through the pipeline on `path` against the stand-in (`overrides`: more
-    settings): times, tokens and cost per answer."""
+def run(db: Path, qs: list[str], cache: bool, **overrides) -> dict:
+    """The questions `qs` through the pipeline against the stand-in (`overrides`: more settings):
+    times, tokens and cost per answer."""
     fake = FakeClaude(answer=REPLY, timing=MODEL_TIMING, cache=cache)
     server = StubServer()
     server.route("/v1/messages", fake)
     settings = Settings(
-        db=str(db),
-        anthropic_api_key="bench",
-        anthropic_base_url=server.url,
-        claude_path=path,
-        **overrides,
+        db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, **overrides
     )
     p = make_pipeline(settings)
     p.engine.loaded()
@@ -263,8 +250,8 @@ def main() -> None:
     rows = []
     for name, db, qfile in sets:
         qs = questions(qfile, args.questions)
-        for label, path, cache in RUNS:
-            r = run(db, qs, path, cache)
+        for label, cache in RUNS:
+            r = run(db, qs, cache)
             rows.append(
                 [
                     name,
@@ -286,7 +273,7 @@ def main() -> None:
     body = f"""
 `python bench/claude_paths.py --questions {args.questions}`: the answerable questions of each set
 (the first {args.questions}) through the whole pipeline with the default models
-(classify / extract / check on claude-haiku-5-5, the answer on claude-sonnet-5-5), against the
+(classify / check on claude-haiku-5-5, the answer on claude-sonnet-5-5), against the
 Messages API stand-in playing each model's time to first token and output speed ({timing}: the
 model pages give only "Fastest" / "Fast" / "Moderate"; the figures are the latest measured ones in
 the pages read, see MODEL_TIMING), adaptive thinking as the docs describe it (on by default on the
@@ -299,18 +286,16 @@ token).
 
 {table(HEADERS, rows)}
 
-The default is **cite** (FIELDGUIDE_CLAUDE_PATH): one Claude round trip before the first word.
-Retrieval no longer waits for Claude's classification (issue 41): the offline router, which only
-breaks ties, picks the five chunks the answer reads while Claude classifies beside it; the
-classification is kept in the audit's routing when it is back (bench/context.py: the sections the
-answer is given, before and after). No extraction call: the answer's own search_result citations,
-checked by their block indices, are the extraction, and the claim check still reads each sentence
-against the paragraphs it cites. Every step sends thinking as low as its model allows (Sonnet 5.5
-`between_tools`, Haiku 5.5 `disabled`) and its effort (router/messages.py EFFORT): left at the
-default, adaptive thinking would spend its tokens before the first word. The first word's floor on
-this path is the answer model's own time to first token (1.8 s for Sonnet here): issue 41's
-1.6 s p50 needs a faster first token than the stand-in plays. Before issue 41, cite's first word
-came at 2.56 s p50 (two round trips, 2026-11-25 rows of this section).
+One Claude round trip before the first word: retrieval does not wait for Claude's
+classification (the offline router, which only breaks ties, picks the five chunks the answer reads
+while Claude classifies beside it; the classification is kept in the audit's routing when it is
+back: bench/context.py), and there is no extraction call: the answer's own search_result
+citations, checked by their block indices, are the extraction, and the claim check still reads
+each sentence against the paragraphs it cites. Every step sends thinking as low as its model
+allows (Sonnet 5.5 `between_tools`, Haiku 5.5 `disabled`) and its effort (router/messages.py
+EFFORT): left at the default, adaptive thinking would spend its tokens before the first word. The
+first word's floor is the answer model's own time to first token (1.8 s for Sonnet here). Why this
+is the only path: section 'claude-paths-choice'.
 
 ### A deadline that holds (issue 41)
 

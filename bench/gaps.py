@@ -9,11 +9,12 @@ topics the example docs don't cover (a Terraform provider, mobile SDKs, complian
 a confident answer to one of them is marked 👎 by its asker), the example set's 35 questions and
 20 off-topic ones and six messages of small talk, each asked through the real offline pipeline on
 the example docs (the audit trail tests/test_gaps.py builds). For each planted topic: the topic
-holding most of its questions, how many of them, how pure it is and its rank. The same is shown
-with the common directions the clustering takes out varied around the d/100 rule (Mu &
-Viswanath) it uses, and with the questions' mean only (before this change). Then the test's
-other planted set (tests/standins/gap_topics.py) hidden among the eval sets' 525 questions (harder:
-hundreds of real topics around it).
+holding most of its questions, how many of them, how pure it is and its rank. Then the two fits
+bot/gaps.py ships: where the dendrogram is cut (and the names' weight), by the adjusted Rand index
+against the planted topics; and the off-topic threshold, by Youden's J on the example docs, with
+the other docs sets (claude-docs, and fastapi and chezmoi where their docs are laid out) left
+out. Then the test's other planted set (tests/standins/gap_topics.py) hidden among the eval sets'
+525 questions (harder: hundreds of real topics around it), left out of the fit.
 
 Speed: the eval sets' 465 questions and 60 off-topic ones, embedded with the local model; past
 525, each further question is one of them with a small random offset (noise of norm 0.3 before
@@ -147,43 +148,9 @@ def main() -> None:
         f" cosine distance {info['cut']}, silhouette {info['silhouette']})"
     )
 
-    # the same questions with what the comparison takes out and adds varied
-    gap_rows = [
-        r
-        for r in rows
-        if gaps.unanswered(r) and r["question"] not in SMALL_TALK and r["id"] in set(by_id)
-    ]
-    gap_rows = [r for r in gap_rows if any(r["id"] in t.ids for t in found)]
-    texts = [r["question"] for r in gap_rows]
-    tags = [topic.get(q, "") for q in texts]
-    names = [gaps.lacked_names(r) for r in gap_rows]
-    vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float64)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    docs = np.asarray(searcher.vectors, dtype=np.float64)
-    mean = docs.mean(axis=0)
-    _, _, vt = np.linalg.svd(docs - mean, full_matrices=False)
-
-    def directions(k: int | None) -> np.ndarray | None:
-        return None if k is None else np.linalg.qr(np.vstack([mean, vt[:k]]).T)[0].T
-
-    variants = []
-    ks: list[tuple[str, int | None, float]] = [
-        ("the questions' mean only, no names (before)", None, 0.0),
-        ("the docs' mean + 4 directions, no names", 4, 0.0),
-        ("4 directions, names at 0.25", 4, 0.25),
-        ("4 directions, names at 0.4 (shipped)", 4, 0.4),
-        ("4 directions, names at 0.5", 4, 0.5),
-        ("2 directions, names at 0.4", 2, 0.4),
-        ("8 directions, names at 0.4", 8, 0.4),
-    ]
-    for name, k, weight in ks:
-        meaning = comparable(vectors, directions(k))
-        labels, _, _ = cluster(gaps.with_names(meaning, names, weight) if weight else meaning)
-        cells = [f"{r[2]}/{r[3]} #{r[5]}" for r in recovered(labels, tags)]
-        variants.append([name, *cells])
-    planted_names = [r[0] for r in planted_rows]
-    varied = table(["compared by", *[f"{n}: kept/size #rank" for n in planted_names]], variants)
-    # the test's other planted set among the eval sets' questions
+    fits = clustering_fit(rows, embedder, searcher)
+    off = off_topic_fit(embedder)
+    # the test's other planted set among the eval sets' questions, left out of the fit
     base = questions()
     vectors = np.asarray(embedder.embed_documents(base), dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -191,13 +158,16 @@ def main() -> None:
     pv = np.asarray(embedder.embed_documents(planted), dtype=np.float32)
     pv /= np.linalg.norm(pv, axis=1, keepdims=True)
     mixed = np.vstack([pv, vectors])
-    labels, cut, score = cluster(comparable(mixed, common_directions(docs)))
+    docs = np.asarray(searcher.vectors, dtype=np.float64)
+    labels, cut, score = cluster(comparable(mixed, common_directions(docs)), gaps.TOPIC_CUT)
     hidden_tags = [name for name, qs in TOPICS.items() for _ in qs] + [""] * len(base)
     hidden = table(headers + ["rank"], recovered(labels, hidden_tags))
     hidden += (
         f"\n\n({len(mixed)} questions in {len(set(labels.tolist()))} topics; cut at cosine"
-        f" distance {cut:.3f}, silhouette {score:.3f})"
+        f" distance {cut:.3f})"
     )
+    alone = cluster(comparable(pv[:10], common_directions(docs)), gaps.TOPIC_CUT)[0]
+    hidden += f"; the ten crypto questions alone: {len(set(alone.tolist()))} topic(s)"
 
     rng = np.random.default_rng(0)
     speed_rows = []
@@ -243,20 +213,27 @@ quoted its section counts less than a refusal (tests/test_gaps.py asserts the th
 
 {beside}
 
-The same gap questions (small talk left out) clustered with the comparison varied: the docs'
-mean direction and their top k principal directions taken out, then the questions' mean (k = d/100
-= 4 is Mu & Viswanath's rule of thumb, the one shipped), and the names each question holds that the
-docs lack (the decision's unknown words and phrases) fused with its meaning at a weight (shipped:
-the index's BM25 share, FIELDGUIDE_BM25_WEIGHT = 0.4). The others are measured, not chosen from.
-Since the decision's unsure PARTIAL answers (issue 33) joined the gaps, answerable questions about
-webhooks draw "terraform apply … webhook endpoint" to them unless the shared name counts: the
-margin is thin (terraform at 6, the bar).
+**Where the dendrogram is cut** (bot/gaps.py TOPIC_CUT, NAMES_WEIGHT): the gap questions of the
+trail above (small talk left out), the docs' common directions taken out, clustered by average
+linkage and cut at each distance, with the names each question lacks fused at each weight; the
+adjusted Rand index against the planted topics (every other question its own topic). The
+shipped pair is the best; the silhouette-chosen cut it replaces, on the same questions with the
+questions' mean also taken out (before), scores {fits["before"]:.3f}:
 
-{varied}
+{fits["table"]}
+
+**Off-topic for these docs** (bot/gaps.py OFF_TOPIC_SIM): a question's nearest section's cosine.
+Fitted on the example docs (examples/offtopic.jsonl's 20 questions about anything else against
+the 65 of examples/gaps.jsonl and questions.jsonl, all about the product) at the threshold of best
+balanced accuracy (Youden's J); the other docs sets are left out (the same 20 questions, off-topic
+for them too, against their own questions, answerable or not):
+
+{off}
 
 **The test's other planted set** (tests/standins/gap_topics.py, 3 × 10) hidden among the eval sets'
 {len(base)} questions (claude-docs and openshift-4.15, on- and off-topic; a mixture with hundreds
-of real topics of other docs, the example docs' directions taken out):
+of real topics of other docs, the example docs' directions taken out), cut at the shipped
+distance — left out of the fit:
 
 {hidden}
 
@@ -267,6 +244,95 @@ on top:
 
 {speed}
 """,
+    )
+
+
+def ari(a: list, b: list) -> float:
+    """The adjusted Rand index of two labellings (Hubert & Arabie 1985)."""
+    from math import comb
+
+    pairs = Counter(zip(a, b, strict=True))
+    both = sum(comb(v, 2) for v in pairs.values())
+    sa = sum(comb(v, 2) for v in Counter(a).values())
+    sb = sum(comb(v, 2) for v in Counter(b).values())
+    expected = sa * sb / comb(len(a), 2)
+    top = (sa + sb) / 2
+    return (both - expected) / (top - expected) if top != expected else 1.0
+
+
+def clustering_fit(rows: list[dict], embedder, searcher) -> dict:
+    """ARI of each (names weight, cut) on the trail's gap questions; and the old method's."""
+    topic = {r["question"]: r["topic"] for r in PLANTED}
+    gap_rows = [r for r in rows if gaps.unanswered(r) and r["question"] not in SMALL_TALK]
+    texts = [r["question"] for r in gap_rows]
+    labels = [topic.get(q, f"own{i}") for i, q in enumerate(texts)]
+    v = np.asarray(embedder.embed_documents(texts), dtype=np.float64)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    common = common_directions(np.asarray(searcher.vectors, dtype=np.float64))
+    names = [gaps.lacked_names(r) for r in gap_rows]
+    meaning = comparable(v, common)
+    cuts = [round(c, 2) for c in np.arange(0.70, 0.95, 0.02)]
+    grid = []
+    for w in (0.0, 0.2, 0.4):
+        x = gaps.with_names(meaning, names, w) if w else meaning
+        dist = np.clip(1 - x @ x.T, 0, 2)
+        np.fill_diagonal(dist, 0)
+        merges = gaps.average_linkage(dist)
+        grid.append(
+            [w] + [round(ari(gaps.flat(merges, len(x), c).tolist(), labels), 3) for c in cuts]
+        )
+    old = meaning - meaning.mean(axis=0)
+    old /= np.linalg.norm(old, axis=1, keepdims=True)
+    before, _, _ = cluster(gaps.with_names(old, names, 0.4))
+    return {
+        "table": table(["names weight", *[f"cut {c}" for c in cuts]], grid),
+        "before": ari(before.tolist(), labels),
+    }
+
+
+def nearest(embedder, qs: list[str], vectors: np.ndarray) -> np.ndarray:
+    """Each question's cosine with its nearest chunk."""
+    q = np.asarray(embedder.embed_documents(qs), dtype=np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return (q @ vectors.T).max(axis=1)
+
+
+def off_topic_fit(embedder) -> str:
+    """OFF_TOPIC_SIM's fit on the examples and the left-out sets' figures at it."""
+    off = [json.loads(line)["question"] for line in (ROOT / "examples/offtopic.jsonl").open()]
+    sets = {"examples": (ROOT / "examples" / "docs", [
+        json.loads(line)["question"] for f in ("gaps.jsonl", "questions.jsonl")
+        for line in (ROOT / "examples" / f).open()])}  # fmt: skip
+    for name in ("claude-docs",):
+        sets[name] = (SHARED / name / "docs", [json.loads(line)["question"]
+                      for f in ("questions.jsonl", "offtopic.jsonl")
+                      for line in (SHARED / name / f).open()])  # fmt: skip
+    for name in ("fastapi", "chezmoi"):
+        folder = ROOT / "bench" / "sets" / name
+        if (folder / "docs").is_dir():
+            sets[name] = (folder / "docs", [json.loads(line)["question"][:400]
+                          for f in ("questions.jsonl", "offtopic.jsonl")
+                          for line in (folder / f).open()])  # fmt: skip
+    out, fitted = [], None
+    for name, (docs, product) in sets.items():
+        db = WORK / f"gaps-off-{name}.db"
+        if not db.exists():
+            index_folder(db, docs, embedder)
+        from index.store import load_chunks, open_db
+
+        _, vectors = load_chunks(open_db(db), embedder.name)
+        assert vectors is not None
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+        a, b = nearest(embedder, off, vectors), nearest(embedder, product, vectors)
+        if fitted is None:  # the examples: Youden's J over every threshold
+            cands = np.unique(np.r_[a, b])
+            j = [(b >= t).mean() + (a < t).mean() - 1 for t in cands]
+            k = int(np.argmax(j))
+            fitted = float((cands[k] + cands[k - 1]) / 2) if k else float(cands[k])
+        out.append([name, len(a), int((a < fitted).sum()), len(b), int((b >= fitted).sum())])
+    return f"Fitted threshold: {fitted:.3f} (shipped {gaps.OFF_TOPIC_SIM}).\n\n" + table(
+        ["docs", "off-topic", "below (off-topic)", "about the product", "above (kept)"], out
     )
 
 

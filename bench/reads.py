@@ -22,7 +22,7 @@ from harness import REAL_SETS, ROOT, eval_db, laid_out, set_dir, table, write_se
 from bot.evaluation.retrieval import load_items, matches
 from bot.settings import Settings
 from bot.wiring import make_engine
-from router import context, reading, words
+from router import context, exact, reading, words
 from router.question import checked_question
 
 SETS = (*REAL_SETS, "claude-docs", "openshift-4.15", "examples")
@@ -31,11 +31,11 @@ DEPTHS = (5, 10, 20, 40, 80)
 COST_QUESTIONS = 8
 
 
-def searched(engine, loaded, question: str):
+def searched(engine, docs, question: str):
     """(the question as the pipeline searches it, its vector): bounded, greetings off, typos
     read."""
     text = reading.plain(checked_question(question))
-    text, _ = words.correct_typos(text, loaded.searcher)
+    text, _ = words.correct_typos(reading.read(text), docs.words)
     vec, _ = engine.embed_query(text)
     return text, vec
 
@@ -48,13 +48,13 @@ def measure(name: str, embedder, budgets) -> dict:
     """Per question: gold in the top k chunks; per budget: gold read (in any part, beyond a
     taste), tokens read, the packing's milliseconds."""
     engine = make_engine(Settings.load(environ={}, dotenv=None).at(eval_db(name, embedder)))
-    loaded = engine.loaded()
+    docs = engine.corpus()
     items = [q for q in load_items(set_dir(name) / "questions.jsonl") if q["gold"]]
     out: dict = {"questions": len(items), "depth": {d: [] for d in DEPTHS}, "budget": {}}
     for q in items:
-        text, vec = searched(engine, loaded, q["question"])
-        found = loaded.router.route(text, vec, k=max(DEPTHS), wait=False)
-        hits = found.hits
+        text, vec = searched(engine, docs, q["question"])
+        hits = docs.router.route(text, vec, k=max(DEPTHS), wait=False).hits
+        names = exact.asked(text, docs).names
         for d in DEPTHS:
             out["depth"][d].append(gold_in([h.chunk for h in hits[:d]], q["gold"]))
         top5 = [h.chunk for h in hits[:5]]
@@ -64,7 +64,7 @@ def measure(name: str, embedder, budgets) -> dict:
         )
         for b in budgets:
             started = time.perf_counter()
-            reads = context.read(hits[: context.DEPTH], loaded.searcher, text, b, found.exact.names)
+            reads = context.read(hits[: context.DEPTH], docs, text, b, names)
             ms = (time.perf_counter() - started) * 1000
             deep = [r.chunk for r in reads if r.part != "taste"]
             out["budget"].setdefault(f"{b:,} tokens", []).append(
@@ -89,7 +89,7 @@ def costs(name: str, embedder, budgets, n: int = COST_QUESTIONS) -> list[list]:
     qs = questions(set_dir(name) / "questions.jsonl", n)
     rows = []
     for b in budgets:
-        r = run(db, qs, "cite", True, read_tokens=b, second_looks=0)
+        r = run(db, qs, True, read_tokens=b, second_looks=0)
         rows.append(
             [
                 name,

@@ -18,6 +18,7 @@ from bot.evaluation.retrieval import load_items
 from bot.settings import Settings
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
+from router import reading
 from router.answer import ABSTAIN
 from router.pipeline import Pipeline
 from router.words import TYPO_NOTE
@@ -33,8 +34,8 @@ SETS = {
 class NoCorrection(Pipeline):
     """The pipeline as it was before typos were corrected."""
 
-    def correct_typos(self, q):
-        return q.condensed
+    def typos(self, text, docs, run):
+        return reading.read(text)
 
 
 def with_typo(question: str, kind: str = "swap") -> str | None:

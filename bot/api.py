@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int], Callable[[int], object]]
 EVAL_WORK = Path(".fieldguide/eval")  # the eval sets' indexes
 GAPS_ROWS = 100_000  # audit rows read at most by `gaps` (newest first)
+STALE_PERIOD = "30d"  # the answers `stale` counts against a doc by default
 
 
 def _settings(settings: Settings | None) -> Settings:
@@ -120,11 +121,14 @@ class Indexed:
     summary: RunSummary
     source: DocsSource
     published: dict | None = None
+    replayed: list[dict] | None = None  # gap topics asked again (bot/closure.py replay)
 
     def to_json(self) -> dict:
         out = {"source": self.source.identity, **self.summary.counts()}
         if self.published:
             out["published"] = {k: round(v, 3) for k, v in self.published.items()}
+        if self.replayed:
+            out["replayed"] = self.replayed
         return out
 
 
@@ -140,14 +144,20 @@ def index(
     `docs`: the folder (default: FIELDGUIDE_DOCS, or the repository FIELDGUIDE_DOCS_GIT, pulled
     first). `replace`: index these docs even though the index was built from another source (its
     docs are replaced by these; else index.indexer.SourceMismatch). With FIELDGUIDE_DATABASE_URL
-    set, one run at a time across the fleet, published to it."""
+    set, one run at a time across the fleet, published to it. A run that added or changed docs
+    asks the open gap topics' questions again (bot/closure.py): `replayed`."""
     guide = _guide(settings, db)
     source = docs_source(guide.settings, docs)
     with fleet_reindex_lock(guide.settings):
         summary, published = index_docs(
             guide.settings, source, guide.embedder, replace=replace, **_embedding(progress)
         )
-    return Indexed(summary, source, published)
+    replayed = None
+    if summary.added or summary.changed:  # the open gap topics' questions asked again
+        from .closure import replay
+
+        replayed = replay(guide, set(summary.added) | set(summary.changed))
+    return Indexed(summary, source, published, replayed)
 
 
 def intents(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
@@ -268,10 +278,9 @@ def gaps(
     person) since `since` (as `audit` reads it), grouped into topics with the nearest doc, its
     intent, owner and link; with `intent` (one of the index's, else ValueError naming them), the
     topics labelled with it, and the rows routed to it or in those topics."""
-    from index.store import load_owners
-
-    from .gaps import find_topics, top_intent
+    from .gaps import top_intent
     from .since import parse_since
+    from .topics import gap_topics
 
     guide = _guide(settings, db)
     if intent:
@@ -281,21 +290,29 @@ def gaps(
                 f"no intent {intent!r} in {guide.settings.db}: its intents are"
                 f" {', '.join(known) or 'none'}"
             )
-    since = parse_since(since) if since else None
-    rows = guide.state.list_answers(since, None, GAPS_ROWS)
-    topics, info = find_topics(
-        rows,
-        guide.embedder,
-        guide.engine.loaded().searcher,
-        load_owners(guide.index, guide.settings.honour_doc_owners),
-        intent=intent,
-        base_url=guide.settings.docs_base_url,
-        names_weight=guide.settings.bm25_weight,
-    )
+    topics, info, rows = gap_topics(guide, parse_since(since) if since else None, intent)
     if intent:  # the intent's questions: routed to it, or in one of its gaps
         mine = {i for t in topics for i in t.ids}
         rows = [r for r in rows if top_intent(r) == intent or r["id"] in mine]
     return Gaps(topics, info, rows)
+
+
+def stale(
+    db: str | Path | None = None, *, since: str | None = None, settings: Settings | None = None
+) -> list:
+    """The stale docs (bot/owners.py StaleDoc), the most damaging first: answers since `since`
+    (default: 30 days) that cited them, those marked 👎 first."""
+    from .owners import stale_docs
+    from .since import parse_since
+
+    guide = _guide(settings, db)
+    rows = guide.state.list_answers(parse_since(since or STALE_PERIOD), None, GAPS_ROWS)
+    return stale_docs(guide.docs(), rows)
+
+
+def drafts(db: str | Path | None = None, *, settings: Settings | None = None) -> list[dict]:
+    """The doc changes drafted from hand-off replies, newest first (bot/drafts.py)."""
+    return _guide(settings, db).state.loop.drafts()
 
 
 def eval_index(work: str | Path, set_dir: Path, embedder: Embedder) -> str:

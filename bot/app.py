@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from bot.scopes import Scopes
     from bot.state import State
     from index.embedders import Embedder
-    from router.answer import Answer
+    from router.answer import Answer, Progress
     from router.claude import MessagesClient
     from router.engine import Engine, Scope
     from router.pipeline import Pipeline
@@ -55,6 +55,7 @@ class FieldGuide:
         already made (a test's or a bench's), else made from the settings on first use."""
         self.settings = settings
         self._embedder, self._anthropic = embedder, anthropic
+        self._stale: tuple[tuple[int, object], dict[str, str]] | None = None
 
     @classmethod
     def open(
@@ -80,6 +81,8 @@ class FieldGuide:
         """Close what was opened (the state's connections, the index's); a FieldGuide is not
         used after. `with FieldGuide.open(...) as guide:` closes it at the block's end."""
         opened = self.__dict__
+        if "pipeline" in opened:
+            opened["pipeline"].close()
         if "state" in opened:
             opened["state"].close()
         if "index" in opened:
@@ -135,16 +138,44 @@ class FieldGuide:
         context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> Answer:
         """The pipeline's answer (router/pipeline.py), recorded in the audit trail with `context`
         (where it was asked: Slack channel, user, thread, the event's claim keys); its
-        `audit_id` set when the record was made. An audit that fails costs the asker nothing."""
-        ans = self.pipeline.answer(question, history, on_text=on_text, scope=scope)
+        `audit_id` set when the record was made. An audit that fails costs the asker nothing.
+        `on_progress`: told what the answer is doing (router.answer.Progress)."""
+        ans = self.pipeline.answer(
+            question, history, on_text=on_text, scope=scope, on_progress=on_progress
+        )
+        if ans.sources:
+            from .owners import mark_stale
+
+            mark_stale(ans.sources, self.stale_notes())
         try:
             ans.audit_id = self.state.record_answer(ans, context or {})
         except Exception:  # the audit log must never cost the user an answer
             log.exception("could not record the answer in the audit table")
         return ans
+
+    def docs(self) -> list[dict]:
+        """Every doc with its owners' and freshness fields (index.store.doc_records)."""
+        from index.store import doc_records
+
+        return doc_records(self.index)
+
+    def stale_notes(self) -> dict[str, str]:
+        """doc → why it is stale (bot/owners.py), for the stale docs: read once per generation
+        and day, as an answer's sources are marked with it."""
+        from datetime import UTC, datetime
+
+        from index.store import generation
+
+        from .owners import stale_notes
+
+        key = (generation(self.index), datetime.now(UTC).date())
+        if self._stale is None or self._stale[0] != key:
+            self._stale = (key, stale_notes(self.docs()))
+        return self._stale[1]
 
     def owners(self) -> tuple[dict[str, str], dict[str, str]]:
         """({doc: owner}, {intent: owner}): intents.yaml's owners, and a doc's own front-matter

@@ -19,6 +19,7 @@ from bot.evaluation import ALL_MODES
 from router.citations import label
 
 from . import api
+from .cli_owners import drafts, print_gaps, stale
 from .cli_run import (
     ModesCommand,
     db_option,
@@ -116,6 +117,11 @@ def index(
         print(f"  skipped {s['path']}: {s['reason']}")
     for w in summary.warnings:
         print(f"  warning {w['path']}: {w['warning']}")
+    for t in done.replayed or []:
+        print(
+            f"  gap topic #{t['topic_id']} “{t['title'][:60]}”: answered {t['before']} before,"
+            f" {t['after']} now" + (" — fixed" if t["fixed"] else "")
+        )
     if published:
         print(
             f"Published generation {published['generation']} to PostgreSQL:"
@@ -310,29 +316,12 @@ def gaps(
     if as_json:
         print_json({"topics": [t.to_json() for t in topics], **info})
         return 0
-    from .gaps_report import plural
-
-    print(
-        f"{plural(info['unanswered'], 'question')} not answered well, in"
-        f" {plural(len(topics), 'topic')} (questions about the same thing grouped together),"
-        " the likeliest missing docs first"
-    )
-    if info["small_talk"]:
-        print(f"({plural(info['small_talk'], 'message')} of small talk left out)")
-    for t in topics[:top]:
-        print(f"\n{t.count:>4}  {t.questions[0]}")
-        answered = t.count - t.unsure
-        print(
-            f"      {plural(answered, 'question')} the docs did not answer"
-            + (f", {t.unsure} answered unsure" if t.unsure else "")
-            + (": write this up" if answered >= t.unsure else ": check the section covers it")
-        )
-        doc = t.doc + (f" › {t.section}" if t.section else "") if t.doc else "-"
-        where = f"nearest doc {doc} · intent {t.intent or '-'} · owner {t.owner or '-'}"
-        print(f"      {where}" + (f"\n      {t.url}" if t.url and t.url != t.doc else ""))
-        for q in t.questions[1:]:
-            print(f"        · {q}")
+    print_gaps(topics, info, top)
     return 0
+
+
+cli.add_command(stale)
+cli.add_command(drafts)
 
 
 @command(

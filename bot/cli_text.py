@@ -68,6 +68,8 @@ def format_answer(ans: Answer, show_context: bool = False) -> str:
         for s in ans.sources:
             ago = updated_ago(s.updated)
             lines.append(f"  [{s.n}] {s.label} — {s.url}" + (f" ({ago})" if ago else ""))
+            if s.stale:
+                lines.append(f"      ⚠ stale: {s.stale}")
     intent = ans.intents[0] if ans.intents else "none"
     stages = " · ".join(f"{k} {v:.0f}" for k, v in ans.trace.timings_ms.items())
     lines.append(f"({ans.decision} · intent {intent} · {stages} ms)")

@@ -31,7 +31,6 @@ def unpriced(settings: Any) -> list[str]:
     models = (
         settings.condense_model,
         settings.classify_model,
-        settings.extract_model,
         settings.answer_model,
         settings.check_model,
         settings.judge_model,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from index.loader import MAX_DOC_BYTES
-from index.store import examine, open_read_only
+from index.store import doc_records, examine, open_read_only
 
 from .settings import Settings, SettingsError
 
@@ -87,6 +87,9 @@ def check_index(db: str, model: str) -> list[Check]:
         )
     else:
         checks.append(Check("model", "ok", f"{model}, as the index"))
+    if integrity == "ok":
+        with closing(open_read_only(path)) as conn:
+            checks.append(check_owners(doc_records(conn)))
     if stat.S_IMODE(path.stat().st_mode) & 0o077:
         checks.append(
             Check(
@@ -96,6 +99,29 @@ def check_index(db: str, model: str) -> list[Check]:
             )
         )
     return checks
+
+
+SHOWN_UNOWNED = 10  # docs named by the owners check; the rest counted
+
+
+def check_owners(docs: list[dict]) -> Check:
+    """The docs nobody owns: no front matter `owner`, no CODEOWNERS rule, no git history."""
+    from .owners import unowned
+
+    nobody = unowned(docs)
+    if not docs:
+        return Check("owners", "skip", "no docs")
+    if not nobody:
+        return Check("owners", "ok", f"every doc has an owner ({len(docs)} docs)")
+    named = ", ".join(nobody[:SHOWN_UNOWNED]) + (
+        f" and {len(nobody) - SHOWN_UNOWNED} more" if len(nobody) > SHOWN_UNOWNED else ""
+    )
+    return Check(
+        "owners",
+        "warn",
+        f"{len(nobody)} of {len(docs)} docs have no owner (front matter 'owner', CODEOWNERS or"
+        f" git history): {named}",
+    )
 
 
 def check_git_docs(settings: Settings) -> Check:
@@ -208,7 +234,6 @@ def configured_models(settings: Settings) -> dict[str, list[str]]:
     steps = {
         "condense": settings.condense_model,
         "classify": settings.classify_model,
-        "extract": settings.extract_model,
         "answer": settings.answer_model,
         "check": settings.check_model,
         "judge": settings.judge_model,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from html import escape
 
-from .gaps import Topic, confirmed, top_intent, unanswered
+from .gaps import KINDS, Topic, confirmed, top_intent, unanswered
 
 # what became of a question, as the report counts it: confirmed (a 👍, no 👎 or hand-off),
 # answered but nobody said whether it was right, or not answered well (gaps.unanswered)
@@ -197,6 +197,13 @@ def nearest(t: Topic) -> str:
     return f"<code>{name}</code>"
 
 
+def state_of(t: Topic) -> str:
+    """A topic's state in words, with its closure figures once it has them."""
+    words = {"open": "open", "drafted": "drafted", "fixed": "fixed", "wontfix": "won't fix"}
+    after = f" (answered {t.before} before, {t.after} after)" if t.after else ""
+    return words.get(t.state, t.state) + after
+
+
 def top_gaps(topics: list[Topic]) -> str:
     if not topics:
         return "<p>Every question in this period was answered.</p>"
@@ -204,9 +211,9 @@ def top_gaps(topics: list[Topic]) -> str:
     items = "".join(
         f"<li><b>{plural(t.count, 'question')}</b>"
         + (f" ({t.unsure} answered unsure)" if t.unsure else "")
-        + f" like “{escape(t.questions[0])}” — nearest doc"
+        + f" like “{escape(t.questions[0])}” — {escape(KINDS[t.kind])}; nearest doc"
         f" {nearest(t)} ({escape(t.intent or 'no intent')}), owner"
-        f" {escape(t.owner or 'none')}<ul>"
+        f' {escape(t.owner or "none")}, <span class="state">{escape(state_of(t))}</span><ul>'
         + "".join(f"<li>{escape(q)}</li>" for q in t.questions[1:])
         + "</ul></li>"
         for t in shown

@@ -123,7 +123,7 @@ class Found:
 
 
 def visible(scope: Scope | None, intent: str, doc: str) -> bool:
-    """Whether a chunk of `doc` (of `intent`) is inside `scope`, as Engine.router_for masks it."""
+    """Whether a chunk of `doc` (of `intent`) is inside `scope`, as Engine.corpus masks it."""
     return scope is None or intent in scope.intents or doc.startswith(scope.folders)
 
 
@@ -267,7 +267,14 @@ class DocsServer(MCPServer):
 
 def source_of(s: AnswerSource) -> Source:
     """An answer's numbered source, its names bounded."""
-    return Source(n=s.n, id=s.chunk_id, doc=name(s.doc), section=name(s.label), url=name(s.url))
+    return Source(
+        n=s.n,
+        id=s.chunk_id,
+        doc=name(s.doc),
+        section=name(s.label),
+        url=name(s.url),
+        stale=name(s.stale),
+    )
 
 
 def fail_closed(call: Callable[[], T]) -> T:
@@ -452,6 +459,11 @@ def build(guide: FieldGuide, scope: Scope | None) -> DocsServer:
     server.add_tool(tools.search, title="Search the docs", annotations=SAME)
     server.add_tool(tools.read_section, title="Read a docs section", annotations=SAME)
     server.add_tool(tools.list_intents, title="List the docs' topics", annotations=SAME)
+    from .mcp_owners import OwnerTools  # for the docs' owners: gaps and stale docs
+
+    owners = OwnerTools(guide, scope, fail_closed, visible)
+    server.add_tool(owners.gaps, title="What the docs don't answer", annotations=SAME)
+    server.add_tool(owners.stale_docs, title="Stale docs", annotations=SAME)
     return server
 
 

@@ -237,11 +237,6 @@ class Settings(BaseModel):
     condense_model: str = setting(
         "FIELDGUIDE_CONDENSE_MODEL", "claude-haiku-5-5", "follow-up rewriter"
     )
-    extract_model: str = setting(
-        "FIELDGUIDE_EXTRACT_MODEL",
-        "claude-haiku-5-5",
-        "passage extractor (the `sequential` and `overlap` paths)",
-    )
     answer_model: str = setting("FIELDGUIDE_ANSWER_MODEL", "claude-sonnet-5-5", "answer writer")
     check_model: str = setting(
         "FIELDGUIDE_CHECK_MODEL",
@@ -250,12 +245,6 @@ class Settings(BaseModel):
     )
     judge_model: str = setting(
         "FIELDGUIDE_JUDGE_MODEL", "claude-sonnet-5-5", "`eval --answers --judge` grader"
-    )
-    claude_path: Literal["cite", "overlap", "sequential"] = setting(
-        "FIELDGUIDE_CLAUDE_PATH",
-        "cite",
-        "with Claude: cite (the answer's citations extract) | overlap | sequential"
-        " (classify → extract → answer)",
     )
     prices: Prices = setting(
         "FIELDGUIDE_PRICES",
@@ -401,6 +390,13 @@ class Settings(BaseModel):
         "bearer token every request to `fieldguide mcp --http` must carry (32 characters or more,"
         " e.g. openssl rand -hex 32); empty = --http refuses to start",
     )
+    weekly_note: Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun", "off"] = setting(
+        "FIELDGUIDE_WEEKLY_NOTE",
+        "mon",
+        "the weekday (mon … sun, UTC) from which serve sends each docs owner their weekly note (a"
+        " DM to a person, a post in an owners' channel; once per owner and week across a"
+        " fleet); off = never",
+    )
     doc_owners: Literal["off", "on"] = setting(
         "FIELDGUIDE_DOC_OWNERS",
         "off",
@@ -451,7 +447,18 @@ class Settings(BaseModel):
         names every value that cannot be used: those that are not numbers and those out of range
         alike."""
         given = cls.sources(environ, dotenv)
-        return cls(**{env: given[env] for env in ENV_NAMES if given.get(env, "").strip()})
+        problems = [
+            f"{name}={given[name]!r}: {why}"
+            for name, (kept, why) in GONE.items()
+            if given.get(name, "").strip() not in ("", kept)
+        ]
+        try:
+            settings = cls(**{env: given[env] for env in ENV_NAMES if given.get(env, "").strip()})
+        except SettingsError as e:  # named with the settings that are no more
+            raise SettingsError.of(problems + e.problems) from None
+        if problems:
+            raise SettingsError.of(problems)
+        return settings
 
     @staticmethod
     def sources(
@@ -510,6 +517,17 @@ class Settings(BaseModel):
     @property
     def admin_ids(self) -> set[str]:
         return {a.strip() for a in self.admins.split(",") if a.strip()}
+
+
+# Settings that are no more: (the value that still means what is done now, why any other value
+# cannot be honoured)
+GONE = {
+    "FIELDGUIDE_CLAUDE_PATH": (
+        "cite",
+        "the overlap and sequential paths were removed (bench/RESULTS.md 'claude-paths'): with"
+        " Claude, every answer reads the top sections and cites them; unset it",
+    ),
+}
 
 
 # what each Slack token prefix is, and where a Slack app shows it

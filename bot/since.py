@@ -5,22 +5,12 @@ to the second), so comparing the two as text compares the times."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 
-UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,9})?)\s*([smhdw])", re.I)
-DURATIONS = "30s, 15m, 1h, 7d or 2w"
+# the one duration parser lives below bot/ so that the docs' loader reads `review_every` with it too
+from index.durations import DURATION, DURATIONS, seconds_of
 
-
-def seconds_of(text: str) -> float:
-    """`15m` → 900.0 (s, m, h, d, w; a blank → 0); ValueError for anything else."""
-    if not text.strip():
-        return 0.0
-    m = DURATION.fullmatch(text.strip())
-    if not m:
-        raise ValueError(f"{text!r} is not a duration such as {DURATIONS}")
-    return float(m[1]) * UNIT_SECONDS[m[2].lower()]
+__all__ = ["DURATION", "DURATIONS", "parse_since", "seconds_of"]
 
 
 def parse_since(text: str, now: datetime | None = None) -> str:

@@ -70,7 +70,6 @@ def models_of(settings: Settings) -> dict[str, str]:
     """The Claude model of each answer step."""
     return {
         "condense": settings.condense_model,
-        "extract": settings.extract_model,
         "answer": settings.answer_model,
         "check": settings.check_model,
     }
@@ -119,10 +118,17 @@ def make_pipeline(settings: Settings, engine: Engine | None = None) -> Pipeline:
         models_of(settings),
         settings.docs_base_url,
         settings.deadline,
-        path=settings.claude_path,
         first_byte=settings.first_byte_timeout,
         budget=Budget(settings.read_tokens, settings.rerank_depth, settings.second_looks),
     )
+
+
+def make_offline_pipeline(settings: Settings, engine: Engine) -> Pipeline:
+    """The question path over `engine` with every Claude step offline: how the owners' loop asks
+    its topics' questions again after a reindex, the same way whatever keys are set."""
+    from router.pipeline import Pipeline
+
+    return Pipeline(engine, None, models_of(settings), settings.docs_base_url, settings.deadline)
 
 
 def make_state(settings: Settings, db: sqlite_utils.Database | None = None) -> State:

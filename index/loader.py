@@ -26,10 +26,19 @@ DEFAULT_INTENT = "general"
 # Limits of the front matter and intents.yaml schema (parse_doc, load_intents_yaml)
 INTENT = re.compile(r"[a-z0-9_-]{1,64}")
 URL = re.compile(r"https?://[^\s<>|\"`{}\\^]+", re.I)
-# a docs owner: a Slack user (U…/W…), user group (S…) or channel (C…/G… or #name); Slack's own
-# mention forms (<@U…>, <!subteam^S…>, <#C…|name>) are read as the id they hold
-OWNER = re.compile(r"[UWSCG][A-Z0-9]{2,20}|#[a-z0-9][a-z0-9._-]{0,79}")
+# a docs owner: a Slack user (U…/W…), user group (S…) or channel (C…/G… or #name) — Slack's ids
+# hold a digit, so a capitalised name ("SAM") is a name —, or a plain name (a person or team as
+# they are known: "Alice Ng", "@docs-team", "alice@example.com"); Slack's own mention forms
+# (<@U…>, <!subteam^S…>, <#C…|name>) are read as the id they hold
+OWNER = re.compile(r"[UWSCG](?=[A-Z]*[0-9])[A-Z0-9]{2,20}|#[a-z0-9][a-z0-9._-]{0,79}")
 SLACK_MENTION = re.compile(r"<(?:@|!subteam\^|#)([A-Z0-9]+)(?:\|[^>]*)?>")
+OWNER_NAME = re.compile(r"(?=[^#<]).*[^\W\d_].*")  # a name: has a letter; not a channel or markup
+NAME_CHARS = re.compile(r"[\w .@'’()+/-]+")
+MAX_OWNER_NAME = 100
+# freshness: how often a doc is to be reviewed, and the paths of the same repository it describes
+MIN_REVIEW_DAYS = 1
+MAX_WATCHES = 20
+MAX_WATCH_CHARS = 300
 MAX_TITLE = 200
 MAX_FIELD = 100  # subcategory, version
 MAX_URL = 2048
@@ -63,6 +72,9 @@ class Doc:
     version: str | None = None
     url: str | None = None
     owner: str | None = None
+    reviewed: str | None = None  # the date someone last checked it (ISO 8601)
+    review_every: str | None = None  # how often it is to be checked: a duration ("90d")
+    watches: list[str] = field(default_factory=list)  # repository paths it describes
     # optional front-matter fields left out (the doc indexed all the same): one line each
     warnings: list[str] = field(default_factory=list)
 
@@ -325,20 +337,107 @@ def _url(meta: dict) -> str | None:
 
 
 def owner_id(value: object, where: str) -> str | None:
-    """A docs owner as stored: a Slack user, user-group or channel id, or a #channel-name."""
+    """A docs owner as stored: a Slack user, user-group or channel id, a #channel-name, or a
+    plain name (who to ask, though Slack cannot reach them: `is_slack_owner`)."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise DocError(f"{where} must be a Slack id or #channel, got {_kind(value)}")
-    text = value.strip()
+        raise DocError(f"{where} must be a Slack id, #channel or a name, got {_kind(value)}")
+    text = " ".join(value.split())
     text = m.group(1) if (m := SLACK_MENTION.fullmatch(text)) else text
     if OWNER.fullmatch(text):
         return text
     shown = text if len(text) <= 40 else text[:40] + "…"
+    if (
+        OWNER_NAME.fullmatch(text)
+        and NAME_CHARS.fullmatch(text)
+        and len(text) <= MAX_OWNER_NAME
+        and not OWNER.fullmatch(text.upper())  # "u0alice": a Slack id mistyped, not a name
+    ):
+        return text
     raise DocError(
-        f"{where} {shown!r} is not a Slack owner: a user (U…), user group (S…) or channel"
-        " (C… or #name)"
+        f"{where} {shown!r} is not an owner: a Slack user (U…), user group (S…) or channel"
+        f" (C… or #name), or a name of at most {MAX_OWNER_NAME} letters, digits, spaces and"
+        " .@'()+/-"
     )
+
+
+def is_slack_owner(owner: str) -> bool:
+    """Whether Slack can reach `owner` (an id or #channel), rather than it being a plain name."""
+    return bool(OWNER.fullmatch(owner))
+
+
+def _reviewed(value: object) -> str | None:
+    """`reviewed`: a date (YAML reads 2026-03-01 as one), not in the future."""
+    import datetime as dt
+
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        value = value.date()
+    if isinstance(value, str):
+        try:
+            value = dt.date.fromisoformat(value.strip())
+        except ValueError:
+            value = None
+    if not isinstance(value, dt.date):
+        raise DocError("front matter 'reviewed' must be a date such as 2026-03-01")
+    if value > dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1):
+        raise DocError(f"front matter 'reviewed' {value.isoformat()} is in the future")
+    return value.isoformat()
+
+
+def _review_every(value: object) -> str | None:
+    """`review_every`: a duration of at least a day ("90d", "12w")."""
+    from .durations import DURATIONS, seconds_of
+
+    if value is None or value == "":
+        return None
+    text = " ".join(str(value).split()) if isinstance(value, str | int | float) else None
+    try:
+        seconds = seconds_of(text) if text and len(text) <= 20 else -1.0
+    except ValueError:
+        seconds = -1.0
+    if seconds < MIN_REVIEW_DAYS * 86400:
+        shown = text if text and len(text) <= 20 else _kind(value)
+        raise DocError(
+            f"front matter 'review_every' {shown!r} is not a duration of a day or more"
+            f" (such as {DURATIONS})"
+        )
+    return text
+
+
+def _watches(value: object) -> list[str]:
+    """`watches`: paths in the docs' repository (from its top folder) whose change makes the
+    doc stale; a path or a list of them."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise DocError(
+            f"front matter 'watches' must be a path or a list of them, got {_kind(value)}"
+        )
+    if len(value) > MAX_WATCHES:
+        raise DocError(f"front matter 'watches' has {len(value)} paths (at most {MAX_WATCHES})")
+    out = []
+    for v in value:
+        path = v.strip().strip("/") if isinstance(v, str) else ""
+        parts = path.split("/")
+        if (
+            not path
+            or len(path) > MAX_WATCH_CHARS
+            or path.startswith(("-", "~", ":"))
+            or any(p in ("", ".", "..") for p in parts)
+            or "\\" in path
+            or any(ord(c) < 32 for c in path)
+        ):
+            raise DocError(
+                f"front matter 'watches' entry {shown(v)} is not a path inside the repository"
+                " (relative to its top folder, no '..', at most 300 characters)"
+            )
+        out.append(path)
+    return list(dict.fromkeys(out))
 
 
 def parse_doc(rel_path: str, data: bytes) -> Doc:
@@ -387,6 +486,9 @@ def parse_doc(rel_path: str, data: bytes) -> Doc:
         version=optional(_scalar, meta, "version", MAX_FIELD),
         url=optional(_url, meta),
         owner=optional(owner_id, meta.get("owner"), "front matter 'owner'"),
+        reviewed=optional(_reviewed, meta.get("reviewed")),
+        review_every=optional(_review_every, meta.get("review_every")),
+        watches=optional(_watches, meta.get("watches")) or [],
         warnings=warnings,
     )
 

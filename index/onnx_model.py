@@ -76,15 +76,14 @@ def export(target_dir: str | os.PathLike) -> Path:
     # written last: its presence means a complete export
     (target / MANIFEST).unlink(missing_ok=True)
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from transformers import AutoModel
 
     # eager attention traces to plain MatMul/Softmax ops, which export and quantise cleanly
-    model = AutoModel.from_pretrained(str(src), attn_implementation="eager").eval()
+    model = AutoModel.from_pretrained(
+        str(src), attn_implementation="eager", local_files_only=True
+    ).eval()
 
     class Encoder(torch.nn.Module):  # token embeddings only; pooling is done in numpy
         def __init__(self, bert):

@@ -29,6 +29,9 @@ def doc_rows(fresh, dates: dict) -> list[dict]:
             "size": len(d.text),
             "owner": d.owner,
             "updated": dates.get(d.path),
+            "reviewed": d.reviewed,
+            "review_every": d.review_every,
+            "watches": json.dumps(d.watches) if d.watches else None,
         }
         for d, _ in fresh
     ]

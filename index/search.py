@@ -22,7 +22,6 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -373,9 +372,6 @@ class Searcher:
         self.fetch = fetch
         self.furniture = furniture
         self.base: np.ndarray | None = None  # a scope's rows (within()); None: every row
-        # what the question's path derives from this generation (or scope view) once, kept here
-        # so it goes when the generation does (router/language.py's docs language, ...)
-        self.memo: dict[str, Any] = {}
         order = np.argsort(intent_ids, kind="stable")
         bounds = np.searchsorted(intent_ids[order], np.arange(len(intent_names) + 1))
         self.intent_rows = {
@@ -387,7 +383,6 @@ class Searcher:
         vote is masked to them, as a bucket is; BM25's statistics stay the whole index's."""
         view = copy.copy(self)
         view.base = np.unique(rows).astype(np.int64)
-        view.memo = {}
         inside = {n: r[np.isin(r, view.base)] for n, r in self.intent_rows.items()}
         view.intent_rows = {n: r for n, r in inside.items() if r.size}
         return view

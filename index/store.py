@@ -82,6 +82,24 @@ def m003_doc_updated(db: sqlite_utils.Database) -> None:
         db.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
 
 
+# what an index run reads about each doc's ownership and freshness (index/ownership.py, the
+# front matter): written for every doc by every run
+DOC_FACTS = ("codeowner", "author", "watched")
+FRESHNESS = ("reviewed", "review_every", "watches")
+
+
+@INDEX_MIGRATIONS()
+def m004_doc_owners_and_freshness(db: sqlite_utils.Database) -> None:
+    """Each doc's CODEOWNERS owner, last author, review dates and watched paths; docs' hashes
+    cleared so the next run reads their front matter again (nothing is embedded again)."""
+    have = table_columns(db.conn, "docs")
+    added = [c for c in (*FRESHNESS, *DOC_FACTS) if c not in have]
+    for column in added:
+        db.execute(f"ALTER TABLE docs ADD COLUMN {column} TEXT")
+    if added:
+        db.execute("UPDATE docs SET hash = ''")
+
+
 def migrate(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> None:
     """Apply the migrations `db` lacks, each in one transaction with its record; nothing is
     written when none is pending (a read-only file opens as it is)."""
@@ -537,6 +555,22 @@ def owner_of(
 ) -> str:
     """The owner of a doc: its own (front matter), else its intent's (intents.yaml); "" if none."""
     return owners[0].get(doc or "") or owners[1].get(intent or "") or ""
+
+
+def doc_records(db: Reader) -> list[dict]:
+    """Every doc with what the owners' loop reads of it: path, title, intent, url, updated, owner
+    (front matter), codeowner, author, reviewed, review_every, watches (list) and watched
+    ({path: last change})."""
+    have = table_columns(db.conn if isinstance(db, sqlite_utils.Database) else db, "docs")
+    columns = ["path", "title", "intent", "url", "updated", "owner", *FRESHNESS, *DOC_FACTS]
+    shown = ", ".join(c if c in have else f"NULL AS {c}" for c in columns)
+    out = []
+    for row in db.execute(f"SELECT {shown} FROM docs ORDER BY path"):
+        d = dict(zip(columns, row, strict=True))
+        d["watches"] = json.loads(d["watches"] or "[]")
+        d["watched"] = json.loads(d["watched"] or "null")
+        out.append(d)
+    return out
 
 
 def load_related(db: sqlite_utils.Database) -> dict[str, set[str]]:

@@ -47,6 +47,7 @@ class Source:
     heading_path: list[str]
     url: str
     updated: str = ""  # the doc's last change, UTC ISO 8601 ("" when the index does not know)
+    stale: str = ""  # why the doc is stale (review overdue, a watched path changed), else ""
 
     @property
     def section(self) -> str:
@@ -66,6 +67,17 @@ class Citation:
     url: str
     cited_text: str
     verified: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What an answer is doing, told to the asker's `on_progress` as it goes (router/pipeline.py):
+    `kind` "searching" (before retrieval), "reading" (`labels`: the "Title › Section" of each
+    section about to be read by Claude or quoted offline), "checking" (before the claim check), or
+    "searching_again" (a second look; `labels`: its query)."""
+
+    kind: str
+    labels: list[str] = field(default_factory=list)
 
 
 @dataclass

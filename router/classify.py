@@ -208,15 +208,9 @@ class ClaudeClassifier:
         return Classification(self._parse(data), "claude", usage=usage)
 
     def beside(self, question: str, claude: Claude) -> tuple[Classification | None, str]:
-        """Claude's ranking made beside the answer (the cite path, which does not wait for it):
-        (it, "") or (None, why it did not come); a failure is no step that fell back offline."""
+        """Claude's ranking made beside the answer, which does not wait for it: (it, "") or
+        (None, why it did not come); a failure is no step that fell back offline."""
         return claude.attempt("classify", lambda client: self.ask(client, question))
-
-    def early(self, question: str, claude: Claude) -> Classification | None:
-        """Claude's ranking alone, started before the question's local search so the two
-        overlap; None when Claude failed (the offline vote, which needs that search, decides)."""
-        result = claude.run("classify", lambda client: self.ask(client, question), lambda: None)
-        return result
 
     def classify(
         self,
@@ -264,11 +258,11 @@ def unused_note(why: str) -> str:
 
 
 def keep_classification(early: Future | None, trace: Trace) -> None:
-    """The cite path: Claude's classification, made beside the answer, kept in the trace's
-    routing (the audit) when it is back; never waited for."""
+    """Claude's classification, made beside the answer, kept in the trace's routing (the audit)
+    when it is back; never waited for."""
     if early is None:
         return
-    if not early.done():
+    if early.cancelled() or not early.done():
         trace.notes.append("Claude's routing was not back by the end of the answer")
         return
     result, why = early.result()

@@ -133,17 +133,15 @@ class Claude:
         self,
         client: MessagesClient | None,
         deadline: float = DEADLINE,
-        on_fail: Callable[[str, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        """`client`: an anthropic.Anthropic, or None (every step offline); `on_fail(step, why)` is
-        told when a step falls back offline. Retries: the client's `max_retries`."""
+        """`client`: an anthropic.Anthropic, or None (every step offline). Retries: the client's
+        `max_retries`."""
         self.client = client
         self.clock, self.sleep = clock, sleep
         self.ends = clock() + deadline
-        self.on_fail = on_fail
-        self.fell_back: dict[str, str] = {}  # step → why it ran offline
+        self.fell_back: dict[str, str] = {}  # step → why it ran offline, in the order they did
 
     def remaining(self) -> float:
         return self.ends - self.clock()
@@ -214,7 +212,7 @@ class Claude:
         try:
             return self.call(step, call, first_byte)
         except failures() as e:
-            self._fail(step, describe(e))
+            self.fall_back(step, describe(e))
             return offline()
 
     def attempt(self, step: str, call: Callable[[Any], T]) -> tuple[T | None, str]:
@@ -228,8 +226,7 @@ class Claude:
             log.warning("Claude step %s failed: %s", step, describe(e))
             return None, describe(e)
 
-    def _fail(self, step: str, why: str) -> None:
+    def fall_back(self, step: str, why: str) -> None:
+        """`step` runs offline, and why."""
         log.warning("Claude step %s failed, running it offline: %s", step, why)
         self.fell_back[step] = why
-        if self.on_fail is not None:
-            self.on_fail(step, why)

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from index.search import BM25, Hit, Searcher, tokenize
+from index.search import BM25, Hit, tokenize
 
 from .answer import Passage, label
 from .citations import paragraphs
 from .exact import holds
+
+if TYPE_CHECKING:
+    from .corpus import Corpus
 
 # the tokens of docs a question's first read holds (FIELDGUIDE_READ_TOKENS) and how deep in the
 # search's candidates it reaches (FIELDGUIDE_RERANK_DEPTH, the reranker's depth with a Voyage key):
@@ -101,19 +104,6 @@ def merged(chunks: list[dict]) -> str:
             text = text.rstrip("\n") + "\n\n" + c["text"].lstrip("\n")
         end = c["end"]
     return text
-
-
-def section_rows(searcher: Searcher, section: int) -> np.ndarray:
-    """Every row of one section (the section ids are the searcher's, per generation), in a sorted
-    index built once a generation."""
-    order = searcher.memo.get("section_order")
-    if order is None:
-        order = np.argsort(searcher.sections, kind="stable")
-        searcher.memo["section_order"] = order
-        searcher.memo["section_sorted"] = searcher.sections[order]
-    ids = searcher.memo["section_sorted"]
-    lo, hi = np.searchsorted(ids, section, "left"), np.searchsorted(ids, section, "right")
-    return order[lo:hi]
 
 
 def units(text: str, share: int) -> list[str]:
@@ -210,7 +200,7 @@ class Packer:
         return True
 
     def deep(
-        self, section: int, mine: list[Hit], searcher: Searcher, keep: int, whole: bool = True
+        self, section: int, mine: list[Hit], docs: Corpus, keep: int, whole: bool = True
     ) -> bool:
         """The section's candidate chunks, best first, then (`whole`) the section whole, as far
         as they fit with `keep` tokens kept; whether any of it did."""
@@ -231,13 +221,13 @@ class Packer:
         if not taken:
             return False
         read = self.reads[section]
-        rows = section_rows(searcher, section)
+        rows = docs.section_rows(section)
         if len(read.chunk_ids) == len(rows):
             read.part = "whole"
             return True
         if not whole:
             return True
-        chunks = searcher.fetch(rows.tolist())
+        chunks = docs.searcher.fetch(rows.tolist())
         if sum(len(c["text"]) for c in chunks) <= MAX_SECTION_CHARS:
             full = Read(read.key, read.chunk, merged(chunks), read.score, "whole")
             full.chunk_ids = [c["id"] for c in chunks]
@@ -255,7 +245,7 @@ def grouped(hits: list[Hit]) -> dict[int, list[Hit]]:
 
 def pack(
     hits: list[Hit],
-    searcher: Searcher,
+    docs: Corpus,
     budget: int,
     terms: list[str],
     names: list[str] | None = None,
@@ -271,7 +261,7 @@ def pack(
     first = next(iter(groups))
     packer = Packer(budget)
     keep = sum(least(mine[0]) for s, mine in groups.items() if s != first)
-    packer.deep(first, groups[first], searcher, keep, whole=False)
+    packer.deep(first, groups[first], docs, keep, whole=False)
     later = [h for h in hits if h.section != first]
     rest = grouped(later[: reach(later, packer.left)])
     lengths = [len(p) for h in hits for p in paragraphs(h.chunk["text"])]
@@ -285,7 +275,7 @@ def pack(
         mine = rest[section]
         lead = mine[0].chunk
         taste = excerpt(
-            [h.chunk for h in mine], terms, names or [], searcher.bm25, share * len(mine)
+            [h.chunk for h in mine], terms, names or [], docs.searcher.bm25, share * len(mine)
         )
         if share > 0 and paragraphs(taste):
             read = Read(lead["id"], lead, taste, mine[0].score, "taste", [lead["id"]])
@@ -293,7 +283,7 @@ def pack(
     order = [first, *sections]
     for section in order:
         if section in packer.reads:
-            packer.deep(section, groups.get(section) or rest[section], searcher, 0)
+            packer.deep(section, groups.get(section) or rest[section], docs, 0)
     return [packer.reads[s] for s in order if s in packer.reads]
 
 
@@ -308,12 +298,12 @@ def records(reads: list[Read]) -> dict[str, dict]:
     return {r.key: r.chunk for r in reads}
 
 
-def read(
-    hits: list[Hit], searcher: Searcher, question: str, budget: int, names: list[str]
-) -> list[Read]:
+def read(hits: list[Hit], docs: Corpus, question: str, budget: int, names: list[str]) -> list[Read]:
     """What Claude reads for `question`: its candidates (`hits`, best first) packed to `budget`
     tokens, the asked identifiers (`names`) shown where the docs write them."""
-    return pack(hits, searcher, budget, tokenize(question), names)
+    if not hits:
+        return []
+    return pack(hits, docs, budget, tokenize(question), names)
 
 
 def described(reads: list[Read]) -> list[dict]:
@@ -330,13 +320,3 @@ def described(reads: list[Read]) -> list[dict]:
         }
         for r in reads
     ]
-
-
-def for_claude(q: Any, budget: int) -> list[Passage]:
-    """What Claude reads for the question on its way (router/question.Asked): its candidates
-    packed to `budget` tokens, as passages; the sections read go into its chunks (the sources'
-    records) and its trace."""
-    reads = read(q.candidates, q.searcher, q.condensed, budget, q.exact.names)
-    q.chunks.update(records(reads))
-    q.trace.route["read"] = described(reads)
-    return passages(reads)

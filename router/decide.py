@@ -45,27 +45,20 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass
-from functools import lru_cache
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from index.search import BM25, EVERYDAY_ZIPF, STOPWORDS, Hit, Searcher, tokenize
+from index.search import BM25, EVERYDAY_ZIPF, STOPWORDS, Hit, tokenize
 
-from . import reading
 from .answer import ABSTAIN, ANSWER, PARTIAL
-from .language import language_name
-from .words import (
-    VERSION,
-    DocsWords,
-    Postings,
-    docs_words,
-    snowball,
-    snowballs,
-    specific_phrases,
-    zipf,
-)
+from .reading import VERSION, Reading
+from .words import DocsWords, Postings, snowball, snowballs, zipf
+
+if TYPE_CHECKING:
+    from .corpus import Corpus
 
 MODEL_FILE = Path(__file__).with_name("decision.json")
 FEATURES = ("sim", "gap", "rare", "unseen", "missing", "phrase", "agree")
@@ -100,11 +93,12 @@ def _rows_with(terms: list[str], bm25: BM25 | Postings) -> np.ndarray | None:
     return rows
 
 
-def known_phrase(phrase: str, searcher: Searcher) -> bool:
+def known_phrase(phrase: str, docs: Corpus) -> bool:
     """Whether the phrase's words stand side by side somewhere in the docs (the docs' everyday
     words allowed between them; a version kept: "Opus 4" is not "Claude 3 Opus ... 4")."""
-    bm25 = docs_words(searcher).bm25  # the scope's postings when searcher is a scope's
-    common = lambda t: docs_words(searcher).df(t) > COMMON_SHARE * bm25.size  # noqa: E731
+    words = docs.words
+    bm25 = words.bm25  # the scope's postings when the docs are a scope's
+    common = lambda t: words.df(t) > COMMON_SHARE * bm25.size  # noqa: E731
     versions = {t for w in phrase.split() if VERSION.fullmatch(w) for t in tokenize(w)}
     terms = [t for t in tokenize(phrase) if t in versions or not common(t)]
     if len(terms) < 2:
@@ -113,7 +107,7 @@ def known_phrase(phrase: str, searcher: Searcher) -> bool:
     if rows is None or rows.size == 0:
         return False
     n = len(terms)
-    for rec in searcher.fetch([int(r) for r in rows[:PHRASE_CANDIDATES]]):
+    for rec in docs.searcher.fetch([int(r) for r in rows[:PHRASE_CANDIDATES]]):
         toks = [t for t in tokenize(rec["search_text"]) if t in versions or not common(t)]
         if any(toks[i : i + n] == terms for i in range(len(toks) - n + 1)):
             return True
@@ -166,14 +160,13 @@ def rarity(found: list[str], docs: DocsWords | None = None) -> float:
 
 
 def signals(
-    question: str, query_vec: np.ndarray | None, hits: list[Hit], searcher: Searcher
+    question: Reading, query_vec: np.ndarray | None, hits: list[Hit], docs: Corpus
 ) -> Signals:
     """What the question and the hits (best first) say about whether the docs answer it: the
-    lexical signals read only what the question asks (`reading.read(...).asking`), closeness the
-    whole question."""
-    read = reading.read(question)
-    asked = read.asking or question
-    words = docs_words(searcher)
+    lexical signals read only what the question asks (`Reading.asking`), closeness the whole
+    question."""
+    asked = question.asking or question.text
+    words = docs.words
     top = hits[:3]
     top_terms = {t for h in top for t in tokenize(h.chunk["search_text"])}
     top_stems = set(snowballs([t for t in top_terms if t.isalpha()]))
@@ -193,7 +186,7 @@ def signals(
         and snowball(w) not in top_stems
         and not any(p in top_terms for p in (words.apart(w) or "").split())
     ]
-    phrases = [p for p in specific_phrases(asked) if not known_phrase(p, searcher)]
+    phrases = [p for p in question.asking_names if not known_phrase(p, docs)]
     sim = gap = None
     if query_vec is not None and hits:
         cosines = sorted((h.vector for h in hits), reverse=True)
@@ -215,7 +208,7 @@ def signals(
         unknown_words=unknown,
         missing_words=missing,
         unknown_phrases=phrases,
-        message=len(read.sentences) > 1,
+        message=len(question.sentences) > 1,
     )
 
 
@@ -273,7 +266,6 @@ class DecisionFileError(ValueError):
     """The decision file cannot be used; the message names it and says why."""
 
 
-@lru_cache(maxsize=4)
 def load_models(path: Path = MODEL_FILE) -> dict[str, Model]:
     """The models of the decision file at `path`, each checked (`check_model`); a file that is
     not one, or a model that cannot decide, is a DecisionFileError naming the file."""
@@ -326,10 +318,9 @@ def check_model(m: Model) -> str:
     return ""
 
 
-def model_for(embedder: str, vectors: bool, path: Path = MODEL_FILE) -> tuple[str, Model]:
-    """(name, model): the embedder's calibrated model, else the embedder-free one (also for a
-    search without vectors)."""
-    models = load_models(path)
+def model_for(embedder: str, vectors: bool, models: dict[str, Model]) -> tuple[str, Model]:
+    """(name, model) of `models` (load_models): the embedder's calibrated model, else the
+    embedder-free one (also for a search without vectors)."""
     name = embedder if vectors and embedder in models else "lexical"
     return name, models[name]
 
@@ -352,8 +343,8 @@ class Decision:
 def decide(s: Signals, model: Model, name: str, claude: bool = False) -> Decision:
     """The band of p: a question of one sentence in its bands, a message of several (context,
     what was tried, pasted output around the question) in its own, each fitted on questions like
-    it. With Claude (its extraction and answer check the passages), only a question with nothing
-    near at all stops here: closeness alone below the `claude` band."""
+    it. With Claude (its answer cites the passages, the claim check reads them), only a question
+    with nothing near at all stops here: closeness alone below the `claude` band."""
     p, bands = model.p(s), model.bands
     parts = model.contributions(s)
     why = min(parts, key=lambda k: parts[k])
@@ -366,30 +357,39 @@ def decide(s: Signals, model: Model, name: str, claude: bool = False) -> Decisio
     return Decision(verdict, p, s, name, why)
 
 
-# -- what the user is told --
+@dataclass(frozen=True)
+class Decided:
+    """The decisions a question's search leads to: `offline`, read in the offline bands (the one
+    that stands whenever the docs' own quotes are shown), and `gate`, the one the answer's branch
+    starts on (with Claude: closeness alone in Claude's own band)."""
+
+    offline: Decision
+    gate: Decision
 
 
-def abstain_message(evidence: dict) -> str | None:
-    """Why the docs can't answer, when the evidence knows more than "not found"."""
-    lang, docs = evidence.get("language"), evidence.get("docs_language")
-    if lang and docs:
-        d, q = language_name(docs), language_name(lang)
-        return (
-            f"Offline search works only in the docs' language ({d}), and this question looks like"
-            f" {q}. Please ask it in {d}."
-        )
-    # named only when they are what weighs most against an answer: names as written, then the
-    # rarest other words
-    named: list[str] = []
-    if evidence.get("why") in ("rare", "unseen", "phrase"):
-        phrases = evidence.get("unknown_phrases", [])
-        inside = {w.lower() for p in phrases for w in p.split()}
-        rest = [w for w in evidence.get("unknown_words", []) if w not in inside]
-        named = phrases + sorted(rest, key=zipf)
-    if named:
-        return (
-            "I couldn't find this in the docs, so I won't guess: they don't mention "
-            + ", ".join(f'"{t}"' for t in named[:3])
-            + "."
-        )
-    return None
+NOTHING = Signals(None, None, 0, 0, 0, 0, 0, [], [], [])
+
+
+def assess(
+    question: Reading,
+    query_vec: np.ndarray | None,
+    hits: list[Hit],
+    docs: Corpus,
+    models: dict[str, Model],
+    embedder: str,
+    claude: bool,
+) -> Decided:
+    """The question's decisions (`Decided`) from its signals, by the calibrated model of
+    `embedder` in `models` (load_models). With `claude` the gate is Claude's band; without it, a
+    question not answered may be in another language than the docs."""
+    if not hits:
+        found = Decision(ABSTAIN, 0.0, NOTHING, "", "sim")
+        return Decided(found, found)
+    used, model = model_for(embedder, query_vec is not None, models)
+    s = signals(question, query_vec, hits, docs)
+    offline = decide(s, model, used)
+    if claude:
+        return Decided(offline, decide(s, model, used, claude=True))
+    if offline.decision != ANSWER and (lang := docs.foreign_language(question)):
+        offline = replace(offline, decision=ABSTAIN, why="language", language=(lang, docs.language))
+    return Decided(offline, offline)

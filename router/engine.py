@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import sqlite_utils
@@ -22,9 +23,10 @@ from index.store import (
     open_db,
 )
 
-from . import words
+from . import decide
 from .classify import ClaudeClassifier, OfflineClassifier
 from .claude import MessagesClient
+from .corpus import Corpus
 from .describe import intent_headings
 from .policy import RouteDecision, Router
 
@@ -47,13 +49,24 @@ class Scope:
 
 @dataclass
 class Loaded:
+    """One index generation and everything derived from it, gone together when a reindex loads
+    the next one: its docs (`corpus`, with their router and what questions derive from them),
+    its intents and their example questions' vectors, and each Scope's part of it (`scoped`)."""
+
     generation: int
-    searcher: Searcher
-    router: Router
+    corpus: Corpus
     intents: list[dict]
     examples: dict[str, np.ndarray] = field(default_factory=dict)
-    # one Router per Scope searched in this generation (Engine.router_for)
-    scoped: dict[Scope, Router] = field(default_factory=dict)
+    # one Corpus per Scope asked about in this generation (Engine.corpus)
+    scoped: dict[Scope, Corpus] = field(default_factory=dict)
+
+    @property
+    def searcher(self) -> Searcher:
+        return self.corpus.searcher
+
+    @property
+    def router(self) -> Router:
+        return self.corpus.router
 
 
 class Engine:
@@ -67,10 +80,12 @@ class Engine:
         fusion: str = "weighted",
         reranker: VoyageReranker | None = None,
         db: sqlite_utils.Database | None = None,
+        decision_file: Path = decide.MODEL_FILE,
     ):
         """`reranker`: an index.rerank.VoyageReranker (a Voyage key is set) or None. `db`: the
         process's connection to the index at `db_path` (default: one opened here); metadata
-        and the hits' records are read through it."""
+        and the hits' records are read through it. `decision_file`: the answer decision's
+        weights and bands (router/decide.py), read once."""
         self.embedder = embedder
         self.reranker = reranker
         self.anthropic = anthropic_client
@@ -79,8 +94,17 @@ class Engine:
         self.fusion = "rrf" if fusion == "rrf" else "hybrid"
         self.db_path = db_path
         self.db = db if db is not None else open_db(db_path, create=False)
+        self.decision_file = decision_file
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
+        self._models: dict[str, decide.Model] | None = None
+
+    @property
+    def models(self) -> dict[str, decide.Model]:
+        """The decision file's models (a DecisionFileError naming the file when it is bad)."""
+        if self._models is None:
+            self._models = decide.load_models(self.decision_file)
+        return self._models
 
     def loaded(self, wait: bool = False) -> Loaded:
         """The index as search needs it, reopened when a reindex has committed a new generation.
@@ -109,7 +133,7 @@ class Engine:
         intents = load_intents(self.db)
         # the example questions' query embeddings, stored by the index run: none is embedded here
         examples = example_vectors(self.db, intents, self.embedder.name)
-        return Loaded(gen, searcher, self._router(searcher, intents, examples), intents, examples)
+        return Loaded(gen, Corpus(self._router(searcher, intents, examples)), intents, examples)
 
     def _router(
         self, searcher: Searcher, intents: list[dict], examples: dict[str, np.ndarray]
@@ -138,21 +162,25 @@ class Engine:
             self.reranker,
         )
 
-    def router_for(self, loaded: Loaded, scope: Scope | None) -> Router:
-        """The router of `loaded` that searches only `scope`'s rows (a row mask, as a bucket
-        is): its classifier votes and chooses among the scope's intents alone. None: everything."""
+    def corpus(self, scope: Scope | None = None, loaded: Loaded | None = None) -> Corpus:
+        """The docs a question under `scope` is read against, in `loaded` (default: the newest
+        generation loaded): the scope's rows alone (a row mask, as a bucket is), its classifier
+        voting and choosing among the scope's intents only. None: everything."""
+        loaded = loaded or self.loaded()
         if scope is None:
-            return loaded.router
-        router = loaded.scoped.get(scope)
-        if router is None:
-            rows = loaded.searcher.rows_for(scope.intents) if scope.intents else np.zeros(0, int)
+            return loaded.corpus
+        found = loaded.scoped.get(scope)
+        if found is None:
+            searcher = loaded.searcher
+            rows = searcher.rows_for(scope.intents) if scope.intents else np.zeros(0, int)
             if scope.folders:
-                rows = np.concatenate([rows, rows_under(loaded.searcher, scope.folders)])
-            view = loaded.searcher.within(rows)
+                rows = np.concatenate([rows, rows_under(searcher, scope.folders)])
+            view = searcher.within(rows)
             intents = [i for i in loaded.intents if i["name"] in view.intent_rows]
             examples = {n: v for n, v in loaded.examples.items() if n in view.intent_rows}
-            router = loaded.scoped.setdefault(scope, self._router(view, intents, examples))
-        return router
+            made = Corpus(self._router(view, intents, examples))
+            found = loaded.scoped.setdefault(scope, made)
+        return found
 
     def intents_for(self, scope: Scope | None) -> list[dict]:
         """The intents (name, description, examples) a question under `scope` is routed among:
@@ -160,21 +188,18 @@ class Engine:
         loaded = self.loaded()
         if scope is None:
             return loaded.intents
-        view = self.router_for(loaded, scope).searcher
+        view = self.corpus(scope, loaded).searcher
         return [i for i in loaded.intents if i["name"] in view.intent_rows]
 
     def warm(self) -> None:
         """Load the index, the model, the decision file (a bad one stops `serve` here, named,
         rather than failing every question) and what the decision reads of the docs' words now,
         not on the first question (`serve` starts with it)."""
-        from .decide import load_models
-        from .language import docs_language
-
-        load_models()
-        searcher = self.loaded().searcher
-        words.prepare(searcher)
+        self.models  # noqa: B018
+        corpus = self.loaded().corpus
+        corpus.prepare(spelling=True)
         # the language identifier (seconds to load), which a question with Claude asks first
-        docs_language(searcher)
+        corpus.language  # noqa: B018
         self.embed_query("warm up")
 
     def embed_query(self, text: str) -> tuple[np.ndarray | None, str]:
@@ -188,7 +213,7 @@ class Engine:
     def route(self, question: str, k: int = 10, scope: Scope | None = None) -> RouteDecision:
         """The routing decision and the `k` best chunks, inside `scope` (None: everything)."""
         vec, note = self.embed_query(question)
-        decision = self.router_for(self.loaded(), scope).route(question, vec, k)
+        decision = self.corpus(scope).router.route(question, vec, k)
         decision.note = "; ".join(n for n in (decision.note, note) if n)
         return decision
 

@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from index.search import Hit, Searcher, tokenize
+from index.search import Hit, tokenize
 
 from . import reading
 from .answer import ABSTAIN, ANSWER, PARTIAL
 from .decide import COMMON_SHARE, PHRASE_CANDIDATES, Decision
-from .words import docs_words
+
+if TYPE_CHECKING:
+    from .corpus import Corpus
 
 CODE_SPAN = re.compile(r"`([^`\n]{1,64})`")
 FENCED = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)", re.S)
@@ -125,39 +128,37 @@ class Asked:
         return [n for n in self.names if self.rows.get(n) is not None and self.rows[n].size]
 
 
-def written(ident: str, searcher: Searcher) -> np.ndarray | None:
-    """The rows of the chunks that write `ident` as asked (searched in the searcher's scope); None
-    when it is the docs' own vocabulary (in more than COMMON_SHARE of the chunks) or has no term."""
-    words = docs_words(searcher)
-    bm25 = words.bm25
+def written(ident: str, docs: Corpus) -> np.ndarray | None:
+    """The rows of the chunks that write `ident` as asked (among the docs of `docs`, a scope's
+    only); None when it is the docs' own vocabulary (in more than COMMON_SHARE of the chunks) or
+    has no term."""
+    postings = docs.words.bm25  # the scope's postings when the docs are a scope's
     terms = list(dict.fromkeys(tokenize(ident)))
     if not terms:
         return None
     rows: np.ndarray | None = None
     for t in terms:
-        v = bm25.vocab.get(t)
+        v = postings.vocab.get(t)
         if v is None:
             return np.zeros(0, dtype=np.int64)
-        docs = bm25.postings_docs[bm25.offsets[v] : bm25.offsets[v + 1]]
-        rows = docs if rows is None else np.intersect1d(rows, docs, assume_unique=True)
+        found = postings.postings_docs[postings.offsets[v] : postings.offsets[v + 1]]
+        rows = found if rows is None else np.intersect1d(rows, found, assume_unique=True)
     assert rows is not None
-    if searcher.base is not None:
-        rows = np.intersect1d(rows, searcher.base)
-    if rows.size > COMMON_SHARE * max(bm25.size, 1):
+    if rows.size > COMMON_SHARE * max(postings.size, 1):
         return None
-    found = searcher.fetch([int(r) for r in rows[:CANDIDATES]])
+    chunks = docs.searcher.fetch([int(r) for r in rows[:CANDIDATES]])
     keep = [
-        int(r) for r, c in zip(rows[:CANDIDATES], found, strict=True) if holds(c["text"], ident)
+        int(r) for r, c in zip(rows[:CANDIDATES], chunks, strict=True) if holds(c["text"], ident)
     ]
     return np.array(keep, dtype=np.int64)
 
 
-def asked(question: str, searcher: Searcher) -> Asked:
+def asked(question: str, docs: Corpus) -> Asked:
     """The question's identifiers the docs write in some chunks (not their everyday vocabulary),
     with those chunks' rows; an identifier the docs never write is kept with no rows."""
     names, rows = [], {}
     for ident in identifiers(question):
-        found = written(ident, searcher)
+        found = written(ident, docs)
         if found is None:
             continue
         names.append(ident)

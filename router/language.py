@@ -8,8 +8,8 @@ from functools import cache
 
 from index.search import Searcher
 
-from .reading import read
-from .words import DocsWords, docs_words, specific_phrases, zipf
+from .reading import Reading
+from .words import DocsWords, zipf
 
 # The local embedder reads English only: offline, a question in another language than the docs
 # finds nothing, and the user is told so. lingua tells the language; it is read on the question's
@@ -25,7 +25,6 @@ MIN_WORDS, CONFIDENT, DOCS_PRIOR = 3, 0.9, 0.5
 # a word: a run of letters, or one character of a script written without spaces (CJK, kana)
 UNSPACED = "\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff"
 WORDS = re.compile(rf"[{UNSPACED}]|[^\W\d_{UNSPACED}]+")
-FOREIGN_KEPT = 256  # questions whose language is kept per generation (asked twice each)
 _lingua_lock = threading.Lock()
 
 
@@ -56,63 +55,42 @@ def language_name(code: str) -> str:
 
 
 def docs_language(searcher: Searcher) -> str:
-    """The language most of the docs are written in (a sample of the chunks; of a scope's
-    chunks when `searcher` is a scope's view), read once per generation (Searcher.memo)."""
-    found = searcher.memo.get("docs_language")
-    if found is None:
-        every = range(searcher.size) if searcher.base is None else searcher.base.tolist()
-        rows = list(every[:: max(1, len(every) // 40)])[:40]
-        sample = "\n".join(r["text"][:300] for r in searcher.fetch(rows))
-        found = searcher.memo["docs_language"] = language_of(sample)[0] if sample.strip() else "en"
-    return found
+    """The language most of the docs `searcher` searches are written in (a sample of the chunks;
+    of a scope's chunks when `searcher` is a scope's view)."""
+    every = range(searcher.size) if searcher.base is None else searcher.base.tolist()
+    rows = list(every[:: max(1, len(every) // 40)])[:40]
+    sample = "\n".join(r["text"][:300] for r in searcher.fetch(rows))
+    return language_of(sample)[0] if sample.strip() else "en"
 
 
-def docs_language_name(searcher: Searcher) -> str:
-    return language_name(docs_language(searcher))
-
-
-def own_words(question: str, docs: DocsWords | None = None) -> str:
-    """The question's words that tell its language: its prose (`reading.read`: without what the
-    asker pasted or typed as code, paths, versions, values) less the names in it, which read alike
-    in every language: the question's names, and the docs' words that are no English word
-    ("duckdb", "kubectl")."""
-    names = {w for p in specific_phrases(question) for w in p.split()}
+def own_words(question: Reading, docs: DocsWords | None = None) -> str:
+    """The question's words that tell its language: its prose (without what the asker pasted or
+    typed as code, paths, versions, values) less the names in it, which read alike in every
+    language: the question's names, and the docs' words that are no English word ("duckdb",
+    "kubectl")."""
+    names = {w for p in question.names for w in p.split()}
 
     def name(w: str) -> bool:
         w = w.strip(".,:;!?\"'()")
         low = w.lower()
         return w in names or (docs is not None and zipf(low) == 0 and docs.knows(low))
 
-    return " ".join(w for w in read(question).prose.split() if not name(w))
+    return " ".join(w for w in question.prose.split() if not name(w))
 
 
-def foreign_language(question: str, searcher: Searcher) -> str | None:
-    """The question's language when it is surely not the docs' language, else None (asked
-    before the typos are read and again when deciding: the last FOREIGN_KEPT questions' are kept
-    on the generation, Searcher.memo)."""
-    kept: dict[str, str | None] = searcher.memo.setdefault("foreign_language", {})
-    if question in kept:
-        return kept[question]
-    found = kept[question] = _foreign_language(question, searcher)
-    while len(kept) > FOREIGN_KEPT:
-        kept.pop(next(iter(kept)), None)
-    return found
-
-
-def _foreign_language(question: str, searcher: Searcher) -> str | None:
-    """The most likely other language's posterior, with the docs' language as the prior
-    (DOCS_PRIOR, the rest shared alike by the other languages lingua knows), at least
-    CONFIDENT."""
-    text = own_words(question, docs_words(searcher))
+def foreign_language(question: Reading, docs: DocsWords, docs_lang: str) -> str | None:
+    """The question's language when it is surely not the docs' (`docs_lang`), else None: the
+    most likely other language's posterior, with the docs' language as the prior (DOCS_PRIOR,
+    the rest shared alike by the other languages lingua knows), at least CONFIDENT."""
+    text = own_words(question, docs)
     if len(WORDS.findall(text)) < MIN_WORDS:
         return None
-    docs = docs_language(searcher)
     values = _detector().compute_language_confidence_values(text)
     likelihood = {v.language.iso_code_639_1.name.lower(): float(v.value) for v in values}
-    others = [(c, lang) for lang, c in likelihood.items() if lang != docs]
+    others = [(c, lang) for lang, c in likelihood.items() if lang != docs_lang]
     if not others:
         return None
     c, lang = max(others)
     other_prior = (1 - DOCS_PRIOR) / max(1, len(likelihood) - 1)
-    evidence = c * other_prior + likelihood.get(docs, 0.0) * DOCS_PRIOR
+    evidence = c * other_prior + likelihood.get(docs_lang, 0.0) * DOCS_PRIOR
     return lang if evidence and c * other_prior / evidence >= CONFIDENT else None

@@ -1,66 +1,81 @@
-"""question (+ thread history) → condense → route → retrieve → decide → the offline path or the
-Claude path → the verdict: the Answer, and nothing else (the caller records it: bot/app.py's
-FieldGuide.ask).
+"""A question's path, top to bottom (`Pipeline.answer` → `path`): the Answer, and nothing else (the
+caller records it: bot/app.py's FieldGuide.ask).
 
-`Pipeline.answer` reads in one piece: `asked` makes the question's context (router/question.py's
-`Asked`: the question checked, its trace, its Claude deadline, one index generation), which every
-step reads and fills; `steps` runs what every question takes, then one path, the offline one (no
-key) or the Claude one, each returning a Draft of what it found, wrote and decided; and
-router/question.py's `verdict` alone chooses the verdict that stands. Every Claude step goes
-through router/claude.py, which retries what the API means to be retried within the question's
-deadline and runs a step offline when Claude fails or replies with something unusable: a failed
-step changes only itself, and quotes shown offline stand on the offline decision. Passages are
-checked against their chunk, citations against the blocks that were sent, so nothing reaches the
-user as a quote that is not in the docs; an answer that cites nothing is never shown (the docs' own
-quotes are), and one whose claims could not be checked says so.
+1. The question checked (router/question.py `checked`), and the docs of one index generation
+   (router/corpus.py's Corpus, the scope's part of it when the question has a scope), which the
+   whole answer reads.
+2. Read: the chat around it taken off and a follow-up made standalone (`condense`: Claude, else
+   offline), typos read as the words they stand for (`typos`); the question as searched is read
+   once into one value (reading.Reading) every later step takes.
+3. Searched: embedded, routed and retrieved (router/policy.py: the offline router, which only
+   breaks ties; with a key, Claude classifies beside the answer and is never waited for, its
+   ranking kept for the audit when it is back), then decided (router/decide.py `assess`). The
+   identifiers the question asks about (an error code, a flag, a command: router/exact.py) are
+   looked up where the docs write them.
+4. One of two branches writes the answer:
+   - offline (no key): the top chunks' sentences that answer, quoted verbatim (router/offline.py),
+     each its own citation, checked by claims.offline, on the offline decision; the rows that
+     write an asked identifier are the ones quoted;
+   - with Claude: `context` chooses what Claude reads (router/context.py: the search's deep
+     candidates packed to a token budget, whole sections where they fit), `write` streams
+     Claude's answer from it with search_result citations (router/compose.py; nothing reaches
+     `on_text` before a citation that checks out), searching again with a query of its own when
+     what it read does not answer (router/second_look.py), and the claim check reads each
+     sentence against what it cites (router/claims.py).
+5. The verdict (router/question.py `verdict`): the only place an Answer is made; an answer whose
+   quotes miss an identifier asked about is never a plain ANSWER.
 
-With Claude, the path before the answer is a setting (FIELDGUIDE_CLAUDE_PATH): "sequential"
-(classify, search, extract, answer), "overlap" (Claude classifying while the question is searched)
-and "cite" (the default, bench/claude_paths.py: one round trip before the first word; Claude
-classifies beside the answer; it reads the candidates packed to a token budget, router/context.py,
-cites them, and may search again, router/second_look.py).
+When Claude fails (router/claude.py: after the retries the API means, within the question's
+deadline), the rules are these, and only these:
+- condensing: the follow-up is made standalone offline;
+- the classification beside the answer: not kept; the trace says why;
+- writing the answer (it fails, or cites nothing that checks out, or no time is left for it): the
+  offline branch answers, on the offline decision (the docs' own quotes);
+- the claim check: the answer is marked as not checked (PARTIAL, fail closed).
 
-The whole answer has a deadline: the answer's stream is cut at the question's deadline less the
-claim check's reserved time (claims.reserve), what was shown and checked is kept and marked, and a
-streamed reply's first byte must come within FIELDGUIDE_FIRST_BYTE_TIMEOUT seconds.
+`on_progress` (router/answer.py Progress) is told "searching" before retrieval, "reading" with the
+sections about to be read (Claude) or quoted (offline), and "checking" before the claim check;
+what it raises is logged and ignored. The answer's stream is cut at the question's deadline less
+the claim check's reserved time (claims.reserve), and a streamed reply's first byte must come
+within FIELDGUIDE_FIRST_BYTE_TIMEOUT seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from index.search import IndexChanged
 from prompts import prompt_hash
 
-from . import citations, claims, compose, decide, language, offline, reading, words
-from . import extract as claude_extract
-from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
-from .classify import Classification, ClaudeClassifier, keep_classification
+from . import citations, claims, compose, context, decide, exact, offline, reading, words
+from .answer import ABSTAIN, PARTIAL, Answer, Passage, Progress, Source, Trace
+from .classify import ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
-from .context import BUDGET, Budget, for_claude
+from .context import BUDGET, Budget
+from .corpus import Corpus
 from .engine import Engine, Scope
-from .exact import near, widened
+from .language import language_name
 from .messages import add_usage
-from .question import Asked, Draft, checked_question, fell_back, lap, verdict
-from .second_look import looker
+from .question import Draft, Question, Searched, checked, verdict
+from .run import Laps, Run, Stream, Tell
+from .second_look import looks_for
 
 log = logging.getLogger(__name__)
 
-CONTEXT_CHUNKS = 5  # top chunks Claude extracts from (the sequential and overlap paths)
-OFFLINE_CHUNKS = 3
-HITS = 10  # the hits the decision, the offline path and the audit read
+HITS = 10  # the hits the decision, the offline branch and the audit read
+OFFLINE_CHUNKS = 3  # the top chunks offline quotes from
 # times a question is asked again when a reindex takes a chunk it found (IndexChanged): each time
 # on the newest generation, so only reindexes committing faster than one answer exhaust them
 INDEX_RETRIES = 3
-PATHS = ("cite", "overlap", "sequential")  # FIELDGUIDE_CLAUDE_PATH (the module doc)
-# Claude's classification runs here while the question is embedded and searched (I/O waits only)
-EARLY = ThreadPoolExecutor(max_workers=8, thread_name_prefix="classify")
-UNCITED_NOTE = "Claude's answer cited no passage of the docs: the docs' own quotes are shown"
+UNCITED_NOTE = (
+    "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
+)
 WRITTEN = (compose.OK, compose.INCOMPLETE, compose.CUT)  # an answer written, whose claims count
-Quoted = tuple[compose.Written, list[Passage], dict[str, Source]]
+STEPS = ("condense", "answer", "check")  # the Claude steps of an answer, each with its model
 
 
 class Pipeline:
@@ -71,28 +86,28 @@ class Pipeline:
         models: dict | None = None,
         docs_base_url: str = "",
         deadline: float = DEADLINE,
-        path: str = "cite",
         first_byte: float = FIRST_BYTE,
         budget: Budget = BUDGET,
     ):
-        """`models`: {"condense", "extract", "answer", "check"} model ids. `deadline`: seconds
-        for one question's Claude steps. `path`: the steps with Claude before the answer (PATHS,
-        the module doc). It keeps no store: an answer is returned, not recorded."""
-        if path not in PATHS:
-            raise ValueError(f"path must be one of {', '.join(PATHS)}, not {path!r}")
+        """`models`: {"condense", "answer", "check"} model ids. `deadline`: seconds for one
+        question's Claude steps. `budget`: what Claude reads (tokens, how deep in the search's
+        candidates, second looks). It keeps no store: an answer is returned, not recorded.
+        Claude's classifications run on threads it owns (`close`)."""
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
-        self.deadline, self.path = deadline, path
+        self.deadline = deadline
         self.first_byte = first_byte  # seconds a streamed answer's reads may wait
-        self.budget = budget  # what Claude reads, how deep, how many second looks
-        self.looks_for = looker(lambda t: engine.embed_query(t), budget, docs_base_url)
+        self.budget = budget
         # what every answer's trace names: the models, and the prompts by hash (fixed in a process)
-        steps = ("condense", "extract", "answer", "check")
-        claude_steps = steps if anthropic_client is not None else ()
-        self.claude_models = {k: self.models.get(k) for k in claude_steps}
-        self.prompts = {n: prompt_hash(n) for n in ("classify", *steps)}
+        self.claude_models = {k: self.models.get(k) for k in STEPS} if anthropic_client else {}
+        self.prompts = {n: prompt_hash(n) for n in ("classify", *STEPS)}
+        self.beside = ThreadPoolExecutor(max_workers=8, thread_name_prefix="classify")
+
+    def close(self) -> None:
+        """Stop the classifications beside the answers, not waiting for them."""
+        self.beside.shutdown(wait=False, cancel_futures=True)
 
     def answer(
         self,
@@ -100,28 +115,24 @@ class Pipeline:
         history: list[dict] | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> Answer:
         """Answer a question (with the thread's earlier messages, oldest first, as {"role",
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
-        `scope`: route and search only inside it (None: everything)."""
+        `scope`: route and search only inside it (None: everything). `on_progress`: told what the
+        answer is doing (the module doc)."""
         started = time.perf_counter()
-        streamed = False
-
-        def sent(delta: str) -> None:
-            nonlocal streamed
-            streamed = True
-            assert on_text is not None
-            on_text(delta)
-
+        asked = checked(question, history)
+        stream, tell = Stream(on_text), Tell(on_progress)
         for attempt in range(INDEX_RETRIES + 1):
             try:
-                ans = self.steps(self.asked(question, history or [], on_text and sent, scope))
+                ans = self.path(asked, scope, stream, tell)
                 break
             except IndexChanged:
                 # a reindex committed while answering and took a chunk it found: asked again on
                 # the new generation (waiting for it to load), unless words are out already
-                if streamed or attempt == INDEX_RETRIES:
+                if stream.shown or attempt == INDEX_RETRIES:
                     raise
                 log.info("the index changed while answering; asking again on the new one")
                 self.engine.loaded(wait=True)
@@ -130,267 +141,261 @@ class Pipeline:
             ans.trace.notes.append(OFFLINE_NOTE)
         return ans
 
-    def asked(
-        self,
-        question: str,
-        history: list[dict],
-        on_text: Callable[[str], None] | None,
-        scope: Scope | None,
-    ) -> Asked:
-        """The question's context: the question checked (else a QuestionError), a fresh trace,
-        its own Claude deadline, one index generation (the newest loaded) for the whole answer."""
-        question = checked_question(question)
+    def path(self, asked: Question, scope: Scope | None, stream: Stream, tell: Tell) -> Answer:
+        """The question's path (the module doc), on one index generation (`scope`'s part)."""
         models = {"embed": self.engine.embedder.name, **self.claude_models}
         trace = Trace(self.client is None, models=models, prompts=dict(self.prompts))
-        claude = Claude(self.client, self.deadline, lambda step, why: fell_back(trace, step, why))
-        router = self.engine.router_for(self.engine.loaded(), scope)
-        searcher, clock = router.searcher, time.perf_counter()
-        return Asked(question, history, scope, on_text, trace, claude, router, searcher, clock)
-
-    def steps(self, q: Asked) -> Answer:
-        """The question's path: what every question takes, then one path, then the verdict."""
+        run = Run(Claude(self.client, self.deadline), trace, Laps(trace.timings_ms), stream, tell)
+        docs = self.engine.corpus(scope)
         # what every question reads, loaded on a process's first one (`serve` loads it at start:
-        # Engine.warm): the docs' words (a scope's: on its first question) and English word
-        # frequencies; timed apart, so no step's figure counts it
-        words.docs_words(q.searcher)
-        words.zipf("the")
-        lap(q, "load")
-        q.condensed = self.condense(q)
-        lap(q, "condense")
-        q.condensed = self.correct_typos(q)
-        # the first word the docs don't know builds the spelling dictionary, once a generation
-        lap(q, "typos")
-        early = self.classify_early(q)
-        q.query_vec, note = self.engine.embed_query(q.condensed)
-        q.trace.notes += [note] if note else []
-        lap(q, "embed")
-        self.route(q, early)
-        lap(q, "route_retrieve")
-        q.offline_verdict, gate = self.assess(q)
-        lap(q, "decide")
-        if self.client is None:
-            draft = self.offline_path(q)
+        # Engine.warm), timed apart so that no step's figure counts it
+        docs.prepare()
+        run.laps("load")
+        text = self.condense(asked, docs, run)
+        run.laps("condense")
+        question = self.typos(text, docs, run)
+        run.laps("typos")
+        beside = self.classify_beside(question, docs, run.claude)
+        found = self.search(question, docs, scope, run)
+        with_claude = run.claude.available
+        decided = decide.assess(
+            question,
+            found.vector,
+            found.hits,
+            docs,
+            self.engine.models,
+            self.engine.embedder.name,
+            with_claude,
+        )
+        run.laps("decide")
+        if with_claude:
+            draft = self.with_claude(asked, found, decided, docs, run)
         else:
-            draft = self.claude_path(q, gate)
-            if self.path == "cite":  # Claude's classification, made beside the answer
-                keep_classification(early, q.trace)
-        return verdict(q, draft)
+            if self.client is not None:  # a key, and no time left for Claude to write
+                run.claude.fall_back("answer", "out of time")
+            draft = self.offline(found, decided.offline, docs, run)
+        keep_classification(beside, trace)
+        for step, why in run.claude.fell_back.items():
+            trace.offline = True
+            trace.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
+        return verdict(asked, found, draft, scope, trace)
 
-    # -- the two paths: what each found, wrote and decided ---------------------------------------
+    # -- reading and searching -------------------------------------------------------------------
 
-    def offline_path(self, q: Asked) -> Draft:
-        """No key: the top chunks' sentences that answer the question, quoted as they are, on the
-        offline decision."""
-        decided = q.offline_verdict
-        assert decided is not None
-        if decided.decision == ABSTAIN and not q.exact.written:  # nothing near: no "closest"
-            return Draft(decided)
-        passages = self.offline_passages(q)
-        decided = q.offline_verdict = near(decided, q.exact.written, [p.text for p in passages])
-        lap(q, "extract")
-        if decided.decision == ABSTAIN or not passages:
-            return Draft(decided)
-        written, passages, sources = self.quotes(q, passages)
-        lap(q, "answer")
-        checked = claims.offline(written.citations)
-        lap(q, "check")
-        return Draft(decided, passages, written, sources, checked)
-
-    def claude_path(self, q: Asked, gate: decide.Decision) -> Draft:
-        """With a key: passages (the top chunks' paragraphs on the cite path, else extracted),
-        Claude's answer from them, streamed, and its claims checked. A step that falls back runs
-        offline, and from then on the offline decision stands."""
-        assert q.offline_verdict is not None
-        gate = near(gate, q.exact.written, [h.chunk["text"] for h in q.candidates])
-        if gate.decision == ABSTAIN:
-            return Draft(gate)
-        cite = self.path == "cite" and q.claude.available
-        passages = for_claude(q, self.budget.tokens) if cite else self.extract(q)
-        lap(q, "extract")
-        if "extract" in q.claude.fell_back:  # Claude was to check the passages but failed
-            gate = q.offline_verdict
-            if gate.decision == ABSTAIN:
-                return Draft(gate)
-        if not passages:
-            return Draft(gate)
-        written, passages, sources = self.write(q, passages, cite)
-        lap(q, "answer")
-        if written.by == "offline":  # the docs' own quotes stand on the offline decision alone
-            gate = q.offline_verdict
-        passages = citations.cited_passages(passages, written) if cite else passages
-        checked = None
-        if written.status in WRITTEN:
-            checked = self.check_claims(q, written)
-        lap(q, "check")
-        return Draft(gate, passages, written, sources, checked)
-
-    # -- the steps -------------------------------------------------------------------------------
-
-    def condense(self, q: Asked) -> str:
-        question = reading.plain(q.question)  # without "Hi team," and "Thanks!"
-        # with Claude, a question in another language than the docs is rewritten into theirs
-        foreign = q.claude.available and language.foreign_language(question, q.searcher)
-        if not reading.prior(q.history) and not foreign:
-            return question
-        docs_language = language.docs_language_name(q.searcher)
+    def condense(self, asked: Question, docs: Corpus, run: Run) -> str:
+        """The question as it is searched: without the chat around it ("Hi team," "Thanks!"), a
+        follow-up made standalone from the thread (Claude, else offline); with Claude, a
+        question in another language than the docs is rewritten into theirs."""
+        plain = reading.plain(asked.text)
+        foreign = run.claude.available and docs.foreign_language(reading.read(plain))
+        if not reading.prior(list(asked.history)) and not foreign:
+            return plain
+        history, docs_language = list(asked.history), language_name(docs.language)
 
         def ask(client) -> str:
             text, usage = reading.follow_up_with_claude(
-                client, self.models["condense"], question, q.history, docs_language
+                client, self.models["condense"], plain, history, docs_language
             )
-            add_usage(q.trace.usage, "condense", usage)
+            add_usage(run.trace.usage, "condense", usage)
             return text
 
-        return q.claude.run("condense", ask, lambda: reading.follow_up_offline(question, q.history))
+        offline_text = lambda: reading.follow_up_offline(plain, history)  # noqa: E731
+        return run.claude.run("condense", ask, offline_text)
 
-    def correct_typos(self, q: Asked) -> str:
-        """The question with its typos read as the words they stand for (words.correct_typos);
-        a question in another language than the docs has none of theirs ("Wie" is no "Wire"),
-        asked only when there is something to correct."""
-        fixed, typos = words.correct_typos(q.condensed, q.searcher)
-        if typos and language.foreign_language(q.condensed, q.searcher):
-            return q.condensed
-        q.trace.notes += [words.typo_note(typos)] if typos else []
-        return fixed
+    def typos(self, text: str, docs: Corpus, run: Run) -> reading.Reading:
+        """The question read (reading.Reading), its typos read as the words they stand for
+        (words.correct_typos); a question in another language than the docs has none of theirs
+        ("Wie" is no "Wire")."""
+        read = reading.read(text)
+        fixed, typos = words.correct_typos(read, docs.words)
+        if not typos or docs.foreign_language(read):
+            return read
+        run.trace.notes.append(words.typo_note(typos))
+        return reading.read(fixed)
 
-    def classify_early(self, q: Asked) -> Future | None:
-        """Claude's classification, started now so it runs while the question is embedded and
-        searched ("overlap"), or beside the answer, never waited for ("cite"); None when it is to
-        run in turn (or not at all)."""
-        if self.path == "sequential" or not q.claude.available:
+    def classify_beside(
+        self, question: reading.Reading, docs: Corpus, claude: Claude
+    ) -> Future | None:
+        """Claude's classification of the question, started now on the Pipeline's own threads
+        and never waited for (None without a Claude classifier or time for it)."""
+        classifier = docs.router.classifier
+        if not claude.available or not isinstance(classifier, ClaudeClassifier):
             return None
-        classifier = q.router.classifier
-        if not isinstance(classifier, ClaudeClassifier):
-            return None
-        if self.path == "cite":
-            return EARLY.submit(classifier.beside, q.condensed, q.claude)
-        return EARLY.submit(classifier.early, q.condensed, q.claude)
+        return self.beside.submit(classifier.beside, question.text, claude)
 
-    def route(self, q: Asked, early: Future | None) -> None:
-        """The hits, routed (by intent) and retrieved, into `q.hits` and the trace. The cite path
-        retrieves with the offline router: it does not wait for Claude's classification."""
-        claude = q.claude
-        with_claude = claude if claude.client is not None else None
-        classified: Classification | str | None = None
-        waits = self.path != "cite"
-        if early is not None and waits:
-            classified = early.result() or claude.fell_back.get("classify", "failed")
-        decision = q.router.route(
-            q.condensed,
-            q.query_vec,
+    def search(
+        self, question: reading.Reading, docs: Corpus, scope: Scope | None, run: Run
+    ) -> Searched:
+        """The question embedded (keyword search alone when the embedder fails), routed (the
+        offline router: Claude is not waited for) and retrieved inside `docs`; the routing and
+        hits into the trace."""
+        run.tell("searching")
+        vector, note = self.engine.embed_query(question.text)
+        run.trace.notes += [note] if note else []
+        run.laps("embed")
+        decision = docs.router.route(
+            question.text,
+            vector,
             k=max(HITS, self.budget.depth),
             # Voyage did not embed the question: its reranker, the same service, is not asked
-            rerank=q.query_vec is not None or not self.engine.embedder.name.startswith("voyage:"),
-            claude=with_claude if waits else None,
-            classified=classified,
-            wait=waits,
+            rerank=vector is not None or not self.engine.embedder.name.startswith("voyage:"),
+            wait=False,
         )
-        trace = q.trace
-        trace.route = decision.to_dict() | ({"scope": q.scope.describe()} if q.scope else {})
+        trace = run.trace
+        trace.route = decision.to_dict() | ({"scope": scope.describe()} if scope else {})
         if decision.note and decision.note not in trace.notes:  # e.g. the reranker fell back
             trace.notes.append(decision.note)
-        if decision.usage:
-            add_usage(trace.usage, "classify", decision.usage)
-        scored = [
-            h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits
+        hits = decision.hits[:HITS]
+        trace.hits = [
+            h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in hits
         ]
-        trace.hits = scored[:HITS]
-        q.hits, q.candidates = decision.hits[:HITS], decision.hits
-        q.exact = decision.exact
-        q.chunks = {h["id"]: h for h in scored}
+        asked = exact.asked(question.text, docs)
+        trace.route |= {"exact": asked.names} if asked else {}
+        run.laps("route_retrieve")
+        return Searched(question, vector, hits, decision.hits, asked)
 
-    def assess(self, q: Asked) -> tuple[decide.Decision, decide.Decision]:
-        """(the offline decision, the gate before extraction): the same calibrated p read in the
-        offline bands, and with Claude in its own band (Claude's extraction and answer decide the
-        rest). Offline, a question not answered may be in another language than the docs."""
-        if not q.hits:
-            nothing = decide.Signals(None, None, 0, 0, 0, 0, 0, [], [], [])
-            found = decide.Decision(ABSTAIN, 0.0, nothing, "", "sim")
-            return found, found
-        used, model = decide.model_for(self.engine.embedder.name, q.query_vec is not None)
-        signals = decide.signals(q.condensed, q.query_vec, q.hits, q.searcher)
-        offline_verdict = decide.decide(signals, model, used)
-        if q.claude.available:
-            return offline_verdict, decide.decide(signals, model, used, claude=True)
-        if offline_verdict.decision != ANSWER:
-            lang = language.foreign_language(q.condensed, q.searcher)
-            if lang:
-                offline_verdict.decision, offline_verdict.why = ABSTAIN, "language"
-                offline_verdict.language = (lang, language.docs_language(q.searcher))
-        return offline_verdict, offline_verdict
+    # -- the two branches: what each found, wrote and decided ------------------------------------
 
-    def offline_passages(self, q: Asked) -> list[Passage]:
-        """The offline extractor's passages from the top chunks."""
-        top, s = widened(q.hits[:OFFLINE_CHUNKS], q.candidates, q.exact.written), q.searcher
-        return offline.extract(
-            q.condensed, q.query_vec, top, s.bm25, self.engine.embedder, s.furniture, q.exact.names
+    def offline(self, found: Searched, decided: decide.Decision, docs: Corpus, run: Run) -> Draft:
+        """The top chunks' sentences that answer the question, quoted as they are, on the offline
+        decision: without a key, and whenever Claude cannot write the answer. When none of the
+        top chunks writes an identifier asked about, the best candidate that does is read too,
+        and a quote that writes one makes "nothing near" a maybe (exact.near)."""
+        names = found.exact.written
+        if decided.decision == ABSTAIN and not names:  # nothing near: "closest" would be noise
+            return Draft(decided)
+        top = exact.widened(found.hits[:OFFLINE_CHUNKS], found.candidates, names)
+        searcher = docs.searcher
+        passages = offline.extract(
+            found.text,
+            found.vector,
+            top,
+            searcher.bm25,
+            self.engine.embedder,
+            searcher.furniture,
+            found.exact.names,
         )
-
-    def extract(self, q: Asked) -> list[Passage]:
-        """Claude's passages of the top chunks (the offline extractor's when it falls back)."""
-        top = q.hits[:CONTEXT_CHUNKS]
-
-        def ask(client) -> list[Passage]:
-            found, dropped, usage = claude_extract.extract(
-                client, self.models["extract"], q.condensed, top
-            )
-            q.trace.dropped_passages += dropped
-            add_usage(q.trace.usage, "extract", usage)
-            return found
-
-        return q.claude.run("extract", ask, lambda: self.offline_passages(q))
-
-    def quotes(self, q: Asked, passages: list[Passage], cite: bool = False) -> Quoted:
-        """The docs' own quotes: the offline extractor's in the cite path (whole paragraphs of
-        five chunks are no quotes), else the passages as extracted."""
-        found = self.offline_passages(q) if cite else passages
-        by = citations.number_sources(found, q.chunks, self.docs_base_url)
+        decided = exact.near(decided, names, [p.text for p in passages])
+        run.laps("extract")
+        if decided.decision == ABSTAIN or not passages:
+            return Draft(decided)
+        chunks = {h.chunk["id"]: h.chunk for h in top}
+        run.tell("reading", labels(chunks[p.chunk_id] for p in passages))
+        sources = citations.number_sources(passages, chunks, self.docs_base_url)
         # unsure offline, the quotes stand under the caveat alone (UNSURE names them)
-        assert q.offline_verdict is not None
-        lead = "" if q.offline_verdict.decision == PARTIAL else offline.LEAD
-        return offline.compose(found, by, q.chunks, lead), found, by
+        lead = "" if decided.decision == PARTIAL else offline.LEAD
+        written = offline.compose(passages, sources, chunks, lead)
+        run.laps("answer")
+        run.tell("checking")
+        checked = claims.offline(written.citations)
+        run.laps("check")
+        return Draft(decided, passages, written, sources, checked)
 
-    def write(self, q: Asked, passages: list[Passage], cite: bool) -> Quoted:
-        """(the written answer, the passages it was written from, their numbered sources):
-        Claude's, or the docs' own quotes when the answer step falls back offline or Claude's
-        answer cites nothing."""
-        by_chunk = citations.number_sources(passages, q.chunks, self.docs_base_url)
-        shown = [False]
+    def with_claude(
+        self, asked: Question, found: Searched, decided: decide.Decided, docs: Corpus, run: Run
+    ) -> Draft:
+        """Claude reads its candidates packed to the budget (`context`), writes the answer from
+        them, streamed, searching again when they do not answer (`write`), and its claims are
+        checked; the offline branch answers when it cannot. Nothing near is a maybe when a
+        candidate writes an identifier asked about (exact.near)."""
+        candidates = [h.chunk["text"] for h in found.candidates]
+        gate = exact.near(decided.gate, found.exact.written, candidates)
+        if gate.decision == ABSTAIN:
+            return Draft(gate)
+        read = self.context(found, docs, run)
+        run.laps("extract")
+        if not read.passages:
+            return Draft(gate)
+        run.tell("reading", read.labels)
+        done = self.write(asked, read, docs, run)
+        run.laps("answer")
+        if done is None:  # the docs' own quotes answer, on the offline decision
+            return self.offline(found, decided.offline, docs, run)
+        written, read = done
+        checked = None
+        if written.status in WRITTEN:
+            run.tell("checking")
+            model = self.models.get("check", "")
+            checked = claims.check(run.claude, model, written)
+            if checked.usage:
+                add_usage(run.trace.usage, "check", checked.usage)
+        run.laps("check")
+        passages = citations.cited_passages(read.passages, written)
+        return Draft(gate, passages, written, read.sources, checked)
 
-        def relay(piece: str) -> None:
-            shown[0] = True
-            if q.on_text is not None:
-                q.on_text(piece)
+    def context(self, found: Searched, docs: Corpus, run: Run) -> Context:
+        """What Claude reads to answer: its candidates packed to the budget's tokens
+        (router/context.py), each section a search_result, a text block per paragraph (the
+        smallest unit a citation points at), sources numbered; the sections read into the
+        trace."""
+        reads = context.read(
+            found.candidates, docs, found.text, self.budget.tokens, found.exact.names
+        )
+        run.trace.route["read"] = context.described(reads)
+        passages = context.passages(reads)
+        sources = citations.number_sources(passages, context.records(reads), self.docs_base_url)
+        return Context([r.label for r in reads], passages, sources)
 
-        def ask(client) -> Quoted:
+    def write(
+        self, asked: Question, read: Context, docs: Corpus, run: Run
+    ) -> tuple[compose.Written, Context] | None:
+        """Claude's answer from what it read, streamed, with its second looks in `docs`, and
+        what it read in all (the first read, then each look's); None when the docs' own quotes
+        must answer instead: the step failed (run.claude: fell back), or the answer cites nothing
+        that checks out (never shown)."""
+
+        def ask(client) -> tuple[compose.Written, Context]:
             # a try after one that already streamed words to the user is not streamed again:
             # the returned text replaces what was streamed
-            stream = relay if q.on_text is not None and not shown[0] else None
             # the stream ends where the claim check's reserved time begins
-            until = q.claude.ends - claims.reserve(self.deadline)
-            looks = self.looks_for(q, passages, by_chunk) if cite else None
-            written = compose.compose(
-                client, self.models["answer"], q.question, passages, by_chunk, stream, until, looks
+            until = run.claude.ends - claims.reserve(self.deadline)
+            passages, sources = list(read.passages), dict(read.sources)
+            looks = looks_for(
+                docs,
+                self.engine.embed_query,
+                self.budget,
+                self.docs_base_url,
+                passages,
+                sources,
+                run.tell,
             )
-            q.trace.route |= {"looks": looks.done} if looks is not None and looks.done else {}
-            add_usage(q.trace.usage, "answer", written.usage)
-            return written, passages, by_chunk
+            written = compose.compose(
+                client,
+                self.models["answer"],
+                asked.text,
+                passages,
+                sources,
+                run.stream.open(),
+                until,
+                looks,
+            )
+            done = looks.done if looks is not None else []
+            found = [r["section"] for look in done for r in look["read"]]
+            if done:
+                run.trace.route["looks"] = done
+            add_usage(run.trace.usage, "answer", written.usage)
+            return written, Context(read.labels + found, passages, sources)
 
-        quoted = q.claude.run(
-            "answer", ask, lambda: self.quotes(q, passages, cite), first_byte=self.first_byte
-        )
-        written, used, by_chunk = quoted
-        uncited = written.by == "claude" and written.status in WRITTEN
-        if uncited and not written.cited:  # never shown as an answer: the docs' own quotes are
-            q.trace.notes.append(UNCITED_NOTE)
-            return self.quotes(q, passages, cite)
-        return written, used, by_chunk
+        done = run.claude.run("answer", ask, lambda: None, first_byte=self.first_byte)
+        if done is None:
+            return None
+        written = done[0]
+        if written.status in WRITTEN and not written.cited:  # never shown as an answer
+            run.trace.notes.append(UNCITED_NOTE)
+            return None
+        return done
 
-    def check_claims(self, q: Asked, written: compose.Written) -> claims.Checked:
-        """The claim check (router/claims.py), after the answer is written so streaming is not
-        held up."""
-        model = self.models.get("check") or self.models.get("extract", "")
-        checked = claims.check(q.claude, model, written)
-        if checked.usage:
-            add_usage(q.trace.usage, "check", checked.usage)
-        return checked
+
+@dataclass(frozen=True)
+class Context:
+    """What Claude reads to answer: the sections read ("Title › Section"), their passages (a
+    text block each) and their sources, numbered in the order the passages first cite them."""
+
+    labels: list[str]
+    passages: list[Passage]
+    sources: dict[str, Source]
+
+
+def labels(chunks: Iterable[dict]) -> list[str]:
+    """The "Title › Section" of each chunk, once each, in order."""
+    return list(dict.fromkeys(citations.label(c["title"], c["heading_path"]) for c in chunks))

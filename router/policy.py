@@ -12,9 +12,6 @@
    reorders what an unrouted search would find: it never drops it.
 4. With a reranker (Voyage, when a key is set), the top `reranker.depth` of that list are reordered
    by it before the answer's extraction and abstain decision see them.
-5. The identifiers the question asks about (an error code, a flag, an endpoint: router/exact.py)
-   are looked up where the docs write them, for the quotes to show them; the order stands (moving
-   the chunks that write them first cost the real sets' top 5: bench/RESULTS.md, reads).
 """
 
 from __future__ import annotations
@@ -27,9 +24,8 @@ import numpy as np
 from index.rerank import VoyageReranker
 from index.search import Hit, Searcher, read_together
 
-from .classify import VOTERS, Classification, Classifier, unused_note
+from .classify import VOTERS, Classifier
 from .claude import Claude
-from .exact import Asked, asked
 
 # The buckets are the top intents that together hold COVER of the classifier's score (at most
 # MAX_BUCKETS). One intent holding it alone is a confident routing; on the eval sets a second intent
@@ -50,8 +46,6 @@ class RouteDecision:
     note: str = ""
     usage: dict = field(default_factory=dict)  # the classifier's tokens, when it was Claude
     reranked: bool = False  # the hits are in the reranker's order
-    # the identifiers asked about that the docs write somewhere specific, and where
-    exact: Asked = field(default_factory=lambda: Asked([], {}))
 
     @property
     def intents(self) -> list[str]:
@@ -66,7 +60,6 @@ class RouteDecision:
             "classifier": self.classifier,
             "note": self.note,
             "reranked": self.reranked,
-            **({"exact": self.exact.names} if self.exact else {}),
         }
 
 
@@ -127,22 +120,18 @@ class Router:
         k: int = 10,
         rerank: bool = True,
         claude: Claude | None = None,
-        classified: Classification | str | None = None,
         wait: bool = True,
     ) -> RouteDecision:
         """The routed top k; `rerank=False` keeps the fused order even with a reranker (eval).
-        `claude`: the question's router.claude.Claude (deadline), if any. `classified`: Claude's
-        classification made beforehand (overlapping this search), or why it failed (a str: the
-        offline vote decides), or None (the classifier is asked here). `wait=False`: Claude is
-        not waited for: the offline vote decides (the cite path: Claude classifies beside it)."""
+        `claude`: the question's router.claude.Claude (deadline), if any. `wait=False`: Claude is
+        not asked: the offline vote decides (a question's answer: Claude classifies beside it)."""
         reranker = self.reranker if rerank else None
         depth = max(k, reranker.depth) if reranker else k
-        decision = self._route(question, query_vec, depth, claude, classified, wait)
+        decision = self._route(question, query_vec, depth, claude, wait)
         if reranker is not None:
             decision.hits, note = reranker.rerank(question, decision.hits)
             decision.reranked = not note
             decision.note = "; ".join(n for n in (decision.note, note) if n)
-        decision.exact = asked(question, self.searcher)
         decision.hits = decision.hits[:k]
         return decision
 
@@ -151,8 +140,7 @@ class Router:
         question: str,
         query_vec: np.ndarray | None,
         k: int,
-        claude=None,
-        classified=None,
+        claude: Claude | None = None,
         wait: bool = True,
     ) -> RouteDecision:
         search = lambda intents, n: self.searcher.search(  # noqa: E731
@@ -164,16 +152,11 @@ class Router:
             bm25_weight=self.bm25_weight,
         )
         everything = search(None, max(k, VOTERS))
-        offline = getattr(self.classifier, "fallback", self.classifier)
-        if isinstance(classified, Classification):
-            result = classified
-        elif isinstance(classified, str):  # Claude failed: the offline vote (Claude's fallback)
-            result = offline.classify(question, query_vec, everything)
-            result.note = unused_note(classified)
-        elif not wait:
-            result = offline.classify(question, query_vec, everything)
-        else:
+        if wait:
             result = self.classifier.classify(question, query_vec, everything, claude=claude)
+        else:  # the offline vote (a Claude classifier's fallback)
+            offline = getattr(self.classifier, "fallback", self.classifier)
+            result = offline.classify(question, query_vec, everything)
         everything = prefer_intents(everything, result.ranked)
         buckets, reason = self.choose_buckets(result.ranked)
         if result.source == "offline":

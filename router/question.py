@@ -1,28 +1,26 @@
-"""One question on its way through the pipeline (router/pipeline.py): what it was asked, where it
-is searched, and what each step has found so far, in one object every step reads and fills
-(`Asked`); what a path found, wrote and decided (`Draft`); and the one place the verdict that
-stands is chosen from them (`verdict`): ANSWER, PARTIAL with its caveat, or ABSTAIN saying why."""
+"""A question on its way through the pipeline (router/pipeline.py), as values the steps hand on:
+what was asked (`Question`, checked), what the search found (`Searched`), what a branch found,
+wrote and decided (`Draft`); and the one place the verdict that stands is chosen from them
+(`verdict`): ANSWER, PARTIAL with its caveat, or ABSTAIN saying why."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from index.clean import valid_text
-from index.search import Hit, Searcher
+from index.search import Hit, zipf
 
 from . import citations, claims, compose, decide, exact, reading
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
-from .claude import OFFLINE_NOTE, Claude
 from .exact import Asked as Identifiers
+from .language import language_name
+from .reading import Reading
 
 if TYPE_CHECKING:
     from .engine import Scope
-    from .policy import Router
 
 MAX_QUESTION_CHARS = reading.MAX_QUESTION_CHARS
 
@@ -42,33 +40,37 @@ def checked_question(question: str) -> str:
     return reading.bounded(question, MAX_QUESTION_CHARS)
 
 
-@dataclass
-class Asked:
-    """A question being answered: set once (the question, the thread, the scope, the router
-    of one index generation), then filled step by step (the question as searched, its vector,
-    the hits, the offline decision). `trace` records what each step used."""
+@dataclass(frozen=True)
+class Question:
+    """What was asked: the question checked (`checked`), and the thread's earlier messages
+    (oldest first, {"role", "text"})."""
 
-    question: str
-    history: list[dict]
-    scope: Scope | None
-    on_text: Callable[[str], None] | None
-    trace: Trace
-    claude: Claude
-    router: Router  # of one index generation, the newest loaded when the question came
-    # what the question's words are read against: the scope's docs only (its spelling, signals
-    # and messages know nothing of the docs outside it), else the whole index
-    searcher: Searcher
-    clock: float  # when the step being timed began (time.perf_counter)
-    condensed: str = ""  # the question as searched: thread context folded in, typos read
-    query_vec: np.ndarray | None = None
-    hits: list[Hit] = field(default_factory=list)
-    candidates: list[Hit] = field(
-        default_factory=list
-    )  # the deeper list Claude's read is packed from
-    chunks: dict[str, dict] = field(default_factory=dict)  # the hits' records by id, scored
-    offline_verdict: decide.Decision | None = None  # the decision read in the offline bands
-    # the identifiers asked about and where the docs write them (router/exact.py), from the search
+    text: str
+    history: tuple[dict, ...] = ()
+
+
+def checked(question: str, history: list[dict] | None) -> Question:
+    """The question as it can be asked (`checked_question`: a QuestionError when it cannot)."""
+    return Question(checked_question(question), tuple(history or ()))
+
+
+@dataclass(frozen=True)
+class Searched:
+    """What the search found: the question as searched (without the chat around it, a follow-up
+    made standalone, typos read), read once (`reading.Reading`), its vector (None: keyword search
+    only), the hits, best first (what the decision, the offline branch and the audit read), the
+    deeper candidates Claude's read is packed from (the hits first), and the identifiers the
+    question asks about with where the docs write them (router/exact.py)."""
+
+    question: Reading
+    vector: np.ndarray | None
+    hits: list[Hit]
+    candidates: list[Hit] = field(default_factory=list)
     exact: Identifiers = field(default_factory=lambda: Identifiers([], {}))
+
+    @property
+    def text(self) -> str:
+        return self.question.text
 
 
 # offline, a question the docs may not answer gets the closest sections quoted under this line
@@ -100,23 +102,35 @@ class Draft:
     checked: claims.Checked | None = None
 
 
-def verdict(asked: Asked, draft: Draft) -> Answer:
+def verdict(
+    asked: Question, found: Searched, draft: Draft, scope: Scope | None, trace: Trace
+) -> Answer:
     """The Answer that stands: ABSTAIN when the decision says so, nothing was found or written,
     or Claude refused; otherwise what was written, PARTIAL when a citation, the docs' cover, its
-    length or the claim check says so."""
-    trace = asked.trace
+    length or the claim check says so. `scope`: where it was searched; `trace`: what the steps
+    recorded, completed here."""
     trace.evidence = draft.decided.evidence()
     written = draft.written
+    hits = found.hits
+
+    def abstain(near: list[Hit], text: str = "") -> Answer:
+        """ "Not in the docs", saying why when the evidence knows (a name the docs never
+        mention, another language), else naming the `near` sections that came closest."""
+        text = text or abstain_message(trace.evidence) or abstain_text(near)
+        return Answer(asked.text, found.text, ABSTAIN, text, scope=scope, trace=trace)
+
     if written is None:  # stopped before writing: nothing near is named when the decision did
-        return abstain(asked, [] if draft.decided.decision == ABSTAIN else asked.hits)
-    if draft.decided.decision == ABSTAIN or not draft.passages:
-        return abstain(asked, asked.hits)
+        return abstain([] if draft.decided.decision == ABSTAIN else hits)
+    if draft.decided.decision == ABSTAIN:
+        return abstain(hits)
     if written.status in (compose.NOT_COVERED, compose.EMPTY):
         trace.notes += ["Claude's answer was empty"] if written.status == compose.EMPTY else []
-        return abstain(asked, asked.hits)
+        return abstain(hits)
     if written.status == compose.REFUSED:
         trace.notes.append("Claude refused (stop_reason refusal)")
-        return abstain(asked, [], REFUSED)
+        return abstain([], REFUSED)
+    if not draft.passages:  # nothing it cites, or nothing found to quote
+        return abstain(hits)
     decision, caveat, sources = conclude(
         draft.decided.decision, written, list(draft.sources.values())
     )
@@ -125,28 +139,19 @@ def verdict(asked: Asked, draft: Draft) -> Answer:
     decision, caveat, note = claims.judged(decision, caveat, checked)
     trace.notes += [note] if note else []
     quoted = [c.cited_text for c in written.citations if c.verified]
-    decision, caveat, note = exact.settle(decision, caveat, asked.exact.names, quoted)
+    decision, caveat, note = exact.settle(decision, caveat, found.exact.names, quoted)
     trace.notes += [note] if note else []
     return Answer(
-        asked.question,
-        asked.condensed,
+        asked.text,
+        found.text,
         decision,
         written.text,
         sources,
         written.citations,
         draft.passages,
         caveat,
-        asked.scope,
+        scope,
         trace,
-    )
-
-
-def abstain(asked: Asked, near: list[Hit], text: str = "") -> Answer:
-    """ "Not in the docs", saying why when the evidence knows (a name the docs never mention,
-    another language), else naming the `near` sections that came closest."""
-    text = text or decide.abstain_message(asked.trace.evidence) or abstain_text(near)
-    return Answer(
-        asked.question, asked.condensed, ABSTAIN, text, scope=asked.scope, trace=asked.trace
     )
 
 
@@ -186,13 +191,27 @@ def abstain_text(hits: list[Hit]) -> str:
     return ABSTAIN_TEXT + (" The closest sections were: " + "; ".join(near) + "." if near else "")
 
 
-def fell_back(trace: Trace, step: str, why: str) -> None:
-    trace.offline = True
-    trace.notes.append(f"{step}: {why}: {OFFLINE_NOTE}")
-
-
-def lap(q: Asked, step: str) -> None:
-    """The step just done, timed into the trace (ms since the step before)."""
-    now = time.perf_counter()
-    q.trace.timings_ms[step] = round((now - q.clock) * 1000, 1)
-    q.clock = now
+def abstain_message(evidence: dict) -> str | None:
+    """Why the docs can't answer, when the evidence knows more than "not found"."""
+    lang, docs = evidence.get("language"), evidence.get("docs_language")
+    if lang and docs:
+        d, q = language_name(docs), language_name(lang)
+        return (
+            f"Offline search works only in the docs' language ({d}), and this question looks like"
+            f" {q}. Please ask it in {d}."
+        )
+    # named only when they are what weighs most against an answer: names as written, then the
+    # rarest other words
+    named: list[str] = []
+    if evidence.get("why") in ("rare", "unseen", "phrase"):
+        phrases = evidence.get("unknown_phrases", [])
+        inside = {w.lower() for p in phrases for w in p.split()}
+        rest = [w for w in evidence.get("unknown_words", []) if w not in inside]
+        named = phrases + sorted(rest, key=zipf)
+    if named:
+        return (
+            "I couldn't find this in the docs, so I won't guess: they don't mention "
+            + ", ".join(f'"{t}"' for t in named[:3])
+            + "."
+        )
+    return None

@@ -27,6 +27,7 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
+from index.search import MAX_WORD, tokenize
 from prompts import render
 
 from .claude import MessagesClient
@@ -71,16 +72,18 @@ EDGES = "\"'`()[]{},;:!?.*"
 
 @dataclass(frozen=True)
 class Reading:
+    """A question read once, as every later step reads its words: its prose, sentences and the
+    asker's material (module doc), the sentences that ask, and its names."""
+
+    text: str  # the question as read
     prose: str  # the question's own words, the asker's material left out
     sentences: tuple[str, ...]  # prose cut at sentence ends and blank lines
     material: tuple[str, ...]  # what the asker brought: code, quotes, values
-
-    @property
-    def asking(self) -> str:
-        """The sentences that ask: the first one (an issue's title, a message's opening) and each
-        ending in a question mark."""
-        first, rest = self.sentences[:1], self.sentences[1:]
-        return " ".join([*first, *(s for s in rest if s.rstrip().endswith("?"))])
+    # the sentences that ask: the first one (an issue's title, a message's opening) and each
+    # ending in a question mark
+    asking: str
+    names: tuple[str, ...]  # the question's names (`specific_phrases`)
+    asking_names: tuple[str, ...]  # the names in what it asks (in all of it when nothing asks)
 
 
 def _words(text: str, material: list[str]) -> str:
@@ -96,7 +99,7 @@ def _words(text: str, material: list[str]) -> str:
 
 @lru_cache(maxsize=1024)
 def read(question: str) -> Reading:
-    """The question's prose, its sentences and the asker's material (module doc)."""
+    """The question's prose, its sentences, the asker's material (module doc) and its names."""
     material: list[str] = []
     paragraphs: list[str] = []
     depth = 0  # inside a block quote
@@ -128,7 +131,17 @@ def read(question: str) -> Reading:
         for s in SENTENCE_END.split(p)
         if (kept := _words(s, material).strip()) and kept.strip(EDGES + " ")
     )
-    return Reading(" ".join(sentences), sentences, tuple(m for m in material if m.strip()))
+    first, rest = sentences[:1], sentences[1:]
+    asking = " ".join([*first, *(s for s in rest if s.rstrip().endswith("?"))])
+    return Reading(
+        question,
+        " ".join(sentences),
+        sentences,
+        tuple(m for m in material if m.strip()),
+        asking,
+        tuple(specific_phrases(question)),
+        tuple(specific_phrases(asking or question)),
+    )
 
 
 def bounded(question: str, limit: int) -> str:
@@ -148,6 +161,34 @@ def bounded(question: str, limit: int) -> str:
         return text
     cut = text[: limit + 1]
     return cut.rsplit(None, 1)[0] if " " in cut else cut[:limit]
+
+
+# a word as a name is read in; a version ("4", "3.5", "4.15") joins a name ("Opus 4"), starts none
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
+VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")
+
+
+def specific_phrases(question: str) -> list[str]:
+    """The question's names as runs of words: a word with a capital after its first letter (OAuth,
+    GPT-4), a capitalised word that does not start the question, a code-like word (budget_tokens,
+    v1/messages), and a version right after one of those ("Opus 4")."""
+    runs: list[list[str]] = []
+    prev_end = -1
+    for i, m in enumerate(WORD.finditer(question)):
+        w = m.group().rstrip(".-/")
+        version = bool(VERSION.fullmatch(w))
+        code = not version and bool(re.search(r"_|[a-z][A-Z]|[A-Za-z][./][A-Za-z]|[A-Za-z]-?\d", w))
+        cap = any(c.isupper() for c in w[1:]) or (w[:1].isupper() and i > 0 and w != "I")
+        joins = bool(runs) and prev_end >= 0 and question[prev_end : m.start()] == " "
+        if not (code or cap or (version and joins)) or not tokenize(w) or len(w) > MAX_WORD:
+            prev_end = -1
+            continue
+        if joins:
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+        prev_end = m.end()
+    return [" ".join(r) for r in runs]
 
 
 # -- the chat around a question, and a follow-up made standalone ---------------------------------

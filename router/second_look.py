@@ -22,10 +22,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import citations, context
+from . import citations, context, exact
 from .answer import Passage, Source
+
+if TYPE_CHECKING:
+    from .corpus import Corpus
 
 NAME = "search_docs"
 TOOL = {
@@ -64,6 +67,8 @@ class Looks:
     passages: list[Passage]
     by_chunk: dict[str, Source]
     source_of: Callable[[context.Read, int], Source]
+    # told "searching_again" with each look's query, then "reading" with the sections it found
+    tell: Callable[[str, list[str]], None] = lambda kind, labels: None
     done: list[dict] = field(default_factory=list)
 
     @property
@@ -81,6 +86,7 @@ class Looks:
         """Runs one tool call (a tool_use block): (the tool_result's content, the search_result
         blocks it holds, in order), the sections it found added to the passages and sources."""
         query = str((getattr(call, "input", None) or {}).get("query", ""))[:MAX_QUERY_CHARS]
+        self.tell("searching_again", [query])
         started = time.perf_counter()
         found = [
             r
@@ -92,6 +98,8 @@ class Looks:
             self.by_chunk[r.key] = self.source_of(r, len(self.by_chunk) + 1)
             new += context.passages([r])
         self.passages += new
+        if found:
+            self.tell("reading", [r.label for r in found])
         results = citations.search_results(new, {r.key: self.by_chunk[r.key] for r in found})
         self.done.append(
             {
@@ -126,15 +134,15 @@ def tool_results(calls: list[Any], contents: list[list[dict]]) -> dict:
     }
 
 
-def searching(router: Any, embed: Callable, depth: int, budget: int) -> Search:
-    """The search a look runs: what `Engine.route` (the MCP search tool's search) runs, on the
-    question's own router (its scope, its index generation), its `depth` best chunks packed to
+def searching(docs: Corpus, embed: Callable, depth: int, budget: int) -> Search:
+    """The search a look runs: what `Engine.route` (the MCP search tool's search) runs, in the
+    question's own docs (its scope, its index generation), its `depth` best chunks packed to
     `budget` tokens as the first read was."""
 
     def search(query: str) -> list[context.Read]:
         vec, _ = embed(query)
-        found = router.route(query, vec, k=depth, wait=False)
-        return context.read(found.hits, router.searcher, query, budget, found.exact.names)
+        found = docs.router.route(query, vec, k=depth, wait=False)
+        return context.read(found.hits, docs, query, budget, exact.asked(query, docs).names)
 
     return search
 
@@ -152,17 +160,19 @@ def source_for(base_url: str) -> Callable[[context.Read, int], Source]:
     return make
 
 
-def looker(
-    embed: Callable, budget: context.Budget, base_url: str
-) -> Callable[[Any, list[Passage], dict[str, Source]], Looks | None]:
-    """What makes the looks of one answer: for the question on its way (router/question.Asked,
-    searched with its router), the passages and sources its answer reads; None when no look may
-    be taken."""
-
-    def looks(q: Any, passages: list[Passage], by_chunk: dict[str, Source]) -> Looks | None:
-        if budget.looks <= 0:
-            return None
-        search = searching(q.router, embed, budget.depth, budget.tokens)
-        return Looks(search, budget.looks, passages, by_chunk, source_for(base_url))
-
-    return looks
+def looks_for(
+    docs: Corpus,
+    embed: Callable,
+    budget: context.Budget,
+    base_url: str,
+    passages: list[Passage],
+    by_chunk: dict[str, Source],
+    tell: Callable[[str, list[str]], None],
+) -> Looks | None:
+    """The looks one answer may take in `docs` (the question's scope and index generation), from
+    the passages and sources it reads first (each look adds to them), `tell` told of each (its
+    query, the sections it found); None when no look may be taken."""
+    if budget.looks <= 0:
+        return None
+    search = searching(docs, embed, budget.depth, budget.tokens)
+    return Looks(search, budget.looks, passages, by_chunk, source_for(base_url), tell)

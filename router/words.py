@@ -6,29 +6,28 @@ from __future__ import annotations
 
 import re
 import threading
-import weakref
-from functools import cache, cached_property
+from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from index.search import BM25, MAX_WORD, STOPWORDS, Searcher, Vocab, tokenize, zipf
+from index.search import BM25, MAX_WORD, STOPWORDS, Vocab, tokenize, zipf
+
+if TYPE_CHECKING:
+    from symspellpy import SymSpell
+
+    from .reading import Reading
 
 # a word is found inside one of the docs' identifiers ("crashlooping" in KubePodCrashLooping) when
 # its stem has at least this many letters: a shorter stem ("pay", "run") is inside some identifier
 # of any large corpus by chance. Chosen leave-one-set-out among 4-7 (bench/RESULTS.md, calibration)
 ROOT_INSIDE = 6
-WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./+#-]*")
-VERSION = re.compile(r"\d{1,2}(?:\.\d+)*")  # 4, 3.5, 4.15: joins a name (Opus 4), starts none
 # A word English knows is typed on purpose, never read as a typo ("git" is not "get", though the
 # docs say "get" far more often): a word wordfreq counts at least this often (zipf scale). Fitted
 # by bench/typos.py (KNOWN_QUANTILE): one edit (a swap of neighbours, a letter dropped) of every
 # lowercase word of the dev sets' questions that makes no dictionary word (symspellpy's) is a
 # typo; 99.5% of those typos lie below 3.05 on the zipf scale: a word at or above it is English's.
 KNOWN_ZIPF = 3.05
-
-
-# one build of each at a time: the engine's warm-up and a first question wait for the same one
-_docs_lock, _spell_lock = threading.Lock(), threading.Lock()
 
 
 @cache
@@ -82,8 +81,8 @@ class Postings:
 
 
 class DocsWords:
-    """What the docs' vocabulary knows, built once per index generation and scope
-    (`docs_words`)."""
+    """What the docs' vocabulary knows: one index generation's, or a scope's part of it (built
+    once for each by router/corpus.py's Corpus)."""
 
     def __init__(self, bm25: BM25 | Postings):
         words = [w for w in bm25.vocab.words() if len(w) <= MAX_WORD]
@@ -92,19 +91,27 @@ class DocsWords:
         self.stems = set(_stemmer().stemWords([w for w in words if w.isalpha()]))
         # identifiers and compounds, searched for a word inside them ("kubepodcrashlooping")
         self.long = "\n".join(w for w in words if len(w) >= 8)
+        self._spell: SymSpell | None = None
+        self._spell_lock = threading.Lock()  # built once: a warm-up and a question wait for one
 
-    @cached_property
-    def spell(self):
+    @property
+    def spell(self) -> SymSpell:
         """symspellpy over the docs' words, counted by the chunks holding them: built on the
         first word the docs don't know as it is (most questions have none)."""
+        if self._spell is None:
+            with self._spell_lock:
+                if self._spell is None:
+                    self._spell = self._speller()
+        return self._spell
+
+    def _speller(self) -> SymSpell:
         from symspellpy import SymSpell
 
-        with _spell_lock:
-            spell = SymSpell(max_dictionary_edit_distance=2, prefix_length=7)
-            for w in self.words:
-                if w.isalpha() and len(w) >= 2:
-                    spell.create_dictionary_entry(w, self.df(w))
-            return spell
+        spell = SymSpell(max_dictionary_edit_distance=2, prefix_length=7)
+        for w in self.words:
+            if w.isalpha() and len(w) >= 2:
+                spell.create_dictionary_entry(w, self.df(w))
+        return spell
 
     def df(self, term: str) -> int:
         v = self.bm25.vocab.get(term)
@@ -170,38 +177,16 @@ class DocsWords:
 EDIT = 1e-3
 
 
-# per searcher: an index generation, or a scope's view of one (kept while the searcher is)
-_built: weakref.WeakKeyDictionary[Searcher, DocsWords] = weakref.WeakKeyDictionary()
-
-
-def docs_words(searcher: Searcher) -> DocsWords:
-    """The words of the docs `searcher` searches: the whole index's, or only its scope's."""
-    with _docs_lock:
-        found = _built.get(searcher)
-        if found is None:
-            bm25 = searcher.bm25
-            found = DocsWords(bm25 if searcher.base is None else Postings(bm25, searcher.base))
-            _built[searcher] = found
-        return found
-
-
-def prepare(searcher: Searcher) -> None:
-    """Build what the decision reads of words ahead of the first questions that need it."""
-    docs_words(searcher).spell  # noqa: B018
-    zipf("the")  # wordfreq's English table
-
-
 # a lowercase word, or the question's first word capitalised ("Recieve webhooks?")
 LOWER_WORD = re.compile(r"(?<![\w./])(?:^[A-Z])?[a-z]+(?![\w/]|\.\w)")
 TYPO_NOTE = "read "  # how a typo note starts: the Slack context line shows those notes
 
 
-def correct_typos(question: str, searcher: Searcher) -> tuple[str, dict[str, str]]:
+def correct_typos(question: Reading, words: DocsWords) -> tuple[str, dict[str, str]]:
     """The question with its typos read as the words they stand for, and what was read as what.
     A word the docs or English know (KNOWN_ZIPF) is no typo; nor is a capitalised or code-like
     name."""
-    words = docs_words(searcher)
-    names = {w.lower() for p in specific_phrases(question) for w in p.split()}
+    names = {w.lower() for p in question.names for w in p.split()}
     fixed: dict[str, str] = {}
 
     def fix(m: re.Match) -> str:
@@ -217,31 +202,8 @@ def correct_typos(question: str, searcher: Searcher) -> tuple[str, dict[str, str
         fixed[w] = right.capitalize() if w[0].isupper() else right
         return fixed[w]
 
-    return LOWER_WORD.sub(fix, question), fixed
+    return LOWER_WORD.sub(fix, question.text), fixed
 
 
 def typo_note(typos: dict[str, str]) -> str:
     return TYPO_NOTE + ", ".join(f'"{typo}" as "{word}"' for typo, word in typos.items())
-
-
-def specific_phrases(question: str) -> list[str]:
-    """The question's names as runs of words: a word with a capital after its first letter (OAuth,
-    GPT-4), a capitalised word that does not start the question, a code-like word (budget_tokens,
-    v1/messages), and a version right after one of those ("Opus 4")."""
-    runs: list[list[str]] = []
-    prev_end = -1
-    for i, m in enumerate(WORD.finditer(question)):
-        w = m.group().rstrip(".-/")
-        version = bool(VERSION.fullmatch(w))
-        code = not version and bool(re.search(r"_|[a-z][A-Z]|[A-Za-z][./][A-Za-z]|[A-Za-z]-?\d", w))
-        cap = any(c.isupper() for c in w[1:]) or (w[:1].isupper() and i > 0 and w != "I")
-        joins = bool(runs) and prev_end >= 0 and question[prev_end : m.start()] == " "
-        if not (code or cap or (version and joins)) or not tokenize(w) or len(w) > MAX_WORD:
-            prev_end = -1
-            continue
-        if joins:
-            runs[-1].append(w)
-        else:
-            runs.append([w])
-        prev_end = m.end()
-    return [" ".join(r) for r in runs]

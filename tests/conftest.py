@@ -145,7 +145,6 @@ def make_harness(examples_db, local_embedder):
             overrides = {
                 "classify_model": "claude-haiku-4-5",
                 "condense_model": "claude-haiku-4-5",
-                "extract_model": "claude-haiku-4-5",
                 "check_model": "claude-haiku-4-5",
                 "answer_model": "claude-sonnet-4-6",
             } | overrides

@@ -175,7 +175,7 @@ def test_with_claude_a_question_in_another_language_is_rewritten_for_retrieval(
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5.0)
     models = {
         "condense": "claude-haiku-4-5",
-        "extract": "claude-haiku-4-5",
+        "check": "claude-haiku-4-5",
         "answer": "claude-sonnet-4-6",
     }
     p = Pipeline(Engine(examples_db, local_embedder, client, "claude-haiku-4-5"), client, models)
@@ -200,7 +200,7 @@ def test_when_claude_fails_the_offline_decision_holds(examples_db, local_embedde
 
     stub.route("/v1/messages", lambda req: OVERLOADED)
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5.0)
-    models = {"condense": "h", "extract": "h", "answer": "s"}
+    models = {"condense": "h", "answer": "s", "check": "h"}
     p = Pipeline(Engine(examples_db, local_embedder, client, "h"), client, models)
     ans = p.answer("How do I forward Tidewater webhooks to Amazon EventBridge?")
     assert ans.trace.offline and ans.decision == ABSTAIN and "EventBridge" in ans.text

@@ -7,8 +7,7 @@ import time
 import pytest
 
 from router import claims
-from router.answer import Citation
-from router.pipeline import ANSWER, PARTIAL
+from router.answer import ANSWER, PARTIAL, Citation
 from tests.standins.claude import (
     OVERLOADED,
     FakeClaude,
@@ -186,7 +185,6 @@ def cached_prefix(body: dict) -> list:
 MODELS_55 = {
     "classify": "claude-haiku-5-5",
     "condense": "claude-haiku-5-5",
-    "extract": "claude-haiku-5-5",
     "answer": "claude-sonnet-5-5",
     "check": "claude-haiku-5-5",
 }
@@ -209,7 +207,7 @@ def test_a_prefix_is_marked_for_caching_only_where_it_reaches_the_minimum(
     prefix = json.dumps(cached_prefix(first_call))
     assert SIGNATURE_Q not in prefix and ROTATE_Q not in prefix
     assert second.trace.usage["classify"]["cache_read_input_tokens"] > 500
-    for kind in ("extract", "answer", "check"):
+    for kind in ("answer", "check"):
         for body in fake.calls(kind):
             assert not any(flag for _, flag in prompt_parts(body)), kind
 

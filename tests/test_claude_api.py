@@ -12,21 +12,17 @@ from bot.state.sqlite import SqliteState
 from index.embedders import VoyageEmbedder
 from index.indexer import index_folder
 from index.store import open_db
+from router.answer import ANSWER, PARTIAL
+from router.claude import OFFLINE_NOTE
 from router.engine import Engine
-from router.pipeline import ANSWER, OFFLINE_NOTE, PARTIAL, Pipeline
+from router.pipeline import Pipeline
 from tests.conftest import EXAMPLES
 from tests.standins.claude import OVERLOADED, FakeClaude, api_rules, rate_limited
 from tests.standins.voyage import voyage_embeddings
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
-SONNET_55 = dict.fromkeys(
-    ("classify", "condense", "extract", "answer", "check"), "claude-sonnet-5-5"
-)
-STEPS = {
-    "sequential": ("classify", "extract", "answer", "check"),
-    "overlap": ("classify", "extract", "answer", "check"),
-    "cite": ("classify", "answer", "check"),
-}
+SONNET_55 = dict.fromkeys(("classify", "condense", "answer", "check"), "claude-sonnet-5-5")
+STEPS = ("classify", "answer", "check")
 
 
 def test_the_stand_in_refuses_what_the_api_refuses():
@@ -50,25 +46,23 @@ def test_the_stand_in_refuses_what_the_api_refuses():
     assert status({"model": "claude-sonnet-9"}) == 404
 
 
-@pytest.mark.parametrize("path", ["sequential", "overlap", "cite"])
-def test_every_step_on_sonnet_5_5_is_answered_with_claude(examples_db, local_embedder, stub, path):
+def test_every_step_on_sonnet_5_5_is_answered_with_claude(examples_db, local_embedder, stub):
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, path=path, models=SONNET_55)
+    p = make_pipeline(examples_db, local_embedder, stub, models=SONNET_55)
     ans = p.answer(SIGNATURE_Q)
     assert ans.decision == ANSWER and not ans.trace.offline and not fake.refused
-    assert set(STEPS[path]) <= set(ans.trace.usage)
-    assert {ans.trace.usage[s]["model"] for s in STEPS[path]} == {"claude-sonnet-5-5"}
+    assert set(STEPS) <= set(ans.trace.usage)
+    assert {ans.trace.usage[s]["model"] for s in STEPS} == {"claude-sonnet-5-5"}
     assert ans.text == "Check the header see docs.[1] That is all."
     assert [s.n for s in ans.sources] == [1]  # only the source cited
-    if path == "cite":  # no extraction call: the answer read its candidates, packed
-        assert not fake.calls("extract")
-        [call] = fake.calls("answer")
-        results = [b for b in call["messages"][0]["content"] if b["type"] == "search_result"]
-        read = ans.trace.route["read"]
-        assert len(results) == len(read) > 5 and [r["title"] for r in results] == [
-            r["section"] for r in read
-        ]
+    # no extraction call: the answer read its candidates, packed
+    assert not fake.calls("extract")
+    [call] = fake.calls("answer")
+    results = [b for b in call["messages"][0]["content"] if b["type"] == "search_result"]
+    read = ans.trace.route["read"]
+    assert len(results) == len(read) > 5
+    assert [r["title"] for r in results] == [r["section"] for r in read]
 
 
 @pytest.mark.parametrize("fault", [rate_limited(1), OVERLOADED], ids=["429", "529"])
@@ -80,14 +74,14 @@ def test_one_rate_limit_or_overload_on_the_first_call_is_retried(
     fake = FakeClaude()
     fake.faults_for = {"answer": [fault]}
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0, path="cite")
+    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0)
     assert p.deadline == 45.0
     started = time.monotonic()
     ans = p.answer(SIGNATURE_Q)
     assert fake.failed == [("answer", fault[0])]
     assert ans.decision == ANSWER and not ans.trace.offline
     assert not any(OFFLINE_NOTE in n for n in ans.trace.notes)
-    assert set(STEPS["cite"]) <= set(ans.trace.usage)
+    assert set(STEPS) <= set(ans.trace.usage)
     if fault[0] == 429:  # retry-after: 1 honoured
         assert time.monotonic() - started >= 1.0
 
@@ -96,7 +90,7 @@ def test_a_retry_after_past_the_deadline_is_not_waited_for(examples_db, local_em
     fake = FakeClaude()
     fake.faults_for = {"classify": [rate_limited(60)]}
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0, path="cite")
+    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0)
     started = time.monotonic()
     ans = p.answer(SIGNATURE_Q)
     assert time.monotonic() - started < 10
@@ -113,7 +107,7 @@ def test_claim_check_down_marks_the_answer_not_checked_where_it_is_seen(
     fake = FakeClaude()
     fake.down["check"] = OVERLOADED
     stub.route("/v1/messages", fake)
-    ans = make_pipeline(examples_db, local_embedder, stub, path="cite").answer(SIGNATURE_Q)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == PARTIAL and "not checked" in ans.caveat
     # the audit keeps it, as the caller records it (FieldGuide.ask): the decision and why
     state = SqliteState(open_db(examples_db))

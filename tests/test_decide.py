@@ -8,7 +8,7 @@ import pytest
 from bot.cli import main
 from bot.slack.slack_format import context_line
 from index.indexer import index_folder
-from router import decide, language, reading, words
+from router import decide, reading, words
 from router.answer import ABSTAIN, ANSWER
 from router.engine import Engine
 from router.pipeline import Pipeline
@@ -25,8 +25,9 @@ def test_the_decision_file_holds_a_model_per_embedder_and_an_embedder_free_one(l
     assert {local_embedder.name, "lexical"} <= set(data["models"])
     for name, model in decide.load_models().items():
         assert 0 < model.bands["partial"] <= model.bands["answer"] <= 1, name
-    assert decide.model_for("voyage:voyage-3.5", True)[0] == "lexical"  # not calibrated
-    assert decide.model_for(local_embedder.name, False)[0] == "lexical"  # no vectors
+    models = decide.load_models()
+    assert decide.model_for("voyage:voyage-3.5", True, models)[0] == "lexical"  # not calibrated
+    assert decide.model_for(local_embedder.name, False, models)[0] == "lexical"  # no vectors
 
 
 def test_a_product_the_docs_never_mention_abstains_and_says_which(examples_db, local_embedder):
@@ -56,17 +57,23 @@ def test_everyday_words_never_get_a_question_refused(examples_db, local_embedder
     assert ans.decision != ABSTAIN, ans.trace.evidence
 
 
+def correct_typos(question: str, db: str, embedder) -> tuple[str, dict[str, str]]:
+    return words.correct_typos(reading.read(question), Engine(db, embedder).corpus().words)
+
+
 def test_a_typo_is_read_as_the_word_a_name_is_not(examples_db, local_embedder):
-    searcher = Engine(examples_db, local_embedder).loaded().searcher
-    fixed, typos = words.correct_typos("how do i recieve a webhok on teh retry shedule", searcher)
+    def fix(question: str) -> tuple[str, dict[str, str]]:
+        return correct_typos(question, examples_db, local_embedder)
+
+    fixed, typos = fix("how do i recieve a webhok on teh retry shedule")
     assert fixed == "how do i receive a webhook on the retry schedule"
     assert typos == {"recieve": "receive", "webhok": "webhook", "teh": "the", "shedule": "schedule"}
-    assert words.correct_typos("Recieve webhooks twice?", searcher)[0] == "Receive webhooks twice?"
+    assert fix("Recieve webhooks twice?")[0] == "Receive webhooks twice?"
     for question in ("Does Webhok support SAML?", "does ztunnel work", "xmas freeze"):
-        assert words.correct_typos(question, searcher) == (question, {})
+        assert fix(question) == (question, {})
     # a word English knows is typed on purpose: never "corrected" into a word of the docs
     git = "how do i rebase a branch in git onto main"
-    assert words.correct_typos(git, searcher) == (git, {})
+    assert fix(git) == (git, {})
     ans = ask(examples_db, local_embedder, "How many times is a failed webhok retried?")
     assert ans.decision != ABSTAIN and "8 attempts" in ans.text
     assert 'read "webhok" as "webhook"' in ans.trace.notes and 'read "webhok"' in context_line(ans)
@@ -82,7 +89,7 @@ def test_a_word_is_known_in_any_form_the_docs_write_it(tmp_path, local_embedder)
         },
     )
     index_folder(tmp_path / "w.db", docs, local_embedder)
-    known = words.docs_words(Engine(str(tmp_path / "w.db"), local_embedder).loaded().searcher)
+    known = Engine(str(tmp_path / "w.db"), local_embedder).corpus().words
     # inside an identifier, written apart, another inflection
     for word in ("crashlooping", "wifi", "buckethost", "restarting", "routers"):
         assert known.knows(word), word
@@ -105,25 +112,25 @@ def test_the_askers_pasted_log_and_own_values_are_answered(examples_db, local_em
 
 
 def test_a_word_of_any_length_costs_a_bounded_check(examples_db, local_embedder):
-    searcher = Engine(examples_db, local_embedder).loaded().searcher
     long = "a" + "b" * 3999
-    assert words.correct_typos(f"why {long}?", searcher) == (f"why {long}?", {})
+    assert correct_typos(f"why {long}?", examples_db, local_embedder) == (f"why {long}?", {})
     assert ask(examples_db, local_embedder, f"what is {long}").decision == ABSTAIN
 
 
 def test_with_claude_the_gate_stops_only_questions_with_nothing_near(examples_db, local_embedder):
     engine = Engine(examples_db, local_embedder)
-    searcher = engine.loaded().searcher
-    name, model = decide.model_for(local_embedder.name, True)
+    corpus = engine.corpus()
+    name, model = decide.model_for(local_embedder.name, True, engine.models)
 
     def gate(question: str, claude: bool) -> str:
         vec, _ = engine.embed_query(question)
-        s = decide.signals(question, vec, searcher.search(question, vec), searcher)
+        hits = corpus.searcher.search(question, vec)
+        s = decide.signals(reading.read(question), vec, hits, corpus)
         return decide.decide(s, model, name, claude=claude).decision
 
     close = "How do I forward Tidewater webhooks to Amazon EventBridge?"
     assert gate(close, claude=False) == ABSTAIN
-    assert gate(close, claude=True) == ANSWER  # Claude's extraction and answer decide
+    assert gate(close, claude=True) == ANSWER  # Claude's answer and check decide
     assert gate("How many calories are in a banana?", claude=True) == ABSTAIN
 
 
@@ -148,8 +155,8 @@ def test_offline_a_question_in_another_language_is_told_to_ask_in_the_docs_langu
 def test_a_few_english_words_or_a_slang_word_are_never_another_language(
     examples_db, local_embedder, question
 ):
-    searcher = Engine(examples_db, local_embedder).loaded().searcher
-    assert language.foreign_language(question, searcher) is None
+    corpus = Engine(examples_db, local_embedder).corpus()
+    assert corpus.foreign_language(reading.read(question)) is None
 
 
 def test_calibrate_fits_and_writes_a_decision_file(tmp_path, capsys):
@@ -229,14 +236,10 @@ def test_unsure_says_so_and_quotes_the_closest_sections_cited(examples_db, local
     """Offline there are three outcomes: an unsure PARTIAL names its doubt and still quotes the
     closest sections with their sources; --json keeps the three names."""
     engine = Engine(examples_db, local_embedder)
-    name, model = decide.model_for(local_embedder.name, True)
-    sure = dict(model.bands)
-    # the same question decided with its bands lowered to the doubt band: PARTIAL
+    _, model = decide.model_for(local_embedder.name, True, engine.models)
+    # the same question decided with this engine's bands lowered to the doubt band: PARTIAL
     model.bands.update(answer=1.0, answer_message=1.0, partial=0.0, partial_message=0.0)
-    try:
-        ans = Pipeline(engine).answer("How many times is a failed webhook retried?")
-    finally:
-        model.bands.update(sure)
+    ans = Pipeline(engine).answer("How many times is a failed webhook retried?")
     assert ans.decision == "PARTIAL" and ans.caveat.startswith("I'm not sure the docs answer this")
     assert ans.text.startswith("> ") and "8 attempts" in ans.text and ans.sources
     assert all(c.verified for c in ans.citations) and "[1]" in ans.text

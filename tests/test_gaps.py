@@ -15,9 +15,10 @@ from bot.app import FieldGuide
 from bot.cli import main
 from bot.gaps import average_linkage, flat
 from bot.gaps_report import plural, shorten
+from bot.owners import doc_owner
 from bot.settings import Settings
 from bot.state.sqlite import SqliteState
-from index.store import open_db
+from index.store import doc_records, open_db
 from router.answer import Answer
 from tests.conftest import ROOT
 from tests.standins.gap_topics import ANSWERED, TOPICS
@@ -52,15 +53,21 @@ def test_gaps_json_finds_the_three_planted_topics_with_their_counts(examples_db,
     assert out["unanswered"] == 30  # the answered ones are left out
     found = {topic_of[t["questions"][0]] for t in top}
     assert found == set(TOPICS)
+    docs = {d["path"]: d for d in doc_records(open_db(examples_db))}
     for t in top:
-        assert t["count"] >= 9 and 1 <= len(t["questions"]) <= 5
-        assert {topic_of[q] for q in t["questions"]} == {topic_of[t["questions"][0]]}
-        # the nearest doc, its intent and owner (none is set in the example docs), and its link
-        [(intent,)] = open_db(examples_db).execute(
-            "SELECT intent FROM docs WHERE path = ?", [t["doc"]]
+        # each topic's refusals, 👎 and hand-offs; its unsure answers are listed apart
+        assert (
+            t["count"] >= 7 and 1 <= len(t["questions"]) <= 5 and t["kind"] in ("missing", "missed")
         )
-        assert t["intent"] == intent and t["owner"] == ""
+        assert {topic_of[q] for q in t["questions"]} == {topic_of[t["questions"][0]]}
+        # the nearest doc, its intent and owner (the example docs name none: their last author
+        # in git, where they are in a git working copy), and its link
+        assert (
+            t["intent"] == docs[t["doc"]]["intent"] and t["owner"] == doc_owner(docs[t["doc"]])[0]
+        )
         assert t["url"].startswith(("https://docs.tidewater.example/", t["doc"]))
+        assert t["state"] == "open"  # rows without the decision's evidence: no name told lacking
+    assert sum(t["unsure"] for t in out["topics"]) == 8  # a quarter of the planted rows
     assert sum(t["count"] for t in out["topics"]) == 30
     assert main(["gaps", "--db", examples_db, "--since", "2999-01-01", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["topics"] == []

@@ -189,7 +189,16 @@ def test_front_matter_schema(front_matter, reason):
         ("version: {a: 1}", "version", "'version' must be text, got a mapping"),
         ("related_intents: 7", "related_intents", "must be a list, got int"),
         ("related_intents: [Two Words]", "related_intents", "not a valid intent name"),
-        ("owner: everyone", "owner", "is not a Slack owner"),
+        ("owner: <script>x</script>", "owner", "is not an owner"),
+        ("owner: [U1]", "owner", "got a list"),
+        ("reviewed: last week", "reviewed", "must be a date such as 2026-03-01"),
+        ("reviewed: 2999-01-01", "reviewed", "'reviewed' 2999-01-01 is in the future"),
+        ("review_every: often", "review_every", "'often' is not a duration of a day or more"),
+        ("review_every: 3h", "review_every", "is not a duration of a day or more"),
+        ("watches: {a: 1}", "watches", "must be a path or a list of them, got a mapping"),
+        ("watches: [../secrets]", "watches", "is not a path inside the repository"),
+        ("watches: [-upload-pack]", "watches", "is not a path inside the repository"),
+        (f"watches: [{', '.join(['a'] * 21)}]", "watches", "has 21 paths (at most 20)"),
     ],
 )
 def test_a_bad_optional_field_is_left_out_with_a_warning(front_matter, field, reason):
@@ -199,6 +208,25 @@ def test_a_bad_optional_field_is_left_out_with_a_warning(front_matter, field, re
     assert reason in warning and warning.endswith("the field is left out"), warning
     assert "\n" not in warning and doc.intent == "api" and doc.title == "A"
     assert getattr(doc, field) in (None, [], "A")  # the title falls back to the heading
+
+
+def test_owners_and_freshness_fields_are_read():
+    doc = parse_doc(
+        "a.md",
+        b"---\nowner: Alice Ng\nreviewed: 2026-01-15\nreview_every: 12w\n"
+        b"watches: [src/billing/, /api/openapi.yaml]\n---\n# A\ntext\n",
+    )
+    assert (doc.owner, doc.reviewed, doc.review_every) == ("Alice Ng", "2026-01-15", "12w")
+    assert doc.watches == ["src/billing", "api/openapi.yaml"] and not doc.warnings
+    for written, stored in (
+        ("'<@U0ALICE>'", "U0ALICE"),
+        ("SAM", "SAM"),
+        ("'@docs-team'", "@docs-team"),
+    ):
+        assert parse_doc("a.md", f"---\nowner: {written}\n---\n# A\nt\n".encode()).owner == stored
+    from index.loader import is_slack_owner
+
+    assert is_slack_owner("U0ALICE") and is_slack_owner("#docs") and not is_slack_owner("SAM")
 
 
 def test_long_headings_make_bounded_titles():

@@ -19,9 +19,16 @@ def applied(db: sqlite_utils.Database) -> dict[str, list[str]]:
 
 def test_the_index_and_the_audit_trail_migrate_apart(tmp_path):
     db = open_db(tmp_path / "index.db")
-    assert applied(db) == {"fieldguide.index": ["m001_tables", "m002_owners", "m003_doc_updated"]}
+    assert applied(db) == {
+        "fieldguide.index": [
+            "m001_tables",
+            "m002_owners",
+            "m003_doc_updated",
+            "m004_doc_owners_and_freshness",
+        ]
+    }
     SqliteState(db)
-    assert applied(db)["fieldguide.audit"] == ["m001_audit_tables"]
+    assert applied(db)["fieldguide.audit"] == ["m001_audit_tables", "m002_owners_loop"]
     assert not INDEX_MIGRATIONS.pending(db) and not AUDIT_MIGRATIONS.pending(db)
     tables = set(db.table_names())
     assert {"meta", "docs", "chunks", "embeddings", "intents", "runs"} <= tables
@@ -51,4 +58,4 @@ def test_an_index_made_before_migrations_gains_what_it_lacks(tmp_path):
     db.conn.commit()
     again = open_db(path, create=False)  # applied once: the hash a run wrote since stays
     assert again.execute("SELECT hash FROM docs").fetchone()[0] == "h2"
-    assert len(applied(again)["fieldguide.index"]) == 3
+    assert len(applied(again)["fieldguide.index"]) == 4

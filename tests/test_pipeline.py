@@ -8,27 +8,26 @@ import pytest
 
 from index.indexer import index_folder
 from router import reading
-from router.answer import occurs_in
+from router.answer import ABSTAIN, ANSWER, PARTIAL, occurs_in
 from router.citations import link_for
+from router.claude import OFFLINE_NOTE
 from router.engine import Engine
-from router.pipeline import ABSTAIN, ANSWER, OFFLINE_NOTE, PARTIAL, UNCITED_NOTE, Pipeline
+from router.pipeline import UNCITED_NOTE, Pipeline
 from router.question import REFUSED, UNSURE, QuestionError
 from tests.conftest import EXAMPLES
 from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens
 
 MODELS = {
+    "classify": "claude-haiku-4-5",
     "condense": "claude-haiku-4-5",
-    "extract": "claude-haiku-4-5",
     "answer": "claude-sonnet-4-6",
+    "check": "claude-haiku-4-5",
 }
 SIGNATURE_Q = "How do I verify the signature of a webhook?"
 
 
-def make_pipeline(
-    db, local_embedder, stub=None, retries=0, timeout=5.0, path="sequential", models=None
-):
-    """The pipeline on the examples with the Messages API stand-in at `stub`; the extraction
-    step's path unless `path` says otherwise (the cite path's tests name it)."""
+def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0, models=None):
+    """The pipeline on the examples with the Messages API stand-in at `stub` (None: offline)."""
     client = None
     if stub is not None:
         client = anthropic.Anthropic(
@@ -36,13 +35,7 @@ def make_pipeline(
         )
     models = models or MODELS
     engine = Engine(db, local_embedder, client, models.get("classify", "claude-haiku-4-5"))
-    return Pipeline(
-        engine,
-        client,
-        models,
-        "https://docs.example.com",
-        path=path,
-    )
+    return Pipeline(engine, client, models, "https://docs.example.com")
 
 
 def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, local_embedder, stub):
@@ -59,28 +52,11 @@ def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, lo
     assert (
         results[0]["citations"] == {"enabled": True} and answer_call["model"] == "claude-sonnet-4-6"
     )
-    steps = ("classify", "extract", "answer", "check")
+    steps = ("classify", "answer", "check")
     assert set(steps) <= set(ans.trace.usage)
-    assert (
-        ans.trace.usage["check"]["model"] == "claude-haiku-4-5"
-    )  # the check model (extract's here)
+    assert ans.trace.usage["check"]["model"] == "claude-haiku-4-5"
     assert ans.trace.usage["input_tokens"] == sum(ans.trace.usage[s]["input_tokens"] for s in steps)
     assert set(ans.trace.timings_ms) >= {"route_retrieve", "extract", "answer", "check", "total"}
-
-
-def test_extracted_passage_not_in_the_source_is_dropped(examples_db, local_embedder, stub):
-    fake = FakeClaude(passages=None)
-    stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub)
-    first = p.answer(SIGNATURE_Q)
-    real = first.passages[0].text
-    fake.passages = [
-        {"chunk": 1, "text": real},
-        {"chunk": 1, "text": "Signatures are optional and never checked."},
-        {"chunk": 99, "text": real},
-    ]
-    ans = p.answer(SIGNATURE_Q)
-    assert [x.text for x in ans.passages] == [real] and ans.trace.dropped_passages == 2
 
 
 FABRICATED = {
@@ -116,13 +92,12 @@ def test_citation_spanning_several_blocks_is_verified_by_its_indices(
     ],
     ids=["fabricated-result", "fabricated-blocks", "uncited"],
 )
-@pytest.mark.parametrize("path", ["sequential", "cite"])
-def test_an_answer_citing_nothing_is_never_shown(examples_db, local_embedder, stub, reply, path):
+def test_an_answer_citing_nothing_is_never_shown(examples_db, local_embedder, stub, reply):
     """Claude's text with no citation that checks out is neither streamed nor returned: the
     docs' own quotes are the answer, each with its source (issue 34 item 3)."""
     stub.route("/v1/messages", FakeClaude(answer=reply))
     streamed: list[str] = []
-    ans = make_pipeline(examples_db, local_embedder, stub, path=path).answer(
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(
         SIGNATURE_Q, on_text=streamed.append
     )
     assert streamed == [] and "Check the header" not in ans.text
@@ -194,7 +169,7 @@ def test_structured_replies_are_closed_schemas_never_forced_tools(
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
     make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    for kind in ("classify", "extract", "check"):
+    for kind in ("classify", "check"):
         body = fake.calls(kind)[0]
         assert "tool_choice" not in body and "tools" not in body
         schema = body["output_config"]["format"]["schema"]
@@ -203,14 +178,14 @@ def test_structured_replies_are_closed_schemas_never_forced_tools(
         assert item["additionalProperties"] is False
 
 
-def test_nothing_relevant_abstains_without_calling_the_answer_model(
-    examples_db, local_embedder, stub
-):
-    fake = FakeClaude(passages=[])
+def test_nothing_near_abstains_without_calling_the_answer_model(examples_db, local_embedder, stub):
+    fake = FakeClaude()
     stub.route("/v1/messages", fake)
-    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(
+        "What is a good recipe for sourdough bread?"
+    )
     assert ans.decision == ABSTAIN and "couldn't find this in the docs" in ans.text
-    assert fake.calls("extract") and not fake.calls("answer")
+    assert not fake.calls("answer") and not ans.sources
 
 
 def test_overloaded_then_success(examples_db, local_embedder, stub):
@@ -234,13 +209,11 @@ def test_overloaded_every_time_falls_back_offline(examples_db, local_embedder, s
     assert ans.trace.offline and ans.decision in (ANSWER, PARTIAL)
     assert any(OFFLINE_NOTE in n for n in ans.trace.notes)
     assert ans.text.startswith("From the docs:") and ans.sources
-    # each step tried twice (one retry) and then ran offline alone: classify, extract, answer
-    assert len(stub.calls("/v1/messages")) == 6
-    assert [n.split(":")[0] for n in ans.trace.notes if OFFLINE_NOTE in n] == [
-        "classify",
-        "extract",
-        "answer",
-    ]
+    # each call tried twice (one retry): the answer ran offline, and the classification beside
+    # it was not kept
+    assert len(stub.calls("/v1/messages")) == 4
+    assert [n.split(":")[0] for n in ans.trace.notes if OFFLINE_NOTE in n] == ["answer"]
+    assert "Claude's routing did not run (OverloadedError)" in ans.trace.notes
 
 
 def test_timeout_falls_back_offline(examples_db, local_embedder, stub):
@@ -459,3 +432,39 @@ def test_the_first_question_loads_are_timed_apart_from_condense(examples_db, loc
     assert list(first)[: len(steps)] == steps and first["total"] >= sum(first[s] for s in steps)
     assert first["condense"] < 50 and again["condense"] < 50
     assert again["load"] < first["load"]  # loaded once a process
+
+
+def test_progress_is_told_offline_and_with_claude_inside_the_scope(
+    examples_db, local_embedder, stub
+):
+    """`on_progress` hears "searching", then "reading" with the sections about to be quoted
+    (offline) or read by Claude, all inside the question's scope, then "checking"."""
+    from router.citations import label
+    from router.engine import Scope
+
+    scope = Scope("#hooks", folders=("webhooks/",))
+    told: list = []
+    quoted = make_pipeline(examples_db, local_embedder).answer(
+        SIGNATURE_Q, scope=scope, on_progress=told.append
+    )
+    assert [p.kind for p in told] == ["searching", "reading", "checking"]
+    assert {s.label for s in quoted.sources} <= set(told[1].labels)
+    stub.route("/v1/messages", FakeClaude())
+    told.clear()
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(
+        SIGNATURE_Q, scope=scope, on_progress=told.append
+    )
+    assert [p.kind for p in told] == ["searching", "reading", "checking"]
+    read = list(dict.fromkeys(label(h["title"], h["heading_path"]) for h in ans.trace.hits[:5]))
+    assert told[1].labels == read
+    assert all(h["doc"].startswith("webhooks/") for h in ans.trace.hits)
+
+
+def test_a_progress_hook_that_fails_costs_the_answer_nothing(examples_db, local_embedder):
+    def broken(progress):
+        raise RuntimeError("the status line is down")
+
+    p = make_pipeline(examples_db, local_embedder)
+    plain = p.answer(SIGNATURE_Q)
+    told = p.answer(SIGNATURE_Q, on_progress=broken)
+    assert (told.decision, told.text) == (plain.decision, plain.text)

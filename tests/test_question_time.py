@@ -13,9 +13,10 @@ from index.embedders import VoyageEmbedder
 from index.indexer import index_folder
 from index.rerank import VoyageReranker
 from router import compose
+from router.answer import ANSWER, PARTIAL
 from router.claude import Claude
 from router.engine import Engine
-from router.pipeline import ANSWER, PARTIAL, Pipeline
+from router.pipeline import Pipeline
 from tests.conftest import EXAMPLES
 from tests.standins.claude import (
     OVERLOADED,
@@ -34,7 +35,6 @@ from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 CURRENT = {
     "classify": "claude-haiku-5-5",
     "condense": "claude-haiku-5-5",
-    "extract": "claude-haiku-5-5",
     "answer": "claude-sonnet-5-5",
     "check": "claude-haiku-5-5",
 }
@@ -50,7 +50,7 @@ def test_the_answer_does_not_wait_for_the_classifier(examples_db, local_embedder
     offline router while Claude classifies (here slowly) beside the answer."""
     fake = FakeClaude(timing={"claude-haiku-5-5": (3.0, 130.0), "claude-sonnet-5-5": (0.2, 400.0)})
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, path="cite", models=CURRENT)
+    p = make_pipeline(examples_db, local_embedder, stub, models=CURRENT)
     p.answer(SIGNATURE_Q)  # a process's first question loads what every question reads
     first: list[float] = []
     started = time.monotonic()
@@ -73,7 +73,7 @@ def test_thinking_and_effort_are_set_per_step(examples_db, local_embedder, stub)
     refuses."""
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, path="cite", models=CURRENT)
+    p = make_pipeline(examples_db, local_embedder, stub, models=CURRENT)
     ans = p.answer(SIGNATURE_Q)
     assert not fake.refused and not ans.trace.offline
     [answer] = fake.calls("answer")
@@ -94,7 +94,7 @@ def test_a_slow_stream_is_cut_at_the_deadline_and_the_check_keeps_its_time(
     what was streamed and checked kept, marked cut, and the claim check ran."""
     fake = FakeClaude(answer=LONG, words_per_second=3)
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, path="cite", timeout=30.0)
+    p = make_pipeline(examples_db, local_embedder, stub, timeout=30.0)
     p.deadline = 8.0
     p.answer(SIGNATURE_Q)  # warm: loads timed apart
     p.deadline = 8.0
@@ -181,7 +181,7 @@ def test_a_planted_attribute_error_in_the_answer_step_is_raised(
 
     monkeypatch.setattr(compose, "read", planted)
     stub.route("/v1/messages", FakeClaude())
-    p = make_pipeline(examples_db, local_embedder, stub, path="cite")
+    p = make_pipeline(examples_db, local_embedder, stub)
     with pytest.raises(AttributeError, match="citatons"):
         p.answer(SIGNATURE_Q)
 
@@ -200,7 +200,7 @@ def test_an_overloaded_error_mid_stream_before_any_text_is_retried(
 
     stub.route("/v1/messages", first_answer_fails)
     shown: list[str] = []
-    p = make_pipeline(examples_db, local_embedder, stub, retries=2, path="cite")
+    p = make_pipeline(examples_db, local_embedder, stub, retries=2)
     ans = p.answer(SIGNATURE_Q, on_text=shown.append)
     assert served and ans.decision == ANSWER and not ans.trace.offline
     assert len(fake.calls("answer")) == 1  # the stand-in's own answer, after the failed stream
@@ -220,7 +220,7 @@ def test_an_error_mid_stream_after_text_was_shown_keeps_it_marked(
 
     stub.route("/v1/messages", breaks)
     shown: list[str] = []
-    p = make_pipeline(examples_db, local_embedder, stub, retries=2, path="cite")
+    p = make_pipeline(examples_db, local_embedder, stub, retries=2)
     ans = p.answer(SIGNATURE_Q, on_text=shown.append)
     assert len(fake.calls("answer")) == 1  # not asked again: words were out
     assert ans.decision == PARTIAL and "cut short" in ans.caveat and not ans.trace.offline

@@ -39,12 +39,12 @@ def test_chunks_of_one_section_merge_in_file_order_overlaps_once():
 
 def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db, local_embedder):
     p = pipeline(examples_db, local_embedder)
-    loaded = p.engine.loaded()
+    docs = p.engine.corpus()
     question = "What does the delivery object hold?"
     vec, _ = p.engine.embed_query(question)
-    hits = loaded.router.route(question, vec, k=40, wait=False).hits
+    hits = docs.router.route(question, vec, k=40, wait=False).hits
     for budget in (400, 1500, 6000):
-        reads = context.read(hits, loaded.searcher, question, budget, [])
+        reads = context.read(hits, docs, question, budget, [])
         labels = [r.label for r in reads]
         assert len(labels) == len(set(labels))  # a section's chunks merged, never repeated
         assert sum(r.tokens for r in reads) <= budget or len(reads) == 1
@@ -52,7 +52,7 @@ def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db
         ranks = [next(first_of[h.section] for h in hits if h.chunk["id"] == r.key) for r in reads]
         assert ranks == sorted(ranks)  # in the search's order
     # the delivery object's section is split in five chunks: read whole when the budget allows
-    whole = context.read(hits, loaded.searcher, question, 6000, [])
+    whole = context.read(hits, docs, question, 6000, [])
     delivery = next(r for r in whole if r.label.endswith("The delivery object"))
     assert delivery.part == "whole" and len(delivery.chunk_ids) == 5
     assert delivery.label == "Deliveries API reference › The delivery object"
@@ -60,12 +60,12 @@ def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db
 
 def test_a_taste_of_a_long_table_is_its_row_that_writes_the_code(examples_db, local_embedder):
     p = pipeline(examples_db, local_embedder)
-    loaded = p.engine.loaded()
+    docs = p.engine.corpus()
     question = "what does TW-1016 mean"
     vec, _ = p.engine.embed_query(question)
-    hits = loaded.router.route(question, vec, k=40, wait=False).hits
+    hits = docs.router.route(question, vec, k=40, wait=False).hits
     [table] = [h for h in hits if h.chunk["heading_path"][-1] == "All error codes"][:1]
-    taste = context.excerpt([table.chunk], [], ["TW-1016"], loaded.searcher.bm25, 80)
+    taste = context.excerpt([table.chunk], [], ["TW-1016"], docs.searcher.bm25, 80)
     assert taste.splitlines()[0].startswith("| Code |") or "TW-1016" in taste.splitlines()[0]
     assert taste.splitlines()[-1].startswith("| `TW-1016` | 410 |")
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-SETS = sorted(p for p in (Path(__file__).resolve().parents[1] / "bench" / "sets").iterdir())
+SETS = sorted(
+    p for p in (Path(__file__).resolve().parents[1] / "bench" / "sets").iterdir() if p.is_dir()
+)
 
 
 @pytest.mark.parametrize("set_dir", SETS, ids=[p.name for p in SETS])

@@ -73,6 +73,8 @@ def test_unreadable_dotenv_is_a_clear_error(tmp_path, monkeypatch, capsys, doten
         ("FIELDGUIDE_MCP_TOKEN", "short", "must be 32 characters or more"),
         ("FIELDGUIDE_DATABASE_URL", "mysql://db", "must be a postgresql:// URL"),
         ("FIELDGUIDE_PRICES", "{", "is not JSON"),
+        ("FIELDGUIDE_CLAUDE_PATH", "overlap", "the overlap and sequential paths were removed"),
+        ("FIELDGUIDE_CLAUDE_PATH", "sequential", "unset it"),
     ],
 )
 def test_bad_settings_are_named(env, value, message):
@@ -99,6 +101,10 @@ def test_durations_are_read_once_for_settings_and_since():
 
     assert Settings(refresh_every="2w").refresh_seconds == seconds_of("2w") == 14 * 86_400
     assert Settings(refresh_every=" 1.5h ").refresh_seconds == 5400
+
+
+def test_the_one_claude_path_left_may_still_be_named():
+    assert Settings.load(environ={"FIELDGUIDE_CLAUDE_PATH": "cite"}, dotenv=None) == Settings()
 
 
 def test_every_bad_setting_at_once_and_no_traceback(monkeypatch, capsys):

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
+from router.answer import ABSTAIN, ANSWER
 from router.compose import Holdback
-from router.pipeline import ABSTAIN, ANSWER
 from tests.standins.claude import FakeClaude
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 

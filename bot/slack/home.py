@@ -132,7 +132,6 @@ def home_view(user: str, admin: bool, guide: Guide, cache: GapsCache | None = No
             loaded.searcher,
             owners,
             most=HOME_QUESTIONS,
-            names_weight=engine.bm25_weight,
         )
         return topics
 

@@ -88,6 +88,15 @@ class Reindexer:
         self.state = state
         self.started: float | None = None
         self.failing = ""  # the last refresh's failure, until one succeeds
+        # told of each run that added or changed docs (the owners' loop replays its topics)
+        self.on_changed: Callable[[RunSummary], object] | None = None
+
+    def changed(self, summary: RunSummary) -> None:
+        if self.on_changed is not None and (summary.added or summary.changed):
+            try:
+                self.on_changed(summary)
+            except Exception:  # the reindex itself is done and reported
+                log.exception("telling the owners' loop about the reindex failed")
 
     def run(self, report: Reporter) -> None:
         """Reindex FIELDGUIDE_DOCS (or pull FIELDGUIDE_DOCS_GIT and reindex it), telling the
@@ -135,6 +144,7 @@ class Reindexer:
                 on_embed_start=on_start,
                 on_embedded=on_embedded,
             )
+            self.changed(s)
             lines = [
                 f":white_check_mark: Reindexed in {s.seconds:.1f} s: added {len(s.added)},"
                 f" changed {len(s.changed)}, removed {len(s.removed)},"
@@ -190,6 +200,7 @@ class Reindexer:
         if self.failing:
             log.info("docs refresh works again")
             self.failing = ""
+        self.changed(s)
         if s.added or s.changed or s.removed:
             log.info(
                 "docs refresh: added %d, changed %d, removed %d in %.1f s%s",

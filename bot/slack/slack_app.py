@@ -167,6 +167,10 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
             return next()
 
     register(app, bot)
+    from .owners import OwnersWorker, summary_changed
+
+    bot.owners = OwnersWorker(client, guide).start()
+    bot.reindexer.on_changed = lambda summary: bot.owners.after_reindex(summary_changed(summary))
     if state.fleet:  # answer what dead replicas acknowledged
         from .orphans import Sweeper
 

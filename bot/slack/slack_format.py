@@ -163,7 +163,8 @@ def sources_markdown(sources: list[Source]) -> str:
         label = _label(s.label)
         url = safe_url(s.url)
         ago = f" · _{updated_ago(s.updated)}_" if s.updated and updated_ago(s.updated) else ""
-        lines.append((f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}") + ago)
+        stale = f" · ⚠️ _stale: {_label(s.stale)}_" if s.stale else ""
+        lines.append((f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}") + ago + stale)
     return "**Sources**\n" + "\n".join(lines) if lines else ""
 
 
@@ -391,5 +392,6 @@ def plain_pieces(ans: Answer, limit: int = TEXT_LIMIT) -> list[str]:
     for s in ans.sources:
         url = safe_url(s.url)
         ago = f" ({updated_ago(s.updated)})" if updated_ago(s.updated) else ""
-        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "") + ago))
+        stale = f" (stale: {s.stale})" if s.stale else ""
+        lines.append(escape(f"[{s.n}] {s.label}" + (f" {url}" if url else "") + ago + stale))
     return split_text("\n".join(lines), limit)

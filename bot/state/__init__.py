@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .loop import Loop
 
 
 class AuditTrail(Protocol):
@@ -106,7 +109,15 @@ class ReindexLock(Protocol):
     def reindex_running(self) -> bool: ...
 
 
-class State(AuditTrail, EventClaims, RateLimits, ReindexLock, Protocol):
+class OwnersLoop(Protocol):
+    """The owners' loop: gap topics and their state, drafts, replays and once-only claims
+    (bot/state/loop.py's statements; in this process's memory for InProcess)."""
+
+    @property
+    def loop(self) -> Loop: ...
+
+
+class State(AuditTrail, EventClaims, RateLimits, ReindexLock, OwnersLoop, Protocol):
     """Where a process keeps what outlives one answer (shared by replicas in a fleet): each
     capability above, and `close`."""
 

@@ -3,11 +3,14 @@ lock. The embedded default's (SqliteState), and a fleet replica's while PostgreS
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from .loop import Loop, tables
 
 
 class InProcess:
@@ -20,7 +23,13 @@ class InProcess:
     def close(self) -> None:
         """Nothing to close: what this process holds goes with it."""
 
+    @property
+    def loop(self) -> Loop:
+        """The owners' loop (bot/state/loop.py): in this process's memory here."""
+        return self._loop
+
     def __init__(self, seen_size: int = 5000):
+        self._loop = memory_loop()
         self._seen: dict[str, None] = {}
         self._seen_size = seen_size
         self._times: dict[str, deque] = {}
@@ -72,3 +81,21 @@ class InProcess:
 
     def reindex_running(self) -> bool:
         return self._reindex.locked()
+
+
+def memory_loop() -> Loop:
+    """The owners' loop's tables in an in-memory SQLite database of this process."""
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.execute(
+        'CREATE TABLE answers (id INTEGER PRIMARY KEY, channel TEXT, thread_ts TEXT, "user" TEXT)'
+    )
+    conn.execute("CREATE TABLE handoffs (answer_id INTEGER PRIMARY KEY, owner TEXT, target TEXT)")
+    for sql in tables("INTEGER PRIMARY KEY AUTOINCREMENT"):
+        conn.execute(sql)
+    lock = threading.Lock()
+
+    def run(sql: str, params: list) -> list[tuple]:
+        with lock, conn:
+            return conn.execute(sql, params).fetchall()
+
+    return Loop(run, "?")

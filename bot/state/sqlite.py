@@ -16,6 +16,7 @@ import sqlite_utils
 
 from index.store import migrate, utc_now, writing
 
+from .loop import Loop, tables
 from .memory import InProcess
 from .rows import USAGE_BATCH, answer_filter, answer_row, decode_row
 
@@ -52,6 +53,18 @@ def m001_audit_tables(db: sqlite_utils.Database) -> None:
         """CREATE TABLE IF NOT EXISTS handoffs (
             answer_id INTEGER PRIMARY KEY, user TEXT, owner TEXT, target TEXT, created TEXT)""",
     ):
+        db.execute(sql)
+
+
+@AUDIT_MIGRATIONS()
+def m002_owners_loop(db: sqlite_utils.Database) -> None:
+    """The owners' loop (bot/state/loop.py): gap topics, drafts, replays, once-only claims, and
+    where a hand-off was posted."""
+    for sql in tables("INTEGER PRIMARY KEY AUTOINCREMENT"):
+        if "ADD COLUMN posted" in sql and "posted" in {
+            row[1] for row in db.execute("PRAGMA table_info(handoffs)")
+        }:
+            continue
         db.execute(sql)
 
 
@@ -154,6 +167,11 @@ class SqliteState(InProcess):
         super().__init__()  # claims live here only while the index can't be written
         # the tables once, now, so the per-answer writes below don't repeat it
         self._audit_failed(lambda: migrate(db, AUDIT_MIGRATIONS))
+        self._loop = Loop(self._run, "?")  # the owners' loop in the index file
+
+    def _run(self, sql: str, params: list) -> list[tuple]:
+        with writing(self.db):
+            return self.db.execute(sql, params).fetchall()
 
     def _audit_failed(self, write) -> bool:
         """Run an audit write; on a database error warn once and go on (True)."""

@@ -19,10 +19,11 @@ class _Quiet(WSGIRequestHandler):
 
 class GitHttpServer:
     """Serves the bare repositories under `root` at http://127.0.0.1:PORT/NAME.git to a client
-    that sends `user:token` by Basic authentication (any user when `user` is empty)."""
+    that sends `user:token` by Basic authentication (any user when `user` is empty); with
+    `push=False` the token may read but not push (403, as a read-only deploy token gets)."""
 
-    def __init__(self, root: Path, token: str, user: str = ""):
-        self.root, self.token, self.user = Path(root), token, user
+    def __init__(self, root: Path, token: str, user: str = "", push: bool = True):
+        self.root, self.token, self.user, self.push = Path(root), token, user, push
         self.requests: list[dict] = []
         self.server = make_server("127.0.0.1", 0, self.app, handler_class=_Quiet)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
@@ -54,6 +55,9 @@ class GitHttpServer:
         if user is None:
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
             return [b"authentication required\n"]
+        if not self.push and "git-receive-pack" in environ.get("PATH_INFO", "") + query:
+            start_response("403 Forbidden", [("Content-Type", "text/plain")])
+            return [b"this token may not push\n"]
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
         cgi_env = {

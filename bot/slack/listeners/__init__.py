@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slack_bolt import App
 
-from . import actions, assistant, commands, events, home
+from . import actions, assistant, commands, events, home, owners
 from .common import Bot
 
 __all__ = ["Bot", "register"]
@@ -13,6 +13,7 @@ __all__ = ["Bot", "register"]
 
 def register(app: App, bot: Bot) -> None:
     assistant.register(app, bot)  # first: it takes the assistant threads' messages
+    owners.register(app, bot)  # then people's answers in hand-off threads
     events.register(app, bot)
     actions.register(app, bot)
     commands.register(app, bot)

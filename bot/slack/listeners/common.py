@@ -31,6 +31,7 @@ class Bot:
     sweeper: Any = None  # bot/slack/orphans.py's Sweeper, in a fleet
     refresher: Any = None  # bot/slack/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
     home_tabs: Any = None  # bot/slack/home.py's HomeTabs: the worker that builds Home tabs
+    owners: Any = None  # bot/slack/owners.py's OwnersWorker: replays, askers told, weekly notes
 
     def ask(
         self,
@@ -111,4 +112,6 @@ class Bot:
             self.refresher.stop()
         if self.home_tabs is not None:
             self.home_tabs.close()
+        if self.owners is not None:
+            self.owners.stop()
         self.answerer.close()

@@ -34,6 +34,7 @@ has one restores its session from it (docs/deploy.md counts them for a fleet).
 
 from __future__ import annotations
 
+from ..loop import Loop
 from .audit import Audit
 from .claims import LEASE_SECONDS, Claims
 from .limits import RateLimits
@@ -50,4 +51,10 @@ class PostgresState(Audit, Claims, RateLimits, ReindexLock):
 
     def __init__(self, url: str, max_connections: int = 8):
         super().__init__(url, max_connections)
-        self._start()  # the background thread, once every part is set up
+        self._loop = Loop(self._run, "%s")
+        self._start()
+
+    @property
+    def loop(self) -> Loop:
+        """The owners' loop (bot/state/loop.py), in the fleet's PostgreSQL."""
+        return self._loop  # the background thread, once every part is set up

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from index import pg
 
+from ..loop import tables
+
 # Append only: version n's statements run with the index's version n (index.pg.merged).
 STATE_MIGRATIONS: dict[int, str] = {
     # 1: the audit trail, event claims and per-user rate windows
@@ -36,6 +38,8 @@ STATE_MIGRATIONS: dict[int, str] = {
     CREATE TABLE handoffs (
         answer_id BIGINT PRIMARY KEY, "user" TEXT, owner TEXT, target TEXT, created TEXT);
     """,
+    # 4: the owners' loop (bot/state/loop.py): gap topics, drafts, replays, once-only claims
+    4: ";\n".join(tables("BIGSERIAL PRIMARY KEY")) + ";",
 }
 MIGRATIONS = pg.merged(pg.INDEX_MIGRATIONS, STATE_MIGRATIONS)
 LATEST = len(MIGRATIONS)  # the schema version this fieldguide needs
