@@ -23,8 +23,8 @@ import numpy as np
 
 from index.search import BM25, Hit, tokenize
 
-from .answer import Passage, label
-from .citations import paragraphs
+from .answer import Passage, Source, label
+from .citations import number_sources, paragraphs
 from .exact import holds
 
 if TYPE_CHECKING:
@@ -320,3 +320,21 @@ def described(reads: list[Read]) -> list[dict]:
         }
         for r in reads
     ]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What Claude reads to answer: the sections read ("Title › Section"), their passages (a
+    text block each) and their sources, numbered in the order the passages first cite them."""
+
+    labels: list[str]
+    passages: list[Passage]
+    sources: dict[str, Source]
+
+    @classmethod
+    def of(cls, reads: list[Read], base_url: str) -> Context:
+        """The sections read as the answer reads them: each a search_result, a text block per
+        paragraph (the smallest unit a citation points at)."""
+        found = passages(reads)
+        sources = number_sources(found, records(reads), base_url)
+        return cls([r.label for r in reads], found, sources)

@@ -46,16 +46,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 from index.search import IndexChanged
 from prompts import prompt_hash
 
 from . import citations, claims, compose, context, decide, exact, offline, reading, words
-from .answer import ABSTAIN, PARTIAL, Answer, Passage, Progress, Source, Trace
+from .answer import ABSTAIN, PARTIAL, Answer, Progress, Trace
 from .classify import ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
-from .context import BUDGET, Budget
+from .context import BUDGET, Budget, Context
 from .corpus import Corpus
 from .engine import Engine, Scope
 from .language import language_name
@@ -302,7 +301,11 @@ class Pipeline:
         gate = exact.near(decided.gate, found.exact.written, candidates)
         if gate.decision == ABSTAIN:
             return Draft(gate)
-        read = self.context(found, docs, run)
+        reads = context.read(
+            found.candidates, docs, found.text, self.budget.tokens, found.exact.names
+        )
+        run.trace.route["read"] = context.described(reads)
+        read = Context.of(reads, self.docs_base_url)
         run.laps("extract")
         if not read.passages:
             return Draft(gate)
@@ -322,19 +325,6 @@ class Pipeline:
         run.laps("check")
         passages = citations.cited_passages(read.passages, written)
         return Draft(gate, passages, written, read.sources, checked)
-
-    def context(self, found: Searched, docs: Corpus, run: Run) -> Context:
-        """What Claude reads to answer: its candidates packed to the budget's tokens
-        (router/context.py), each section a search_result, a text block per paragraph (the
-        smallest unit a citation points at), sources numbered; the sections read into the
-        trace."""
-        reads = context.read(
-            found.candidates, docs, found.text, self.budget.tokens, found.exact.names
-        )
-        run.trace.route["read"] = context.described(reads)
-        passages = context.passages(reads)
-        sources = citations.number_sources(passages, context.records(reads), self.docs_base_url)
-        return Context([r.label for r in reads], passages, sources)
 
     def write(
         self, asked: Question, read: Context, docs: Corpus, run: Run
@@ -384,16 +374,6 @@ class Pipeline:
             run.trace.notes.append(UNCITED_NOTE)
             return None
         return done
-
-
-@dataclass(frozen=True)
-class Context:
-    """What Claude reads to answer: the sections read ("Title › Section"), their passages (a
-    text block each) and their sources, numbered in the order the passages first cite them."""
-
-    labels: list[str]
-    passages: list[Passage]
-    sources: dict[str, Source]
 
 
 def labels(chunks: Iterable[dict]) -> list[str]:
