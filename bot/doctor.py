@@ -13,8 +13,10 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from index.links import claimed, shared_warnings
 from index.loader import MAX_DOC_BYTES
-from index.store import doc_records, examine, open_read_only
+from index.schema import INDEX_MIGRATIONS, IndexMissing, newer_message, unknown_migrations
+from index.store import doc_records, examine, open_read_only, writable
 
 from .settings import Settings, SettingsError
 
@@ -52,14 +54,39 @@ def check_settings(settings: Settings, dotenv: Path) -> Check:
     return Check("settings", "ok", f"valid (environment and {dotenv})")
 
 
-def check_index(db: str, model: str) -> list[Check]:
+def cut(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def newer_tables(conn: sqlite3.Connection, db: str) -> str:
+    """What a newer fieldguide wrote into the index file (its migrations, of the index's tables
+    or the audit trail's), as the commands refuse it; "" when nothing."""
+    import sqlite_utils
+
+    from .state.sqlite import AUDIT_MIGRATIONS
+
+    found = sqlite_utils.Database(conn, execute_plugins=False)
+    for migrations, what in ((INDEX_MIGRATIONS, db), (AUDIT_MIGRATIONS, f"{db}'s audit trail")):
+        if newer := unknown_migrations(found, migrations):
+            return newer_message(what, newer)
+    return ""
+
+
+def check_index(db: str, model: str, fleet: bool = False) -> list[Check]:
+    """The index file: readable, whole, of this fieldguide's version or older, embedded with the
+    model in use, private; on a read-only volume, that the audit trail is off (`fleet`: the
+    audit trail is PostgreSQL's)."""
     path = Path(db)
     if not path.is_file():
         return [Check("index", "FAIL", f"no index at {db}: run fieldguide index DOCS_DIR")]
     checks = []
     try:
         with closing(open_read_only(path)) as conn:
+            if newer := newer_tables(conn, db):
+                return [Check("index", "FAIL", newer)]
             found = examine(conn)
+    except IndexMissing as e:
+        return [Check("index", "FAIL", str(e))]
     except sqlite3.DatabaseError as e:
         return [Check("index", "FAIL", f"{db} cannot be read as an index: {e}")]
     integrity, meta, last = found["integrity"], found["meta"], found["last_run"]
@@ -87,6 +114,21 @@ def check_index(db: str, model: str) -> list[Check]:
         )
     else:
         checks.append(Check("model", "ok", f"{model}, as the index"))
+    if shared := found["shared"]:
+        named = "; ".join(
+            f"{url} ({', '.join(p for p, _ in docs)})" for url, docs in shared.items()
+        )
+        checks.append(
+            Check(
+                "links",
+                "warn",
+                f"{len(shared)} page{'s' if len(shared) > 1 else ''} claimed by more than one doc's"
+                f" url, none cited under it (each links to its own path): {cut(named)}",
+            )
+        )
+    if not fleet and not writable(path):
+        why = "answers, feedback and hand-offs are not kept"
+        checks.append(Check("audit", "warn", f"{db} is read-only: the audit trail is off ({why})"))
     if integrity == "ok":
         with closing(open_read_only(path)) as conn:
             checks.append(check_owners(doc_records(conn)))
@@ -164,6 +206,7 @@ def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
         return Check("docs", "FAIL", f"no markdown files (*.md, *.markdown) under {docs}")
     problems = [f"{s['path']}: {s['reason']}" for s in walk.skipped]
     left_out: list[str] = []  # optional fields an index run leaves out, the doc indexed
+    urls: list[tuple[str, str | None]] = []
     for path in walk.files:
         try:
             if (size := path.stat().st_size) > max_bytes:  # skipped unread by an index run too
@@ -173,8 +216,10 @@ def check_docs(docs: str, max_bytes: int = MAX_DOC_BYTES) -> Check:
                 continue
             doc = parse_doc(path.relative_to(root).as_posix(), path.read_bytes())
             left_out += [f"{doc.path}: {w}" for w in doc.warnings]
+            urls.append((doc.path, doc.url))
         except (DocError, OSError) as e:
             problems.append(f"{path.relative_to(root).as_posix()}: {e}")
+    left_out += [f"{w['path']}: {w['warning']}" for w in shared_warnings(claimed(urls))]
     try:
         load_intents_yaml(root)
     except (DocError, OSError) as e:
@@ -390,7 +435,7 @@ def run_checks(settings: Settings, db: str, docs: str, dotenv: Path = Path(".env
 
     return [
         check_settings(settings, dotenv),
-        *check_index(db, embedder_for(settings).name),
+        *check_index(db, embedder_for(settings).name, bool(settings.database_url)),
         check_git_docs(settings)
         if settings.docs_git and not docs
         else check_docs(docs, settings.max_doc_bytes),

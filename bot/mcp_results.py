@@ -8,6 +8,8 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
+from index.clean import display
+
 # Claude Code warns when one tool result passes 10,000 tokens (about 40,000 characters of English),
 # and a structured result goes out twice (the structured content and its JSON text): 20,000
 # characters of text per result at most, shared out by the fields below.
@@ -38,8 +40,9 @@ def cut(text: str, limit: int, total: int | None = None) -> str:
 
 
 def name(text: str) -> str:
-    """A doc path, section label or URL, bounded."""
-    return cut(text, MAX_NAME_CHARS)
+    """A doc path, section label or URL, bounded, as shown (index.clean.display: none of the
+    invisible characters a doc can hide or reorder text with)."""
+    return cut(display(text), MAX_NAME_CHARS)
 
 
 def size(result: BaseModel) -> int:

@@ -33,12 +33,14 @@ from mcp_types import CLIENT_INFO_META_KEY, ToolAnnotations
 from mcp_types import Resource as MCPResource
 from pydantic import Field
 
+from index.links import claimants
 from index.search import IndexChanged
 from index.store import (
     IndexMissing,
     ModelMismatch,
     all_sections,
     chunk_place,
+    doc_intents,
     doc_sections,
     doc_urls,
     read_snapshot,
@@ -186,6 +188,24 @@ class Sections:
                         out += [found] if found else []
             return out
 
+    def claimed(self, ref: str) -> list[str]:
+        """The docs inside the scope that claim the page `ref` names, when two or more docs of
+        the index do (it then names none of them: store.DOC_URL); [] otherwise."""
+        url = ref.strip().removeprefix(RESOURCE_SCHEME)
+        with read_snapshot(self.db) as conn:
+            docs = claimants(conn, url)
+            intents = dict(doc_intents(conn))
+        return [d for d in docs if visible(self.scope, intents.get(d, ""), d)]
+
+    def missing(self, ref: str) -> str:
+        """Why `ref` names no section: a page several docs claim (ambiguous), or none."""
+        if docs := self.claimed(ref):
+            return (
+                f"{name(ref)} is claimed by more than one doc ({name(', '.join(docs))}), so it"
+                " names none of them: read a section by its id or its doc's own link, from search"
+            )
+        return f"no section {ref[:200]!r} here: use an id or URL from search"
+
     def listed(self, limit: int = MAX_RESOURCES) -> list[tuple[str, str, str]]:
         """(resource URI, label, doc) of each section inside the scope, in doc order, once per
         URI, at most `limit`."""
@@ -252,7 +272,7 @@ class DocsServer(MCPServer):
     ) -> Iterable[ReadResourceContents]:
         found = self.sections.find(str(uri)[:MAX_REF_CHARS])
         if not found:
-            raise ResourceNotFoundError(f"no section at {name(str(uri))}")
+            raise ResourceNotFoundError(self.sections.missing(str(uri)[:MAX_REF_CHARS]))
         contents = (
             ReadResourceContents(
                 f"[{QUOTED} Source: {name(label(f.title, f.heading_path))} ({name(f.url)})]\n\n"
@@ -403,7 +423,7 @@ class Tools:
         mark), by the id or URL that `ask` or `search` gave."""
         found = fail_closed(lambda: self.sections.find(section[:MAX_REF_CHARS]))
         if not found:
-            raise ToolError(f"no section {section[:200]!r} here: use an id or URL from search")
+            raise ToolError(fail_closed(lambda: self.sections.missing(section[:MAX_REF_CHARS])))
         f = found[0]
         return Section(
             id=f.id,

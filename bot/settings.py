@@ -373,6 +373,22 @@ class Settings(BaseModel):
         gt=0,
         le=3600,
     )
+    drain_seconds: float = setting(
+        "FIELDGUIDE_DRAIN_SECONDS",
+        20.0,
+        "on SIGTERM or SIGINT, how long `serve` goes on answering what it has acknowledged (new"
+        " events refused meanwhile); what is left is answered at the next start",
+        gt=0,
+        le=3600,
+    )
+    recover_seconds: float = setting(
+        "FIELDGUIDE_RECOVER_SECONDS",
+        600.0,
+        "how old an acknowledged question left by a stop or a crash may be and still be answered"
+        " at the next start; an older one gets an apology in its thread",
+        gt=0,
+        le=86_400,
+    )
     scopes: str = setting(
         "FIELDGUIDE_SCOPES",
         "",

@@ -8,8 +8,10 @@ A page is a doc, cut further at its page-number lines (a manual converted from P
 many pages). A line is furniture when it is on most pages, of the corpus or of its own doc: a
 one-sided binomial test rejects, at the 5% level, that it is on at most half of them. Content is
 written for its page; even content reused across many docs (an included module, a shared
-prerequisite) is on a minority of pages. The test also says when there are too few pages to tell:
-a line on every one of 4 pages or fewer is never furniture.
+prerequisite) is on a minority of pages. Pages that are copies of one another (the same lines)
+are one page: 40 copies of a doc are one piece of content said 40 times, not 40 pages that share
+their lines. The test also says when there are too few pages to tell: a line on every one of 4
+pages or fewer is never furniture.
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ class Counts:
         self.doc_pages = 0
         self.doc_counts: Counter[int] = Counter()
         self.page: set[int] = set()
+        self.pages_seen: set[int] = set()  # each page's lines, as one key: a copy counts once
         # the doc offset read so far (the overlap of consecutive chunks is skipped), and whether
         # a code block is open there (the chunker cuts a long one between chunks)
         self.seen_to = 0
@@ -148,12 +151,14 @@ class Counts:
             self.seen_to = max(self.seen_to, start + len(text))
 
     def _end_page(self) -> None:
-        if self.page:
+        lines = key(" ".join(map(str, sorted(self.page))))
+        if self.page and lines not in self.pages_seen:
+            self.pages_seen.add(lines)
             self.keys.extend(self.page)
             self.doc_counts.update(self.page)
             self.pages += 1
             self.doc_pages += 1
-            self.page = set()
+        self.page = set()
 
     def _end_doc(self) -> None:
         self._end_page()

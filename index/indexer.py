@@ -22,6 +22,7 @@ from typing import Protocol
 from .chunker import Chunk, chunk_doc
 from .embedders import Embedder, EmbeddingError
 from .gitsource import doc_dates
+from .links import share_urls
 from .loader import (
     INTENT,
     MAX_DOC_BYTES,
@@ -42,9 +43,9 @@ from .rows import (
     text_hash,
     unknown_related,
 )
+from .schema import DOC_FACTS
 from .store import (
     BUSY_SECONDS,
-    DOC_FACTS,
     example_key,
     generation,
     get_meta,
@@ -229,9 +230,11 @@ def index_folder(
             for path in undated:  # docs indexed before their last change was recorded
                 db.execute("UPDATE docs SET updated = ? WHERE path = ?", [dates.get(path), path])
             summary.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            summary.warnings = [
-                {"path": d.path, "warning": w} for d, _ in fresh for w in d.warnings
-            ] + unknown_related(db)
+            summary.warnings = (
+                [{"path": d.path, "warning": w} for d, _ in fresh for w in d.warnings]
+                + unknown_related(db)
+                + share_urls(db)
+            )
             summary.seconds = time.perf_counter() - t0
             _record_run(db, started, root, summary, "ok")
         current = arrays_path(db_path, generation(db))

@@ -1,9 +1,10 @@
 """Read a docs folder: markdown files with YAML front matter, and an optional intents.yaml.
 
-The folder is walked for `*.md` / `*.markdown` with hidden files and folders left out, symbolic
-links followed only inside it (`walk_docs`); a file is decoded as UTF-8 (a BOM allowed), its front
-matter split off by python-frontmatter's YAML handler and read, like intents.yaml, by PyYAML's safe
-loader under limits (aliases, nesting, expansion, size), then checked field by field. A file that
+The folder is walked for `*.md` / `*.markdown` with hidden files and folders left out, each doc
+once at its real path, symbolic links resolved and followed only inside it (`walk_docs`); a file
+is decoded as UTF-8 (a BOM allowed), its front matter split off by python-frontmatter's YAML
+handler and read, like intents.yaml, by PyYAML's safe loader under limits (aliases, nesting,
+expansion, size), then checked field by field. A file that
 cannot be used is a `DocError` with a one-line reason; an optional field that breaks its rule is
 left out with a warning. The rules, field by field: docs/cli.md."""
 
@@ -81,7 +82,7 @@ class Doc:
 
 @dataclass
 class Walk:
-    files: list[Path]  # paths under the root (a symbolic link keeps its own name)
+    files: list[Path]  # under the root, each at its real path (a link's target, once)
     skipped: list[dict]  # {"path", "reason"}: links not followed
 
 
@@ -101,39 +102,38 @@ def _link_target(link: Path, base: Path) -> tuple[Path | None, str]:
 
 
 def walk_docs(root: Path) -> Walk:
-    """The markdown files under `root`, hidden files and folders left out. A symbolic link is
-    followed only when its target is inside `root` (and not hidden): a link to `../.env` named
-    `notes.md` must not put the bot's secrets into the index. Links that point outside, dangle or
-    loop are skipped and named (links whose name is not markdown are left out silently)."""
+    """The markdown files under `root`, hidden files and folders left out, each once, at its real
+    path. A symbolic link is resolved once and judged by where it lands: inside `root` (and not
+    hidden), its target is a doc at the target's own path, whatever the link is named or where
+    it sits, in any walk order; outside, dangling or looping, it is skipped and named (links
+    whose name is not markdown are left out silently). A link to `../.env` named `notes.md` never
+    puts the bot's secrets into the index, and a link to a folder adds nothing the walk does not
+    reach: the folder is walked where it is. So a doc has one path, the one a channel's scope
+    folder judges it by (a link inside `billing/` to `internal/` gives billing nothing)."""
     base = root.resolve()
-    files: list[Path] = []
+    found: set[Path] = set()  # real paths
     skipped: list[dict] = []
-    walked: set[Path] = set()
 
-    def walk(folder: Path, real: Path) -> None:
-        walked.add(real)
+    def walk(folder: Path) -> None:
         for entry in sorted(folder.iterdir()):
             if entry.name.startswith("."):
                 continue
             is_markdown = entry.suffix.lower() in MARKDOWN_SUFFIXES
-            target = entry
             if entry.is_symlink():
-                found, why = _link_target(entry, base)
-                if found and found.is_dir() and (found in walked or real.is_relative_to(found)):
-                    found, why = None, "symbolic link loop (a folder already walked)"
-                if found is None:
+                target, why = _link_target(entry, base)
+                if target is None:
                     if is_markdown or entry.is_dir():
                         rel = entry.relative_to(root).as_posix()
                         skipped.append({"path": rel, "reason": why})
-                    continue
-                target = found
-            if target.is_dir():
-                walk(entry, target.resolve())
-            elif is_markdown and target.is_file():  # not a FIFO or a device: reading would block
-                files.append(entry)
+                elif is_markdown and target.is_file():  # a folder's docs are found where it is
+                    found.add(target)
+            elif entry.is_dir():
+                walk(entry)
+            elif is_markdown and entry.is_file():  # not a FIFO or a device: reading would block
+                found.add(entry.resolve())
 
-    walk(root, base)
-    return Walk(sorted(files), skipped)
+    walk(root)
+    return Walk(sorted(root / p.relative_to(base) for p in found), skipped)
 
 
 def list_markdown(root: Path) -> list[Path]:
@@ -328,10 +328,11 @@ def _related(value) -> list[str]:
 
 def _url(meta: dict) -> str | None:
     url = _scalar(meta, "url", MAX_URL)
-    if url is not None and (" " in url or not URL.fullmatch(url)):
+    if url is not None and (" " in url or not URL.fullmatch(url) or not url.isprintable()):
         shown = url if len(url) <= 60 else url[:60] + "…"
         raise DocError(
-            f"front matter 'url' {shown!r} is not an http(s) link (no spaces or <>| allowed)"
+            f"front matter 'url' {shown!r} is not an http(s) link (no spaces, invisible characters"
+            " or <>| allowed)"
         )
     return url
 

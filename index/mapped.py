@@ -31,11 +31,12 @@ import numpy as np
 import sqlite_utils
 
 from .furniture import Counts, Furniture
+from .links import DOC_URL
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
 from .store import IndexMissing, check_model, doc_updated, open_db, record
 
 MAGIC = b"FGARRAY1"
-FORMAT = 2  # 2: the furniture arrays
+FORMAT = 3  # 2: the furniture arrays; 3: copies of a page counted once in them
 ALIGN = 64
 
 
@@ -120,7 +121,7 @@ class Records:
         found = self._db.execute(
             f"""SELECT c.id, c.doc, c.heading_path, substr(c.text, 1, {CHUNK_READ_CHARS}),
                        substr(c.search_text, 1, {CHUNK_READ_CHARS}), c.start, c."end",
-                       d.title, d.intent, d.url, {self._updated}
+                       d.title, d.intent, {DOC_URL}, {self._updated}
                 FROM chunks c JOIN docs d ON d.path = c.doc
                 WHERE c.id IN ({",".join("?" * len(ids))})""",
             ids,

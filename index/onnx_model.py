@@ -222,6 +222,7 @@ class OnnxEmbedder:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # as bot/cli.py's main: no usage record
     if len(sys.argv) > 2:
         sys.exit("usage: python -m index.onnx_model [TARGET_DIR]")
     t0 = time.perf_counter()

@@ -112,6 +112,9 @@ def upgrade(url: str, migrations: list[str]) -> tuple[int, int]:
             " version INTEGER PRIMARY KEY, applied TIMESTAMPTZ NOT NULL DEFAULT now())"
         )
         before = schema_version(conn)
+        if before > len(migrations):
+            conn.execute("SELECT pg_advisory_unlock(20131)")
+            raise FleetError(newer_schema(before, len(migrations)))
         for version, sql in enumerate(migrations, 1):
             if version <= before:
                 continue
@@ -131,10 +134,15 @@ def check_schema(conn: psycopg.Connection, latest: int) -> None:
             " run fieldguide db upgrade"
         )
     if have > latest:
-        raise FleetError(
-            f"The PostgreSQL schema is at version {have}, newer than this fieldguide knows"
-            f" ({latest}): upgrade fieldguide"
-        )
+        raise FleetError(newer_schema(have, latest))
+
+
+def newer_schema(have: int, latest: int) -> str:
+    """A schema a newer fieldguide migrated: refused by name, as the SQLite index is."""
+    return (
+        f"The PostgreSQL schema was written by a newer fieldguide (version {have}; this one knows"
+        f" up to {latest}): upgrade fieldguide"
+    )
 
 
 def open_pool(url: str, latest: int, max_size: int = 8) -> ConnectionPool:

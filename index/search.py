@@ -458,6 +458,21 @@ class Searcher:
         return read_together(one_per_section(hits)[:k])
 
 
+def distinct(hits: list[Hit]) -> list[Hit]:
+    """One hit per text: a chunk whose text (case and spacing aside) a better-ranked hit already
+    holds is the same evidence again (a section copied into other docs, a doc saved twice) and is
+    left out, so that forty copies weigh as one wherever the hits are read (the answer decision's
+    signals, the quotes, the passages sent to Claude). Reads the hits' records."""
+    seen: set[int] = set()
+    out: list[Hit] = []
+    for h in hits:
+        text = hash(" ".join(h.chunk["text"].lower().split()))
+        if text not in seen:
+            seen.add(text)
+            out.append(h)
+    return out
+
+
 def one_per_section(hits: list[Hit]) -> list[Hit]:
     """Pieces of one split section say much the same thing: keep the best piece of each section in
     place and move the other pieces after the distinct sections, so the top results cover more

@@ -2,9 +2,9 @@
 
 Tables: meta (key/value: embedding model, generation and its random id), docs, chunks, embeddings
 (a cache keyed by the hash of the embedded text and the model), intents, runs. Their schema is
-`INDEX_MIGRATIONS` (sqlite-utils' Migrations, applied when the file is opened); what the rest of
-fieldguide reads of them is read here. The audit trail shares the file and has its own tables and
-migrations (bot/state/sqlite.py).
+index/schema.py's `INDEX_MIGRATIONS` (sqlite-utils' Migrations, applied when the file is opened);
+what the rest of fieldguide reads of them is read here (a doc's url as index/links.py says). The
+audit trail shares the file and has its own tables and migrations (bot/state/sqlite.py).
 """
 
 from __future__ import annotations
@@ -22,110 +22,45 @@ from pathlib import Path
 import numpy as np
 import sqlite_utils
 
+from .links import DOC_URL, claimed_pages
+from .schema import (
+    DOC_FACTS,
+    FRESHNESS,
+    INDEX_MIGRATIONS,
+    IndexMissing,
+    IndexUnreadable,
+    doc_updated,
+    migrate,
+    refuse_newer,
+    table_columns,
+)
+
 BUSY_SECONDS = 30  # how long a write waits for another's to end before "database is locked"
-
-
-class IndexMissing(Exception):
-    """No usable index at the path; the message says how to build one."""
 
 
 class ModelMismatch(Exception):
     """The index was embedded with another model than the one in use."""
 
 
-INDEX_MIGRATIONS = sqlite_utils.Migrations("fieldguide.index")
-
-
-@INDEX_MIGRATIONS()
-def m001_tables(db: sqlite_utils.Database) -> None:
-    """The index's tables (IF NOT EXISTS: an index made before migrations has them)."""
-    for sql in (
-        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
-        """CREATE TABLE IF NOT EXISTS docs (
-            path TEXT PRIMARY KEY, title TEXT, intent TEXT, subcategory TEXT,
-            related_intents TEXT, version TEXT, url TEXT, hash TEXT, size INTEGER, owner TEXT,
-            updated TEXT)""",
-        """CREATE TABLE IF NOT EXISTS chunks (
-            id TEXT PRIMARY KEY, doc TEXT, ord INTEGER, heading_path TEXT, text TEXT,
-            search_text TEXT, text_hash TEXT, start INTEGER, "end" INTEGER)""",
-        "CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc)",
-        """CREATE TABLE IF NOT EXISTS embeddings (
-            text_hash TEXT, model TEXT, vector BLOB, PRIMARY KEY (text_hash, model))""",
-        """CREATE TABLE IF NOT EXISTS intents (
-            name TEXT PRIMARY KEY, description TEXT, examples TEXT, docs INTEGER,
-            chunks INTEGER, owner TEXT)""",
-        """CREATE TABLE IF NOT EXISTS runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT, started TEXT, finished TEXT, status TEXT,
-            docs_root TEXT, model TEXT, added INTEGER, changed INTEGER, removed INTEGER,
-            unchanged INTEGER, skipped TEXT, chunks INTEGER, embedded INTEGER, seconds REAL,
-            error TEXT, warnings TEXT)""",
-    ):
-        db.execute(sql)
-
-
-@INDEX_MIGRATIONS()
-def m002_owners(db: sqlite_utils.Database) -> None:
-    """An index made before owners existed gains the `owner` columns; its docs' hashes are
-    cleared so the next index run parses them again and reads their owners (the embeddings
-    are cached: nothing is embedded again)."""
-    for table in ("docs", "intents"):
-        if "owner" not in table_columns(db.conn, table):
-            db.execute(f"ALTER TABLE {table} ADD COLUMN owner TEXT")
-            if table == "docs":
-                db.execute("UPDATE docs SET hash = ''")
-
-
-@INDEX_MIGRATIONS()
-def m003_doc_updated(db: sqlite_utils.Database) -> None:
-    """Each doc's last change (`updated`), in an index made before it existed."""
-    if "updated" not in table_columns(db.conn, "docs"):
-        db.execute("ALTER TABLE docs ADD COLUMN updated TEXT")
-
-
-# what an index run reads about each doc's ownership and freshness (index/ownership.py, the
-# front matter): written for every doc by every run
-DOC_FACTS = ("codeowner", "author", "watched")
-FRESHNESS = ("reviewed", "review_every", "watches")
-
-
-@INDEX_MIGRATIONS()
-def m004_doc_owners_and_freshness(db: sqlite_utils.Database) -> None:
-    """Each doc's CODEOWNERS owner, last author, review dates and watched paths; docs' hashes
-    cleared so the next run reads their front matter again (nothing is embedded again)."""
-    have = table_columns(db.conn, "docs")
-    added = [c for c in (*FRESHNESS, *DOC_FACTS) if c not in have]
-    for column in added:
-        db.execute(f"ALTER TABLE docs ADD COLUMN {column} TEXT")
-    if added:
-        db.execute("UPDATE docs SET hash = ''")
-
-
-def migrate(db: sqlite_utils.Database, migrations: sqlite_utils.Migrations) -> None:
-    """Apply the migrations `db` lacks, each in one transaction with its record; nothing is
-    written when none is pending (a read-only file opens as it is)."""
-    if not migrations.pending(db):
-        return
-    try:
-        migrations.apply(db)
-    except sqlite3.IntegrityError:  # another process recorded them first: they are applied
-        if migrations.pending(db):
-            raise
-
-
 class PerThread(sqlite_utils.Database):
     """sqlite-utils' Database on one SQLite file with a connection per thread, each opened on
     the thread's first use: `conn` is the calling thread's. So a thread's transaction, and each
     of sqlite-utils' read savepoints, is its own, and SQLite's locks alone order the writers,
-    across threads and processes alike (`writing`). `close` closes every thread's connection."""
+    across threads and processes alike (`writing`). `close` closes every thread's connection.
+    `read_only`: opened where nothing can be written (a read-only file, folder or volume)."""
 
     def __init__(
-        self, connect: Callable[[], sqlite3.Connection], first: sqlite3.Connection | None = None
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        first: sqlite3.Connection | None = None,
+        read_only: bool = False,
     ):
         """`connect()` opens a thread's connection; `first`: this thread's, opened already."""
         self._connect = connect
         self._local = threading.local()
         self._opened: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._guard = threading.Lock()
+        self.read_only = read_only
         super().__init__(self._open(first), execute_plugins=False)
 
     @property
@@ -162,35 +97,82 @@ def open_db(path: str | Path, create: bool = True) -> PerThread:
 
     A new index file is created private (0600; SQLite gives its -wal and -shm files the same
     mode): it holds every question asked and who asked it. A reader (`create=False`) also opens an
-    index it cannot write: a read-only file works as is; when its folder is read-only too, SQLite
-    cannot make the WAL's shared-memory file and the index is opened immutable (nothing can
-    change it there)."""
+    index it cannot write (`read_only_uri`): a read-only file, folder or volume (a container's
+    `:ro` mount), told apart before anything is tried, or by SQLite refusing a write. A file a
+    newer fieldguide wrote is refused (NewerIndex), read-only or not."""
     path = Path(path)
     if not create and not path.is_file():
         raise IndexMissing(
             f"No index at {path}. Build one with: fieldguide index DOCS_DIR --db {path}"
         )
+    if not create and not writable(path):
+        return _read_only(path)
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     conn = _connect(path)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
-        migrate(sqlite_utils.Database(conn, execute_plugins=False), INDEX_MIGRATIONS)
+        migrate(sqlite_utils.Database(conn, execute_plugins=False), INDEX_MIGRATIONS, str(path))
     except sqlite3.OperationalError as e:
         conn.close()
-        if create or not e.sqlite_errorname.startswith("SQLITE_READONLY"):
+        if create or not e.sqlite_errorname.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
             raise
-        uri = f"{path.resolve().as_uri()}?mode=ro"
-        if e.sqlite_errorname == "SQLITE_READONLY_DIRECTORY":
-            uri += "&immutable=1"
-        return PerThread(
-            lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False)
-        )
+        return _read_only(path)
     except BaseException:
         conn.close()
         raise
     return PerThread(lambda: _connect(path), first=conn)
+
+
+def writable(path: Path) -> bool:
+    """Whether this process may write the index file and make its -wal and -shm beside it: the
+    file and its folder writable to it, on a volume mounted read-write (access(2) answers EROFS
+    for a read-only mount, to root too)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _read_only(path: Path) -> PerThread:
+    """The index opened read-only (PerThread.read_only), after the newer-fieldguide check."""
+    uri = read_only_uri(path)
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, check_same_thread=False)
+
+    first = connect()
+    try:
+        refuse_newer(
+            sqlite_utils.Database(first, execute_plugins=False), INDEX_MIGRATIONS, str(path)
+        )
+    except BaseException:
+        first.close()
+        raise
+    return PerThread(connect, first=first, read_only=True)
+
+
+def read_only_uri(path: str | Path) -> str:
+    """The URI a read-only connection opens the index at `path` with. `mode=ro` reads it as any
+    reader does, beside writers (their -shm shared); where SQLite cannot make that shared memory
+    (a read-only folder or volume, and no -shm there), the file cannot change under it (nothing
+    can write there) and it is read `immutable=1`, without locks or WAL. A non-empty -wal there
+    holds committed changes immutable would not see: IndexUnreadable, saying so."""
+    path = Path(path)
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return uri
+    except sqlite3.OperationalError as e:
+        if not e.sqlite_errorname.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
+            raise
+    wal = Path(f"{path}-wal")
+    if wal.is_file() and wal.stat().st_size:
+        raise IndexUnreadable(
+            f"{path} is read-only and its write-ahead log ({wal.name}) holds changes not yet in"
+            " it, which a reader there cannot apply: copy the index while no fieldguide has it"
+            " open, or open it once where it can be written"
+        )
+    return uri + "&immutable=1"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -230,9 +212,10 @@ Reader = sqlite_utils.Database | sqlite3.Connection
 
 
 def open_read_only(path: str | Path) -> sqlite3.Connection:
-    """The index file as it is on disk now, read-only (a check's connection: `doctor`, /healthz;
-    it changes nothing, migrations included)."""
-    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    """The index file as it is on disk now, read-only (a check's connection: `doctor`, /healthz,
+    MCP's sections; it changes nothing, migrations included), on a read-only volume too
+    (`read_only_uri`)."""
+    return sqlite3.connect(read_only_uri(path), uri=True)
 
 
 def generation_on_disk(path: str | Path) -> int:
@@ -250,9 +233,11 @@ def generation_on_disk(path: str | Path) -> int:
 
 def examine(conn: Reader) -> dict:
     """What `fieldguide doctor` reports of an index: {"integrity" ("ok" or SQLite's finding),
-    "meta", "docs", "chunks", "last_run" ((status, finished) or None)}."""
+    "meta", "docs", "chunks", "last_run" ((status, finished) or None), "shared" (the pages two
+    or more docs claim: `claimed_pages`)}."""
     docs, chunks = counts(conn)
     return {
+        "shared": claimed_pages(conn),
         "integrity": conn.execute("PRAGMA integrity_check").fetchone()[0],
         "meta": dict(conn.execute("SELECT key, value FROM meta").fetchall()),
         "docs": docs,
@@ -291,8 +276,8 @@ def chunk_place(conn: Reader, chunk_id: str) -> tuple[str, str] | None:
 
 
 def doc_urls(conn: Reader) -> list[tuple[str, str | None]]:
-    """(path, front-matter url) of every doc."""
-    return [(path, url) for path, url in conn.execute("SELECT path, url FROM docs")]
+    """(path, front-matter url as readers take it: DOC_URL) of every doc."""
+    return [(path, url) for path, url in conn.execute(f"SELECT d.path, {DOC_URL} FROM docs d")]
 
 
 def doc_sections(conn: Reader, doc: str) -> list[str]:
@@ -309,7 +294,7 @@ def doc_sections(conn: Reader, doc: str) -> list[str]:
 def all_sections(conn: Reader) -> list[tuple[str, str, str, str, str | None]]:
     """(doc, heading_path JSON, title, intent, url) of every section, in doc order."""
     return conn.execute(
-        """SELECT c.doc, c.heading_path, d.title, d.intent, d.url FROM chunks c
+        f"""SELECT c.doc, c.heading_path, d.title, d.intent, {DOC_URL} FROM chunks c
            JOIN docs d ON d.path = c.doc GROUP BY c.doc, c.heading_path
            ORDER BY c.doc, min(c.ord)"""
     ).fetchall()
@@ -319,7 +304,7 @@ def section_chunks(conn: Reader, doc: str, heading_path: str, limit: int) -> Ite
     """(id, text's first `limit` characters, text's length, title, intent, url) of each chunk
     of a section, in order: a huge chunk is never read whole."""
     yield from conn.execute(
-        """SELECT c.id, substr(c.text, 1, ?), length(c.text), d.title, d.intent, d.url
+        f"""SELECT c.id, substr(c.text, 1, ?), length(c.text), d.title, d.intent, {DOC_URL}
            FROM chunks c JOIN docs d ON d.path = c.doc
            WHERE c.doc = ? AND c.heading_path = ? ORDER BY c.ord""",
         [limit, doc, heading_path],
@@ -362,16 +347,6 @@ def run_status(db: sqlite_utils.Database) -> dict | None:
            AND id > (SELECT coalesce(max(id), 0) FROM runs WHERE status = 'ok')"""
     ).fetchone()
     return runs[0] | {"failing_since": since, "last_ok": last_ok}
-
-
-def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
-def doc_updated(conn: sqlite3.Connection) -> str:
-    """The SQL for a doc's last change in a query over `docs d`: NULL in an index too old to have
-    it that this process cannot write."""
-    return "d.updated" if "updated" in table_columns(conn, "docs") else "NULL"
 
 
 def get_meta(db: Reader, key: str, default: str | None = None) -> str | None:
@@ -443,7 +418,7 @@ def load_chunks(
     docs = {
         path: (path, title, intent, url, updated)
         for path, title, intent, url, updated in db.execute(
-            f"SELECT path, title, intent, url, {doc_updated(db.conn)} FROM docs d"
+            f"SELECT path, title, intent, {DOC_URL}, {doc_updated(db.conn)} FROM docs d"
         )
     }
     count = db.execute("SELECT count(*) FROM chunks WHERE doc IN (SELECT path FROM docs)")

@@ -8,27 +8,32 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from index.clean import display
+
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 
 
-# how a place in the docs is named (every answer, source list and abstain shows it)
-# a heading's attribute list, as Pandoc, kramdown and Python-Markdown's attr_list write it after
-# the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }"): markup, not a name
+# how a place in the docs is named (every answer, source list, abstain and progress shows it), as
+# display text (index.clean.display: no invisible characters that hide or reorder it); the index
+# and the quotes keep the doc's text as written.
+# A heading's attribute list, as Pandoc, kramdown and Python-Markdown's attr_list write it after
+# the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }"), is markup, not a name.
 ATTRIBUTES = re.compile(r"\s*\{\s*[#.][^{}]*\}\s*$")
 
 
 def section_path(title: str, heading_path: list[str]) -> list[str]:
-    """The headings under the doc's title (a first heading that repeats the title is dropped)."""
-    parts = list(heading_path)
-    if parts and ATTRIBUTES.sub("", parts[0]).strip().lower() == title.strip().lower():
+    """The headings under the doc's title, as shown (a first heading that repeats the title is
+    dropped)."""
+    parts = [ATTRIBUTES.sub("", display(h)) for h in heading_path]
+    if parts and parts[0].strip().lower() == display(title).strip().lower():
         parts = parts[1:]
     return parts
 
 
 def label(title: str, heading_path: list[str]) -> str:
     """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
-    the docs, the title once, without the headings' attribute lists."""
-    return " › ".join(ATTRIBUTES.sub("", h) for h in [title, *section_path(title, heading_path)])
+    the docs, the title once, as shown."""
+    return " › ".join([ATTRIBUTES.sub("", display(title)), *section_path(title, heading_path)])
 
 
 @dataclass
@@ -51,7 +56,7 @@ class Source:
 
     @property
     def section(self) -> str:
-        return " › ".join(section_path(self.title, self.heading_path)) or self.title
+        return " › ".join(section_path(self.title, self.heading_path)) or display(self.title)
 
     @property
     def label(self) -> str:

@@ -23,7 +23,7 @@ from prompts import render
 
 from .answer import Trace
 from .claude import Claude, MessagesClient, Unusable
-from .messages import add_usage, structured
+from .messages import add_usage, cached_text, data, structured
 
 log = logging.getLogger(__name__)
 
@@ -193,19 +193,24 @@ class ClaudeClassifier:
         )
 
     def ask(self, client, question: str) -> Classification:
-        """Claude's ranking (one call through `client`); raises what the call raises."""
-        data, usage = structured(
+        """Claude's ranking (one call through `client`); raises what the call raises. The
+        taxonomy (the docs' headings, intents.yaml's descriptions and examples) is data in the
+        user turn, never the system prompt; the same for every question, it ends the cached
+        prefix where that reaches the model's minimum."""
+        system = render("classify", none=NO_INTENT)
+        reply, usage = structured(
             client,
             self.model,
-            # the taxonomy is the same for every question: with the system prompt, the cached
-            # prefix where it reaches the model's minimum
-            render("classify", taxonomy=self.taxonomy(), none=NO_INTENT),
-            question,
+            system,
+            [
+                cached_text(data("intents", f"\n{self.taxonomy()}\n"), self.model, system),
+                {"type": "text", "text": data("question", question)},
+            ],
             self.schema(),
             max_tokens=1000,
             step="classify",
         )
-        return Classification(self._parse(data), "claude", usage=usage)
+        return Classification(self._parse(reply), "claude", usage=usage)
 
     def beside(self, question: str, claude: Claude) -> tuple[Classification | None, str]:
         """Claude's ranking made beside the answer, which does not wait for it: (it, "") or

@@ -13,7 +13,7 @@ import yaml
 from prompts import render
 
 from .claude import MessagesClient
-from .messages import structured
+from .messages import data, structured
 
 log = logging.getLogger(__name__)
 
@@ -71,18 +71,20 @@ def draft_with_claude(
     import anthropic
 
     try:
-        data, _ = structured(
+        reply, _ = structured(
             client,
             model,
             render("describe"),
-            f"Intent: {intent}\nHeadings of its docs:\n" + "\n".join(f"- {h}" for h in headings),
+            data("intent", intent)
+            + "\n"
+            + data("headings", "\n" + "\n".join(f"- {h}" for h in headings) + "\n"),
             _describe_schema(),
             1500,
         )
-        if not isinstance(data.get("description"), str):
+        if not isinstance(reply.get("description"), str):
             raise ValueError("no description in the answer")
-        examples = [e.strip() for e in data.get("examples") or [] if isinstance(e, str)]
-        return {"description": " ".join(data["description"].split()), "examples": examples[:5]}, ""
+        examples = [e.strip() for e in reply.get("examples") or [] if isinstance(e, str)]
+        return {"description": " ".join(reply["description"].split()), "examples": examples[:5]}, ""
     except anthropic.APIError as e:
         note = f"Claude unavailable ({type(e).__name__})"
     except ValueError as e:

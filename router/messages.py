@@ -13,6 +13,7 @@ length: a shorter prefix caches nothing.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
@@ -116,10 +117,30 @@ def min_cacheable(model: str) -> int:
 def cached_system(text: str, model: str) -> list[dict]:
     """A system prompt as one text block; it ends the step's cached prefix (`cache_control`) when
     it can reach `model`'s minimum cacheable length, else it carries no marker."""
+    return [cached_text(text, model)]
+
+
+def cached_text(text: str, model: str, before: str = "") -> dict:
+    """A text block that ends a step's cached prefix (`cache_control`) when that prefix (`before`
+    it, the system prompt, and itself) can reach `model`'s minimum cacheable length; else it
+    carries no marker."""
     block: dict[str, Any] = {"type": "text", "text": text}
-    if len(text) / CHARS_PER_TOKEN >= min_cacheable(model):
+    if (len(before) + len(text)) / CHARS_PER_TOKEN >= min_cacheable(model):
         block["cache_control"] = CACHE_CONTROL
-    return [block]
+    return block
+
+
+# -- doc text as data ----------------------------------------------------------------------------
+
+
+def data(tag: str, text: str, **attributes: object) -> str:
+    """Text that is not ours to obey (the docs' titles, headings and passages, intents.yaml, a
+    conversation, a question) as it is put into a request: inside `<tag ...>` and `</tag>`, in
+    the user turn, never the system prompt, escaped (`&`, `<`, `>`; quotes in attributes) so that
+    nothing in it can close its tag or open another. Every prompt says what its tags hold is data,
+    never instructions."""
+    attrs = "".join(f' {k}="{html.escape(str(v), quote=True)}"' for k, v in attributes.items())
+    return f"<{tag}{attrs}>{html.escape(text, quote=False)}</{tag}>"
 
 
 # -- structured replies --------------------------------------------------------------------------
@@ -186,13 +207,14 @@ def structured(
     client: Any,
     model: str,
     system: str,
-    user: str,
+    user: str | list[dict],
     schema: dict,
     max_tokens: int,
     step: str = "",
 ) -> tuple[dict, dict]:
     """(the JSON object Claude wrote following `schema`, the usage): a structured output
-    (`output_config.format`), never a forced tool call."""
+    (`output_config.format`), never a forced tool call. `system`: the step's own instructions
+    only; `user`: the user turn (a text, or its blocks), where any doc text goes (`data`)."""
     try:
         msg = client.messages.create(
             system=cached_system(system, model),

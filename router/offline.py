@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from index.chunker import context_header
+from index.clean import display
 from index.embedders import Embedder, EmbeddingError
 from index.furniture import Furniture
 from index.search import BM25, Hit, tokenize
@@ -246,7 +247,7 @@ def _passages(chosen: list[Unit]) -> list[Passage]:
 def source_label(src: Source) -> str:
     """The source named once and briefly: its own heading (the title when the chunk is the page's
     top), the full "Title › path" being in the numbered sources under the answer."""
-    return src.heading_path[-1] if src.heading_path else src.title
+    return display(src.heading_path[-1] if src.heading_path else src.title)
 
 
 LEAD = "From the docs:"

@@ -45,13 +45,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from index.search import IndexChanged
 from prompts import prompt_hash
 
 from . import citations, claims, compose, context, decide, exact, offline, reading, words
 from .answer import ABSTAIN, PARTIAL, Answer, Progress, Trace
+from .beside import Beside
 from .classify import ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
 from .context import BUDGET, Budget, Context
@@ -102,11 +103,11 @@ class Pipeline:
         # what every answer's trace names: the models, and the prompts by hash (fixed in a process)
         self.claude_models = {k: self.models.get(k) for k in STEPS} if anthropic_client else {}
         self.prompts = {n: prompt_hash(n) for n in ("classify", *STEPS)}
-        self.beside = ThreadPoolExecutor(max_workers=8, thread_name_prefix="classify")
+        self.beside = Beside(name="classify")
 
     def close(self) -> None:
         """Stop the classifications beside the answers, not waiting for them."""
-        self.beside.shutdown(wait=False, cancel_futures=True)
+        self.beside.close()
 
     def answer(
         self,

@@ -22,7 +22,7 @@ from itertools import groupby
 import numpy as np
 
 from index.rerank import VoyageReranker
-from index.search import Hit, Searcher, read_together
+from index.search import Hit, Searcher, distinct, read_together
 
 from .classify import VOTERS, Classifier
 from .claude import Claude
@@ -33,6 +33,9 @@ from .claude import Claude
 COVER = 0.9
 MAX_BUCKETS = 3
 WEAK_RANK = 1  # the bucket must hold the unrouted search's best chunk (see the module doc)
+# the most hits read to find k of distinct texts when copies of one text crowd the best ones (a
+# question costs at most this many records read, whatever the docs repeat)
+MAX_CANDIDATES = 800
 
 
 @dataclass
@@ -173,20 +176,31 @@ class Router:
             note=result.note,
             usage=result.usage,
         )
+
+        def distinct_top(intents: list[str] | None, hits: list[Hit]) -> list[Hit]:
+            """k hits of distinct texts (`distinct`: copies of one text are one hit) from `hits`,
+            a search of `intents`, searched further while copies crowd them out (at most
+            MAX_CANDIDATES read)."""
+            found, n = distinct(hits), len(hits)
+            while len(found) < k and len(hits) == n and n < MAX_CANDIDATES:
+                n = min(4 * n, MAX_CANDIDATES)
+                hits = prefer_intents(search(intents, n), result.ranked)
+                found = distinct(hits)
+            return found[:k]
+
         if buckets is None:
-            decision.hits = read_together(everything[:k])
+            decision.hits = read_together(distinct_top(None, everything))
             return decision
-        in_bucket = prefer_intents(search(buckets, k), result.ranked)
+        in_bucket = distinct_top(buckets, prefer_intents(search(buckets, k), result.ranked))
         # the unrouted top WEAK_RANK, and whatever ties with them (the same text in another
         # intent's doc)
         top_rows = {h.row for h in everything if h.score >= everything[WEAK_RANK - 1].score}
         if not in_bucket or in_bucket[0].row not in top_rows:
             decision.searched, decision.widened = None, True
             decision.reason = f"{reason}; bucket weak, widened to everything"
-            decision.hits = read_together(everything[:k])
+            decision.hits = read_together(distinct_top(None, everything))
             return decision
         seen = {h.row for h in in_bucket}
-        decision.hits = read_together(
-            (in_bucket + [h for h in everything if h.row not in seen])[:k]
-        )
+        rest = [h for h in distinct_top(None, everything) if h.row not in seen]
+        decision.hits = read_together(distinct(in_bucket + rest)[:k])
         return decision

@@ -201,12 +201,14 @@ def abstain_message(evidence: dict) -> str | None:
             f" {q}. Please ask it in {d}."
         )
     # named only when they are what weighs most against an answer: names as written, then the
-    # rarest other words
+    # rarest other words, of those the decision weighs (`rare`, `unseen`: below everyday English,
+    # RARE_ZIPF); an everyday word the docs happen not to use ("straight") only frames a question
     named: list[str] = []
     if evidence.get("why") in ("rare", "unseen", "phrase"):
         phrases = evidence.get("unknown_phrases", [])
         inside = {w.lower() for p in phrases for w in p.split()}
-        rest = [w for w in evidence.get("unknown_words", []) if w not in inside]
+        unknown = evidence.get("unknown_words", [])
+        rest = [w for w in unknown if w not in inside and zipf(w) < decide.RARE_ZIPF]
         named = phrases + sorted(rest, key=zipf)
     if named:
         return (

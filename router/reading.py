@@ -31,7 +31,7 @@ from index.search import MAX_WORD, tokenize
 from prompts import render
 
 from .claude import MessagesClient
-from .messages import cached_system, message, options, usage_of
+from .messages import cached_system, data, message, options, usage_of
 
 # What the asker pasted (a log, a stack trace, indented lines) and their own values (URLs, hosts,
 # IDs), found even where the question is no markdown
@@ -243,7 +243,12 @@ def follow_up_with_claude(
         client.messages.create(
             system=cached_system(render("condense", docs_language=docs_language), model),
             messages=[
-                {"role": "user", "content": f"Conversation:\n{convo}\n\nFollow-up: {question}"}
+                {
+                    "role": "user",
+                    "content": data("conversation", f"\n{convo}\n")
+                    + "\n"
+                    + data("follow_up", question),
+                }
             ],
             **options(model, "condense", 1000),
         )

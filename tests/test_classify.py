@@ -68,12 +68,17 @@ def test_valid_answer(stub, offline):
     enum = schema["properties"]["intents"]["items"]["properties"]["intent"]["enum"]
     assert enum == ["authentication", "billing", NO_INTENT]
     assert "effort" not in sent["output_config"]  # Haiku 4.5 takes no effort
-    # one block; its prefix is far below Haiku 4.5's minimum cacheable length: no marker
+    # the instructions alone in the system prompt; the taxonomy is data in the user turn, and its
+    # prefix is far below Haiku 4.5's minimum cacheable length: no marker
     [system] = sent["system"]
-    assert "cache_control" not in system
-    assert "API keys and OAuth" in system["text"] and "How do I rotate a key?" in system["text"]
+    taxonomy, question = sent["messages"][0]["content"]
+    assert "cache_control" not in system and "cache_control" not in taxonomy
+    assert "API keys and OAuth" not in system["text"]
+    assert taxonomy["text"].startswith("<intents>") and taxonomy["text"].endswith("</intents>")
+    assert "API keys and OAuth" in taxonomy["text"] and "How do I rotate a key?" in taxonomy["text"]
+    assert question["text"] == "<question>Can I get a refund?</question>"
     # "general" is named once, as a docs intent when the docs have one: no second meaning
-    assert "general" not in system["text"] and NO_INTENT in system["text"]
+    assert "general" not in taxonomy["text"] + system["text"] and NO_INTENT in system["text"]
 
 
 def test_intent_outside_the_taxonomy_falls_back(stub, offline):
@@ -134,6 +139,6 @@ def test_general_is_named_once_and_none_means_no_intent(stub, offline):
     result = claude.classify("What is the weather?", None)
     assert result.source == "claude" and result.ranked == []  # no intent: search everything
     sent = stub.calls("/v1/messages")[0].json
-    system = sent["system"][0]["text"]
-    assert system.count("general") == 1 and "- general: Everything else" in system
+    taxonomy = sent["messages"][0]["content"][0]["text"]
+    assert taxonomy.count("general") == 1 and "- general: Everything else" in taxonomy
     assert sent["output_config"]["effort"] == "low"  # Haiku 5.5 takes an effort

@@ -1,7 +1,10 @@
 import json
+import re
+
+import pytest
 
 from bot.cli import main
-from tests.conftest import write_docs
+from tests.conftest import ROOT, write_docs
 
 
 def test_index_json_summary(tmp_path, capsys):
@@ -320,3 +323,75 @@ def test_prices_are_the_english_pricing_pages():
     sonnet = price_for("claude-sonnet-5-5", DEFAULT_PRICES)
     assert sonnet is not None
     assert (sonnet["input"], sonnet["output"], sonnet["cache_write"]) == (2.0, 10.0, 2.5)
+
+
+def test_ask_with_a_key_exits_once_its_answer_is_printed(examples_db, stub, tmp_path):
+    """Claude's classification beside the answer hangs: `fieldguide ask` prints its answer and
+    exits without waiting for it, and the audit says the routing was not back."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from bot.state.sqlite import SqliteState
+    from index.store import open_db
+    from tests.conftest import ROOT
+    from tests.standins.claude import FakeClaude, hanging
+
+    release = threading.Event()
+    fake = FakeClaude(down={"classify": hanging(release, 120)})
+    stub.route("/v1/messages", fake)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "ANTHROPIC_API_KEY": "k",
+        "ANTHROPIC_BASE_URL": stub.url,
+        "FIELDGUIDE_DB": examples_db,
+    }
+    question = "How do I verify the signature of a webhook?"
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "ask", question],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=110,
+        )
+        exited = time.monotonic()
+        assert not release.is_set()  # the classification never came back
+    finally:
+        release.set()
+    assert out.returncode == 0, out.stderr
+    assert "[1]" in out.stdout
+    checked = [r for r in stub.calls("/v1/messages") if fake.kind(r.json) == "check"]
+    assert checked and exited - checked[-1].at < 10  # the answer's last call, then the exit
+    [row] = SqliteState(open_db(examples_db)).list_answers(limit=1)
+    assert "Claude's routing was not back by the end of the answer" in row["notes"]
+
+
+def test_audit_stats_offline_says_no_answer_called_claude(examples_db, capsys):
+    assert main(["ask", "How do I verify the signature of a webhook?", "--db", examples_db]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--stats", "--db", examples_db]) == 0
+    out = capsys.readouterr().out
+    assert "Estimated cost: none (no answer called Claude)" in out
+    assert "an answer that called Claude" not in out and "$0.00000" not in out
+
+
+@pytest.mark.parametrize("flag", ["--db", "--json"])
+def test_cli_md_names_the_commands_without_a_common_flag(flag):
+    """docs/cli.md says which commands do not take `--db` and `--json`: exactly those."""
+    from bot.cli import cli
+
+    text = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    said = re.search(rf"every command but ((?:`[\w ]+`(?:, | and )?)+) takes `{flag}", text, re.I)
+    assert said, f"docs/cli.md says nothing of which commands take {flag}"
+    named = {n.split()[0] for n in re.findall(r"`([\w ]+)`", said.group(1))}
+    without = {
+        name
+        for name, command in cli.commands.items()
+        if flag not in {o for p in command.params for o in getattr(p, "opts", [])}
+    }
+    assert named == without

@@ -12,6 +12,7 @@ from router import decide, reading, words
 from router.answer import ABSTAIN, ANSWER
 from router.engine import Engine
 from router.pipeline import Pipeline
+from router.question import abstain_message
 from tests.conftest import EXAMPLES, write_docs
 
 
@@ -41,6 +42,25 @@ def test_a_product_the_docs_never_mention_abstains_and_says_which(examples_db, l
         examples_db, local_embedder, "How do I sign in to the Tidewater dashboard through Okta?"
     )
     assert ok.decision != ABSTAIN and "okta" not in ok.trace.evidence["unknown_words"]
+
+
+def test_a_refusal_names_the_rare_words_the_docs_lack_not_everyday_ones(
+    examples_db, local_embedder
+):
+    """The words a refusal names are those the decision weighs (below everyday English): a word
+    English uses everywhere ("straight", "couple") that the docs happen not to use frames the
+    question, and naming it as the missing subject reads as nonsense."""
+    for question in (
+        "Does Tidewater support mercurial straight away?",
+        "Can I send webhooks straight to a mercurial hook, a couple at a time?",
+    ):
+        ans = ask(examples_db, local_embedder, question)
+        assert ans.decision == ABSTAIN, ans.trace.evidence
+        assert "straight" in ans.trace.evidence["unknown_words"]  # the docs lack it too
+        assert 'they don\'t mention "mercurial".' in ans.text, ans.text
+        assert "straight" not in ans.text and "couple" not in ans.text
+    evidence = {"why": "rare", "unknown_words": ["straight", "couple"], "unknown_phrases": []}
+    assert abstain_message(evidence) is None  # nothing rare to name: the near sections
 
 
 @pytest.mark.parametrize(

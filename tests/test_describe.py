@@ -1,3 +1,5 @@
+import html
+
 import anthropic
 import yaml
 
@@ -15,7 +17,8 @@ def describe_answers(req: Request):
     intent it was asked about (read back from the user turn), or a routing choice."""
     data: dict
     if structured_kind(req.json) == "describe":
-        intent = req.json["messages"][0]["content"].splitlines()[0].removeprefix("Intent: ")
+        sent = req.json["messages"][0]["content"]
+        intent = sent.split("<intent>", 1)[1].split("</intent>", 1)[0]
         data = {"description": f"All about {intent}.", "examples": [f"How does {intent} work?"]}
     else:
         data = {"intents": [{"intent": "webhooks", "confidence": 0.8}]}
@@ -114,7 +117,10 @@ def test_claude_routing_sees_each_intents_headings(stub, examples_db, local_embe
     assert result.source == "claude" and result.ranked == [("webhooks", 0.8)]
     [call] = stub.calls("/v1/messages")
     assert structured_kind(call.json) == "classify" and "tool_choice" not in call.json
+    # the taxonomy is data in the user turn (escaped, inside <intents>), not the system prompt
     system = call.json["system"][0]["text"]
+    taxonomy = html.unescape(call.json["messages"][0]["content"][0]["text"])
     for intent in intents:
         line = f"- {intent['name']}: {intent['description'] or '(no description)'}"
-        assert line + f"\n    headings: {'; '.join(headings[intent['name']])}" in system
+        assert line + f"\n    headings: {'; '.join(headings[intent['name']])}" in taxonomy
+    assert "headings:" not in system

@@ -168,9 +168,9 @@ def test_docs_reindex_on_one_replica_reaches_the_other(fleet):
 
 
 @contextmanager
-def dying_replica(fleet, name: str) -> Iterator[tuple[Replica, StubServer]]:
+def dying_replica(fleet, name: str, **env: str) -> Iterator[tuple[Replica, StubServer]]:
     """A fourth replica whose Claude never answers, so that it can be killed mid-answer; its
-    Claude stub, to wait on the question reaching it."""
+    Claude stub, to wait on the question reaching it. `env`: more of its settings."""
     claude = StubServer()
     release = threading.Event()
 
@@ -184,9 +184,11 @@ def dying_replica(fleet, name: str) -> Iterator[tuple[Replica, StubServer]]:
         fleet.url,
         fleet.mock.url,
         Path(fleet.replicas[0].db).parent,
+        False,  # HTTP, not Socket Mode
         ANTHROPIC_API_KEY="sk-ant-test",
         ANTHROPIC_BASE_URL=claude.url,
         FIELDGUIDE_MAX_RETRIES="0",
+        **env,
     )
     try:
         slow.wait_ready()
@@ -239,6 +241,24 @@ def test_a_replica_killed_after_acking_its_event_is_answered_by_another_without_
                 [f"C1:{ts}"],
             ).fetchone()
         assert done == (True,)
+
+
+def test_a_replica_stopped_with_sigterm_leaves_what_it_could_not_answer_to_another(fleet):
+    """SIGTERM: the replica answers what it holds for FIELDGUIDE_DRAIN_SECONDS, then exits 0
+    with its claims open; a live replica's sweeper answers the rest, in its placeholder, once."""
+    with dying_replica(fleet, "slow3", FIELDGUIDE_DRAIN_SECONDS="1") as (slow, claude):
+        ts = "1700000320.000001"
+        ev = mention("How many times is a failed webhook retried?", ts)
+        assert slow.event(ev, "EvTerm") == 200
+        claude.wait_for("/v1/messages")  # in flight: Claude never answers it
+        slow.proc.send_signal(signal.SIGTERM)
+        assert slow.proc.wait(30) == 0
+        assert "stopped with 1 question(s) unanswered" in slow.log_text()
+        [answer] = wait(lambda: fleet.answers_in(ts), timeout=20)
+        assert "attempts" in json.dumps(answer.get("blocks", ""))
+        fleet.settle()
+        assert len(fleet.answers_in(ts)) == 1 and fleet.placeholders_in(ts) == 1
+        assert fleet.audit_threads().count(ts) == 1
 
 
 def _sessions_of(url: str, pid: int) -> list:

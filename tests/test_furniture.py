@@ -112,6 +112,32 @@ def test_most_pages_is_a_binomial_test_with_no_verdict_on_four_pages_or_fewer():
     assert not counts.result().line("Unplug the TV.")
 
 
+def test_copies_of_a_page_are_one_page():
+    """Forty copies of a doc are one piece of content, not forty pages sharing their lines: their
+    lines are no furniture; a footer on most of the distinct pages still is."""
+    counts = Counts()
+    copied = "Rotate keys every 90 days.\nRevoke a leaked key at once."
+    for n in range(40):
+        counts.add(f"copy-{n:02}.md", "Keys", ["Keys"], copied, 0)
+    topics = [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+    ]
+    for topic in topics:
+        counts.add(f"{topic}.md", topic, [topic], f"The {topic} topic.\nAcme footer", 0)
+    furniture = counts.result()
+    assert not furniture.line("Rotate keys every 90 days.")
+    assert furniture.line("Acme footer")  # on 10 of the 11 distinct pages
+
+
 def test_the_running_header_and_footer_are_found_by_statistics(tmp_path, local_embedder):
     db = build(tmp_path, local_embedder)
     _, searcher = open_searcher(db, local_embedder.name)

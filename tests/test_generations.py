@@ -1,7 +1,8 @@
 """Index generations in a long-lived process: what the question's path derives from a
-generation (its docs' language, questions' languages, the docs' words) lives on that generation's
-Searcher (Searcher.memo) and goes with it; a generation is published with its search arrays
-already written, so the first question after a reindex maps them and builds nothing."""
+generation (its docs' language, questions' languages, the docs' words, a scope's part) lives on
+that generation's Corpus (router/corpus.py, held by engine.Loaded) and goes with it; a generation
+is published with its search arrays already written, so the first question after a reindex maps
+them and builds nothing."""
 
 import gc
 import json
@@ -18,7 +19,7 @@ import pytest
 from index.indexer import IndexError_, index_folder
 from index.mapped import arrays_path
 from index.publish import publish, sync
-from router.engine import Engine
+from router.engine import Engine, Scope
 from router.pipeline import Pipeline
 from tests.conftest import ROOT, write_docs
 
@@ -27,6 +28,7 @@ DOCS: dict[str, str | bytes] = {
     "auth/keys.md": "# API keys\n\nRotate an API key from the dashboard every 90 days.\n",
     "hooks/retries.md": RETRIES,
 }
+KEYS = Scope("#keys", folders=("auth/",))
 QUESTIONS = (
     "How often do I rotate an API key?",
     "how many times is a failed webhok retried",  # a typo: the docs' words are read
@@ -42,17 +44,22 @@ def test_no_old_generation_is_alive_after_20_reindexes(tmp_path, local_embedder)
     seen: list[weakref.ref] = []
     for n in range(20):
         loaded = pipeline.engine.loaded(wait=True)
-        seen.append(weakref.ref(loaded.searcher))
         for q in QUESTIONS:
             pipeline.answer(q)
-        del loaded
+            pipeline.answer(q, scope=KEYS)
+        # the generation, and what questions derived from it: its docs' words, a scope's docs
+        scoped = loaded.scoped[KEYS]
+        derived = (loaded.searcher, loaded.corpus, loaded.corpus.words, scoped, scoped.words)
+        seen += [weakref.ref(d) for d in derived]
+        del loaded, scoped, derived
         write_docs(docs, {"hooks/retries.md": RETRIES + f"\nRun {n}.\n"})
         index_folder(db, docs, local_embedder)
-    current = pipeline.engine.loaded(wait=True).searcher
-    deadline = time.monotonic() + 60  # a new generation's words are built on a thread of its own
+    now = pipeline.engine.loaded(wait=True)
+    current = {id(now.searcher), id(now.corpus), id(now.corpus.words)}
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         gc.collect()
-        alive = [r for r in seen if r() is not None and r() is not current]
+        alive = [r for r in seen if r() is not None and id(r()) not in current]
         if not alive:
             break
         time.sleep(0.5)
@@ -155,7 +162,7 @@ def test_the_first_question_after_a_reindex_maps_its_arrays(tmp_path, local_embe
 
 def test_a_full_disk_writing_the_arrays_keeps_the_published_generation(tmp_path, local_embedder):
     if not os.access("/dev/full", os.W_OK):
-        pytest.skip("no /dev/full to stand for a full disk")
+        pytest.skip("this system has no full device to stand for a full disk")
     docs = write_docs(tmp_path / "docs", DOCS)
     db = tmp_path / "index.db"
     index_folder(db, docs, local_embedder)

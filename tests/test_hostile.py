@@ -86,20 +86,21 @@ def test_control_characters_reach_no_terminal_but_stay_in_json(tmp_path, capsys,
 
 
 def test_control_character_escapes_match_unicode():
-    from index.clean import UNSAFE
-
     def unsafe(ch: str) -> bool:
         if ch in "\n\t":
             return False
         if 0xD800 <= ord(ch) <= 0xDFFF:
             return True
         bidi = unicodedata.bidirectional(ch)
-        return unicodedata.category(ch) == "Cc" or bidi in (
+        return unicodedata.category(ch) in ("Cc", "Cf") or bidi in (
             "LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"
         )  # fmt: skip
 
-    assert [c for c in range(0x110000) if bool(UNSAFE.match(chr(c))) != unsafe(chr(c))] == []
+    assert [c for c in range(0x110000) if (terminal_safe(chr(c)) != chr(c)) != unsafe(chr(c))] == []
     assert terminal_safe("a\tb\nc\x1b[0m\x7f") == "a\tb\nc\\x1b[0m\\x7f"
+    # the invisible ones too: a zero-width space, a word joiner, a tag character, shown
+    assert terminal_safe("x\u200by\u2060z\U000e0041") == "x\\u200by\\u2060z\\U000e0041"
+    assert terminal_safe("café 日本 🙂") == "café 日本 🙂"
 
 
 def test_a_question_that_is_not_utf8_is_a_clear_error(examples_db, capsys, monkeypatch):

@@ -1,6 +1,9 @@
+from pathlib import Path
+
 import pytest
 
-from index.loader import DocError, load_intents_yaml, parse_doc
+from index.indexer import index_folder
+from index.loader import DocError, load_intents_yaml, parse_doc, walk_docs
 from tests.conftest import write_docs
 
 
@@ -102,25 +105,60 @@ def test_symlinks_are_followed_only_inside_the_docs_folder(tmp_path):
     (tmp_path / ".env").write_text("SLACK_BOT_TOKEN=xoxb-secret\n")
     docs = write_docs(tmp_path / "docs", {"a.md": "# A\ntext\n", "sub/b.md": "# B\ntext\n"})
     (docs / "notes.md").symlink_to("../.env")  # the leak of the issue
-    (docs / "alias.md").symlink_to("a.md")  # inside: followed, under its own name
+    (docs / "alias.md").symlink_to("a.md")  # inside: the doc it lands on, once, at its own path
     (docs / "gone.md").symlink_to("missing.md")
     (docs / "self.md").symlink_to("self.md")
-    (docs / "again").symlink_to(".")  # a folder loop
+    (docs / "again").symlink_to(".")  # a folder inside: walked where it is
     (docs / "outside").symlink_to(tmp_path)
-    (docs / "mirror").symlink_to("sub")  # a folder inside: followed
+    (docs / "mirror").symlink_to("sub")  # a folder inside: its docs at their own paths
+    (docs / "hidden").symlink_to(".git")
+    (docs / ".git").mkdir()
+    (docs / ".git" / "c.md").write_text("# C\n")
     walk = walk_docs(docs)
-    assert [p.relative_to(docs).as_posix() for p in walk.files] == [
-        "a.md",
-        "alias.md",
-        "mirror/b.md",
-        "sub/b.md",
-    ]
+    assert [p.relative_to(docs).as_posix() for p in walk.files] == ["a.md", "sub/b.md"]
     reasons = {s["path"]: s["reason"] for s in walk.skipped}
-    assert set(reasons) == {"notes.md", "gone.md", "self.md", "again", "outside"}
+    assert set(reasons) == {"notes.md", "gone.md", "self.md", "outside", "hidden"}
     assert "outside the docs folder" in reasons["notes.md"]
     assert "outside the docs folder" in reasons["outside"]
     assert "does not exist" in reasons["gone.md"]
-    assert "loop" in reasons["self.md"] and "loop" in reasons["again"]
+    assert "loop" in reasons["self.md"]
+    assert "hidden" in reasons["hidden"]
+
+
+def test_a_folder_link_is_judged_by_where_it_lands_in_any_walk_order(tmp_path, local_embedder):
+    """A link to a folder walked after it (`aaa -> zzz`) or before it (`zzz -> aaa`) adds no doc
+    and no second path: each doc is indexed once, at its real path, and a scope's folder holds
+    the docs that live in it, not those a link inside it points to."""
+    from bot.scopes import parse_scopes
+    from router.engine import Engine
+    from router.pipeline import Pipeline
+
+    secret = "# Payroll\n\nThe payroll export runs at 02:00 with the key PX-77.\n"
+    for link, target in (("billing/aaa", "zzz"), ("billing/zzz", "aaa"), ("zoo/mm", "aaa")):
+        root = tmp_path / link.replace("/", "-")
+        files: dict[str, str | bytes] = {
+            "billing/plans.md": "---\nintent: billing\n---\n# Plans\n\nThe Pro plan is $20.\n",
+            f"{target}/payroll.md": f"---\nintent: hr\n---\n{secret}",
+            "zoo/other.md": "# Other\n\nAnything.\n",
+        }
+        docs = write_docs(root / "docs", files)
+        (docs / link).symlink_to(Path("..") / target)
+        walk = walk_docs(docs)
+        paths = [p.relative_to(docs).as_posix() for p in walk.files]
+        assert paths == sorted(["billing/plans.md", f"{target}/payroll.md", "zoo/other.md"])
+        assert walk.skipped == []
+        db = root / "i.db"
+        summary = index_folder(db, docs, local_embedder)
+        assert sorted(summary.added) == paths  # once each, whichever is walked first
+        scopes = parse_scopes(
+            "channels: {CBILLING: {folders: [billing/]}}", {"billing", "hr", "general"}, paths
+        )
+        billing = scopes.by_key["CBILLING"]
+        answer = Pipeline(Engine(str(db), local_embedder)).answer(
+            "When does the payroll export run?", scope=billing
+        )
+        assert all(h["doc"].startswith("billing/") for h in answer.trace.hits), link
+        assert "PX-77" not in answer.text
 
 
 def test_a_symlink_to_a_secret_is_not_indexed_and_is_named(tmp_path, capsys):
@@ -184,6 +222,7 @@ def test_front_matter_schema(front_matter, reason):
         ("url: javascript:alert(1)", "url", "not an http(s) link"),
         ("url: https://example.com/a b", "url", "not an http(s) link"),
         ("url: https://example.com/<script>", "url", "not an http(s) link"),
+        ("url: https://docs.example/\u202egnp.exe", "url", "invisible characters"),
         ("url: [https://example.com]", "url", "'url' must be text, got a list"),
         (f"title: {'t' * 201}", "title", "'title' is 201 characters (at most 200)"),
         ("version: {a: 1}", "version", "'version' must be text, got a mapping"),

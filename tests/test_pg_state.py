@@ -51,6 +51,19 @@ def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
         ).fetchall() == [(1,)]
 
 
+def test_a_schema_a_newer_fieldguide_migrated_is_refused_by_name(pg_server, monkeypatch, capsys):
+    url = pg_server.create_database("newer_schema")
+    upgrade(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [LATEST + 1])
+    monkeypatch.setenv("FIELDGUIDE_DATABASE_URL", url)
+    newer = f"written by a newer fieldguide (version {LATEST + 1}; this one knows up to {LATEST})"
+    for argv in (["db", "upgrade"], ["audit"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert newer in err and "Traceback" not in err, err
+
+
 def test_unreachable_or_unprepared_database_is_a_clear_error(pg_server, monkeypatch, capsys):
     from tests.standins.pgserver import free_port
 

@@ -38,7 +38,7 @@ def corpus_of(root):
 )
 def test_bm25_matches_rank_bm25(root, questions):
     if not root.is_dir():
-        pytest.skip(f"{root} not present")
+        pytest.skip(f"the shared eval set's {root.parent.name}/docs is not beside this checkout")
     corpus = [tokenize(t) for t in corpus_of(root)]
     if questions is None:
         lines = (SHARED_EVAL / "claude-docs" / "questions.jsonl").read_text().splitlines()

@@ -415,3 +415,26 @@ def test_a_docs_deceptive_link_is_no_link_in_slack(make_harness, tmp_path, local
     text = "\n".join(b["text"] for b in answer["blocks"] if b["type"] == "markdown")
     assert "recovery console" in text
     assert "evil.example" not in " ".join(links_in(text)), text
+
+
+def test_a_dead_process_s_unanswered_claim_is_taken_over_once(tmp_path):
+    """A claim made by a process that has exited (here `python -c`), not answered: the next
+    process takes it over with its event, once; answered claims are not taken."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    path = tmp_path / "state.db"
+    claim = (
+        "import sys; from bot.state.sqlite import SqliteState; from index.store import open_db;"
+        " s = SqliteState(open_db(sys.argv[1]));"
+        " assert s.claim_event('Ev1', 'C1:1.0', event={'keys': ['Ev1', 'C1:1.0'], 'n': 1});"
+        " assert s.claim_event('Ev2', event={'keys': ['Ev2'], 'n': 2}); s.done_event('Ev2')"
+    )
+    subprocess.run([sys.executable, "-c", claim, str(path)], cwd=ROOT, check=True, timeout=60)
+    state = SqliteState(open_db(path))
+    [taken] = state.take_orphans(10)
+    assert json.dumps(taken) == json.dumps({"keys": ["Ev1", "C1:1.0"], "n": 1})
+    assert state.take_orphans(10) == []  # now this process's
+    assert not state.claim_event("Ev1")  # held by a live process

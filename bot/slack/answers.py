@@ -128,6 +128,14 @@ class Answerer:
         if waits and not small_talk(q.text):  # "thanks" is not told to wait for its reply
             self._post(q, BUSY)
 
+    def drain(self, deadline: float) -> int:
+        """Go on answering what is queued and in flight until it is done or `deadline` (a
+        time.monotonic()) passes; how many are left then (their claims stay open: the next
+        process answers them, bot/slack/orphans.py)."""
+        while self.queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.queue.unfinished_tasks
+
     def close(self) -> None:
         for _ in self._threads:
             try:
@@ -139,6 +147,7 @@ class Answerer:
         while True:
             q = self.queue.get()
             if q is None:
+                self.queue.task_done()
                 return
             with self._lock:
                 self._busy += 1
@@ -149,6 +158,7 @@ class Answerer:
             finally:
                 with self._lock:
                     self._busy -= 1
+                self.queue.task_done()  # `drain` counts what is queued or in flight
 
     # -- one question ----------------------------------------------------------------------------
 

@@ -1,18 +1,23 @@
 """`fieldguide serve`: the Slack bot until the process is stopped — the fleet's newest index first
-(in a fleet), the engine warmed, /healthz, then Socket Mode or HTTP."""
+(in a fleet), the engine warmed, /healthz, then Socket Mode or HTTP; on SIGTERM or SIGINT it
+stops taking events and answers what it took for up to FIELDGUIDE_DRAIN_SECONDS (stopping.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
 from typing import TYPE_CHECKING
+
+from waitress import wasyncore
 
 from index.redact import redact_logs
 
 from ..logs import say
+from .stopping import Stop, StopSignals, drain, leave
 
 if TYPE_CHECKING:
     from .guide import Guide
+    from .listeners.common import Bot
 
 
 class CannotServe(Exception):
@@ -65,14 +70,21 @@ def serve(guide: Guide, http: int | None, host: str) -> None:
     app = bot.app
     if http:
         health.slack = auth_test_slack(app.client)
+        server = http_server(app, settings.slack_signing_secret, host, http, health=health)
         say(f"fieldguide: serving Slack over HTTP at http://{host}:{http}/slack/events")
-        http_server(app, settings.slack_signing_secret, host, http, health=health).run()
+        signals = StopSignals(interrupt=True).install()
+        with contextlib.suppress(Stop):  # raised before the loop began
+            server.run()  # until a stop signal: waitress then ends its request threads
+        wasyncore.close_all(server._map)  # the port and its connections: nothing more is taken
+        if signals.requested.is_set():
+            stopped(bot, guide, settings.drain_seconds)
         return
     from slack_bolt.adapter.socket_mode import SocketModeHandler
     from slack_bolt.util.utils import get_boot_message
     from slack_sdk.errors import SlackApiError
 
     handler = SocketModeHandler(app, settings.slack_app_token)
+    signals = StopSignals(interrupt=False).install()
     health.slack = socket_mode_slack(handler.client)
     try:
         handler.connect()
@@ -84,4 +96,16 @@ def serve(guide: Guide, http: int | None, host: str) -> None:
         ) from None
     say("fieldguide: connected to Slack over Socket Mode")
     app.logger.info(get_boot_message())  # what SocketModeHandler.start() does after connect()
-    threading.Event().wait()
+    signals.requested.wait()
+    app.accepting = False  # an event still arriving is not acknowledged: Slack sends it again
+    handler.client.auto_reconnect_enabled = False
+    handler.close()  # the connection: nothing more is taken
+    stopped(bot, guide, settings.drain_seconds)
+
+
+def stopped(bot: Bot, guide: Guide, seconds: float) -> None:
+    """Drain for up to `seconds`, give the state back; with questions left, end at once."""
+    left = drain(bot, seconds)
+    guide.state.close()
+    if left:
+        leave()

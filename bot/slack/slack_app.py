@@ -3,7 +3,9 @@ WSGI entry point for HTTP mode.
 
 Bolt acknowledges each event at once; answers run on their own bounded pool (answers.py), so acks,
 feedback clicks and commands never wait behind a slow answer. Retries and double deliveries are
-dropped by `State.claim_event`, which survives a restart.
+dropped by `State.claim_event`, which survives a restart. Each event is written down before it is
+acknowledged (inbox.py), and what a stopped or killed process acknowledged and did not answer is
+answered by the next one, or by another replica (orphans.py).
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import re
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from slack_bolt import App, BoltRequest, BoltResponse
+from slack_bolt import App
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry import all_builtin_retry_handlers
@@ -29,7 +32,9 @@ from slack_sdk.signature import SignatureVerifier
 from ..health import Health, respond
 from ..settings import Settings
 from .answers import Answerer
+from .inbox import InboxApp
 from .listeners import Bot, register
+from .orphans import Sweeper
 from .reindex import Refresher, Reindexer
 
 if TYPE_CHECKING:
@@ -37,7 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SLACK_LAST_RETRY = 3  # Slack retries an event 3 times (about at once, after 1 and 5 minutes)
 MAX_BODY_BYTES = 1024 * 1024  # Slack's payloads are far smaller; anything bigger is refused
 # auth.test errors that waiting will not fix
 FATAL_AUTH = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
@@ -138,7 +142,12 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
     client = client or make_client(settings)
     identity = connect(client, settings.slack_startup_seconds)
     with quiet_token_warning():
-        app = App(client=client, signing_secret=settings.slack_signing_secret or None)
+        app = InboxApp(
+            state=guide.state,
+            client=client,
+            signing_secret=settings.slack_signing_secret or None,
+            name="fieldguide.slack",  # the listeners' logger (Bolt's default: the caller's file)
+        )
     if guide.scopes is not None:
         guide.scopes.resolve(client)  # channel names → ids, once; a ScopeError names the unknown
     state = guide.state
@@ -151,30 +160,13 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
         reindexer=Reindexer(settings, guide.embedder, state),
         app=app,
     )
-    if state.fleet:  # no ack for an event whose claim would not survive this replica
-
-        @app.middleware
-        def hold_undurable_events(req: BoltRequest, resp: BoltResponse, next: Callable) -> Any:
-            retry = int((req.headers.get("x-slack-retry-num") or ["0"])[0] or 0)
-            if (
-                req.body.get("type") == "event_callback"
-                and retry < SLACK_LAST_RETRY
-                and not state.durable()
-            ):
-                # Slack sends it again (HTTP: a 503; Socket Mode: no ack), to us or another
-                # replica, once PostgreSQL is back; its last retry is answered from memory
-                return BoltResponse(status=503, body="PostgreSQL unavailable: retry")
-            return next()
-
     register(app, bot)
     from .owners import OwnersWorker, summary_changed
 
     bot.owners = OwnersWorker(client, guide).start()
     bot.reindexer.on_changed = lambda summary: bot.owners.after_reindex(summary_changed(summary))
-    if state.fleet:  # answer what dead replicas acknowledged
-        from .orphans import Sweeper
-
-        bot.sweeper = Sweeper(bot)
+    # answer what a stopped or killed process (a dead replica) acknowledged and did not answer
+    bot.sweeper = Sweeper(bot)
     if settings.refresh_seconds:  # pull and reindex the docs on a schedule
         bot.refresher = Refresher(
             bot.reindexer, settings.refresh_seconds, guide.engine.loaded
@@ -192,14 +184,22 @@ def build_app(guide: Guide, client: WebClient | None = None) -> App:
     return build_bot(guide, client).app
 
 
+# The headers' shapes, as Slack sends them: a Unix time in seconds, and "v0=" with a SHA-256 HMAC
+# in hex. Anything else is unsigned before slack_sdk reads it (which turns a long number into a
+# float: an OverflowError, and a non-ASCII signature into a TypeError).
+SLACK_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+SLACK_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+
+
 def signed(verifier: SignatureVerifier, body: bytes, environ: dict) -> bool:
-    """Slack's signature over the raw body; junk (no timestamp, not UTF-8) is simply unsigned."""
+    """Slack's signature over the raw body; junk (headers of another shape, a body that is not
+    UTF-8) is simply unsigned."""
+    timestamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP") or ""
+    signature = environ.get("HTTP_X_SLACK_SIGNATURE") or ""
+    if not (SLACK_TIMESTAMP.fullmatch(timestamp) and SLACK_SIGNATURE.fullmatch(signature)):
+        return False
     try:
-        return verifier.is_valid(
-            body=body,
-            timestamp=environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP"),
-            signature=environ.get("HTTP_X_SLACK_SIGNATURE"),
-        )
+        return verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
     except (ValueError, UnicodeDecodeError):
         return False
 

@@ -1,6 +1,11 @@
 """The embedded default `State` (bot/state/__init__.py): the audit trail (every answer, with what
 led to it, the feedback users gave on it and its hand-off) and claimed Slack events in the index
-file; rate limits and the reindex lock in this process (memory.py)."""
+file; rate limits and the reindex lock in this process (memory.py).
+
+A claim keeps the event it was made for and the process that made it (process.py), until the
+answer is recorded or the event is done: what a process acknowledged and did not answer before it
+was stopped or killed is taken over by the next one (`take_orphans`, bot/slack/orphans.py), as a
+fleet's replicas take over each other's (bot/state/postgres/claims.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ from typing import Any
 
 import sqlite_utils
 
-from index.store import migrate, utc_now, writing
+from index.schema import migrate, refuse_newer
+from index.store import utc_now, writing
 
+from . import process
 from .loop import Loop, tables
 from .memory import InProcess
 from .rows import USAGE_BATCH, answer_filter, answer_row, decode_row
@@ -25,7 +32,9 @@ log = logging.getLogger(__name__)
 # pruning old answers is a DELETE over an index: done at most this often per process, not per answer
 PRUNE_EVERY_SECONDS = 3600
 
-EVENT_TTL = 3600.0  # seconds a claimed Slack event stays claimed (Slack retries within minutes)
+EVENT_TTL = 3600.0  # seconds an answered Slack event stays claimed (Slack retries within minutes)
+# seconds an unanswered claim is kept for the next process to answer or apologise for
+UNANSWERED_TTL = 86_400.0
 
 # The audit trail's tables, beside the index's in the same file (index/store.py owns those): this
 # module alone reads and writes them.
@@ -68,9 +77,35 @@ def m002_owners_loop(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+READ_ONLY = (
+    "the audit trail is not recorded: the index is read-only (answers, feedback and hand-offs"
+    " are not kept; fieldguide doctor says so too)"
+)
+
+
+@AUDIT_MIGRATIONS()
+def m003_claims_keep_their_event(db: sqlite_utils.Database) -> None:
+    """A claim keeps its event (what is needed to answer it), whether it is done, and the process
+    that holds it. Claims made before are taken as done: nothing is known to answer them with."""
+    for sql in (
+        "ALTER TABLE slack_events ADD COLUMN event TEXT",
+        "ALTER TABLE slack_events ADD COLUMN done INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE slack_events ADD COLUMN owner TEXT",
+        "UPDATE slack_events SET done = 1",
+    ):
+        db.execute(sql)
+
+
 def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
+    """The answer's audit row, and its claim closed (`context["keys"]`), in one transaction."""
+    keys = [k for k in context.get("keys") or () if k]
     with writing(db):
         pk = db.table("answers").insert(answer_row(ans, context)).last_pk
+        if keys:
+            db.execute(
+                f"UPDATE slack_events SET done = 1 WHERE key IN ({','.join('?' * len(keys))})",
+                keys,
+            )
     assert pk is not None  # an AUTOINCREMENT id
     return int(pk)
 
@@ -152,9 +187,11 @@ class SqliteState(InProcess):
     and the reindex lock held by this process.
 
     Answers older than `retention_days` (0 = keep forever) are pruned as answers are written, at
-    most once an hour. When the index cannot be written (a read-only file or folder, a full disk)
-    answers are still given: the audit write fails soft, with one warning per process, and claimed
-    events are kept in this process's memory instead."""
+    most once an hour. When the index cannot be written answers are still given: opened
+    read-only (a read-only volume: `index.store.PerThread.read_only`) the audit trail is off,
+    said once as the state opens; a write that fails (a full disk) fails soft, with one warning
+    per process. Claimed events are then kept in this process's memory instead. An index whose
+    audit tables a newer fieldguide migrated is refused (index.store.NewerIndex)."""
 
     def __init__(
         self, db: sqlite_utils.Database, event_ttl: float = EVENT_TTL, retention_days: int = 90
@@ -165,16 +202,25 @@ class SqliteState(InProcess):
         self._last_prune: float | None = None
         self._warned = False
         super().__init__()  # claims live here only while the index can't be written
-        # the tables once, now, so the per-answer writes below don't repeat it
-        self._audit_failed(lambda: migrate(db, AUDIT_MIGRATIONS))
         self._loop = Loop(self._run, "?")  # the owners' loop in the index file
+        self.recording = not getattr(db, "read_only", False)
+        if not self.recording:
+            refuse_newer(db, AUDIT_MIGRATIONS, "the index's audit trail")
+            self._warned = True
+            log.warning(READ_ONLY)
+            return
+        # the tables once, now, so the per-answer writes below don't repeat it
+        self._audit_failed(lambda: migrate(db, AUDIT_MIGRATIONS, "the index's audit trail"))
 
     def _run(self, sql: str, params: list) -> list[tuple]:
         with writing(self.db):
             return self.db.execute(sql, params).fetchall()
 
     def _audit_failed(self, write) -> bool:
-        """Run an audit write; on a database error warn once and go on (True)."""
+        """Run an audit write; on a database error warn once and go on (True). Read-only: not
+        tried (True)."""
+        if not self.recording:
+            return True
         try:
             write()
             return False
@@ -236,28 +282,108 @@ class SqliteState(InProcess):
 
     def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         keys = tuple(k for k in keys if k)
-        now = time.time()
+        if not self.recording:
+            return super().claim_event(*keys)
         try:
-            return self._claim_in_db(keys, now)
+            return self._claim_in_db(keys, event)
         except sqlite3.DatabaseError as e:
             if not self._warned:
                 self._warned = True
                 log.warning("claimed events kept in memory: the index cannot be written (%s)", e)
         return super().claim_event(*keys)
 
-    def _claim_in_db(self, keys: tuple[str, ...], now: float) -> bool:
+    def _claim_in_db(self, keys: tuple[str, ...], event: dict | None) -> bool:
+        """Every key claimed by this process, or none: a key answered (done) or held by a process
+        that still runs is not taken; one left unanswered by a process that died is."""
+        now = time.time()
         with writing(self.db):
-            # expired claims go first, so the table holds about an hour of events
-            self.db.execute("DELETE FROM slack_events WHERE claimed < ?", [now - self.event_ttl])
+            # answered claims go after an hour (Slack retries within minutes), unanswered ones
+            # after a day
+            self.db.execute(
+                "DELETE FROM slack_events WHERE claimed < ? AND (done = 1 OR claimed < ?)",
+                [now - self.event_ttl, now - UNANSWERED_TTL],
+            )
             marks = ",".join("?" * len(keys))
-            if (
-                keys
-                and self.db.execute(
-                    f"SELECT 1 FROM slack_events WHERE key IN ({marks}) LIMIT 1", list(keys)
-                ).fetchone()
-            ):
+            # a claim older than an hour no longer holds (Slack retries within minutes), as in a
+            # fleet; an unanswered one is kept meanwhile for `take_orphans`
+            held = self.db.execute(
+                f"SELECT done, owner FROM slack_events WHERE key IN ({marks}) AND claimed >= ?",
+                [*keys, now - self.event_ttl],
+            ).fetchall()
+            if any(done or process.alive(owner) for done, owner in held):
                 return False
+            stored = json.dumps(event) if event is not None else None
             self.db.conn.executemany(
-                "INSERT INTO slack_events (key, claimed) VALUES (?, ?)", [(k, now) for k in keys]
+                "INSERT OR REPLACE INTO slack_events (key, claimed, event, done, owner)"
+                " VALUES (?, ?, ?, 0, ?)",
+                [(k, now, stored, process.me()) for k in keys],
             )
             return True
+
+    def done_event(self, *keys: str) -> None:
+        keys = tuple(k for k in keys if k)
+        if keys:
+            self._audit_failed(lambda: self._update_claims("done = 1", keys))
+
+    def note_placeholder(self, keys: tuple[str, ...], ts: str) -> None:
+        """Keep the answer's placeholder with its claim: the next process, taking the event over,
+        answers in it instead of leaving it behind."""
+        if keys:
+            self._audit_failed(
+                lambda: self._update_claims(
+                    "event = json_set(event, '$.placeholder', ?)", keys, [ts], "event IS NOT NULL"
+                )
+            )
+
+    def _update_claims(
+        self, change: str, keys: tuple[str, ...], args: list | None = None, where: str = "1"
+    ) -> None:
+        with writing(self.db):
+            self.db.execute(
+                f"UPDATE slack_events SET {change} WHERE key IN ({','.join('?' * len(keys))})"
+                f" AND {where}",
+                [*(args or []), *keys],
+            )
+
+    def take_orphans(self, limit: int) -> list[dict]:
+        """Up to `limit` unanswered events whose process died (stopped or killed) after claiming
+        them, now claimed by this one; each taken only if all its keys still were that process's,
+        so two processes never take the same."""
+        if limit <= 0:
+            return []
+        try:
+            rows = self.db.execute(
+                "SELECT event, owner, min(claimed) FROM slack_events WHERE done = 0"
+                " AND event IS NOT NULL AND owner IS NOT ? AND claimed >= ?"
+                " GROUP BY event, owner ORDER BY min(claimed)",
+                [process.me(), time.time() - UNANSWERED_TTL],
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return []  # a read-only index made before claims kept their events
+        taken: list[dict] = []
+        for stored, owner, _ in rows:
+            if len(taken) >= limit:
+                break
+            event = json.loads(stored)
+            keys = [k for k in event.get("keys") or () if k]
+            if not keys or process.alive(owner):
+                continue
+            if self._audit_failed(lambda k=keys, o=owner, e=event: self._take(k, o, taken, e)):
+                break
+        return taken
+
+    def _take(self, keys: list[str], owner: str, taken: list[dict], event: dict) -> None:
+        marks = ",".join("?" * len(keys))
+        with writing(self.db):
+            (still,) = self.db.execute(
+                f"SELECT count(*) FROM slack_events WHERE key IN ({marks}) AND owner = ?"
+                " AND done = 0",
+                [*keys, owner],
+            ).fetchone()
+            if still != len(keys):  # taken by another meanwhile, or answered: not ours
+                return
+            self.db.execute(
+                f"UPDATE slack_events SET owner = ?, claimed = ? WHERE key IN ({marks})",
+                [process.me(), time.time(), *keys],
+            )
+        taken.append(event)

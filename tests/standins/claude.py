@@ -5,6 +5,7 @@ handler for a StubServer: server.py)."""
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 import threading
@@ -408,7 +409,8 @@ class FakeClaude:
 
     def describe(self, body: dict) -> dict:
         """`fieldguide intents --describe`'s draft of one intent."""
-        intent = body["messages"][0]["content"].split("\n", 1)[0].removeprefix("Intent: ")
+        found = re.search(r"<intent>(.*?)</intent>", body["messages"][0]["content"], re.S)
+        intent = html.unescape(found.group(1)) if found else "?"
         return claude_message(
             tool_use(
                 "describe_intent",

@@ -4,13 +4,14 @@ answer queue and the reindexer; and `ask`, the common way into the answer queue.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from slack_bolt import App
 from slack_sdk import WebClient
 
 from ..answers import SLACK_FAILURES, SORRY, Answerer, Question
+from ..inbox import InboxApp
 from ..reindex import Reindexer
 from ..slack_rules import dedupe_keys, plain_text, reply_thread
 
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
 
 QUESTIONS_PER_MINUTE = 6  # per user
 TOO_FAST = "You're asking faster than I can read: give me a minute and ask again."
+TOO_LATE = (
+    ":warning: Sorry, I was restarted before I could answer this, and it is too late now for the"
+    " answer to help. Please ask again."
+)
 
 
 @dataclass
@@ -27,7 +32,7 @@ class Bot:
     bot_user: str
     answerer: Answerer
     reindexer: Reindexer
-    app: App
+    app: InboxApp
     sweeper: Any = None  # bot/slack/orphans.py's Sweeper, in a fleet
     refresher: Any = None  # bot/slack/reindex.py's Refresher, with FIELDGUIDE_REFRESH_EVERY
     home_tabs: Any = None  # bot/slack/home.py's HomeTabs: the worker that builds Home tabs
@@ -43,15 +48,18 @@ class Bot:
         assistant: bool = False,
     ) -> None:
         """Queue the question in `event` once (Slack's retries and double deliveries dropped),
-        within the user's rate limit. In a fleet the claim keeps what is needed to answer it, for
-        another replica to answer if this one dies first (bot/slack/orphans.py)."""
+        within the user's rate limit. The claim keeps what is needed to answer it, for the next
+        process (in a fleet, another replica) to answer if this one stops first
+        (bot/slack/orphans.py)."""
         keys = dedupe_keys(body, event)
+        received = self.app.received()  # now, unless handled again after a stop
         stored = {
             "keys": list(keys),
             "event": event,
             "body": body,
             "in_thread": in_thread,
             "assistant": assistant,
+            "received": received,
         }
         try:
             claimed = self.guide.state.claim_event(*keys, event=stored)
@@ -75,7 +83,7 @@ class Bot:
             except SLACK_FAILURES as e:  # nothing more to say to a user who asks too fast
                 logger.warning("could not post the rate-limit note: %s", e)
             return
-        self.queue(client, event, body, in_thread, assistant, keys)
+        self.queue(client, event, body, in_thread, assistant, keys, received=received)
 
     def queue(
         self,
@@ -86,9 +94,14 @@ class Bot:
         assistant: bool,
         keys: tuple[str, ...],
         placeholder: str | None = None,
+        received: float | None = None,
     ) -> None:
         """Hand a claimed question to the answer workers (`placeholder`: a message already
-        posted for it, to answer in)."""
+        posted for it, to answer in). One that came in (`received`) longer ago than
+        FIELDGUIDE_RECOVER_SECONDS, left by a stop or a crash, gets an apology instead."""
+        if received is not None and time.time() - received > self.guide.settings.recover_seconds:
+            self.say_too_late(client, event, in_thread, keys, placeholder)
+            return
         self.answerer.submit(
             Question(
                 client=client,
@@ -104,6 +117,25 @@ class Bot:
                 extra={"placeholder": placeholder} if placeholder else {},
             )
         )
+
+    def say_too_late(
+        self,
+        client: WebClient,
+        event: dict,
+        in_thread: bool,
+        keys: tuple[str, ...],
+        placeholder: str | None,
+    ) -> None:
+        channel, thread = event["channel"], reply_thread(event, in_thread)
+        try:
+            if placeholder:
+                client.chat_update(channel=channel, ts=placeholder, text=TOO_LATE, blocks=[])
+            else:
+                client.chat_postMessage(channel=channel, thread_ts=thread, text=TOO_LATE)
+        except SLACK_FAILURES as e:
+            logging.getLogger(__name__).warning("could not apologise in %s: %s", channel, e)
+            return  # the claim stays open: the next process tries again
+        self.guide.state.done_event(*keys)
 
     def close(self) -> None:
         if self.sweeper is not None:

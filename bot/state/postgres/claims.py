@@ -32,7 +32,7 @@ RETURNING key"""
 # replica: that one is left to its lease, so a live replica finishes it without a second answer.
 ORPHANS = """SELECT DISTINCT event FROM (
     SELECT c.event FROM event_claims c
-    WHERE NOT c.done AND c.event IS NOT NULL AND c.claimed > now() - interval '1 hour'
+    WHERE NOT c.done AND c.event IS NOT NULL AND c.claimed > now() - interval '1 day'
       AND (c.claimed > pg_postmaster_start_time()
            OR c.claimed < now() - make_interval(secs => %(lease)s))
       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
@@ -132,5 +132,9 @@ class Claims(Session):
         return taken
 
     def _housekeeping(self) -> None:
-        """Answered claims expire after an hour."""
-        self._run("DELETE FROM event_claims WHERE claimed < now() - interval '1 hour'")
+        """Answered claims expire after an hour, unanswered ones (kept for a live replica to
+        answer, or apologise for: bot/slack/orphans.py) after a day."""
+        self._run(
+            "DELETE FROM event_claims WHERE claimed < now() - interval '1 hour'"
+            " AND (done OR claimed < now() - interval '1 day')"
+        )
