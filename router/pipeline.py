@@ -274,12 +274,13 @@ class Pipeline:
             self.engine.embedder,
             searcher.furniture,
             found.exact.names,
+            found.hits,
         )
         decided = exact.near(decided, names, [p.text for p in passages])
         run.laps("extract")
         if decided.decision == ABSTAIN or not passages:
             return Draft(decided)
-        chunks = {h.chunk["id"]: h.chunk for h in top}
+        chunks = {h.chunk["id"]: h.chunk for h in [*found.hits, *top]}
         run.tell("reading", labels(chunks[p.chunk_id] for p in passages))
         sources = citations.number_sources(passages, chunks, self.docs_base_url)
         # unsure offline, the quotes stand under the caveat alone (UNSURE names them)

@@ -105,6 +105,13 @@ def test_an_error_code_is_quoted_by_the_row_that_holds_it(examples_db, local_emb
     assert any(q.startswith("| `TW-1016` | 410 | Outside retention window") for q in quotes)
 
 
+def test_how_to_rotate_an_api_key_quotes_the_cli_that_rolls_it(examples_db, local_embedder):
+    ans = pipeline(examples_db, local_embedder).answer("How do I rotate an API key?")
+    assert ans.decision == ANSWER
+    quotes = [c.cited_text for c in ans.citations if c.verified]
+    assert any("tide keys roll" in q for q in quotes)
+
+
 def test_an_answer_missing_the_asked_identifier_is_never_a_plain_answer(
     examples_db, local_embedder, stub
 ):
