@@ -8,17 +8,26 @@ a key pointed at the Messages API stand-in in record and replay mode (tests/stan
 
 Each set's files are under bench/keyed/SET/: requests/<hash>.json (every request body the pipeline
 sent), responses/<hash>.json (written by a language model outside the API, reading the request
-alone: bench/keyed/README.md), eval.json (the last round's `fieldguide eval --answers --json`).
+alone: bench/keyed/README.md), eval.json (the last round's `fieldguide eval --answers --json`),
+sample.json (the ids of the questions asked: SAMPLE of the set's answerable and off-topic
+questions together, drawn with seed 0, so each kind comes as often as the set has it; the ids
+only, so that an answerer reading the folder sees no gold).
 A round replays every request that has a response and records the others (they fail with a 400,
-so that step runs offline); a set is done when a round records nothing new.
+so that step runs offline); a set is done when a round records nothing new. Only the answer and
+its claim check are recorded: a classification gets the API's 529 overloaded_error at once (not
+recorded; the offline router is what routes, as when Claude is overloaded), and the client does
+not retry (max_retries 0), so no request waits on a retry's back-off.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from harness import REAL_SETS, ROOT, set_dir, table
 
@@ -26,6 +35,28 @@ from tests.standins.keyed import Keyed, described, pending, problems
 from tests.standins.server import StubServer
 
 KEYED = ROOT / "bench" / "keyed"
+SAMPLE = 25  # questions a set's rounds ask: what blind answerers can answer in a sitting
+RECORDED = ("answer", "check")  # the requests an answer needs; others are refused (overloaded)
+
+
+def sampled(name: str, folder: Path, into: Path) -> tuple[Path, Path]:
+    """The set's questions and off-topic questions of `folder`/sample.json (drawn once and kept),
+    written as the two files `fieldguide eval` reads, into `into`."""
+    from bot.evaluation.retrieval import load_items
+
+    items = load_items(set_dir(name) / "questions.jsonl")
+    off = set_dir(name) / "offtopic.jsonl"
+    items += load_items(off) if off.is_file() else []
+    keep = folder / "sample.json"
+    if not keep.exists():
+        ids = sorted(random.Random(0).sample([q["id"] for q in items], min(SAMPLE, len(items))))
+        keep.write_text(json.dumps(ids, indent=1) + "\n", encoding="utf-8")
+    ids = set(json.loads(keep.read_text(encoding="utf-8")))
+    files = into / "questions.jsonl", into / "offtopic.jsonl"
+    for path, gold in zip(files, (True, False), strict=True):
+        chosen = [q for q in items if q["id"] in ids and bool(q["gold"]) == gold]
+        path.write_text("".join(json.dumps(q) + "\n" for q in chosen), encoding="utf-8")
+    return files
 
 
 def round_of(name: str) -> dict:
@@ -35,12 +66,20 @@ def round_of(name: str) -> dict:
     from bot.settings import Settings
 
     folder = KEYED / name
-    keyed = Keyed(folder)
+    keyed = Keyed(folder, kinds=RECORDED)
     server = StubServer()
     server.route("/v1/messages", keyed)
     try:
-        settings = Settings(anthropic_api_key="keyed", anthropic_base_url=server.url)
-        result = evaluate(set_dir(name), answers=True, settings=settings)
+        settings = Settings(anthropic_api_key="keyed", anthropic_base_url=server.url, max_retries=0)
+        with tempfile.TemporaryDirectory() as tmp:
+            questions, offtopic = sampled(name, folder, Path(tmp))
+            result = evaluate(
+                set_dir(name),
+                questions=questions,
+                offtopic=offtopic,
+                answers=True,
+                settings=settings,
+            )
     finally:
         server.close()
     (folder / "eval.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
@@ -124,7 +163,7 @@ def main() -> None:
     elif args.command == "serve":
         [name] = names
         server = StubServer(port=args.port)
-        server.route("/v1/messages", Keyed(KEYED / name))
+        server.route("/v1/messages", Keyed(KEYED / name, kinds=RECORDED))
         print(f"ANTHROPIC_BASE_URL={server.url} ANTHROPIC_API_KEY=keyed", flush=True)
         try:
             while True:

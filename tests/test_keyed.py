@@ -20,8 +20,8 @@ MODELS = {
 QUESTION = "How do I rotate an API key?"
 
 
-def ask(db, embedder, stub, folder):
-    keyed = Keyed(folder)
+def ask(db, embedder, stub, folder, kinds=None):
+    keyed = Keyed(folder, kinds=kinds)
     stub.route("/v1/messages", keyed)
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0)
     engine = Engine(db, embedder, client, "claude-haiku-5-5")
@@ -99,3 +99,12 @@ def test_rounds_record_then_replay_answers_checks_and_second_looks(
         and [p for p in pending(folder) if described(p)["kind"] != "classify"] == []
     )
     assert keyed.refused == []
+
+
+def test_only_the_kinds_asked_for_are_recorded_the_others_are_overloaded(
+    examples_db, local_embedder, stub, tmp_path
+):
+    folder = tmp_path / "keyed"
+    ans, keyed = ask(examples_db, local_embedder, stub, folder, kinds=("answer", "check"))
+    assert ans.trace.offline and [described(p)["kind"] for p in pending(folder)] == ["answer"]
+    assert "classify" in {keyed.kind(b) for b in keyed.seen}

@@ -2,7 +2,8 @@
 without the API.
 
 `Keyed(folder)` is a FakeClaude (server.py handler) that answers each request with the response
-written for it, and records the request when there is none:
+written for it, and records the request when there is none (with `kinds`, only requests of those
+kinds: the others get the API's 529 overloaded_error):
 
 - every request body is written to `folder/requests/<hash>.json`, once; <hash> is `request_hash`:
   the SHA-256 of the body's canonical JSON (keys sorted, no spaces) without `stream`, its first
@@ -95,8 +96,14 @@ class Keyed(FakeClaude):
     """FakeClaude answering from `folder/responses`, recording into `folder/requests` (module
     doc). `timing`: each model's pace (tests/standins/claude.py MODEL_TIMING), or none."""
 
-    def __init__(self, folder: str | Path, timing: dict[str, tuple[float, float]] | None = None):
+    def __init__(
+        self,
+        folder: str | Path,
+        timing: dict[str, tuple[float, float]] | None = None,
+        kinds: tuple[str, ...] | None = None,
+    ):
         super().__init__(timing=timing)
+        self.kinds = kinds  # the kinds of request recorded and replayed; others are overloaded
         self.folder = Path(folder)
         (self.folder / "requests").mkdir(parents=True, exist_ok=True)
         (self.folder / "responses").mkdir(parents=True, exist_ok=True)
@@ -105,6 +112,8 @@ class Keyed(FakeClaude):
         self.write_lock = threading.Lock()
 
     def reply(self, body: dict, kind: str) -> dict | tuple:
+        if self.kinds is not None and kind not in self.kinds:
+            return api_error(529, "overloaded_error", "Overloaded")
         name = request_hash(body)
         request = self.folder / "requests" / f"{name}.json"
         with self.write_lock:
