@@ -49,8 +49,8 @@ def sampled(name: str, folder: Path, into: Path) -> tuple[Path, Path]:
     items += load_items(off) if off.is_file() else []
     keep = folder / "sample.json"
     if not keep.exists():
-        ids = sorted(random.Random(0).sample([q["id"] for q in items], min(SAMPLE, len(items))))
-        keep.write_text(json.dumps(ids, indent=1) + "\n", encoding="utf-8")
+        drawn = random.Random(0).sample([q["id"] for q in items], min(SAMPLE, len(items)))
+        keep.write_text(json.dumps(sorted(drawn), indent=1) + "\n", encoding="utf-8")
     ids = set(json.loads(keep.read_text(encoding="utf-8")))
     files = into / "questions.jsonl", into / "offtopic.jsonl"
     for path, gold in zip(files, (True, False), strict=True):
