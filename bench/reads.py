@@ -138,8 +138,12 @@ def before(commit: str, names: list[str], n: int = COST_QUESTIONS) -> list[list]
         link = root / "bench" / "sets" / name / "docs"
         if name in REAL_SETS and not link.exists():
             link.symlink_to((set_dir(name) / "docs").resolve())
-    if not (root / ".fieldguide").exists():
-        (root / ".fieldguide").symlink_to(ROOT / ".fieldguide")
+    # the real sets' indexes are shared; examples/docs is the worktree's own, indexed there
+    (root / ".fieldguide" / "eval").mkdir(parents=True, exist_ok=True)
+    for index in (ROOT / ".fieldguide" / "eval").glob("*"):
+        link = root / ".fieldguide" / "eval" / index.name
+        if not index.name.startswith("examples-") and not link.exists():
+            link.symlink_to(index)
     rows = []
     try:
         for name in names:

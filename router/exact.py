@@ -153,9 +153,15 @@ def written(ident: str, docs: Corpus) -> np.ndarray | None:
     return np.array(keep, dtype=np.int64)
 
 
+# the share of a question's idf weight its identifiers carry when it is about them: most of it
+ABOUT = 0.5
+
+
 def asked(question: str, docs: Corpus) -> Asked:
     """The question's identifiers the docs write in some chunks (not their everyday vocabulary),
-    with those chunks' rows; an identifier the docs never write is kept with no rows."""
+    with those chunks' rows; an identifier the docs never write is kept with no rows. None when
+    they carry less than ABOUT of the question's weight (idf): a question that names
+    `openapi_url` while it asks about a proxy's path is not asked by that name."""
     names, rows = [], {}
     for ident in identifiers(question):
         found = written(ident, docs)
@@ -163,6 +169,9 @@ def asked(question: str, docs: Corpus) -> Asked:
             continue
         names.append(ident)
         rows[ident] = found
+    terms = tokenize(asking_text(question))
+    if names and docs.searcher.bm25.coverage(terms, tokenize(" ".join(names))) < ABOUT:
+        return Asked([], {})
     return Asked(names, rows)
 
 

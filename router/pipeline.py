@@ -236,7 +236,9 @@ class Pipeline:
         decision = docs.router.route(
             question.text,
             vector,
-            k=max(HITS, self.budget.depth),
+            # Claude's read reaches `depth` candidates deep; the offline quotes read the top
+            # HITS as ranked among HITS (a deeper list fuses into another order)
+            k=max(HITS, self.budget.depth) if run.claude.available else HITS,
             # Voyage did not embed the question: its reranker, the same service, is not asked
             rerank=vector is not None or not self.engine.embedder.name.startswith("voyage:"),
             wait=False,
