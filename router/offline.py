@@ -51,11 +51,11 @@ def extract(
     signals: the chunk's fused score, and the unit's idf-weighted term coverage (alone and read
     with its chunk's title and heading path: a row under "#### TW-1429" is about TW-1429) and
     cosine similarity. `corpus`: the index's page furniture (Searcher.furniture). `names`: the
-    identifiers the question asks about (router/exact.py): when units write them, or sit under
-    a heading that does, only those are quoted (the row that holds the code, not its
-    neighbours), those that write most of them first. A question asking how to do something
-    is answered by what to do: when no chosen unit is an instruction, the best instruction in the
-    first quote's section or its subsections (among `hits` and `deeper`) is quoted too."""
+    identifiers the question asks about (router/exact.py): when units write them all, or sit
+    under a heading that does, only those are quoted (the row that holds the code, not its
+    neighbours). A question asking how to do something is answered by what to do: when no
+    chosen unit is an instruction, the best instruction in the first quote's section or its
+    subsections (among `hits` and `deeper`) is quoted too."""
     q = tokenize(question)
     units = [u for h in hits for u in units_of(h, corpus)]
     if names:
@@ -131,19 +131,15 @@ def _instruction(
 
 
 def holding(units: list[Unit], names: list[str]) -> list[Unit]:
-    """The units that write most of `names`, else those under a heading that writes most of
-    them; all of them when none does."""
+    """The units that write every one of `names`, else those under a heading that writes them
+    all; all of them when none does (a unit that writes one of several names asked is not where
+    the docs answer them)."""
 
-    def held(text: str) -> int:
-        return sum(exact.holds(text, n) for n in names)
+    def held(text: str) -> bool:
+        return all(exact.holds(text, n) for n in names)
 
-    own = [held(u.text) for u in units]
-    if max(own, default=0):
-        return [u for u, n in zip(units, own, strict=True) if n == max(own)]
-    heads = [held(" ".join(u.hit.chunk["heading_path"])) for u in units]
-    if max(heads, default=0):
-        return [u for u, n in zip(units, heads, strict=True) if n == max(heads)]
-    return units
+    own = [u for u in units if held(u.text)]
+    return own or [u for u in units if held(" ".join(u.hit.chunk["heading_path"]))] or units
 
 
 def _choose(units: list[Unit]) -> list[Unit]:
