@@ -267,9 +267,10 @@ def pack(
     lengths = [len(p) for h in hits for p in paragraphs(h.chunk["text"])]
     cap = int(np.median(lengths) / CHARS_PER_TOKEN) + BLOCK_TOKENS if lengths else budget
     sections = list(rest)
+    wraps = [packaging(rest[s][:1]) + BLOCK_TOKENS for s in sections]
     for n, section in enumerate(sections):
         # an equal share, a candidate, of what is left once the rest's packaging is counted
-        wrap = sum(packaging(rest[s][:1]) + BLOCK_TOKENS for s in sections[n:])
+        wrap = sum(wraps[n:])
         candidates = sum(len(rest[s]) for s in sections[n:])
         share = min(cap, (packer.left - wrap) // max(1, candidates))
         mine = rest[section]
