@@ -26,7 +26,8 @@ import numpy as np
 from harness import ROOT, SHARED, eval_db, table, write_section
 
 from bot.costs import stats
-from bot.settings import DEFAULT_PRICES, Settings
+from bot.prices import DEFAULT_PRICES
+from bot.settings import Settings
 from bot.wiring import make_pipeline
 from index.embedders import make_embedder
 from tests.standins.claude import FakeClaude, estimate_tokens, min_cacheable, prompt_parts

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from router.answer import Answer
     from router.policy import RouteDecision
 
+    from .asking import Reply
     from .indexing import DocsSource
 
 Progress = Callable[[str, int], Callable[[int], object]]
@@ -220,9 +221,29 @@ def ask(
     with its `decision` (ANSWER, PARTIAL or ABSTAIN), `text`, numbered `sources` and checked
     `citations`. `history`: the thread's earlier messages, oldest first, as {"role", "text"}.
     `channel` (a Slack channel id or #name) or `scope` (an entry of FIELDGUIDE_SCOPES): search
-    only what that scope holds. The answer is recorded in the audit trail (`audit`)."""
+    only what that scope holds. The answer is recorded in the audit trail (`audit`). Asked as
+    every door asks (`reply`): small talk ("thanks") is an ABSTAIN holding its short reply,
+    neither searched nor recorded; bot.asking.Busy when this process has no place for it."""
+    return reply(
+        question, db, history=history, channel=channel, scope=scope, settings=settings
+    ).answer
+
+
+def reply(
+    question: str,
+    db: str | Path | None = None,
+    *,
+    history: list[dict] | None = None,
+    channel: str | None = None,
+    scope: str | None = None,
+    settings: Settings | None = None,
+) -> Reply:
+    """What `ask` answers, with what kind of small talk the question was (`talk`: None for a
+    question): bot/asking.py's Reply, as `fieldguide ask` shows it."""
     guide = _guide(settings, db)
-    return guide.ask(question, history, scope=guide.scope(channel, scope))
+    return guide.asking.ask(
+        question, client="api", history=history, scope=guide.scope(channel, scope)
+    )
 
 
 def audit(
@@ -249,7 +270,7 @@ def audit_stats(
     FIELDGUIDE_PRICES) of the answers since `since` (as `audit` reads it), as bot/costs.py counts
     them."""
     from .costs import stats
-    from .settings import parse_prices
+    from .prices import parse_prices
     from .since import parse_since
 
     guide = _guide(settings, db)

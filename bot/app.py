@@ -5,8 +5,10 @@ closed by `close()` or at the end of `with FieldGuide.open(...) as guide:`.
 It owns what a process keeps for its life, each made on first use and then shared: the one
 connection to the index file (`index`), the embedder and the Anthropic client, the query engine,
 the stateless question path (`pipeline`), the state that outlives an answer (`state`: the audit
-trail, claims, limits, the reindex lock) and the channel scopes. `ask` answers a question and
-records it in the audit trail; `serve` runs the Slack bot. A command that needs only some of
+trail, claims, limits, the reindex lock), the channel scopes and the line every door's questions
+take (`asking`: bot/asking.py). `ask` answers a question and records it in the audit trail, and
+`search` searches, each asked again on the new index generation when a reindex takes a chunk it
+found; `serve` runs the Slack bot. A command that needs only some of
 these opens only those (`fieldguide audit` on a fleet never opens the index).
 """
 
@@ -16,8 +18,11 @@ import logging
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from index.search import IndexChanged
+
+from .asking import Asking, Line
 from .settings import Settings
 from .wiring import (
     embedder_for,
@@ -41,6 +46,12 @@ if TYPE_CHECKING:
     from router.policy import RouteDecision
 
 log = logging.getLogger(__name__)
+
+# times a question or search is asked again when a reindex takes a chunk it found (IndexChanged):
+# each time on the newest generation, so only reindexes committing faster than one answer
+# exhaust them
+INDEX_RETRIES = 3
+T = TypeVar("T")
 
 
 class FieldGuide:
@@ -87,7 +98,7 @@ class FieldGuide:
             opened["state"].close()
         if "index" in opened:
             opened["index"].close()
-        for name in ("state", "index", "engine", "pipeline", "scopes"):
+        for name in ("state", "index", "engine", "pipeline", "scopes", "asking"):
             opened.pop(name, None)
 
     # -- what it owns, each opened once --------------------------------------------------------
@@ -140,7 +151,27 @@ class FieldGuide:
         """FIELDGUIDE_SCOPES checked against the index; None when not set."""
         return make_scopes(self.settings, self.index)
 
+    @cached_property
+    def asking(self) -> Asking:
+        """Every door's way in: small talk, the line of questions, the answer (bot/asking.py)."""
+        s = self.settings
+        return Asking(self, Line(s.answer_workers, s.answer_queue, s.answer_per_client))
+
     # -- what it does --------------------------------------------------------------------------
+
+    def on_newest(self, call: Callable[[], T], again: Callable[[], bool] = lambda: True) -> T:
+        """`call()`, made again (at most INDEX_RETRIES times, while `again()`) on the newest
+        index generation, waiting for it to load, when a reindex committed meanwhile took a chunk
+        it found."""
+        for attempt in range(INDEX_RETRIES + 1):
+            try:
+                return call()
+            except IndexChanged:
+                if attempt == INDEX_RETRIES or not again():
+                    raise
+                log.info("the index changed while answering; asking again on the new one")
+                self.engine.loaded(wait=True)
+        raise AssertionError("unreachable")
 
     def ask(
         self,
@@ -154,9 +185,22 @@ class FieldGuide:
         """The pipeline's answer (router/pipeline.py), recorded in the audit trail with `context`
         (where it was asked: Slack channel, user, thread, the event's claim keys); its
         `audit_id` set when the record was made. An audit that fails costs the asker nothing.
-        `on_progress`: told what the answer is doing (router.answer.Progress)."""
-        ans = self.pipeline.answer(
-            question, history, on_text=on_text, scope=scope, on_progress=on_progress
+        `on_progress`: told what the answer is doing (router.answer.Progress). Asked again on the
+        new index generation when a reindex takes a chunk it found (`on_newest`), unless words of
+        it were already streamed (`on_text`). A door asks through `asking`."""
+        streamed = False
+
+        def sent(delta: str) -> None:
+            nonlocal streamed
+            streamed = True
+            assert on_text is not None
+            on_text(delta)
+
+        ans = self.on_newest(
+            lambda: self.pipeline.answer(
+                question, history, on_text=on_text and sent, scope=scope, on_progress=on_progress
+            ),
+            lambda: not streamed,
         )
         if ans.sources:
             from .owners import mark_stale
@@ -222,9 +266,9 @@ class FieldGuide:
         return found
 
     def search(self, question: str, k: int = 10, scope: Scope | None = None) -> RouteDecision:
-        """The routing decision and the `k` best chunks (inside `scope`: None, everything); no
-        answer is written."""
-        return self.engine.route(question, k=k, scope=scope)
+        """The routing decision and the `k` best chunks (inside `scope`: None, everything), on
+        the newest index generation (`on_newest`); no answer is written."""
+        return self.on_newest(lambda: self.engine.route(question, k=k, scope=scope))
 
     def serve(self, http: int | None = None, host: str = "0.0.0.0") -> None:
         """The Slack bot (bot/slack/serve.py): Socket Mode, or HTTP on port `http`, until the

@@ -215,13 +215,16 @@ def ask(
     scope: str | None,
     db: str,
 ) -> int:
-    from router.talk import REPLIES, small_talk
+    from .logs import configured
 
-    text = question_of(question)
-    if talk := small_talk(text):  # "thanks", "hello": nothing to look up, and no gap
-        print_json({"small_talk": talk, "text": REPLIES[talk]}) if as_json else print(REPLIES[talk])
+    with configured(settings.log_level, settings.log_format):
+        reply = api.reply(
+            question_of(question), db, channel=channel, scope=scope, settings=settings
+        )
+    ans = reply.answer
+    if reply.talk:  # "thanks", "hello": nothing looked up, nothing recorded
+        print_json({"small_talk": reply.talk, "text": ans.text}) if as_json else print(ans.text)
         return 0
-    ans = api.ask(text, db, channel=channel, scope=scope, settings=settings)
     if as_json:
         print_json(answer_json(ans, show_context))
     else:
@@ -365,17 +368,15 @@ def doctor(
 )
 def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
     from .app import FieldGuide
-    from .logs import configure, unconfigure
+    from .logs import configured
     from .slack.serve import CannotServe
 
-    configure(settings.log_level, settings.log_format)
     try:
-        FieldGuide.open(settings, db).serve(http, host)
+        with configured(settings.log_level, settings.log_format):
+            FieldGuide.open(settings, db).serve(http, host)
     except CannotServe as e:
         print(f"fieldguide: {e}", file=sys.stderr)
         return e.status
-    finally:
-        unconfigure()
     return 0
 
 
@@ -387,9 +388,11 @@ def serve(settings: Settings, http: int | None, host: str, db: str) -> int:
 @option("--scope", help="see only this FIELDGUIDE_SCOPES entry (default: FIELDGUIDE_MCP_SCOPE)")
 def mcp(settings: Settings, http: int | None, host: str, scope: str | None, db: str) -> int:
     from .app import FieldGuide
+    from .logs import configured
     from .mcp_server import run
 
-    run(FieldGuide.open(settings, db), http, host, scope)
+    with configured(settings.log_level, settings.log_format):
+        run(FieldGuide.open(settings, db), http, host, scope)
     return 0
 
 

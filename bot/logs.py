@@ -1,12 +1,19 @@
-"""`fieldguide serve`'s logging: the level (FIELDGUIDE_LOG_LEVEL) and the format
-(FIELDGUIDE_LOG_FORMAT): `text` lines for a person, or `json`, one object a line, for a log
-collector (time, level, logger, message, and the traceback when there is one)."""
+"""The logging of `fieldguide serve`, `mcp` and `ask`, one way: the level (FIELDGUIDE_LOG_LEVEL)
+and the format (FIELDGUIDE_LOG_FORMAT): `text` lines for a person, or `json`, one object a line,
+for a log collector (time, level, logger, message, and the traceback when there is one), always
+on stderr (stdout is MCP's protocol over stdio). And a log that never repeats one kind of line
+without bound (`Repeats`, `RepeatFilter`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 TEXT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -53,6 +60,16 @@ def configure(level: str, form: str) -> None:
     logging.captureWarnings(True)  # a library's warnings too, in the same format
 
 
+@contextlib.contextmanager
+def configured(level: str, form: str) -> Iterator[None]:
+    """`configure` for the length of the block, then `unconfigure`."""
+    configure(level, form)
+    try:
+        yield
+    finally:
+        unconfigure()
+
+
 def unconfigure() -> None:
     """serve's log handler removed: it lives as long as serve does (a serve run inside another
     program, or a test, leaves the root logger as it found it)."""
@@ -68,3 +85,65 @@ def say(message: str) -> None:
         logging.getLogger("fieldguide").info(message.removeprefix("fieldguide: "))
     else:
         print(message, file=sys.stderr)
+
+
+# -- a log that never repeats one thing without bound -------------------------------------------
+
+REPEAT_SECONDS = 60.0  # one kind of line (per key) at most once in this long
+REPEAT_KEYS = 10_000  # kinds remembered at most (the oldest forgotten first)
+
+
+class Repeats:
+    """How often each kind of log line was held back: `allow(key)` is the number of lines of that
+    kind held back since the last one written when this one may be written (0: none), else None
+    (held back: one was written less than `seconds` ago). Thread-safe; at most `keys` kinds kept."""
+
+    def __init__(
+        self,
+        seconds: float = REPEAT_SECONDS,
+        keys: int = REPEAT_KEYS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.seconds, self.keys = seconds, keys
+        self.clock = clock
+        self.seen: OrderedDict[object, list] = OrderedDict()  # key → [written at, held back]
+        self.lock = threading.Lock()
+
+    def allow(self, key: object) -> int | None:
+        now = self.clock()
+        with self.lock:
+            entry = self.seen.get(key)
+            if entry is not None and now - entry[0] < self.seconds:
+                entry[1] += 1
+                return None
+            held = entry[1] if entry is not None else 0
+            self.seen[key] = [now, 0]
+            self.seen.move_to_end(key)
+            while len(self.seen) > self.keys:
+                self.seen.popitem(last=False)
+            return held
+
+
+class RepeatFilter(logging.Filter):
+    """A logging filter: a record of the same logger, level and message template as one written
+    less than REPEAT_SECONDS ago is dropped; the next one written says how many were."""
+
+    def __init__(self, repeats: Repeats | None = None):
+        super().__init__()
+        self.repeats = repeats or Repeats()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held = self.repeats.allow((record.name, record.levelno, str(record.msg)))
+        if held is None:
+            return False
+        if held:
+            record.msg = f"{record.msg} ({held:,} more like it held back)"
+        return True
+
+
+def hold_repeats(*loggers: str) -> None:
+    """Each of `loggers` writes one kind of line at most once a minute (RepeatFilter)."""
+    for name in loggers:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RepeatFilter) for f in logger.filters):
+            logger.addFilter(RepeatFilter())

@@ -1,12 +1,13 @@
-"""What `fieldguide mcp`'s tools return (their output schemas), and the bounds on every text in
-them (bot/mcp_server.py)."""
+"""What `fieldguide mcp`'s tools return (their output schemas), the bounds on every text in them,
+and their errors for arguments misnamed or of the wrong type (bot/mcp_server.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, Field, ValidationError
 
 from index.clean import display
 
@@ -48,6 +49,33 @@ def name(text: str) -> str:
 def size(result: BaseModel) -> int:
     """How many characters `result` takes as JSON."""
     return len(result.model_dump_json())
+
+
+def argument_problem(tool: str, schema: dict, arguments: dict) -> str:
+    """What is wrong with the arguments' names for `tool` (its input `schema`), in one short
+    line; "" when nothing is."""
+    known = schema.get("properties", {})
+    takes = ", ".join(f"`{k}`" for k in known) or "no arguments"
+    unknown = [k for k in arguments if k not in known]
+    if unknown:
+        return f"{tool} has no argument {name(unknown[0])[:64]!r}: it takes {takes}"
+    missing = [k for k in schema.get("required", []) if k not in arguments]
+    if missing:
+        return f"{tool} needs `{missing[0]}` (it takes {takes})"
+    return ""
+
+
+def value_problem(tool: str, error: ValidationError) -> str:
+    """A rejected argument's value, in one short line: the argument and pydantic's own short
+    reason, without the value, the error's type or a link."""
+    first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid"}
+    where = ".".join(str(part) for part in first["loc"]) or "arguments"
+    return f"{tool}: `{where}`: {first['msg']}"
+
+
+def error_result(text: str) -> CallToolResult:
+    """A tool's error as the host is shown it."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 T = TypeVar("T")
@@ -100,6 +128,11 @@ class AskResult(BaseModel):
     sources: list[Source]
     scope: str = Field(description="what was searched: a scope's name, or `everything`")
     audit_id: int | None = Field(description="the answer's record in fieldguide's audit trail")
+    small_talk: str | None = Field(
+        default=None,
+        description="greeting, thanks or ack: the message asked the docs nothing (`answer` is"
+        " the short reply; nothing was searched or recorded)",
+    )
     note: str = QUOTED
 
 

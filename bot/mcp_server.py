@@ -1,29 +1,33 @@
 """`fieldguide mcp`: the docs' checked, cited answers for MCP hosts (Claude Code, Claude Desktop,
 Cursor, ...), on the official `mcp` SDK's MCPServer, over the one FieldGuide object: stdio for a
-local assistant, Streamable HTTP for a team's shared deployment (a bearer token,
-FIELDGUIDE_MCP_TOKEN, compared in constant time; 127.0.0.1 unless told otherwise).
+local assistant, Streamable HTTP for a team's shared deployment (bot/mcp_http.py: a bearer token,
+FIELDGUIDE_MCP_TOKEN, the Host and Origin checked, connections bounded; 127.0.0.1 unless told
+otherwise).
 
-Four read-only tools: `ask` (the answer Slack gives, recorded in the audit trail with the client's
-name as its channel), `search`, `read_section` and `list_intents`; and each section as a resource,
-by its URL. The trust rules are Slack's: an answer is ANSWER, PARTIAL or ABSTAIN and anything else
-is an error, never half an answer; a question is cut where the pipeline cuts it; every text a tool
-returns is cut at its limit with a mark saying so. Doc text travels only in data fields that say
-they are quotes, with their source, never in the tools' descriptions or the server's instructions.
-A deployment sees one scope (FIELDGUIDE_MCP_SCOPE, an entry of FIELDGUIDE_SCOPES, as a channel does;
-else the file's `default` entry): no tool or resource returns a section outside it.
+Four read-only tools: `ask` (the answer Slack gives, through the same door as Slack and the CLI:
+bot/asking.py's small talk and line, recorded in the audit trail with the client's name as its
+channel), `search`, `read_section` and `list_intents`; and each section as a resource, by its URL.
+Answers run on threads of their own, as many as the line has places (a question without a place
+is a "busy" tool error at once); the read-only tools and resources on others, so they never wait
+behind answers. The trust rules are Slack's: an answer is ANSWER, PARTIAL or ABSTAIN and anything
+else is an error, never half an answer; a misnamed argument is a short error naming it; a
+question is cut where the pipeline cuts it; every text a tool returns is cut at its limit with a
+mark saying so. Doc text travels only in data fields that say they are quotes, with their source,
+never in the tools' descriptions or the server's instructions. A deployment sees one scope
+(FIELDGUIDE_MCP_SCOPE, an entry of FIELDGUIDE_SCOPES, as a channel does; else the file's `default`
+entry): no tool or resource returns a section outside it; `list_intents` counts only the docs
+inside it.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
+import asyncio
 import logging
 import re
-import sqlite3
-import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.lowlevel.helper_types import ReadResourceContents
@@ -31,25 +35,21 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp_types import CLIENT_INFO_META_KEY, ToolAnnotations
 from mcp_types import Resource as MCPResource
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from index.links import claimants
-from index.search import IndexChanged
 from index.store import (
     IndexMissing,
     ModelMismatch,
-    all_sections,
-    chunk_place,
-    doc_intents,
-    doc_sections,
-    doc_urls,
+    doc_chunk_counts,
+    load_intents,
     read_snapshot,
-    section_chunks,
 )
 from router.answer import label
 from router.citations import link_for
 from router.question import QuestionError, checked_question
 
+from .asking import Busy, Place, Reply
+from .logs import hold_repeats
 from .mcp_results import (
     MAX_ANSWER_CHARS,
     MAX_DESCRIPTION_CHARS,
@@ -70,29 +70,27 @@ from .mcp_results import (
     Section,
     Source,
     T,
+    argument_problem,
     cut,
+    error_result,
     name,
     size,
+    value_problem,
     within_budget,
 )
+from .mcp_sections import Sections, visible
 from .scopes import DEFAULT, ScopeError
 
 if TYPE_CHECKING:
-    from router.answer import Answer
     from router.answer import Source as AnswerSource
     from router.engine import Scope
-    from router.policy import RouteDecision
 
     from .app import FieldGuide
 
 log = logging.getLogger(__name__)
 
-MAX_RESOURCES = 1_000  # sections listed as resources (every one can be read by its URL)
 MAX_REF_CHARS = 2_000  # a section id or URL read at most
-MAX_SAME_URL = 20  # sections at one URL read (a heading repeated in a doc shares its anchor)
-INDEX_RETRIES = 3  # a search asked again when a reindex takes a chunk it found (as an answer is)
-SEAM_MIN, SEAM_REACH = 12, 1_000  # the overlap a section's consecutive chunks share, found back
-RESOURCE_SCHEME = "fieldguide:///"  # a section without an absolute URL, as a resource
+READ_THREADS = 4  # the read-only tools' and resources' threads (each call takes milliseconds)
 INSTRUCTIONS = (
     "fieldguide answers questions from this team's markdown docs only, with citations. Use `ask`"
     " for a question the docs may answer and report its decision: ANSWER (cite the citations),"
@@ -105,122 +103,6 @@ ALL = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hi
 SAME = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
-
-
-# -- sections, read from the index file ----------------------------------------------------------
-
-
-@dataclass
-class Found:
-    """A section read from the index: its first chunk's fields and its text (at most the limit)."""
-
-    id: str
-    doc: str
-    title: str
-    heading_path: list[str]
-    intent: str
-    url: str
-    text: str
-    chars: int
-
-
-def visible(scope: Scope | None, intent: str, doc: str) -> bool:
-    """Whether a chunk of `doc` (of `intent`) is inside `scope`, as Engine.corpus masks it."""
-    return scope is None or intent in scope.intents or doc.startswith(scope.folders)
-
-
-def resource_uri(url: str) -> str:
-    """A section's link as a resource URI: itself when absolute, else under fieldguide:///."""
-    return url if re.match(r"[a-z][a-z0-9+.-]*://", url, re.I) else RESOURCE_SCHEME + url
-
-
-def joined(prev: str, nxt: str) -> str:
-    """Two consecutive chunks of a section, the unit the chunker repeats at their seam once."""
-    tail = prev[-SEAM_REACH:]
-    for k in range(min(len(tail), len(nxt)), SEAM_MIN - 1, -1):
-        if tail.endswith(nxt[:k]):
-            return prev + nxt[k:]
-    return prev + "\n\n" + nxt
-
-
-class Sections:
-    """Sections read by id or URL from the index file, each call on its own read-only
-    connection in one read transaction: one generation, whatever a reindex commits meanwhile."""
-
-    def __init__(self, db: str, base_url: str, scope: Scope | None):
-        self.db, self.base_url, self.scope = db, base_url, scope
-
-    def _read(self, conn: sqlite3.Connection, doc: str, path: str, limit: int) -> Found | None:
-        first, text, chars = None, "", 0
-        for cid, part, length, title, intent, url in section_chunks(conn, doc, path, limit + 1):
-            if not visible(self.scope, intent, doc):
-                return None
-            if first is None:
-                first = (cid, title, intent, url)
-            chars += length
-            if len(text) <= limit:
-                text = joined(text, part) if text else part
-        if first is None:
-            return None
-        cid, title, intent, url = first
-        heading_path = json.loads(path)
-        link = link_for({"doc": doc, "heading_path": heading_path, "url": url}, self.base_url)
-        return Found(cid, doc, title, heading_path, intent, link, text, max(chars, len(text)))
-
-    def find(self, ref: str, limit: int = MAX_SECTION_CHARS) -> list[Found]:
-        """The sections `ref` names: a section's (or any of its chunks') id, or its URL."""
-        ref = ref.strip()
-        with read_snapshot(self.db) as conn:
-            place = chunk_place(conn, ref)
-            if place:
-                found = self._read(conn, *place, limit)
-                return [found] if found else []
-            url = ref.removeprefix(RESOURCE_SCHEME)
-            out: list[Found] = []
-            for doc, doc_url in doc_urls(conn):
-                top: dict = {"doc": doc, "heading_path": [], "url": doc_url}
-                if link_for(top, self.base_url) != url.split("#")[0]:
-                    continue
-                for path in doc_sections(conn, doc):
-                    chunk = {"doc": doc, "heading_path": json.loads(path), "url": doc_url}
-                    if link_for(chunk, self.base_url) == url and len(out) <= MAX_SAME_URL:
-                        found = self._read(conn, doc, path, limit)
-                        out += [found] if found else []
-            return out
-
-    def claimed(self, ref: str) -> list[str]:
-        """The docs inside the scope that claim the page `ref` names, when two or more docs of
-        the index do (it then names none of them: store.DOC_URL); [] otherwise."""
-        url = ref.strip().removeprefix(RESOURCE_SCHEME)
-        with read_snapshot(self.db) as conn:
-            docs = claimants(conn, url)
-            intents = dict(doc_intents(conn))
-        return [d for d in docs if visible(self.scope, intents.get(d, ""), d)]
-
-    def missing(self, ref: str) -> str:
-        """Why `ref` names no section: a page several docs claim (ambiguous), or none."""
-        if docs := self.claimed(ref):
-            return (
-                f"{name(ref)} is claimed by more than one doc ({name(', '.join(docs))}), so it"
-                " names none of them: read a section by its id or its doc's own link, from search"
-            )
-        return f"no section {ref[:200]!r} here: use an id or URL from search"
-
-    def listed(self, limit: int = MAX_RESOURCES) -> list[tuple[str, str, str]]:
-        """(resource URI, label, doc) of each section inside the scope, in doc order, once per
-        URI, at most `limit`."""
-        out: dict[str, tuple[str, str, str]] = {}
-        with read_snapshot(self.db) as conn:
-            rows = all_sections(conn)
-        for doc, path, title, intent, url in rows:
-            if len(out) >= limit:
-                break
-            if visible(self.scope, intent, doc):
-                heading_path = json.loads(path)
-                chunk = {"doc": doc, "heading_path": heading_path, "url": url}
-                uri = resource_uri(link_for(chunk, self.base_url))
-                out.setdefault(uri, (uri, name(label(title, heading_path)), name(doc)))
-        return list(out.values())
 
 
 # -- the server ----------------------------------------------------------------------------------
@@ -255,13 +137,36 @@ def client_name(ctx: Context | None) -> str:
     return re.sub(r"[^\w.@ -]", "", name)[:64].strip() or "unknown"
 
 
+def client_key(ctx: Context | None) -> str:
+    """Who asks, for the line's share per client: the client's name and, over HTTP, its session
+    (two people's Claude Code are two clients)."""
+    headers = ctx.headers if ctx is not None else None
+    session = (headers or {}).get("mcp-session-id", "")[:64]
+    return f"mcp:{client_name(ctx)}" + (f":{session}" if session else "")
+
+
 class DocsServer(MCPServer):
-    """MCPServer with the scope's sections as resources, listed and read by URL."""
+    """MCPServer with the scope's sections as resources, listed and read by URL on the read-only
+    tools' threads, and short errors for arguments that are misnamed or of the wrong type."""
 
     sections: Sections
+    reading: ThreadPoolExecutor
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None and (problem := argument_problem(name, tool.parameters, arguments)):
+            return error_result(problem)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                return error_result(value_problem(name, e.__cause__))
+            raise
 
     async def list_resources(self) -> list[MCPResource]:
-        listed = self.sections.listed()
+        listed = await off_loop(self.reading, self.sections.listed)
         return [
             MCPResource(uri=uri, name=name, title=name, description=doc, mime_type="text/markdown")
             for uri, name, doc in listed
@@ -270,7 +175,7 @@ class DocsServer(MCPServer):
     async def read_resource(
         self, uri: Any, context: Context | None = None
     ) -> Iterable[ReadResourceContents]:
-        found = self.sections.find(str(uri)[:MAX_REF_CHARS])
+        found = await off_loop(self.reading, lambda: self.sections.find(str(uri)[:MAX_REF_CHARS]))
         if not found:
             raise ResourceNotFoundError(self.sections.missing(str(uri)[:MAX_REF_CHARS]))
         contents = (
@@ -283,6 +188,18 @@ class DocsServer(MCPServer):
         )
         kept, _ = within_budget(contents, lambda c: len(c.content), MAX_RESULT_CHARS)
         return kept
+
+
+async def off_loop(pool: ThreadPoolExecutor, call: Callable[[], T]) -> T:
+    """`call()` on one of `pool`'s threads, the event loop free meanwhile. Cancelled before it
+    started, it never runs; once started, it runs to its end."""
+    return await asyncio.wrap_future(pool.submit(call))
+
+
+def free_place(job: Future) -> None:
+    """The place a finished `Asking.enter` job gave, if it gave one, left."""
+    if not job.cancelled() and job.exception() is None and isinstance(job.result(), Place):
+        job.result().leave()
 
 
 def source_of(s: AnswerSource) -> Source:
@@ -303,6 +220,8 @@ def fail_closed(call: Callable[[], T]) -> T:
         return call()
     except (QuestionError, IndexMissing, ModelMismatch, ScopeError) as e:
         raise ToolError(str(e)) from None
+    except Busy as e:
+        raise ToolError(f"fieldguide is busy: {e}") from None
     except Exception:
         log.exception("an MCP tool call failed")
         raise ToolError(
@@ -312,15 +231,19 @@ def fail_closed(call: Callable[[], T]) -> T:
 
 class Tools:
     """The four tools over one FieldGuide, seeing only `scope`. Their docstrings are what a model
-    reads to choose one: written for it, and never holding doc text."""
+    reads to choose one: written for it, and never holding doc text. Answers run on `answering`'s
+    threads, one for each place in the line; everything else on `reading`'s."""
 
     def __init__(self, guide: FieldGuide, scope: Scope | None, sections: Sections):
         self.guide, self.scope, self.sections = guide, scope, sections
         self.where = scope.name if scope else "everything"
-        # questions answered at once, as the Slack bot's workers: the others wait their turn
-        self.answering = threading.BoundedSemaphore(guide.settings.answer_workers)
+        line = guide.asking.line
+        self.answering = ThreadPoolExecutor(
+            max_workers=line.workers + line.waiting, thread_name_prefix="mcp-answer"
+        )
+        self.reading = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="mcp-read")
 
-    def ask(
+    async def ask(
         self,
         question: Annotated[str, Field(description="the question, in plain words")],
         ctx: Context,
@@ -331,12 +254,31 @@ class Tools:
         the answer: ANSWER (report it with its citations), PARTIAL (report it with its caveat),
         ABSTAIN (the docs do not answer it: say so and do not guess)."""
         context = {"channel": f"mcp:{client_name(ctx)}", "user": "mcp"}
+        asking, who = self.guide.asking, client_key(ctx)
+        entering = self.reading.submit(fail_closed, lambda: asking.enter(question, who, self.scope))
+        try:
+            got = await asyncio.wrap_future(entering)
+        except asyncio.CancelledError:  # the caller went away: a place given meanwhile is freed
+            entering.add_done_callback(free_place)
+            raise
+        if isinstance(got, Reply):
+            return self.result(got)
+        place = got
 
-        def answer() -> Answer:
-            with self.answering:
-                return self.guide.ask(question, context=context, scope=self.scope)
+        def answer() -> Reply:
+            with place:
+                return Reply(self.guide.ask(question, context=context, scope=self.scope))
 
-        ans = fail_closed(answer)
+        job = self.answering.submit(fail_closed, answer)
+        try:
+            reply = await asyncio.wrap_future(job)
+        finally:
+            if job.cancelled():  # never started: its place is freed here
+                place.leave()
+        return self.result(reply)
+
+    def result(self, reply: Reply) -> AskResult:
+        ans = reply.answer
         text = cut(ans.text, MAX_ANSWER_CHARS)
         sources, _ = within_budget(map(source_of, ans.sources), size, MAX_RESULT_CHARS - len(text))
         citations, _ = within_budget(
@@ -362,9 +304,10 @@ class Tools:
             sources=sources,
             scope=self.where,
             audit_id=ans.audit_id,
+            small_talk=reply.talk,
         )
 
-    def search(
+    async def search(
         self,
         query: Annotated[str, Field(description="what to look for, in plain words")],
         k: Annotated[int, Field(description=f"how many sections (1-{MAX_HITS})")] = 5,
@@ -372,23 +315,26 @@ class Tools:
         """Find the sections of this team's documentation that best match a query, with their
         scores, URLs and matching text, for when you want to read the docs and answer yourself
         (`ask` answers for you). Read a whole section with read_section."""
+        return await off_loop(self.reading, lambda: self._search(query, k))
+
+    def _search(self, query: str, k: int) -> SearchResult:
         k = max(1, min(k, MAX_HITS))
         asked = fail_closed(lambda: checked_question(query))
-        decision, hits = fail_closed(lambda: self._search(asked, k))
+        decision = fail_closed(lambda: self.guide.search(asked, k=k, scope=self.scope))
         base_url = self.guide.settings.docs_base_url
         found, _ = within_budget(
             (
                 Hit(
                     rank=n,
-                    id=c["id"],
-                    doc=name(c["doc"]),
-                    section=name(label(c["title"], c["heading_path"])),
-                    url=name(link_for(c, base_url)),
-                    intent=c["intent"],
-                    score=round(float(score), 4),
-                    text=cut(c["text"], MAX_EXCERPT_CHARS),
+                    id=h.chunk["id"],
+                    doc=name(h.chunk["doc"]),
+                    section=name(label(h.chunk["title"], h.chunk["heading_path"])),
+                    url=name(link_for(h.chunk, base_url)),
+                    intent=h.chunk["intent"],
+                    score=round(float(h.score), 4),
+                    text=cut(h.chunk["text"], MAX_EXCERPT_CHARS),
                 )
-                for n, (score, c) in enumerate(hits, 1)
+                for n, h in enumerate(decision.hits, 1)
             ),
             size,
             MAX_RESULT_CHARS - len(asked),
@@ -400,20 +346,7 @@ class Tools:
             scope=self.where,
         )
 
-    def _search(self, query: str, k: int) -> tuple[RouteDecision, list[tuple[float, dict]]]:
-        """The routing and each hit's score and chunk, asked again on the new generation when a
-        reindex takes a chunk it found (as an answer is)."""
-        for attempt in range(INDEX_RETRIES + 1):
-            try:
-                decision = self.guide.search(query, k=k, scope=self.scope)
-                return decision, [(h.score, h.chunk) for h in decision.hits]
-            except IndexChanged:
-                if attempt == INDEX_RETRIES:
-                    raise
-                self.guide.engine.loaded(wait=True)
-        raise AssertionError("unreachable")
-
-    def read_section(
+    async def read_section(
         self,
         section: Annotated[
             str, Field(description="a section's id (from ask's sources or search's hits) or URL")
@@ -421,7 +354,9 @@ class Tools:
     ) -> Section:
         """Read one section of this team's documentation in full (a very long one is cut with a
         mark), by the id or URL that `ask` or `search` gave."""
-        found = fail_closed(lambda: self.sections.find(section[:MAX_REF_CHARS]))
+        found = await off_loop(
+            self.reading, lambda: fail_closed(lambda: self.sections.find(section[:MAX_REF_CHARS]))
+        )
         if not found:
             raise ToolError(fail_closed(lambda: self.sections.missing(section[:MAX_REF_CHARS])))
         f = found[0]
@@ -436,31 +371,46 @@ class Tools:
             others=[o.id for o in found[1:]],
         )
 
-    def list_intents(self) -> IntentList:
+    async def list_intents(self) -> IntentList:
         """List the topics (intents) this team's documentation covers, each with a description,
         example questions and its size: to see whether a question belongs to these docs before
         asking."""
-        from index.store import doc_intents, load_intents
-
-        def read() -> tuple[list[dict], set[str]]:
-            with read_snapshot(self.guide.settings.db) as conn:
-                seen = {i for d, i in doc_intents(conn) if visible(self.scope, i, d)}
-                return load_intents(conn), seen
-
-        intents, seen = fail_closed(read)
-        listed = (
-            Intent(
-                name=i["name"],
-                description=cut(i["description"], MAX_DESCRIPTION_CHARS),
-                examples=[cut(q, MAX_EXAMPLE_CHARS) for q in i["examples"][:MAX_EXAMPLES]],
-                docs=i["docs"],
-                chunks=i["chunks"],
-            )
-            for i in intents
-            if i["name"] in seen
-        )
-        kept, left = within_budget(listed, size, MAX_RESULT_CHARS)
+        intents = await off_loop(self.reading, lambda: fail_closed(self._intents))
+        kept, left = within_budget(intents, size, MAX_RESULT_CHARS)
         return IntentList(intents=kept, left_out=left, scope=self.where)
+
+    def _intents(self) -> list[Intent]:
+        """Each intent with a doc inside the scope, counted by the docs inside it; its
+        description and examples (intents.yaml's, about all its docs) only when every doc of it
+        is inside."""
+        with read_snapshot(self.guide.settings.db) as conn:
+            counts = doc_chunk_counts(conn)
+            intents = load_intents(conn)
+        docs: Counter[str] = Counter()
+        chunks: Counter[str] = Counter()
+        cut_by_scope: set[str] = set()  # intents with a doc outside the scope
+        for doc, intent, n in counts:
+            if visible(self.scope, intent, doc):
+                docs[intent] += 1
+                chunks[intent] += n
+            else:
+                cut_by_scope.add(intent)
+        listed = []
+        for i in intents:
+            if not docs[i["name"]]:
+                continue
+            whole = i["name"] not in cut_by_scope
+            examples = i["examples"][:MAX_EXAMPLES] if whole else []
+            listed.append(
+                Intent(
+                    name=i["name"],
+                    description=cut(i["description"], MAX_DESCRIPTION_CHARS) if whole else "",
+                    examples=[cut(q, MAX_EXAMPLE_CHARS) for q in examples],
+                    docs=docs[i["name"]],
+                    chunks=chunks[i["name"]],
+                )
+            )
+        return listed
 
 
 def build(guide: FieldGuide, scope: Scope | None) -> DocsServer:
@@ -475,6 +425,7 @@ def build(guide: FieldGuide, scope: Scope | None) -> DocsServer:
     server = DocsServer("fieldguide", title="fieldguide", version=ours, instructions=INSTRUCTIONS)
     server.sections = Sections(settings.db, settings.docs_base_url, scope)
     tools = Tools(guide, scope, server.sections)
+    server.reading = tools.reading
     server.add_tool(tools.ask, title="Ask the docs", annotations=ALL)
     server.add_tool(tools.search, title="Search the docs", annotations=SAME)
     server.add_tool(tools.read_section, title="Read a docs section", annotations=SAME)
@@ -487,45 +438,15 @@ def build(guide: FieldGuide, scope: Scope | None) -> DocsServer:
     return server
 
 
-class BearerToken:
-    """ASGI: every HTTP request needs `Authorization: Bearer <token>`, compared in constant time;
-    anything else gets 401 before it reaches MCP."""
-
-    def __init__(self, app: Any, token: str):
-        self.app, self.expected = app, token.encode()
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and not self.allowed(dict(scope["headers"])):
-            from starlette.responses import JSONResponse
-
-            response = JSONResponse(
-                {"error": "invalid_token", "error_description": "a bearer token is required"},
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="fieldguide"'},
-            )
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def allowed(self, headers: dict[bytes, bytes]) -> bool:
-        scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
-        ok = hmac.compare_digest(given.strip(), self.expected)
-        return scheme.lower() == b"bearer" and ok
-
-
-def http_app(server: DocsServer, token: str, host: str) -> BearerToken:
-    """The Streamable HTTP app at /mcp, behind the bearer token."""
-    return BearerToken(server.streamable_http_app(host=host), token)
-
-
 def run(guide: FieldGuide, http: int | None, host: str, scope_key: str | None = None) -> None:
     """Serve MCP over stdio (`http` None) or Streamable HTTP on `host`:`http` until stopped. A
-    ScopeError or ValueError saying why when it cannot start."""
+    ScopeError or ValueError saying why when it cannot start. Logging is the caller's
+    (bot/logs.py, on stderr: stdout is the protocol's over stdio)."""
     settings = guide.settings
-    # stdout is the protocol's over stdio: every log line goes to stderr
-    logging.basicConfig(level=settings.log_level, stream=sys.stderr)
     if http is not None and not settings.mcp_token:
         raise ValueError("mcp --http needs FIELDGUIDE_MCP_TOKEN (the clients' bearer token)")
+    # the SDK logs each failed tool call ("busy" in a flood): one kind of line once a minute
+    hold_repeats("mcp.server.mcpserver.server")
     if settings.database_url:  # a fleet replica: the newest published index, then each new one
         from .indexing import sync_published
 
@@ -539,12 +460,10 @@ def run(guide: FieldGuide, http: int | None, host: str, scope_key: str | None = 
         server.run("stdio")
         warming.join()  # a process ending inside the model's native code would abort
         return
-    import uvicorn
+    from .mcp_http import serve
 
     follow(guide)
-    app = http_app(server, settings.mcp_token, host)
-    log.info("MCP over Streamable HTTP on http://%s:%d/mcp", host, http)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=http, log_level="warning")).run()
+    serve(server, settings, host, http)
 
 
 def follow(guide: FieldGuide) -> None:

@@ -22,6 +22,7 @@ from pydantic.fields import FieldInfo
 
 from index.redact import redact
 
+from .prices import parse_prices
 from .since import DURATIONS, seconds_of
 
 
@@ -114,53 +115,31 @@ Token = Annotated[
 SlashCommand = Annotated[
     str, rule(lambda v: re.fullmatch(r"/[a-z0-9_-]{1,31}", v), "must be like /docs-reindex")
 ]
+LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # one dot-separated part of a host name
+HOST = rf"(?:{LABEL}(?:\.{LABEL})*|\[[0-9a-f:.]+\])"  # a name, an IPv4 address or [IPv6]
 
 
-# USD per million tokens: the English pricing page (platform.claude.com/docs/en/about-claude/
-# pricing, "Model pricing", 2026-11; translated pages and model pages lag it: Sonnet 5.5's cache
-# read was cut from $0.20 to $0.10 on 2026-10-07). A cache write is the 5-minute one. A model id
-# matches the longest key it starts with (claude-haiku-4-5-20251001 → claude-haiku-4-5).
-# FIELDGUIDE_PRICES replaces the table. Haiku 5.5's prices are those of prompts up to 100,000
-# tokens (a question's are ~2-6 K).
-DEFAULT_PRICES: dict[str, dict[str, float]] = {
-    "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
-    "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.50, "cache_read": 0.10},
-    "claude-sonnet-5": {"input": 2.0, "output": 10.0, "cache_write": 2.50, "cache_read": 0.20},
-    "claude-opus-5-5": {"input": 4.0, "output": 20.0, "cache_write": 5.0, "cache_read": 0.20},
-    "claude-opus-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
-    "claude-fable-5-1": {"input": 10.0, "output": 50.0, "cache_write": 12.5, "cache_read": 0.25},
-    "claude-fable-5": {"input": 10.0, "output": 50.0, "cache_write": 12.5, "cache_read": 1.0},
-    "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.10},
-    "claude-sonnet-4": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
-    "claude-opus-4-8": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
-    "claude-opus-4-7": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
-    "claude-opus-4-6": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
-    "claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
-    "claude-opus-4-1": {"input": 15.0, "output": 75.0, "cache_write": 18.75, "cache_read": 1.50},
-}
-PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
+def listed(v: str) -> list[str]:
+    """A comma-separated setting's entries, trimmed, empty ones left out."""
+    return [part.strip() for part in str(v).split(",") if part.strip()]
 
 
-def parse_prices(raw: str) -> dict[str, dict[str, float]]:
-    """FIELDGUIDE_PRICES as a table (the built-in one when empty); ValueError saying what is
-    wrong."""
-    if not raw.strip():
-        return DEFAULT_PRICES
-    import json
-
-    try:
-        table = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"is not JSON ({e.msg})") from None
-    if not isinstance(table, dict) or not table:
-        raise ValueError("must be a JSON object of models")
-    for model, p in table.items():
-        if not isinstance(p, dict) or set(p) != set(PRICE_KEYS):
-            raise ValueError(f"{model}: give exactly {', '.join(PRICE_KEYS)}")
-        bad = [k for k in PRICE_KEYS if not isinstance(p[k], (int, float)) or p[k] < 0]
-        if bad:
-            raise ValueError(f"{model}: {', '.join(bad)} must be numbers ≥ 0")
-    return {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
+HostList = Annotated[
+    str,
+    rule(
+        lambda v: all(re.fullmatch(HOST + r"(?::\d{1,5})?", h, re.I) for h in listed(v)),
+        "must be comma-separated host names (name, or name:port)",
+    ),
+]
+OriginList = Annotated[
+    str,
+    rule(
+        lambda v: all(
+            re.fullmatch(r"https?://" + HOST + r"(?::\d{1,5})?", o, re.I) for o in listed(v)
+        ),
+        "must be comma-separated origins (https://host, or https://host:port)",
+    ),
+]
 
 
 def checked_prices(v: str) -> str:
@@ -362,7 +341,15 @@ class Settings(BaseModel):
     answer_queue: int = setting(
         "FIELDGUIDE_ANSWER_QUEUE",
         20,
-        "questions waiting beyond that; more are turned away",
+        "questions waiting beyond that; more are turned away at once",
+        ge=0,
+        le=10_000,
+    )
+    answer_per_client: int = setting(
+        "FIELDGUIDE_ANSWER_PER_CLIENT",
+        0,
+        "questions one asker (a Slack user, an MCP client) may have answered or waiting at once;"
+        " 0 = the workers and half the queue",
         ge=0,
         le=10_000,
     )
@@ -412,6 +399,20 @@ class Settings(BaseModel):
         "the weekday (mon … sun, UTC) from which serve sends each docs owner their weekly note (a"
         " DM to a person, a post in an owners' channel; once per owner and week across a"
         " fleet); off = never",
+    )
+    mcp_allowed_hosts: HostList = setting(
+        "FIELDGUIDE_MCP_ALLOWED_HOSTS",
+        "",
+        "comma-separated Host names `fieldguide mcp --http` answers to besides 127.0.0.1,"
+        " localhost and [::1] (a name alone: any port; name:port: that port), e.g. the name a TLS"
+        " proxy in front of it keeps",
+    )
+    mcp_allowed_origins: OriginList = setting(
+        "FIELDGUIDE_MCP_ALLOWED_ORIGINS",
+        "",
+        "comma-separated Origins (scheme://host[:port]) whose browser pages may call `fieldguide"
+        " mcp --http`, e.g. https://claude.ai, besides http pages on 127.0.0.1, localhost and"
+        " [::1]; a request without an Origin is not from a page",
     )
     doc_owners: Literal["off", "on"] = setting(
         "FIELDGUIDE_DOC_OWNERS",

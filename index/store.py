@@ -260,6 +260,14 @@ def doc_intents(conn: Reader) -> list[tuple[str, str]]:
     return [(path, intent) for path, intent in conn.execute("SELECT path, intent FROM docs")]
 
 
+def doc_chunk_counts(conn: Reader) -> list[tuple[str, str, int]]:
+    """(path, intent, chunks) of every doc."""
+    return conn.execute(
+        "SELECT d.path, d.intent, count(c.id) FROM docs d LEFT JOIN chunks c ON c.doc = d.path"
+        " GROUP BY d.path"
+    ).fetchall()
+
+
 @contextlib.contextmanager
 def read_snapshot(path: str | Path) -> Iterator[sqlite3.Connection]:
     """The index file read-only, in one read transaction: every read sees one generation,

@@ -34,7 +34,7 @@ deadline), the rules are these, and only these:
 - the claim check: the answer is marked as not checked (PARTIAL, fail closed).
 
 `on_progress` (router/answer.py Progress) is told "searching" before retrieval, "reading" with the
-sections about to be read (Claude) or quoted (offline), and "checking" before the claim check;
+sections about to be read (Claude) or quoted (offline), and "checking" before Claude's claim check;
 what it raises is logged and ignored. The answer's stream is cut at the question's deadline less
 the claim check's reserved time (claims.reserve), and a streamed reply's first byte must come
 within FIELDGUIDE_FIRST_BYTE_TIMEOUT seconds.
@@ -47,7 +47,6 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 
-from index.search import IndexChanged
 from prompts import prompt_hash
 
 from . import citations, claims, compose, context, decide, exact, offline, reading, words
@@ -68,9 +67,6 @@ log = logging.getLogger(__name__)
 
 HITS = 10  # the hits the decision, the offline branch and the audit read
 OFFLINE_CHUNKS = 3  # the top chunks offline quotes from
-# times a question is asked again when a reindex takes a chunk it found (IndexChanged): each time
-# on the newest generation, so only reindexes committing faster than one answer exhaust them
-INDEX_RETRIES = 3
 UNCITED_NOTE = (
     "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
 )
@@ -121,21 +117,10 @@ class Pipeline:
         "text"}). `on_text(delta)` receives Claude's answer text as it is written (never offline,
         never for an abstention); the returned Answer is the checked, final one either way.
         `scope`: route and search only inside it (None: everything). `on_progress`: told what the
-        answer is doing (the module doc)."""
+        answer is doing (the module doc). IndexChanged when a reindex took a chunk it found
+        (bot/app.py's FieldGuide.ask asks again on the new generation)."""
         started = time.perf_counter()
-        asked = checked(question, history)
-        stream, tell = Stream(on_text), Tell(on_progress)
-        for attempt in range(INDEX_RETRIES + 1):
-            try:
-                ans = self.path(asked, scope, stream, tell)
-                break
-            except IndexChanged:
-                # a reindex committed while answering and took a chunk it found: asked again on
-                # the new generation (waiting for it to load), unless words are out already
-                if stream.shown or attempt == INDEX_RETRIES:
-                    raise
-                log.info("the index changed while answering; asking again on the new one")
-                self.engine.loaded(wait=True)
+        ans = self.path(checked(question, history), scope, Stream(on_text), Tell(on_progress))
         ans.trace.timings_ms["total"] = round((time.perf_counter() - started) * 1000, 1)
         if self.client is None:
             ans.trace.notes.append(OFFLINE_NOTE)
@@ -289,8 +274,7 @@ class Pipeline:
         lead = "" if decided.decision == PARTIAL else offline.LEAD
         written = offline.compose(passages, sources, chunks, lead)
         run.laps("answer")
-        run.tell("checking")
-        checked = claims.offline(written.citations)
+        checked = claims.offline(written.citations)  # at once: no "checking" to show
         run.laps("check")
         return Draft(decided, passages, written, sources, checked)
 

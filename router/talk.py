@@ -29,12 +29,7 @@ THANKS = ("thank", "thx", "cheers", "appreciate")
 GREETINGS = frozenset(
     ("hi", "hello", "hey", "hiya", "howdy", "morning", "afternoon", "evening", "help")
 )
-# the CLI's replies (the Slack bot's greeting lists example questions: bot/slack/slack_rules.py)
-REPLIES = {
-    "greeting": "Hi! Ask me a question about the docs and I'll answer from them, with sources.",
-    "thanks": "You're welcome!",
-    "ack": "Ask me a question about the docs whenever you like.",
-}
+# (the replies, the same at every door, are bot/asking.py's)
 
 
 def content_words(text: str) -> list[str] | None:

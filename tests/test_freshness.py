@@ -484,7 +484,7 @@ def test_a_commit_is_answered_in_slack_after_the_next_refresh(repo, tmp_path, lo
         acked, _ = harness.event(mention("When does the pelican drill rotate ferry tokens?"), "Ev1")
         assert acked
         [answer] = answer_in(mock, "C1")
-        text = json.dumps(answer["blocks"])
+        text = json.dumps(answer)  # the words, and the sources the stream ends with
         assert "Thursdays" in text and "Pelican drills" in text and "updated 2 days ago" in text
     finally:
         harness.close()

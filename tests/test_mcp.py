@@ -57,6 +57,20 @@ def stdio(db: str, *args: str, env: dict[str, str] | None = None) -> StdioServer
     )
 
 
+def initialize(client: str) -> dict:
+    """An MCP initialize request, as a host of the 2025-11-25 revision sends it first."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"},
+        },
+    }
+
+
 def run(coro_fn) -> Any:
     return anyio.run(coro_fn)
 
@@ -508,16 +522,7 @@ def test_on_the_fleets_postgresql(pg_server, examples_template, tmp_path):
 
 def test_a_host_that_goes_away_at_once_ends_the_server_cleanly(examples_db, tmp_path):
     """The host hangs up while the model is still loading: exit 0, no abort in native code."""
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "sh", "version": "1"},
-        },
-    }
+    hello = initialize("sh")
     done = subprocess.run(
         [sys.executable, "-m", "bot.cli", "mcp", "--db", examples_db],
         input=json.dumps(hello) + "\n",
@@ -530,3 +535,150 @@ def test_a_host_that_goes_away_at_once_ends_the_server_cleanly(examples_db, tmp_
     assert done.returncode == 0 and "terminate" not in done.stderr, done.stderr
     reply = json.loads(done.stdout.splitlines()[0])
     assert reply["result"]["serverInfo"]["name"] == "fieldguide"
+
+
+# -- one client among others: limits, scopes, arguments --------------------------------------------
+
+CLAUDE_MODELS: dict[str, Any] = {
+    "classify_model": "claude-haiku-4-5",
+    "condense_model": "claude-haiku-4-5",
+    "check_model": "claude-haiku-4-5",
+    "answer_model": "claude-sonnet-4-6",
+}
+
+
+def test_a_flood_from_one_client_is_busy_at_once_and_never_holds_up_another(
+    examples_db, local_embedder
+):
+    """50 asks at once from one client while Claude holds every answer: past its share they are
+    refused at once with a "busy" error; another client's read-only tools come back meanwhile,
+    and its ask takes a place of its own."""
+    import anthropic
+
+    from tests.standins.server import StubServer
+
+    release = threading.Event()
+    stub = StubServer()
+
+    def held(req):  # the answer (streamed) held; any other step refused at once
+        if req.json.get("stream"):
+            release.wait(60)
+        error = {"type": "invalid_request_error", "message": "not here"}
+        return 400, {"type": "error", "error": error}
+
+    stub.route("/v1/messages", held)
+    claude = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=90)
+    settings = Settings(
+        db=examples_db,
+        answer_workers=1,
+        answer_queue=8,  # a client's share: the worker and 4 waiting places
+        first_byte_timeout=90,
+        deadline=120,
+        **CLAUDE_MODELS,
+    )
+    server = build(FieldGuide(settings, embedder=local_embedder, anthropic=claude), None)
+    flood: list[Any] = [None] * 50
+
+    async def session():
+        async with (
+            Client(server, client_info=Implementation(name="flood", version="1")) as a,
+            Client(server, client_info=Implementation(name="other", version="1")) as b,
+            anyio.create_task_group() as tasks,
+        ):
+
+            async def ask(n: int) -> None:
+                flood[n] = await a.call_tool("ask", {"question": f"{RETRIES_Q} ({n})"})
+
+            for n in range(len(flood)):
+                tasks.start_soon(ask, n)
+            with anyio.fail_after(30):  # all while the first answer is held
+                while sum(r is not None for r in flood) < len(flood) - 5:
+                    await anyio.sleep(0.05)
+                intents = await b.call_tool("list_intents", {})
+                found = await b.call_tool("search", {"query": "webhook retries", "k": 3})
+                hit = found.structured_content["hits"][0]["id"]
+                read = await b.call_tool("read_section", {"section": hit})
+                resources = (await b.list_resources()).resources
+            held_meanwhile = not release.is_set()
+            answers: list[Any] = []
+
+            async def ask_other() -> None:  # a waiting place of its own
+                answers.append(await b.call_tool("ask", {"question": RETRIES_Q}))
+
+            tasks.start_soon(ask_other)
+            await anyio.sleep(0.5)
+            release.set()
+        return held_meanwhile, intents, found, read, resources, answers
+
+    try:
+        held_meanwhile, intents, found, read, resources, answers = run(session)
+    finally:
+        release.set()
+        stub.close()
+    assert held_meanwhile
+    assert not intents.is_error and intents.structured_content["intents"]
+    assert not found.is_error and found.structured_content["hits"] and resources
+    assert not read.is_error and read.structured_content["text"]
+    busy = [r for r in flood if r.is_error]
+    assert len(busy) == len(flood) - 5  # past the flood's share, at once
+    assert all("fieldguide is busy: You already have 5" in r.content[0].text for r in busy)
+    answered = [r for r in flood if not r.is_error] + answers
+    assert len(answered) == 6  # the flood's five and the other client's, once Claude let go
+    assert all(r.structured_content["decision"] in ("ANSWER", "PARTIAL") for r in answered)
+
+
+FOLDER_DOCS: dict[str, str | bytes] = {
+    "alpha/ledger.md": "---\ntitle: Ledger\nintent: ledger\n---\n# Ledger\n\n## Closing\n\n"
+    "The alpha ledger closes at midnight.\n",
+    "alpha/drill.md": "---\ntitle: Drill\nintent: drills\n---\n# Drill\n\n## When\n\n"
+    "The fire drill runs every Tuesday at noon.\n",
+    "beta/audit.md": "---\ntitle: Audit\nintent: ledger\n---\n# Audit\n\n## Auditors\n\n"
+    "The beta auditors read the ledger on Fridays.\n\n## Findings\n\n"
+    "Findings go to the beta risk board.\n",
+    "beta/launch.md": "---\ntitle: Launch\nintent: launch\n---\n# Launch\n\n## Codes\n\n"
+    "The beta launch code is zebra-quartz-1234.\n",
+    "intents.yaml": "ledger:\n  description: Ledger closing, and the beta audit of it\n"
+    "  examples:\n    - When do the beta auditors read the ledger?\n"
+    "drills:\n  description: Fire drills\n  examples:\n    - When is the fire drill?\n"
+    "launch:\n  description: Launch codes\n  examples:\n    - What is the launch code?\n",
+}
+
+
+def test_list_intents_in_a_folder_scope_shows_only_the_docs_inside(tmp_path, local_embedder):
+    """An intent with docs inside and outside the folder: counted by those inside, and without
+    the description and examples that speak of the others; one wholly inside: as it is."""
+    docs = write_docs(tmp_path / "docs", FOLDER_DOCS)
+    db = str(tmp_path / "folders.db")
+    scopes = tmp_path / "scopes.yaml"
+    scopes.write_text('channels:\n  "#alpha-team": {folders: [alpha/]}\n')
+    settings = Settings(db=db, scopes=str(scopes), mcp_scope="#alpha-team")
+    api.index(docs, db, settings=settings)
+    guide = FieldGuide.open(settings, embedder=local_embedder)
+    (scoped_list,) = call(build(guide, deployment_scope(guide)), ("list_intents", {}))
+    (whole_list,) = call(build(guide, None), ("list_intents", {}))
+    scoped = {i["name"]: i for i in scoped_list.structured_content["intents"]}
+    whole = {i["name"]: i for i in whole_list.structured_content["intents"]}
+    assert set(scoped) == {"drills", "ledger"} and set(whole) == {"drills", "ledger", "launch"}
+    assert scoped["drills"] == whole["drills"] and whole["drills"]["examples"]
+    assert (scoped["ledger"]["docs"], whole["ledger"]["docs"]) == (1, 2)
+    assert scoped["ledger"]["chunks"] < whole["ledger"]["chunks"]
+    assert scoped["ledger"]["description"] == "" and scoped["ledger"]["examples"] == []
+    assert "beta" not in json.dumps(scoped_list.structured_content)
+
+
+def test_a_misnamed_or_mistyped_argument_gets_a_short_error_naming_it(examples_db, local_embedder):
+    server = build(FieldGuide(Settings(db=examples_db), embedder=local_embedder), None)
+    misnamed, missing, mistyped, extra = call(
+        server,
+        ("ask", {"questoin": RETRIES_Q}),
+        ("read_section", {}),
+        ("search", {"query": "retries", "k": "several"}),
+        ("search", {"query": "retries", "limit": 3}),
+    )
+    texts = [r.content[0].text for r in (misnamed, missing, mistyped, extra)]
+    assert all(r.is_error for r in (misnamed, missing, mistyped, extra))
+    assert texts[0] == "ask has no argument 'questoin': it takes `question`"
+    assert texts[1] == "read_section needs `section` (it takes `section`)"
+    assert texts[2].startswith("search: `k`: Input should be a valid integer")
+    assert texts[3] == "search has no argument 'limit': it takes `query`, `k`"
+    assert not any("pydantic" in t or "http" in t or "\n" in t for t in texts)

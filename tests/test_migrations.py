@@ -34,11 +34,12 @@ def test_the_index_and_the_audit_trail_migrate_apart(tmp_path):
         "m001_audit_tables",
         "m002_owners_loop",
         "m003_claims_keep_their_event",
+        "m004_viewing",
     ]
     assert not INDEX_MIGRATIONS.pending(db) and not AUDIT_MIGRATIONS.pending(db)
     tables = set(db.table_names())
     assert {"meta", "docs", "chunks", "embeddings", "intents", "runs"} <= tables
-    assert {"answers", "feedback", "slack_events", "handoffs"} <= tables
+    assert {"answers", "feedback", "slack_events", "handoffs", "viewing"} <= tables
 
 
 def test_an_index_made_before_migrations_gains_what_it_lacks(tmp_path):

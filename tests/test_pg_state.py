@@ -34,14 +34,14 @@ def test_db_upgrade_is_versioned_and_idempotent(pg_server, monkeypatch, capsys):
     assert main(["db", "upgrade"]) == 0
     assert f"already at version {LATEST}" in capsys.readouterr().out
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
-            (v,) for v in range(1, LATEST + 1)
-        ]
+        versions = conn.execute("SELECT version FROM schema_version").fetchall()
+    assert versions == [(v,) for v in range(1, LATEST + 1)]
     assert upgrade(url) == (LATEST, LATEST)
     # a database deployed at version 1 (no event kept with its claim) gets the column
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ALTER TABLE event_claims DROP COLUMN event")
         conn.execute("DROP TABLE handoffs")
+        conn.execute("DROP TABLE viewing")
         conn.execute("DELETE FROM schema_version WHERE version >= 2")
     assert upgrade(url) == (1, LATEST)
     with psycopg.connect(url) as conn:
@@ -136,6 +136,15 @@ def test_rate_limit_counts_across_replicas(two_states):
     allowed = [s.allow_question("U1", 3) for s in (a, b, a, b)]
     assert allowed == [True, True, True, False]
     assert a.allow_question("U2", 3)
+
+
+def test_what_a_user_is_looking_at_is_read_by_every_replica(two_states):
+    a, b = two_states
+    assert b.viewing("U1", "D1") == ""
+    a.note_viewing("U1", "D1", "C0BILLING")
+    assert b.viewing("U1", "D1") == "C0BILLING" and b.viewing("U2", "D1") == ""
+    b.note_viewing("U1", "D1", "")  # looking at no channel now
+    assert a.viewing("U1", "D1") == ""
 
 
 def test_reindex_lock_is_fleet_wide_and_freed_when_the_holder_dies(two_states):

@@ -438,7 +438,7 @@ def test_progress_is_told_offline_and_with_claude_inside_the_scope(
     examples_db, local_embedder, stub
 ):
     """`on_progress` hears "searching", then "reading" with the sections about to be quoted
-    (offline) or read by Claude, all inside the question's scope, then "checking"."""
+    (offline) or read by Claude, all inside the question's scope, then, with Claude, "checking"."""
     from router.engine import Scope
 
     scope = Scope("#hooks", folders=("webhooks/",))
@@ -446,7 +446,7 @@ def test_progress_is_told_offline_and_with_claude_inside_the_scope(
     quoted = make_pipeline(examples_db, local_embedder).answer(
         SIGNATURE_Q, scope=scope, on_progress=told.append
     )
-    assert [p.kind for p in told] == ["searching", "reading", "checking"]
+    assert [p.kind for p in told] == ["searching", "reading"]
     assert {s.label for s in quoted.sources} <= set(told[1].labels)
     stub.route("/v1/messages", FakeClaude())
     told.clear()

@@ -71,9 +71,14 @@ def ask_all(r: Replica) -> list[str]:
 
 
 def replies_in(mock: FleetSlack, ts: str) -> list[str]:
-    """What the thread `ts` was finally told: each placeholder's last text, and apologies posted
-    straight into it."""
-    final: dict[str, str] = {}
+    """What the thread `ts` was finally told: each stream's text once stopped, each placeholder's
+    (or unstopped stream's) last update, and apologies posted straight into it."""
+    with mock.lock:
+        final = {
+            k: s["text"]
+            for k, s in mock.streams.items()
+            if s["thread_ts"] == ts and s["state"] == "stopped"
+        }
     for u in mock.updates():
         if mock.thread_of.get(u["ts"]) == ts:
             final[u["ts"]] = u.get("text", "")

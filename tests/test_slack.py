@@ -14,9 +14,11 @@ from tests.standins.slack import BOT, RATELIMITED, SERVER_ERROR, slack_error
 from tests.standins.slack_harness import (
     Harness,
     answer_in,
+    assistant_thread_started,
     dm,
     mention,
     sentinel,
+    shown_text,
     wait,
 )
 
@@ -31,8 +33,18 @@ def http(make_harness) -> Harness:
     return make_harness("http")
 
 
-def markdown_of(message: dict) -> str:
-    return "".join(b["text"] for b in message["blocks"] if b["type"] == "markdown")
+markdown_of = shown_text
+
+
+def sources_of(message: dict) -> list[dict]:
+    """The URL source elements a streamed answer ends with."""
+    return [e for t in message.get("tasks", {}).values() for e in t.get("sources", [])]
+
+
+def first_word_after_work(message: dict) -> bool:
+    """Did the stream show task updates before its first words?"""
+    kinds = [c["type"] for c in message["chunks"]]
+    return "task_update" in kinds and kinds.index("task_update") < kinds.index("markdown_text")
 
 
 # -- answering, on every transport ---------------------------------------------------------------
@@ -42,10 +54,12 @@ def test_mention_is_answered_in_its_thread_with_sources_and_feedback(slack):
     acked, _ = slack.event(mention("How many times is a failed webhook retried?"), "Ev1")
     assert acked
     [answer] = answer_in(slack.mock, "C1")
-    [placeholder] = [p for p in slack.mock.posts() if p["text"] == WORKING]
-    assert placeholder["thread_ts"] == "1700000000.000100"
-    text = markdown_of(answer)
-    assert "**Sources**" in text and "docs.tidewater.example" in text
+    assert answer["state"] == "stopped" and answer["thread_ts"] == "1700000000.000100"
+    assert slack.mock.posts() == []  # the stream's task updates were the sign of work
+    assert first_word_after_work(answer) and "8 attempts" in markdown_of(answer)
+    sources = sources_of(answer)
+    assert sources and all("docs.tidewater.example" in e["url"] for e in sources)
+    assert [e["text"][:4] for e in sources] == [f"[{n}] " for n in range(1, len(sources) + 1)]
     context = json.dumps([b for b in answer["blocks"] if b["type"] == "context"])
     assert "answered without Claude" in context
     [feedback] = [b for b in answer["blocks"] if b["type"] == "context_actions"]
@@ -53,10 +67,10 @@ def test_mention_is_answered_in_its_thread_with_sources_and_feedback(slack):
     assert feedback["elements"][0]["positive_button"]["value"].startswith("helpful:")
 
 
-def test_dm_is_answered(slack):
+def test_dm_is_answered_in_its_own_thread(slack):
     slack.event(dm("What does error TW-1429 mean?"), "Ev2")
     [answer] = answer_in(slack.mock, "D1")
-    assert answer["thread_ts"] is None and "TW-1429" in markdown_of(answer)
+    assert answer["thread_ts"] == "1700000050.000100" and "TW-1429" in markdown_of(answer)
 
 
 def test_a_question_is_read_as_typed_not_as_slack_escapes_it(http):
@@ -89,18 +103,17 @@ def test_small_talk_gets_a_greeting_thanks_or_a_short_reply_never_not_in_the_doc
     assert not {"hi", "thanks!", "ok :thumbsup:", "Thank you so much", "bye"} & set(asked)
 
 
-def test_assistant_thread_status_title_and_no_placeholder(slack):
-    started = {
-        "type": "assistant_thread_started",
-        "event_ts": "1700000009.000001",
-        "assistant_thread": {
-            "user_id": "U1",
-            "channel_id": "D9",
-            "thread_ts": "1700000009.000100",
-            "context": {"channel_id": "C1", "team_id": "T1"},
-        },
-    }
-    slack.event(started, "EvA1")
+# a question in the thread assistant_thread_started() opened
+IN_ASSISTANT_THREAD = dm(
+    "How do I rotate an API key?",
+    ts="1700000009.000200",
+    channel="D9",
+    thread_ts="1700000009.000100",
+)
+
+
+def test_an_app_on_assistant_view_still_greets_and_answers_in_the_thread(slack):
+    slack.event(assistant_thread_started(), "EvA1")
     wait(lambda: slack.mock.calls("/api/assistant.threads.setSuggestedPrompts"))
     prompts = slack.mock.calls("/api/assistant.threads.setSuggestedPrompts")[0].form
     assert prompts["channel_id"] == "D9" and "rotate" in json.dumps(prompts).lower()
@@ -108,25 +121,27 @@ def test_assistant_thread_status_title_and_no_placeholder(slack):
     slack.mock.thread_messages = [
         {"user": BOT, "bot_id": "BBOT", "text": GREETING, "ts": "1700000009.000101"}
     ]
-    question = dm(
-        "How do I rotate an API key?",
-        ts="1700000009.000200",
-        channel="D9",
-        thread_ts="1700000009.000100",
-    )
-    slack.event(question, "EvA2")
+    slack.event(IN_ASSISTANT_THREAD, "EvA2")
     [answer] = answer_in(slack.mock, "D9")
-    status = slack.mock.calls("/api/assistant.threads.setStatus")[0].form
-    assert status["status"] == "is looking through the docs…" and status["loading_messages"]
     title = slack.mock.calls("/api/assistant.threads.setTitle")[0].form
     assert title["title"] == "How do I rotate an API key?"
-    assert answer["thread_ts"] == "1700000009.000100"
-    assert not [p for p in slack.mock.posts() if p["text"] == WORKING]  # the status says it
+    assert answer["thread_ts"] == "1700000009.000100" and first_word_after_work(answer)
+    assert not [p for p in slack.mock.posts() if p["text"] == WORKING]  # the stream says it
     sentinel(slack)
     assert len([m for m in slack.mock.answers() if m["channel"] == "D9"]) == 1  # answered once
     # the greeting was not history: the question was not rewritten as a follow-up
     row = slack.state.db.execute("SELECT condensed FROM answers WHERE channel = 'D9'").fetchone()
     assert row[0] == "How do I rotate an API key?"
+
+
+def test_the_assistant_status_shows_work_when_the_stream_cannot(http):
+    http.mock.fail("chat.startStream", slack_error("not_allowed"))
+    http.event(assistant_thread_started(), "EvA3")
+    http.event(IN_ASSISTANT_THREAD, "EvA4")
+    [answer] = answer_in(http.mock, "D9")
+    status = http.mock.calls("/api/assistant.threads.setStatus")[0].form
+    assert status["status"] == "is looking through the docs…" and status["loading_messages"]
+    assert "state" not in answer and "otate" in markdown_of(answer)
 
 
 def test_follow_up_uses_the_newest_history_and_skips_greetings(slack):
@@ -324,7 +339,7 @@ def test_acks_feedback_and_commands_do_not_wait_behind_answers(make_harness, tra
         wait(lambda: server.calls("/v1/messages"))
         for i in (1, 2):
             h.event(mention("How do I rotate an API key?", ts=f"1700000100.00010{i}"), f"EvB{i}")
-        wait(lambda: len(h.mock.posts()) >= 3)
+        wait(lambda: len(h.mock.posts()) >= 2)  # the busy note and the full queue's
         notes = [p["text"] for p in h.mock.posts()]
         assert BUSY in notes and any("Too many questions" in n for n in notes)
         from router.answer import Answer
@@ -367,6 +382,7 @@ def test_socket_mode_reconnects_on_disconnect(make_harness):
     ],
 )
 def test_answer_is_delivered_when_the_final_update_fails(http, fault):
+    http.mock.fail("chat.startStream", slack_error("not_allowed"))  # a placeholder, then updated
     http.mock.fail("chat.update", *fault)
     http.event(mention("How do I rotate an API key?"), "EvU")
     [answer] = answer_in(http.mock, "C1")
@@ -376,15 +392,25 @@ def test_answer_is_delivered_when_the_final_update_fails(http, fault):
 
 
 def test_rate_limits_and_server_errors_are_retried(http):
-    http.mock.fail("chat.postMessage", RATELIMITED, SERVER_ERROR)
-    http.mock.fail("chat.update", RATELIMITED)
+    http.mock.fail("chat.startStream", RATELIMITED, SERVER_ERROR)
+    http.mock.fail("chat.appendStream", RATELIMITED)
+    http.mock.fail("chat.stopStream", SERVER_ERROR)
     http.event(mention("How do I rotate an API key?"), "EvR")
     [answer] = answer_in(http.mock, "C1")
+    assert answer["state"] == "stopped" and "otate" in markdown_of(answer)
+    assert len(http.mock.calls("/api/chat.startStream")) == 3
+    assert len(http.mock.calls("/api/chat.stopStream")) == 2
+    http.mock.fail("chat.startStream", slack_error("not_allowed"))  # whole, as a placeholder
+    http.mock.fail("chat.postMessage", RATELIMITED, SERVER_ERROR)
+    http.mock.fail("chat.update", RATELIMITED)
+    http.event(mention("How do I rotate an API key?", ts="1700000001.000100"), "EvR2")
+    answer_in(http.mock, "C1", 2)
     assert len(http.mock.calls("/api/chat.postMessage")) == 3
     assert len(http.mock.calls("/api/chat.update")) == 2
 
 
 def test_a_failed_placeholder_does_not_mean_silence(http):
+    http.mock.fail("chat.startStream", slack_error("not_in_channel"))
     http.mock.fail("chat.postMessage", slack_error("not_in_channel"))
     http.event(mention("How do I rotate an API key?"), "EvP")
     [answer] = answer_in(http.mock, "C1")
@@ -401,8 +427,9 @@ def test_blocks_refused_everywhere_fall_back_to_plain_text(http):
 
 def test_empty_mention_gets_a_clear_message(http):
     http.event(mention(""), "Ev12")
-    wait(lambda: http.mock.updates())
-    assert "question is empty" in http.mock.updates()[0]["text"]
+    [said] = answer_in(http.mock, "C1")
+    assert "question is empty" in said["text"]
+    assert [t["status"] for t in said["tasks"].values()] == ["error"]  # the search it began
 
 
 def test_injected_doc_cannot_ping_the_channel_or_link_elsewhere(
@@ -433,7 +460,7 @@ def test_injected_doc_cannot_ping_the_channel_or_link_elsewhere(
     h.event(mention("How do I rotate an API key?"), "EvX")
     [answer] = answer_in(h.mock, "C1")
     sent = json.dumps(answer) + json.dumps(h.mock.updates())
-    assert "rotate" in sent.lower()
+    assert "rotate" in sent.lower() and "Reading: Keys &lt;!here&gt;" in sent
     for bad in ("<!", "<@", "<https", "](https://evil", "(https://x"):
         assert bad not in sent
 
@@ -514,12 +541,16 @@ def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(
     assert starts[0].json["recipient_user_id"] == "U1"
     assert answer["text"].startswith("Check the header see docs &lt;!channel&gt;.")
     assert "word59." in answer["text"] and "evil" not in json.dumps(answer)
+    # searching, reading, the words, checking each claim, then the sources the words cite
+    titles = [t["title"] for t in answer["tasks"].values()]
+    assert titles[0] == "Searching the docs" and titles[1].startswith("Reading: ")
+    assert titles[-2:] == ["Checking each claim", "Sources"] and first_word_after_work(answer)
+    [cited] = sources_of(answer)
+    assert cited["text"].startswith("[1] ") and cited["url"].startswith("https://docs.")
     types = [b["type"] for b in answer["blocks"]]
-    assert types == ["markdown", "context", "context_actions"]
-    assert "**Sources**" in answer["blocks"][0]["text"]
-    # the placeholder went when the stream began; nothing else was posted
-    assert all(m["text"] != WORKING for m in h.mock.messages.values())
-    assert h.mock.updates() == []
+    assert types == ["context", "context_actions"]  # the sources are the task's, not listed
+    # nothing was posted: the stream was the first sign of work
+    assert h.mock.posts() == [] and h.mock.updates() == []
 
 
 def test_an_unsupported_claim_adds_its_caveat_to_the_streamed_answer(make_harness, claude_stub):
@@ -566,12 +597,13 @@ def test_a_refused_stream_still_delivers_the_whole_answer(make_harness, claude_s
     assert "[1]" in markdown_of(answer)
 
 
-def test_claude_answers_in_a_plain_dm_are_posted_whole(make_harness, claude_stub):
-    client = claude_stub(answer=LONG_REPLY)
+def test_claude_answers_in_a_dm_stream_into_the_questions_thread(make_harness, claude_stub):
+    client = claude_stub(answer=LONG_REPLY, words_per_second=400)
     h = make_harness("http", client)
     h.event(dm("How do I verify the signature of a webhook?"), "EvS3")
     [answer] = answer_in(h.mock, "D1")
-    assert "state" not in answer and h.mock.calls("/api/chat.startStream") == []
+    assert answer["state"] == "stopped" and answer["thread_ts"] == "1700000050.000100"
+    assert "word59." in answer["text"] and first_word_after_work(answer)
 
 
 def test_bots_and_edits_are_ignored_for_every_event_kind(http):

@@ -399,7 +399,7 @@ def test_no_link_of_the_text_reaches_the_markdown_block(text):
 
 
 def test_a_docs_deceptive_link_is_no_link_in_slack(make_harness, tmp_path, local_embedder):
-    from tests.standins.slack_harness import answer_in, mention
+    from tests.standins.slack_harness import answer_in, mention, shown_text
 
     doc = (
         "---\nintent: ops\n---\n# Account recovery\n\n"
@@ -412,7 +412,7 @@ def test_a_docs_deceptive_link_is_no_link_in_slack(make_harness, tmp_path, local
     h = make_harness(db=db)
     h.event(mention("How do I recover a locked account?"), "EvL1")
     [answer] = answer_in(h.mock, "C1")
-    text = "\n".join(b["text"] for b in answer["blocks"] if b["type"] == "markdown")
+    text = shown_text(answer)
     assert "recovery console" in text
     assert "evil.example" not in " ".join(links_in(text)), text
 

@@ -76,3 +76,26 @@ def test_nothing_is_passed_on_before_a_citation_checks_out():
     hold.cite()
     hold(" verify")
     assert out == ["Here is how:", " verify"]
+
+
+# -- what the path is doing (on_progress) ----------------------------------------------------------
+
+
+def test_progress_comes_before_the_words_and_names_the_sections_read(
+    examples_db, local_embedder, stub
+):
+    reply: list = [("Compare the signature header with your HMAC.", [(0, 0, 1)])]
+    stub.route("/v1/messages", FakeClaude(answer=reply, words_per_second=400))
+    seen: list = []
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(
+        SIGNATURE_Q, on_text=lambda d: seen.append(("text", d)), on_progress=seen.append
+    )
+    kinds = [s[0] if isinstance(s, tuple) else s.kind for s in seen]
+    assert kinds[:2] == ["searching", "reading"] and kinds[-1] == "checking"
+    assert kinds.index("text") > kinds.index("reading")  # the reading is shown first
+    [reading] = [s for s in seen if not isinstance(s, tuple) and s.kind == "reading"]
+    # the sections sent to Claude, by "Title › Section", once each
+    hits = ans.trace.hits[:5]
+    assert reading.labels and len(reading.labels) == len(set(reading.labels)) <= len(hits)
+    assert all(" › " in label or label in {h["title"] for h in hits} for label in reading.labels)
+    assert {label.split(" › ")[0] for label in reading.labels} <= {h["title"] for h in hits}

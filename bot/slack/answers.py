@@ -1,57 +1,50 @@
 """Answering a Slack question off Bolt's threads, and always delivering something.
 
-Questions wait in a bounded queue for a small pool of answer workers, so a slow Claude or Voyage
-never holds up Bolt's own threads: acks, feedback clicks and commands are handled at once.
+A question goes in as every door's does (bot/asking.py): small talk gets its reply, and a question
+takes a place in the process's one line of questions (a user at most their share of it), told
+when it must wait and turned away when there is no place. Each question is answered on a thread
+of its own that waits for its turn, so a slow Claude or Voyage never holds up Bolt's own threads:
+acks, feedback clicks and commands are handled at once.
 
-Delivery never leaves a question hanging: the placeholder is updated with the answer; if Slack
-refuses the update (too long, rate limited after retries, 5xx, ...) the answer is posted as new
-messages, then as plain text in pieces, and at worst a short apology is posted.
+An answer in a thread (every one: mentions, DMs, follow-ups) is streamed there showing its work
+(stream.py): task updates at once, the words, the sources at the end. Delivery never leaves a
+question hanging: when Slack refuses the stream, a placeholder says the bot is looking and is
+updated with the whole answer; if Slack refuses the update (too long, rate limited after
+retries, 5xx, ...) the answer is posted as new messages, then as plain text in pieces, and at
+worst a short apology is posted.
+
+A question asked in the app's DM is answered in the scope of the channel the user is looking at
+beside it, when Slack said which (app_context_changed; State.viewing), else in the DM's own.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackClientError
 
 from router.answer import Answer
 from router.question import QuestionError
 
-from .slack_format import (
-    StreamSanitizer,
-    answer_messages,
-    escape,
-    fallback_text,
-    footer_blocks,
-    plain_pieces,
-    same_words,
-)
-from .slack_rules import (
-    ACK_REPLY,
-    BUSY,
-    THANKS_REPLY,
-    WORKING,
-    example_questions,
-    greeting,
-    history_from,
-    small_talk,
-    thread_title,
-)
+from ..asking import Busy, Place, Reply
+from .slack_format import answer_messages, escape, fallback_text, plain_pieces
+from .slack_rules import BUSY, WORKING, history_from, thread_title
+from .stream import FAILURES, Stream
 
 if TYPE_CHECKING:
+    from router.engine import Scope
+
     from .guide import Guide
 
 log = logging.getLogger(__name__)
 
 SORRY = ":warning: Sorry, something went wrong while answering. Please try again in a minute."
-FULL = ":warning: Too many questions at once right now: please ask again in a minute."
 UNDELIVERED = (
     ":warning: Sorry, I found an answer but Slack would not take it. Please ask again in a minute."
 )
@@ -61,14 +54,10 @@ LOADING_MESSAGES = [
     "Reading the sections that match…",
     "Checking every quote against the docs…",
 ]
-# what a Web API call raises once the client's retries are spent: Slack's refusals and the network
-SLACK_FAILURES = (SlackClientError, OSError)
+SLACK_FAILURES = FAILURES  # what a Web API call raises once the client's retries are spent
 # no previews under answers: a link in one (a source's) is for reading, not for Slack to fetch
 NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
 HISTORY_PAGES = 20  # conversations.replies pages read at most (200 messages each)
-# Text gathered before each stream call: the first words go at once, then ~80 characters (about
-# 0.3 s of Claude's text) or half a second's worth, whichever comes first, to spare rate limits.
-STREAM_FIRST, STREAM_BUFFER, STREAM_SECONDS = 12, 80, 0.5
 
 
 @dataclass
@@ -89,99 +78,127 @@ class Question:
 
 
 class Answerer:
-    """A bounded queue of questions and `workers` threads answering them."""
+    """Each question of the line (bot/asking.py) answered on a thread of its own."""
 
-    def __init__(
-        self,
-        guide: Guide,
-        bot_user: str,
-        workers: int = 4,
-        queue_size: int = 20,
-    ):
-        """`guide`: fieldguide, whose `ask` answers and records, and whose scopes (resolved)
-        choose what each channel searches."""
+    def __init__(self, guide: Guide, bot_user: str, task_updates: bool = True):
+        """`guide`: fieldguide, whose `asking` lets questions in and whose `ask` answers and
+        records, and whose scopes (resolved) choose what each channel searches. `task_updates`:
+        show the work as the stream's task updates (else a placeholder says the bot is looking,
+        and offline answers are posted whole: bench/slack_latency.py compares the two)."""
         self.guide = guide
         self.bot_user = bot_user
-        self.workers = workers
-        self.queue: queue.Queue[Question | None] = queue.Queue(maxsize=queue_size)
-        self._busy = 0
+        self.task_updates = task_updates
+        self.running: set[threading.Thread] = set()
         self._lock = threading.Lock()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"answer-{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for t in self._threads:
-            t.start()
 
     def submit(self, q: Question) -> None:
-        """Queue `q` without blocking; tell the user when it has to wait, or when the queue is
-        full (then it is not answered)."""
-        with self._lock:
-            waits = self._busy + self.queue.qsize() >= self.workers
+        """Start on `q` without blocking: small talk gets its reply; a question takes its place
+        in the line, the user told when it has to wait, or when there is no place (then it is
+        not answered)."""
         try:
-            self.queue.put_nowait(q)
-        except queue.Full:
-            log.warning("answer queue full, question %s/%s refused", q.channel, q.ts)
-            self._post(q, FULL)
+            got = self.guide.asking.enter(
+                q.text,
+                f"slack:{q.team}:{q.user}",
+                self.scope_for(q.user, q.channel),
+                follow_up=bool(q.history_thread),
+            )
+        except Busy as e:
+            log.warning("no place in the line for question %s/%s: %s", q.channel, q.ts, e)
+            self._post(q, f":warning: {e}")
             self._done(q)
             return
-        if waits and not small_talk(q.text):  # "thanks" is not told to wait for its reply
+        except Exception:  # the user gets a short message, the log gets the traceback
+            log.exception("could not take question %s/%s", q.channel, q.ts)
+            self._post(q, SORRY)
+            self._done(q)
+            return
+        if isinstance(got, Reply):  # "hi", "thanks", "ok": no question for the docs
+            reply = got
+            self._start(q, None, lambda: self.deliver_text(q, None, reply.answer.text))
+            return
+        place = got
+        if place.waits:
             self._post(q, BUSY)
+        self._start(q, place, lambda: self.answer(q))
 
-    def drain(self, deadline: float) -> int:
-        """Go on answering what is queued and in flight until it is done or `deadline` (a
-        time.monotonic()) passes; how many are left then (their claims stay open: the next
-        process answers them, bot/slack/orphans.py)."""
-        while self.queue.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self.queue.unfinished_tasks
+    def _start(self, q: Question, place: Place | None, work: Callable[[], None]) -> None:
+        """`work` on a thread of its own, in `place`'s turn (small talk, `place` None, has
+        nothing to wait for, and its claim is closed once replied to: nothing is recorded)."""
 
-    def close(self) -> None:
-        for _ in self._threads:
+        def run() -> None:
             try:
-                self.queue.put_nowait(None)
-            except queue.Full:
-                break
-
-    def _work(self) -> None:
-        while True:
-            q = self.queue.get()
-            if q is None:
-                self.queue.task_done()
-                return
-            with self._lock:
-                self._busy += 1
-            try:
-                self.answer(q)
-            except Exception:  # a worker must outlive any one question
+                if place is None:
+                    work()
+                else:
+                    with place:
+                        work()
+            except Exception:  # the thread ends with the question, whatever it raised
                 log.exception("answering %s/%s failed", q.channel, q.ts)
             finally:
+                if place is None:
+                    self._done(q)
                 with self._lock:
-                    self._busy -= 1
-                self.queue.task_done()  # `drain` counts what is queued or in flight
+                    self.running.discard(thread)
+
+        thread = threading.Thread(target=run, name=f"answer-{q.channel}-{q.ts}", daemon=True)
+        with self._lock:
+            self.running.add(thread)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: said, and the place freed
+            with self._lock:
+                self.running.discard(thread)
+            if place is not None:
+                place.leave()
+            log.exception("could not start answering %s/%s", q.channel, q.ts)
+            self._post(q, SORRY)
+            self._done(q)
+
+    def close(self, wait: float = 0.0) -> None:
+        """The questions being answered waited for, up to `wait` seconds."""
+        deadline = time.monotonic() + wait
+        with self._lock:
+            running = list(self.running)
+        for t in running:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def pending(self) -> int:
+        """How many questions are being answered or wait for their place."""
+        with self._lock:
+            return len(self.running)
+
+    def drain(self, deadline: float) -> int:
+        """Go on answering what is in hand until it is done or `deadline` (a time.monotonic())
+        passes; how many are left then (their claims stay open: the next process answers them,
+        bot/slack/orphans.py)."""
+        self.close(max(0.0, deadline - time.monotonic()))
+        return self.pending()
 
     # -- one question ----------------------------------------------------------------------------
 
-    def examples(self, channel: str) -> list[str]:
-        """Example questions from the intents a question in `channel` is routed among (its
-        scope's, FIELDGUIDE_SCOPES): a greeting never suggests another team's questions."""
+    def viewed(self, user: str, channel: str) -> str:
+        """The channel whose scope a question of `user` in `channel` is answered in: in the app's
+        DM, the channel the user is looking at beside it when Slack said which; else `channel`."""
+        if channel.startswith("D"):
+            return self.guide.state.viewing(user, channel) or channel
+        return channel
+
+    def scope_for(self, user: str, channel: str) -> Scope | None:
+        """The scope (FIELDGUIDE_SCOPES) of a question of `user` in `channel` (None: everything)."""
         scopes = self.guide.scopes
-        scope = scopes.for_channel(channel) if scopes else None
-        return example_questions(self.guide.engine.intents_for(scope))
+        return scopes.for_channel(self.viewed(user, channel)) if scopes else None
+
+    def examples(self, user: str, channel: str) -> list[str]:
+        """Example questions from the intents a question of `user` in `channel` is routed among
+        (its scope's): a greeting never suggests another team's questions."""
+        return self.guide.asking.examples(self.scope_for(user, channel))
 
     def answer(self, q: Question) -> None:
-        talk = small_talk(q.text)
-        if talk == "ack" and q.history_thread:
-            talk = None  # a short follow-up ("tell me more") reads through the thread's turns
-        if talk:  # "hi", "thanks", "ok": no question for the docs
-            reply = {"greeting": greeting(self.examples(q.channel)), "thanks": THANKS_REPLY}
-            self.deliver_text(q, None, reply.get(talk, ACK_REPLY))
-            self._done(q)
-            return
-        # an event taken over from a dead replica answers in that replica's placeholder
-        placeholder = q.extra.get("placeholder") or self._show_work(q)
-        if placeholder and q.keys and not q.extra.get("placeholder"):
-            self.guide.state.note_placeholder(q.keys, placeholder)
+        """Answer `q` (in its turn in the line) and deliver the answer, or say why not."""
+        placeholder, stream, shown = self._begin(q)
+        shown_in = placeholder or (stream.ts if stream else None)
+        if q.keys and not q.extra.get("placeholder") and shown_in:
+            self.guide.state.note_placeholder(q.keys, shown_in)
         history = self.history(q)
         if q.assistant and not history:
             self._call(
@@ -196,31 +213,43 @@ class Answerer:
             "channel": q.channel,
             "user": q.user,
             "thread_ts": q.reply_thread or q.ts,
-            "message_ts": placeholder,
+            "message_ts": shown_in,
             "keys": list(q.keys),
         }
-        stream = Stream(self, q, placeholder) if self.streams(q) else None
         try:
-            scopes = self.guide.scopes
             ans = self.guide.ask(
                 q.text,
                 history,
                 context,
                 on_text=stream.append if stream else None,
-                scope=scopes.for_channel(q.channel) if scopes else None,
+                scope=self.scope_for(q.user, q.channel),
+                on_progress=stream.progress if shown and stream else None,
             )
         except QuestionError as e:
-            self.deliver_text(q, stream.close() if stream else placeholder, escape(str(e)))
+            self.deliver_text(q, placeholder, escape(str(e)), stream)
             self._done(q)
             return
         except Exception:  # the user gets a short message, the log gets the traceback
             log.exception("answer failed")
-            self.deliver_text(q, stream.close() if stream else placeholder, SORRY)
+            self.deliver_text(q, placeholder, SORRY, stream)
             self._done(q)
             return
         if stream is not None and stream.finish(ans):
             return
         self.deliver(q, stream.close() if stream else placeholder, ans)
+
+    def _begin(self, q: Question) -> tuple[str | None, Stream | None, bool]:
+        """The first sign of work: the stream's first task update, else a placeholder (or the
+        assistant panel's status). (the placeholder, the stream, does the stream show the work)
+        An event taken over from a dead replica is answered in that replica's placeholder."""
+        placeholder = q.extra.get("placeholder")
+        stream = Stream(q, placeholder, self._drop) if not placeholder and self.streams(q) else None
+        shown = stream is not None and self.task_updates and stream.start()
+        if not placeholder and not shown:
+            placeholder = self._show_work(q)
+            if stream is not None:  # it goes when the stream shows something
+                stream.placeholder = placeholder
+        return placeholder, stream, shown
 
     def _done(self, q: Question) -> None:
         """No answer will be recorded for `q`: close its claim, so no replica answers it again."""
@@ -228,13 +257,15 @@ class Answerer:
             self.guide.state.done_event(*q.keys)
 
     def streams(self, q: Question) -> bool:
-        """Claude's answers are streamed into a thread; offline answers (written at once) and
-        answers straight into a DM (the stream API replies in threads only) are posted whole."""
-        return self.guide.anthropic is not None and q.reply_thread is not None
+        """Answers in a thread are streamed (the stream API replies in threads only); without
+        task updates, only Claude's (offline answers are written at once)."""
+        if q.reply_thread is None:
+            return False
+        return self.task_updates or self.guide.anthropic is not None
 
     def _show_work(self, q: Question) -> str | None:
-        """The first sign of work: the assistant panel's status (a reply would clear it), else a
-        placeholder message; the placeholder's ts, if one was posted."""
+        """The first sign of work when the stream is not: the assistant panel's status (a reply
+        would clear it), else a placeholder message; the placeholder's ts, if one was posted."""
         if q.assistant:
             self._call(
                 q.client.assistant_threads_setStatus,
@@ -297,7 +328,15 @@ class Answerer:
             return
         self.deliver_text(q, placeholder, UNDELIVERED)
 
-    def deliver_text(self, q: Question, placeholder: str | None, text: str) -> None:
+    def deliver_text(
+        self, q: Question, placeholder: str | None, text: str, stream: Stream | None = None
+    ) -> None:
+        """`text` in place of an answer: ending the stream, else over the placeholder, else
+        posted."""
+        if stream is not None:
+            if stream.fail(text):
+                return
+            placeholder = stream.close() or placeholder
         if placeholder and self._update(q, placeholder, text, None):
             return
         if not self._post_all(q, [(text, None)]):
@@ -371,85 +410,3 @@ class Answerer:
         except SLACK_FAILURES as e:
             log.warning("could not %s in %s: %s", what, q.channel, e)
             return None
-
-
-class Stream:
-    """One answer streamed into Slack (chat.startStream / appendStream / stopStream through
-    slack_sdk's ChatStream), for the user who asked. Any Slack failure ends the streaming; the
-    answer is then delivered whole, replacing what was streamed."""
-
-    def __init__(self, answerer: Answerer, q: Question, placeholder: str | None):
-        self.answerer, self.q, self.placeholder = answerer, q, placeholder
-        self.clean = StreamSanitizer()
-        self.broken = False
-        self.pending, self.flushed = "", time.monotonic()
-        self.streamer = q.client.chat_stream(  # buffering is done here, so every append is sent
-            channel=q.channel,
-            thread_ts=q.reply_thread or q.ts,
-            recipient_team_id=q.team or None,
-            recipient_user_id=q.user or None,
-            buffer_size=1,
-        )
-
-    @property
-    def ts(self) -> str | None:
-        return self.streamer.ts
-
-    def append(self, delta: str) -> None:
-        """The pipeline's on_text: escaped, links held until resolved, then appended."""
-        self.pending += self.clean.feed(delta)
-        if self.broken or not self.pending:
-            return
-        started = self.ts is not None
-        if not (
-            len(self.pending) >= (STREAM_BUFFER if started else STREAM_FIRST)
-            or time.monotonic() - self.flushed >= STREAM_SECONDS
-        ):
-            return
-        text, self.pending, self.flushed = self.pending, "", time.monotonic()
-        try:
-            self.streamer.append(markdown_text=text)
-        except SLACK_FAILURES as e:
-            log.warning(
-                "streaming into %s failed, the answer will be posted whole: %s", self.q.channel, e
-            )
-            self.broken = True
-            return
-        if not started and self.ts is not None:
-            # the stream is the sign of work now: the placeholder above it goes
-            self.answerer._drop(self.q, self.placeholder)
-            self.placeholder = None
-
-    def finish(self, ans: Answer) -> bool:
-        """Stop the stream with the sources, decision and feedback; True when what was streamed
-        is the answer (else the caller delivers it whole over the streamed message)."""
-        if self.broken or not self.clean.raw:
-            return False
-        if not same_words(self.clean.raw, ans.text):
-            log.info("the checked answer differs from what was streamed: replacing it")
-            return False
-        try:
-            self.streamer.stop(
-                markdown_text=(self.pending + self.clean.flush()) or None,
-                blocks=footer_blocks(ans, ans.audit_id, with_caveat=True),
-            )
-        except SLACK_FAILURES as e:
-            log.warning("could not stop the stream in %s: %s", self.q.channel, e)
-            self.broken = True
-            return False
-        self.answerer._drop(self.q, self.placeholder)  # a short answer starts at the stop
-        self.placeholder = None
-        return True
-
-    def close(self) -> str | None:
-        """End the stream without an answer; the message to replace with what comes instead
-        (the streamed one, else the placeholder)."""
-        if self.ts is None:
-            return self.placeholder
-        if not self.broken:
-            try:
-                self.streamer.stop(markdown_text=(self.pending + self.clean.flush()) or None)
-            except SLACK_FAILURES as e:
-                log.warning("could not stop the stream in %s: %s", self.q.channel, e)
-        self.answerer._drop(self.q, self.placeholder)
-        return self.ts

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from index.embedders import Embedder
-    from router.answer import Answer
+    from router.answer import Answer, Progress
     from router.claude import MessagesClient
     from router.engine import Engine, Scope
 
+    from ..asking import Asking
     from ..scopes import Scopes
     from ..settings import Settings
     from ..state import State
@@ -35,6 +36,11 @@ class Guide(Protocol):
     @property
     def scopes(self) -> Scopes | None: ...
 
+    @property
+    def asking(self) -> Asking:
+        """Every door's way in: small talk, the line of questions (bot/asking.py)."""
+        ...
+
     def ask(
         self,
         question: str,
@@ -42,6 +48,7 @@ class Guide(Protocol):
         context: dict | None = None,
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
     ) -> Answer:
         """Answer and record the answer in the audit trail."""
         ...

@@ -46,9 +46,8 @@ class Sweeper:
             self._stop.wait(self.every)
 
     def sweep(self) -> int:
-        """Take over and handle what the answer queue has room for; how many were taken."""
-        answerer = self.bot.answerer
-        room = answerer.queue.maxsize - answerer.queue.qsize()
+        """Take over and queue what the line of questions has room for; how many were taken."""
+        room = self.bot.guide.asking.line.room()
         events = self.bot.guide.state.take_orphans(min(SWEEP_LIMIT, room))
         for e in events:
             if "inbox" in e:  # acknowledged, its listener never ran

@@ -29,6 +29,12 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.signature import SignatureVerifier
 
+from ..connections import (
+    CLEANUP_SECONDS,
+    IDLE_SECONDS,
+    MAX_HEADER_BYTES,
+    connection_limit,
+)
 from ..health import Health, respond
 from ..settings import Settings
 from .answers import Answerer
@@ -154,9 +160,7 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
     bot = Bot(
         guide=guide,
         bot_user=identity.get("user_id", ""),
-        answerer=Answerer(
-            guide, identity.get("user_id", ""), settings.answer_workers, settings.answer_queue
-        ),
+        answerer=Answerer(guide, identity.get("user_id", "")),
         reindexer=Reindexer(settings, guide.embedder, state),
         app=app,
     )
@@ -178,10 +182,6 @@ def build_bot(guide: Guide, client: WebClient | None = None) -> Bot:
         logger.error("unhandled Slack error: %s", error, exc_info=error)
 
     return bot
-
-
-def build_app(guide: Guide, client: WebClient | None = None) -> App:
-    return build_bot(guide, client).app
 
 
 # The headers' shapes, as Slack sends them: a Unix time in seconds, and "v0=" with a SHA-256 HMAC
@@ -241,6 +241,7 @@ EVENT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "message": dict,
     "previous_message": dict,
     "assistant_thread": dict,
+    "context": dict,  # app_context_changed's and app_home_opened's: what the user is looking at
     "files": list,
     "blocks": list,
 }
@@ -341,26 +342,6 @@ def make_wsgi(
     return wsgi
 
 
-# Serving limits (issue 27): Slack wants its ack within 3 s, so idle or stalled connections must
-# neither fill the server nor linger. Requests are read asynchronously (no thread waits on a slow
-# client), so the connection cap can be high: open file descriptors are what it costs.
-HTTP_CONNECTIONS = 1000  # at most, less what the process's file limit leaves (FD_HEADROOM)
-FD_HEADROOM = 100  # descriptors kept for the index, the model, PostgreSQL and Slack clients
-IDLE_SECONDS = 10  # a connection sending nothing for this long is closed (a Slack request
-# arrives whole at once; waitress's default keeps one 120 s)
-CLEANUP_SECONDS = 2  # how often idle connections are looked for
-MAX_HEADER_BYTES = 64 * 1024  # Slack's headers are a few hundred bytes
-
-
-def connection_limit() -> int:
-    import resource
-
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return HTTP_CONNECTIONS
-    return max(10, min(HTTP_CONNECTIONS, soft - FD_HEADROOM))
-
-
 def http_server(
     app: App,
     signing_secret: str,
@@ -369,7 +350,8 @@ def http_server(
     threads: int = 8,
     health: Health | None = None,
 ):
-    """waitress serving `make_wsgi` with the limits above (`.run()` serves; port 0: any free)."""
+    """waitress serving `make_wsgi` with the limits of bot/connections.py (`.run()` serves; port
+    0: any free)."""
     import waitress
 
     return waitress.create_server(

@@ -284,16 +284,20 @@ def caveat_markdown(ans: Answer) -> str:
 
 
 def footer_blocks(
-    ans: Answer, answer_id: int | None, with_sources: bool = True, with_caveat: bool = False
+    ans: Answer,
+    answer_id: int | None,
+    sources: list[Source] | None = None,
+    with_caveat: bool = False,
 ) -> list[dict]:
-    """What closes an answer: its sources (when not already in the text), the decision line and
-    the feedback buttons; the caveat first when asked (a streamed answer's text is already out)."""
+    """What closes an answer: the list of `sources` (default: all the answer's; [] when they are
+    shown elsewhere), the decision line and the feedback buttons; the caveat first when asked (a
+    streamed answer's text is already out)."""
     blocks = []
-    sources = sources_markdown(ans.sources) if with_sources else ""
+    listed = sources_markdown(ans.sources if sources is None else sources)
     if with_caveat and caveat_markdown(ans):
-        sources = caveat_markdown(ans) + ("\n\n" + sources if sources else "")
-    if sources:  # one block: a message's markdown blocks share one 12,000-character limit
-        pieces = split_text(sources, MARKDOWN_LIMIT - 2)
+        listed = caveat_markdown(ans) + ("\n\n" + listed if listed else "")
+    if listed:  # one block: a message's markdown blocks share one 12,000-character limit
+        pieces = split_text(listed, MARKDOWN_LIMIT - 2)
         blocks.append(markdown_block(pieces[0] + ("\n…" if len(pieces) > 1 else "")))
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context_line(ans)}]})
     if answer_id is not None:
@@ -307,16 +311,22 @@ def source_urls(ans: Answer) -> frozenset[str]:
     return frozenset(s.url for s in ans.sources if safe_url(s.url))
 
 
-def answer_messages(ans: Answer, answer_id: int | None) -> list[list[dict]]:
-    """The answer as one message's blocks when its text and sources fit one markdown block, else
-    as several messages, the last one closed by the sources, decision and feedback."""
+def answer_text(ans: Answer) -> str:
+    """The answer's text as Markdown Slack shows safely, its caveat first."""
     text = safe_markdown(unlinked_urls(ans.text, source_urls(ans)))
     if caveat := caveat_markdown(ans):
         text = f"{caveat}\n\n{text}"
+    return text
+
+
+def answer_messages(ans: Answer, answer_id: int | None) -> list[list[dict]]:
+    """The answer as one message's blocks when its text and sources fit one markdown block, else
+    as several messages, the last one closed by the sources, decision and feedback."""
+    text = answer_text(ans)
     sources = sources_markdown(ans.sources)
     whole = text + ("\n\n" + sources if sources else "")
     if len(whole) <= MARKDOWN_LIMIT:
-        return [within_limits([markdown_block(whole), *footer_blocks(ans, answer_id, False)])]
+        return [within_limits([markdown_block(whole), *footer_blocks(ans, answer_id, [])])]
     messages = [[markdown_block(p)] for p in split_text(text, MARKDOWN_LIMIT)]
     messages.append(footer_blocks(ans, answer_id))
     return [within_limits(m) for m in messages]

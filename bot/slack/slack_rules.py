@@ -10,26 +10,24 @@ from html import unescape
 from index.clean import valid_text
 from router import talk
 
+from ..asking import ACK_REPLY, GREETING, THANKS_REPLY
+
 # User messages worth answering: plain ones, ones with a file attached, and thread replies also
 # sent to the channel. Every other subtype is an edit, a deletion, a join, a bot, ...
 USER_SUBTYPES = (None, "file_share", "thread_broadcast")
 
-GREETING = "Hi! Ask me about the docs: I answer from them only, with links to the sections I used."
 WORKING = ":mag: Looking through the docs…"
 BUSY = (
     ":hourglass_flowing_sand: I'm answering a lot of questions right now; I'll answer in a moment."
 )
-THANKS_REPLY = "You're welcome!"
-ACK_REPLY = "Ask me a question about the docs whenever you like."
 # the bot's own messages that are not answers: never history
 NOT_ANSWERS = (GREETING, WORKING, BUSY, THANKS_REPLY, ACK_REPLY)
 
-# Small talk is no question for the docs (router/talk.py tells it by a principle): a greeting or
-# "help" gets the greeting (with example questions), thanks get THANKS_REPLY, and a bare
-# acknowledgement ("ok", "bye", an emoji) ACK_REPLY, where the docs would have been searched and
-# "not in the docs" said. In a thread with earlier turns a short message takes its meaning from
-# them ("tell me more", "and for the team plan"): there it is a follow-up, answered as a question,
-# since leaving a request unanswered costs more than one extra answer to an "ok".
+# Small talk is no question for the docs (router/talk.py tells it by a principle): bot/asking.py
+# gives it its reply, the same at every door. In a thread with earlier turns a short message takes
+# its meaning from them ("tell me more", "and for the team plan"): there it is a follow-up,
+# answered as a question, since leaving a request unanswered costs more than one extra answer to
+# an "ok".
 
 HISTORY_MESSAGES = 10  # thread messages used to understand a follow-up
 HISTORY_CHARS = 1500  # of each
@@ -63,16 +61,24 @@ def small_talk(text: str) -> str | None:
     return talk.small_talk(plain_text(text))
 
 
-def example_questions(intents: list[dict]) -> list[str]:
-    """The first example question of each intent that has some (intents.yaml), at most 4."""
-    return [i["examples"][0] for i in intents if i["examples"]][:4]
+# the context entities that name a channel (Slack's app_context_changed, app_home_opened)
+CHANNEL_ENTITY = "slack#/types/channel_id"
+MESSAGE_ENTITY = "slack#/types/message_context"  # value: {channel_id, message_ts}
 
 
-def greeting(examples: list[str]) -> str:
-    """GREETING, with up to two example questions."""
-    if not examples:
-        return GREETING
-    return f"{GREETING} For example: " + " or ".join(f"“{e}”" for e in examples[:2])
+def viewed_channel(context: object) -> str:
+    """The channel a user is looking at, from an event's `context` (its entities ordered by
+    relevance: the first that names a channel; a canvas or list names none): "" when none."""
+    entities = context.get("entities") if isinstance(context, dict) else None
+    for e in entities if isinstance(entities, list) else []:
+        if not isinstance(e, dict):
+            continue
+        value = e.get("value")
+        if e.get("type") == MESSAGE_ENTITY and isinstance(value, dict):
+            value = value.get("channel_id")
+        if e.get("type") in (CHANNEL_ENTITY, MESSAGE_ENTITY) and isinstance(value, str):
+            return value
+    return ""
 
 
 def is_user_message(event: dict, bot_user: str) -> bool:

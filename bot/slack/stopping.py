@@ -64,7 +64,7 @@ def drain(bot: Bot, seconds: float) -> int:
             part.close()
     if bot.refresher is not None:
         bot.refresher.stop()
-    waiting = bot.answerer.queue.unfinished_tasks
+    waiting = bot.answerer.pending()
     say(
         f"fieldguide: stopping: answering the {waiting} question(s) in hand"
         f" for up to {seconds:g} s (FIELDGUIDE_DRAIN_SECONDS)"
@@ -76,7 +76,7 @@ def drain(bot: Bot, seconds: float) -> int:
         left = bot.answerer.drain(deadline)
     except Stop:
         say("fieldguide: stop signal again: stopping now")
-        left = bot.answerer.queue.unfinished_tasks
+        left = bot.answerer.pending()
     if left:
         say(
             f"fieldguide: stopped with {left} question(s) unanswered: the next start answers"

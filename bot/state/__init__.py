@@ -1,6 +1,7 @@
-"""What outlives one answer: the audit trail, feedback, hand-offs, Slack event claims, rate limits
-and the reindex lock, behind one declared interface, `State`, split by capability (AuditTrail,
-EventClaims, RateLimits, ReindexLock): a caller that needs one names that one.
+"""What outlives one answer: the audit trail, feedback, hand-offs, Slack event claims, rate limits,
+the reindex lock and the channel each user is looking at beside the app, behind one declared
+interface, `State`, split by capability (AuditTrail, EventClaims, RateLimits, ReindexLock,
+Viewing): a caller that needs one names that one.
 
 Implementations: `SqliteState` (sqlite.py, the default: tables in the index file, the rest in this
 process through `InProcess`, memory.py) and `PostgresState` (postgres/, a fleet's replicas sharing
@@ -101,6 +102,20 @@ class RateLimits(Protocol):
         ...
 
 
+class Viewing(Protocol):
+    """The channel a user is looking at while the app is open beside it (Slack's
+    app_context_changed, an assistant thread's context), per user and app DM: the scope the
+    user's questions in that DM are answered in (bot/slack/answers.py)."""
+
+    def note_viewing(self, user: str, channel: str, viewing: str) -> None:
+        """`user`, in the app's DM `channel`, is looking at `viewing` ("": at no channel)."""
+        ...
+
+    def viewing(self, user: str, channel: str) -> str:
+        """The channel `user` last looked at beside the DM `channel` ("" when none is known)."""
+        ...
+
+
 class ReindexLock(Protocol):
     def reindex_lock(self) -> AbstractContextManager[bool]:
         """A context manager yielding True when this caller holds the one reindex at a time."""
@@ -117,7 +132,7 @@ class OwnersLoop(Protocol):
     def loop(self) -> Loop: ...
 
 
-class State(AuditTrail, EventClaims, RateLimits, ReindexLock, OwnersLoop, Protocol):
+class State(AuditTrail, EventClaims, RateLimits, ReindexLock, OwnersLoop, Viewing, Protocol):
     """Where a process keeps what outlives one answer (shared by replicas in a fleet): each
     capability above, and `close`."""
 

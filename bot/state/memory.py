@@ -1,5 +1,6 @@
-"""What one process holds for itself: Slack event de-duplication, rate limits and the reindex
-lock. The embedded default's (SqliteState), and a fleet replica's while PostgreSQL is away."""
+"""What one process holds for itself: Slack event de-duplication, rate limits, the reindex lock
+and the channels users are looking at. The embedded default's (SqliteState), and a fleet
+replica's while PostgreSQL is away."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class InProcess:
     def __init__(self, seen_size: int = 5000):
         self._loop = memory_loop()
         self._seen: dict[str, None] = {}
+        self._viewing: dict[tuple[str, str], str] = {}  # (user, DM) -> channel, newest last
         self._seen_size = seen_size
         self._times: dict[str, deque] = {}
         self._lock = threading.Lock()
@@ -69,6 +71,17 @@ class InProcess:
                 return False
             q.append(now)
             return True
+
+    def note_viewing(self, user: str, channel: str, viewing: str) -> None:
+        with self._lock:
+            self._viewing.pop((user, channel), None)
+            self._viewing[(user, channel)] = viewing
+            while len(self._viewing) > self._seen_size:
+                del self._viewing[next(iter(self._viewing))]
+
+    def viewing(self, user: str, channel: str) -> str:
+        with self._lock:
+            return self._viewing.get((user, channel), "")
 
     @contextmanager
     def reindex_lock(self) -> Iterator[bool]:

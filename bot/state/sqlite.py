@@ -1,6 +1,7 @@
 """The embedded default `State` (bot/state/__init__.py): the audit trail (every answer, with what
-led to it, the feedback users gave on it and its hand-off) and claimed Slack events in the index
-file; rate limits and the reindex lock in this process (memory.py).
+led to it, the feedback users gave on it and its hand-off), claimed Slack events and the channels
+users are looking at in the index file; rate limits and the reindex lock in this process
+(memory.py).
 
 A claim keeps the event it was made for and the process that made it (process.py), until the
 answer is recorded or the event is done: what a process acknowledged and did not answer before it
@@ -96,6 +97,16 @@ def m003_claims_keep_their_event(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+@AUDIT_MIGRATIONS()
+def m004_viewing(db: sqlite_utils.Database) -> None:
+    """The channel each user is looking at beside the app's DM (Slack's app_context_changed)."""
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS viewing (
+            user TEXT, channel TEXT, viewing TEXT NOT NULL, updated REAL NOT NULL,
+            PRIMARY KEY (user, channel))"""
+    )
+
+
 def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
     """The answer's audit row, and its claim closed (`context["keys"]`), in one transaction."""
     keys = [k for k in context.get("keys") or () if k]
@@ -183,8 +194,8 @@ def claim_handoff(
 
 
 class SqliteState(InProcess):
-    """The embedded default: audit tables and claimed Slack events in the index file; rate limits
-    and the reindex lock held by this process.
+    """The embedded default: audit tables, claimed Slack events and the channels users look at in
+    the index file; rate limits and the reindex lock held by this process.
 
     Answers older than `retention_days` (0 = keep forever) are pruned as answers are written, at
     most once an hour. When the index cannot be written answers are still given: opened
@@ -279,6 +290,31 @@ class SqliteState(InProcess):
         except sqlite3.OperationalError:
             return False  # no audit table (a read-only index): no thread was answered
         return row is not None
+
+    def note_viewing(self, user: str, channel: str, viewing: str) -> None:
+        def write() -> None:
+            with writing(self.db):
+                self.db.execute(
+                    "INSERT OR REPLACE INTO viewing (user, channel, viewing, updated)"
+                    " VALUES (?, ?, ?, ?)",
+                    [user, channel, viewing, time.time()],
+                )
+
+        if self._audit_failed(write):  # the index cannot be written: this process keeps it
+            super().note_viewing(user, channel, viewing)
+
+    def viewing(self, user: str, channel: str) -> str:
+        with self._lock:  # noted here while the index could not be written: the newest
+            noted = self._viewing.get((user, channel))
+        if noted is not None:
+            return noted
+        try:
+            row = self.db.execute(
+                "SELECT viewing FROM viewing WHERE user = ? AND channel = ?", [user, channel]
+            ).fetchone()
+        except sqlite3.OperationalError:  # no table (a read-only index): nothing noted
+            return ""
+        return row[0] if row else ""
 
     def claim_event(self, *keys: str, event: dict | None = None) -> bool:
         keys = tuple(k for k in keys if k)

@@ -178,12 +178,14 @@ def tcp_ports(pid: int) -> set[int]:
 
 
 class FleetSlack(SlackMock):
-    """The Slack mock, also remembering which thread each placeholder was posted in."""
+    """The Slack mock, also remembering which thread each first sign of work (a placeholder, a
+    stream) was posted in, and when it became an answer."""
 
     def __init__(self):
         super().__init__()
-        self.thread_of: dict[str, str] = {}  # placeholder ts → thread ts
-        self.answered_at: dict[str, float] = {}  # placeholder ts → first chat.update (monotonic)
+        self.thread_of: dict[str, str] = {}  # placeholder or stream ts → thread ts
+        # placeholder or stream ts → its first chat.update or its stop (monotonic)
+        self.answered_at: dict[str, float] = {}
 
         def post(req):
             ts = f"1800000000.{next(self.ts):06d}"
@@ -197,8 +199,37 @@ class FleetSlack(SlackMock):
                 self.answered_at.setdefault(req.form["ts"], time.monotonic())
             return 200, {"ok": True, "ts": req.form["ts"], "channel": req.form["channel"]}
 
+        def start(req):
+            result = self._start_stream(req.form)
+            if isinstance(result, tuple):
+                return result
+            with self.lock:
+                self.thread_of[result["ts"]] = req.form["thread_ts"]
+            return 200, {"ok": True, **result}
+
+        def stop(req):
+            result = self._stop_stream(req.form)
+            if isinstance(result, tuple):
+                return result
+            with self.lock:
+                self.answered_at.setdefault(req.form["ts"], time.monotonic())
+            return 200, {"ok": True, **result}
+
         self.route("/api/chat.postMessage", post)
         self.route("/api/chat.update", update)
+        self.route("/api/chat.startStream", start)
+        self.route("/api/chat.stopStream", stop)
+
+    def answers_in(self, thread_ts: str) -> list[dict]:
+        """The answers in thread `thread_ts`: placeholders updated, streams stopped."""
+        with self.lock:
+            streams = [
+                {"ts": ts, **s}
+                for ts, s in self.streams.items()
+                if s["thread_ts"] == thread_ts and s["state"] == "stopped"
+            ]
+        updates = [u for u in self.updates() if self.thread_of.get(u["ts"]) == thread_ts]
+        return updates + streams
 
 
 def event_payload(event: dict, event_id: str) -> dict:

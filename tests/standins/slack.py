@@ -1,5 +1,13 @@
 """Slack's Web API as the real slack_sdk client meets it (`SlackMock`: the methods the bot uses,
-checked and failing as Slack does), and requests signed as Slack signs them (`signed_request`)."""
+checked and failing as Slack does), and requests signed as Slack signs them (`signed_request`).
+
+Streams are checked as the Web API checks them (docs.slack.dev, chat.startStream /
+appendStream / stopStream and their error lists): the chunk types Slack knows (markdown_text,
+task_update, plan_update, blocks) with their fields, a markdown text of at most 12,000
+characters, a task's details and output of at most 256, a plan's title of at most 256, sources
+that are URL source elements; anything else is `invalid_chunks`. A streamed message's blocks
+(one task card per task, and the blocks of blocks chunks) are at most 50, as a message's are
+(`msg_blocks_too_many`); the stop's own blocks count apart, 50 more."""
 
 from __future__ import annotations
 
@@ -38,6 +46,65 @@ def _blocks(value) -> list:
     return json.loads(value) if isinstance(value, str) else list(value)
 
 
+MARKDOWN_TEXT_LIMIT = 12_000  # a markdown_text chunk's (or argument's) characters
+TASK_TEXT_LIMIT = 256  # a task_update's details and output, a plan_update's title
+MESSAGE_BLOCKS = 50
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+CHUNK_FIELDS = {
+    "markdown_text": {"type", "text"},
+    "task_update": {"type", "id", "title", "status", "details", "output", "sources"},
+    "plan_update": {"type", "title"},
+    "blocks": {"type", "blocks"},
+}
+
+
+def _source_ok(source) -> bool:
+    """A URL source element: {"type": "url", "url": an http(s) address, "text": its label}."""
+    return (
+        isinstance(source, dict)
+        and set(source) == {"type", "url", "text"}
+        and source["type"] == "url"
+        and isinstance(source["url"], str)
+        and source["url"].startswith(("https://", "http://"))
+        and isinstance(source["text"], str)
+        and bool(source["text"].strip())
+    )
+
+
+def _chunk_ok(chunk) -> bool:
+    """One streaming chunk of a kind Slack knows, with its fields within their limits."""
+    if not isinstance(chunk, dict) or chunk.get("type") not in CHUNK_FIELDS:
+        return False
+    kind = chunk["type"]
+    if set(chunk) - CHUNK_FIELDS[kind]:
+        return False
+
+    def text(key: str, limit: int, required: bool = True) -> bool:
+        value = chunk.get(key)
+        if value is None:
+            return not required
+        return isinstance(value, str) and bool(value) and len(value) <= limit
+
+    if kind == "markdown_text":
+        return text("text", MARKDOWN_TEXT_LIMIT)
+    if kind == "plan_update":
+        return text("title", TASK_TEXT_LIMIT)
+    if kind == "blocks":
+        blocks = chunk.get("blocks")
+        return isinstance(blocks, list) and 0 < len(blocks) <= MESSAGE_BLOCKS
+    sources = chunk.get("sources")
+    return (
+        isinstance(chunk.get("id"), str)
+        and bool(chunk["id"])
+        and isinstance(chunk.get("title"), str)
+        and bool(chunk["title"].strip())
+        and chunk.get("status") in TASK_STATUSES
+        and text("details", TASK_TEXT_LIMIT, required=False)
+        and text("output", TASK_TEXT_LIMIT, required=False)
+        and (sources is None or (isinstance(sources, list) and all(map(_source_ok, sources))))
+    )
+
+
 def _block_error(blocks: list) -> str | None:
     """Block Kit's limits as the Web API enforces them (invalid_blocks)."""
     if len(blocks) > 50:
@@ -72,13 +139,16 @@ class SlackMock(StubServer):
         self.thread_messages: list[dict] = []
         self.replies_page = 1000  # most messages conversations.replies returns per page
         self.messages: dict[str, dict] = {}  # ts -> {"channel", "text", "blocks"} as they stand
-        self.streams: dict[str, dict] = {}  # ts -> {"channel", "text", "state", "blocks"}
+        # ts -> {"channel", "thread_ts", "text", "state", "blocks", "tasks" (id -> the task as
+        # it stands), "chunks" (every chunk, in order)}
+        self.streams: dict[str, dict] = {}
         self.faults: dict[str, list] = {}
         self.socket_url = ""  # set by a SocketModeServer: apps.connections.open returns it
         self.respond_posts: dict[str, int] = {}
         self.refuse_blocks = ""  # an error for every message with blocks (e.g. invalid_blocks)
         self.channels: dict[str, str] = {}  # id -> name, listed by conversations.list
         self.home_views: dict[str, dict] = {}  # user -> the Home tab views.publish set
+        self.history: dict[str, list[dict]] = {}  # channel -> earlier messages (history)
 
         def method(name, handler):
             def serve(req: Request):
@@ -101,6 +171,7 @@ class SlackMock(StubServer):
         method("chat.appendStream", self._append_stream)
         method("chat.stopStream", self._stop_stream)
         method("conversations.replies", self._replies)
+        method("conversations.history", self._history)
         method("apps.connections.open", self._connections_open)
         method("conversations.list", self._list_channels)
         method("views.publish", self._publish_view)
@@ -112,11 +183,7 @@ class SlackMock(StubServer):
                 else slack_error("invalid_arguments")
             ),
         )
-        for name in (
-            "assistant.threads.setStatus",
-            "assistant.threads.setSuggestedPrompts",
-            "assistant.threads.setTitle",
-        ):
+        for name in ("assistant.threads.setStatus", "assistant.threads.setTitle"):
             method(
                 name,
                 lambda f: (
@@ -125,6 +192,13 @@ class SlackMock(StubServer):
                     else slack_error("invalid_arguments")
                 ),
             )
+        # an agent's suggested prompts are the Messages tab's (no thread) or a thread's
+        method(
+            "assistant.threads.setSuggestedPrompts",
+            lambda f: (
+                {} if f.get("channel_id") and f.get("prompts") else slack_error("invalid_arguments")
+            ),
+        )
         self.route("/respond", self._respond)
 
     def fail(self, method: str, *results) -> None:
@@ -163,14 +237,21 @@ class SlackMock(StubServer):
         if error := self._message_error(f):
             return slack_error(error)
         with self.lock:
-            if f.get("ts") not in self.messages:
+            stream = self.streams.get(f.get("ts", ""))
+            if stream is not None and stream["state"] == "streaming":
+                return slack_error("cant_update_message")
+            if stream is not None:  # a stopped stream is a message: its new content replaces all
+                stream.update(text=f.get("text"), blocks=_blocks(f.get("blocks")), tasks={})
+            elif f.get("ts") not in self.messages:
                 return slack_error("message_not_found")
-            self.messages[f["ts"]].update(text=f.get("text"), blocks=_blocks(f.get("blocks")))
+            else:
+                self.messages[f["ts"]].update(text=f.get("text"), blocks=_blocks(f.get("blocks")))
         return {"ts": f["ts"], "channel": f["channel"]}
 
     def _delete(self, f: dict):
         with self.lock:
-            if self.messages.pop(f.get("ts", ""), None) is None:
+            ts = f.get("ts", "")
+            if self.messages.pop(ts, None) is None and self.streams.pop(ts, None) is None:
                 return slack_error("message_not_found")
         return {"ts": f["ts"], "channel": f["channel"]}
 
@@ -182,12 +263,41 @@ class SlackMock(StubServer):
         return {"message_ts": self._new_ts()}
 
     @staticmethod
-    def _chunk_text(f: dict) -> str:
-        text = f.get("markdown_text") or ""
-        for c in f.get("chunks") or []:
-            if c.get("type") == "markdown_text":
-                text += c.get("text", "")
-        return text
+    def _chunks(f: dict) -> tuple[list[dict] | None, str | None]:
+        """The call's chunks, its markdown_text argument first (as a chunk of its own), or the
+        error Slack answers them with."""
+        chunks = f.get("chunks") or []
+        if isinstance(chunks, str):
+            try:
+                chunks = json.loads(chunks)
+            except ValueError:
+                return None, "invalid_chunks"
+        if not isinstance(chunks, list) or not all(map(_chunk_ok, chunks)):
+            return None, "invalid_chunks"
+        text = f.get("markdown_text")
+        if text is not None:
+            if not isinstance(text, str) or len(text) > MARKDOWN_TEXT_LIMIT:
+                return None, "invalid_chunks"
+            chunks = [{"type": "markdown_text", "text": text}, *chunks] if text else chunks
+        return chunks, None
+
+    @staticmethod
+    def _add(stream: dict, chunks: list[dict]) -> str | None:
+        """`chunks` added to `stream` (its text, its tasks as they stand, every chunk in order);
+        the error when the message would hold more blocks than Slack allows."""
+        tasks = dict(stream["tasks"])
+        blocks = stream["chunk_blocks"]
+        for c in chunks:
+            if c["type"] == "task_update":
+                tasks[c["id"]] = c
+            elif c["type"] == "blocks":
+                blocks += len(c["blocks"])
+        if len(tasks) + blocks > MESSAGE_BLOCKS:
+            return "msg_blocks_too_many"
+        stream["tasks"], stream["chunk_blocks"] = tasks, blocks
+        stream["chunks"] += chunks
+        stream["text"] += "".join(c["text"] for c in chunks if c["type"] == "markdown_text")
+        return None
 
     def _start_stream(self, f: dict):
         if not f.get("channel"):
@@ -200,16 +310,27 @@ class SlackMock(StubServer):
                 return slack_error("missing_recipient_team_id")
             if not f.get("recipient_user_id"):
                 return slack_error("missing_recipient_user_id")
+        if f.get("task_display_mode") not in (None, "timeline", "plan"):
+            return slack_error("invalid_arguments")
+        chunks, error = self._chunks(f)
+        if error:
+            return slack_error(error)
+        stream = {
+            "channel": f["channel"],
+            "thread_ts": f["thread_ts"],
+            "text": "",
+            "state": "streaming",
+            "blocks": [],
+            "tasks": {},
+            "chunk_blocks": 0,
+            "chunks": [],
+            "recipient_user_id": f.get("recipient_user_id"),
+        }
+        if error := self._add(stream, chunks or []):
+            return slack_error(error)
         ts = self._new_ts()
         with self.lock:
-            self.streams[ts] = {
-                "channel": f["channel"],
-                "thread_ts": f["thread_ts"],
-                "text": self._chunk_text(f),
-                "state": "streaming",
-                "blocks": [],
-                "recipient_user_id": f.get("recipient_user_id"),
-            }
+            self.streams[ts] = stream
         return {"ts": ts, "channel": f["channel"]}
 
     def _stream(self, f: dict):
@@ -221,27 +342,53 @@ class SlackMock(StubServer):
         return stream, None
 
     def _append_stream(self, f: dict):
+        chunks, error = self._chunks(f)
+        if error:
+            return slack_error(error)
+        if not chunks:
+            return slack_error("no_text")
         with self.lock:
             stream, error = self._stream(f)
             if error:
                 return error
-            text = self._chunk_text(f)
-            if not text:
-                return slack_error("no_text")
-            stream["text"] += text
+            if error := self._add(stream, chunks or []):
+                return slack_error(error)
         return {"ts": f["ts"], "channel": f["channel"]}
 
     def _stop_stream(self, f: dict):
         blocks = _blocks(f.get("blocks"))
+        if blocks and self.refuse_blocks:
+            return slack_error(self.refuse_blocks)
+        if len(blocks) > MESSAGE_BLOCKS:
+            return slack_error("msg_blocks_too_many")
         if error := _block_error(blocks):
+            return slack_error(error)
+        chunks, error = self._chunks(f)
+        if error:
             return slack_error(error)
         with self.lock:
             stream, error = self._stream(f)
             if error:
                 return error
-            stream["text"] += self._chunk_text(f)
+            if error := self._add(stream, chunks or []):
+                return slack_error(error)
             stream["state"], stream["blocks"] = "stopped", blocks
         return {"ts": f["ts"], "channel": f["channel"]}
+
+    def _history(self, f: dict):
+        """A conversation's top-level messages, newest first (`limit` of them)."""
+        channel = f.get("channel")
+        if not channel:
+            return slack_error("channel_not_found")
+        with self.lock:
+            found: list[dict] = [
+                {"ts": ts, "text": m.get("text"), "user": BOT, "bot_id": "BBOT"}
+                for ts, m in self.messages.items()
+                if m["channel"] == channel and not m.get("thread_ts")
+            ]
+        found += self.history.get(channel, [])
+        found.sort(key=lambda m: str(m["ts"]), reverse=True)
+        return {"messages": found[: int(f.get("limit") or 100)], "has_more": False}
 
     def _replies(self, f: dict):
         """Oldest first, paged by cursor (an offset here), as Slack does."""

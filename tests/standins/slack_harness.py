@@ -171,6 +171,62 @@ def dm(text, ts="1700000050.000100", channel="D1", **extra) -> dict:
     }
 
 
+# The agent messaging experience's events, with their documented shapes (docs.slack.dev's event
+# references; @slack/types' AppHomeOpenedEvent and AppContextChangedEvent)
+
+
+def entities(channel: str) -> dict:
+    """An event's `context` naming the channel the user is looking at ({} for none)."""
+    if not channel:
+        return {}
+    return {"entities": [{"type": "slack#/types/channel_id", "value": channel, "team_id": TEAM}]}
+
+
+def messages_tab_opened(user="U1", channel="D1", viewing: str | None = None) -> dict:
+    """app_home_opened for the Messages tab (`viewing`: the context it carries, if any)."""
+    event = {
+        "type": "app_home_opened",
+        "user": user,
+        "channel": channel,
+        "tab": "messages",
+        "event_ts": f"{time.time():.6f}",
+    }
+    return event | ({"context": entities(viewing)} if viewing is not None else {})
+
+
+def context_changed(viewing: str, user="U1", channel="D1") -> dict:
+    """app_context_changed: `user`, beside the app's DM `channel`, now looks at `viewing`."""
+    return {
+        "type": "app_context_changed",
+        "user": user,
+        "channel": channel,
+        "context": entities(viewing),
+        "event_ts": f"{time.time():.6f}",
+    }
+
+
+def assistant_thread_started(
+    channel="D9", thread_ts="1700000009.000100", viewing="C1", user="U1"
+) -> dict:
+    """assistant_thread_started, as apps on assistant_view get it."""
+    return {
+        "type": "assistant_thread_started",
+        "event_ts": "1700000009.000001",
+        "assistant_thread": {
+            "user_id": user,
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+            "context": {"channel_id": viewing, "team_id": TEAM},
+        },
+    }
+
+
+def shown_text(message: dict) -> str:
+    """What a reader sees of an answer's text: a stream's words, a message's markdown blocks."""
+    streamed = message["text"] if message.get("state") else ""
+    return streamed + "".join(b["text"] for b in message["blocks"] if b["type"] == "markdown")
+
+
 def blocks_of(form) -> list:
     b = form.get("blocks", [])
     return json.loads(b) if isinstance(b, str) else b

@@ -1,4 +1,5 @@
-"""Mentions in channels, direct messages, and follow-ups in threads the bot has answered in."""
+"""Mentions in channels, direct messages, and follow-ups in threads the bot has answered in:
+each answered in its own thread (a DM's too, as in Slack's agent messaging experience)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,5 @@ def register(app: App, bot: Bot) -> None:
             and bot.guide.state.thread_answered(event.get("channel", ""), thread)
         )
         kind = message_kind(event, bot.bot_user, answered)
-        if kind == "dm":
-            bot.ask(client, logger, event, body, in_thread=False)
-        elif kind == "follow_up":
+        if kind in ("dm", "follow_up"):
             bot.ask(client, logger, event, body, in_thread=True)

@@ -34,9 +34,12 @@ def register(app: App, bot: Bot) -> None:
 
     tabs = bot.home_tabs = HomeTabs(build, publish)
 
-    @app.event("app_home_opened")
+    def home_tab(event: dict) -> bool:  # the Messages tab's opening is listeners/agent.py's
+        return event.get("tab", "home") == "home"
+
+    @app.event("app_home_opened", matchers=[home_tab])
     def on_home_opened(event: dict, client: WebClient, logger: Logger) -> None:
-        if event.get("tab", "home") == "home" and event.get("user"):
+        if event.get("user"):
             tabs.open(client, event["user"])  # built and published off Bolt's threads
 
     @app.action(REINDEX_ACTION)

@@ -1,6 +1,7 @@
 """`State` on PostgreSQL: what a fleet of replicas shares (FIELDGUIDE_DATABASE_URL), one module
 per concern — the pool and the replica's session (session.py), the audit trail (audit.py), event
-claims (claims.py), rate limits (limits.py), the reindex lock (reindex.py) — joined here.
+claims (claims.py), rate limits (limits.py), the reindex lock (reindex.py), what users are
+looking at beside the app (viewing.py) — joined here.
 
 - Audit rows and feedback go to `answers` / `feedback`; `fieldguide audit` reads them there.
 - Event de-duplication: each delivery claims its keys (Slack event id, channel:ts) in one
@@ -40,11 +41,12 @@ from .claims import LEASE_SECONDS, Claims
 from .limits import RateLimits
 from .reindex import ReindexLock
 from .session import QUEUE_MAX, outage
+from .viewing import Viewing
 
 __all__ = ["LEASE_SECONDS", "QUEUE_MAX", "PostgresState", "outage"]
 
 
-class PostgresState(Audit, Claims, RateLimits, ReindexLock):
+class PostgresState(Audit, Claims, RateLimits, ReindexLock, Viewing):
     """The fleet's State (bot/state/__init__.py; see the module docstring)."""
 
     fleet = True

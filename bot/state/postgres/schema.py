@@ -1,4 +1,5 @@
-"""The state's tables in PostgreSQL (the audit trail, event claims, rate windows, hand-offs), as
+"""The state's tables in PostgreSQL (the audit trail, event claims, rate windows, hand-offs, what
+users are looking at), as
 SQLite's are bot/state/sqlite.py's: their migrations, merged with the index's (index/pg.py) into
 the fleet's versions. `upgrade` is `fieldguide db upgrade`."""
 
@@ -40,6 +41,13 @@ STATE_MIGRATIONS: dict[int, str] = {
     """,
     # 4: the owners' loop (bot/state/loop.py): gap topics, drafts, replays, once-only claims
     4: ";\n".join(tables("BIGSERIAL PRIMARY KEY")) + ";",
+    # 5: the channel each user is looking at beside the app's DM (Slack's app_context_changed),
+    # whichever replica got the event
+    5: """
+    CREATE TABLE viewing (
+        user_id TEXT, channel TEXT, viewing TEXT NOT NULL,
+        updated TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (user_id, channel));
+    """,
 }
 MIGRATIONS = pg.merged(pg.INDEX_MIGRATIONS, STATE_MIGRATIONS)
 LATEST = len(MIGRATIONS)  # the schema version this fieldguide needs
