@@ -243,25 +243,13 @@ class Settings(BaseModel):
         "FIELDGUIDE_RERANK_MODEL", "rerank-3", "Voyage reranker (with a key); empty = no rerank"
     )
     rerank_depth: int = setting(
-        "FIELDGUIDE_RERANK_DEPTH",
-        40,
-        "how many fused chunks the reranker reorders, and what Claude's read is packed from",
-        ge=1,
-        le=1000,
+        "FIELDGUIDE_RERANK_DEPTH", 40, "fused chunks reranked and read from", ge=1, le=1000
     )
     read_tokens: int = setting(
-        "FIELDGUIDE_READ_TOKENS",
-        3500,
-        "tokens of the docs Claude reads for a question (its first read and each second look)",
-        ge=200,
-        le=200_000,
+        "FIELDGUIDE_READ_TOKENS", 3500, "tokens of docs Claude reads a look", ge=200, le=200_000
     )
     second_looks: int = setting(
-        "FIELDGUIDE_SECOND_LOOKS",
-        2,
-        "times Claude may search the docs again when what it read does not answer (0 = never)",
-        ge=0,
-        le=5,
+        "FIELDGUIDE_SECOND_LOOKS", 2, "times Claude may search again (0 = never)", ge=0, le=5
     )
     model_dir: str = setting(
         "FIELDGUIDE_MODEL_DIR", "", "local ONNX model folder (default: inside the venv)"
