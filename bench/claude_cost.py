@@ -27,7 +27,8 @@ from harness import ROOT, SHARED, eval_db, table, write_section
 
 from bot.app import FieldGuide
 from bot.costs import stats
-from bot.settings import DEFAULT_PRICES, Settings
+from bot.prices import DEFAULT_PRICES
+from bot.settings import Settings
 from index.embedders import make_embedder
 from tests.standins.claude import FakeClaude, estimate_tokens, min_cacheable, prompt_parts
 from tests.standins.server import StubServer

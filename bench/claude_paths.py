@@ -2,7 +2,7 @@
 model's latency and output speed (tests/standins/claude.py MODEL_TIMING: seconds to the first
 token, output tokens per second) with the default models (bot/settings.py: claude-haiku-5-5 for
 classify / check, claude-sonnet-5-5 for the answer), prompt caching billed as the API bills it
-(each model's minimum cacheable prefix) and priced with bot/settings.py's DEFAULT_PRICES.
+(each model's minimum cacheable prefix) and priced with bot/prices.py's DEFAULT_PRICES.
 
 Over the answerable questions of each set: time to the first streamed word, time to the checked
 answer (the claim check included), prompt and output tokens, and the estimated cost per answer;
@@ -27,7 +27,8 @@ from harness import ROOT, SHARED, WORK, eval_db, table, write_section
 
 from bot.app import FieldGuide
 from bot.costs import stats
-from bot.settings import DEFAULT_PRICES, Settings
+from bot.prices import DEFAULT_PRICES
+from bot.settings import Settings
 from bot.wiring import embedder_for
 from index.embedders import make_embedder
 from index.indexer import index_folder
@@ -68,11 +69,15 @@ def questions(path: Path, n: int) -> list[str]:
     return [q["question"] for q in items if q.get("answer")][:n]
 
 
-def run(db: Path, qs: list[str], cache: bool) -> dict:
+def run(db: Path, qs: list[str], cache: bool, **overrides) -> dict:
+    """The questions `qs` through the pipeline against the stand-in (`overrides`: more settings):
+    times, tokens and cost per answer."""
     fake = FakeClaude(answer=REPLY, timing=MODEL_TIMING, cache=cache)
     server = StubServer()
     server.route("/v1/messages", fake)
-    settings = Settings(db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url)
+    settings = Settings(
+        db=str(db), anthropic_api_key="bench", anthropic_base_url=server.url, **overrides
+    )
     p = FieldGuide(settings).pipeline
     p.engine.loaded()
     p.engine.embed_query("warm up")
@@ -276,7 +281,7 @@ model pages give only "Fastest" / "Fast" / "Moderate"; the figures are the lates
 the pages read, see MODEL_TIMING), adaptive thinking as the docs describe it (on by default on the
 5.x models, its tokens before the text and within max_tokens: the stand-in's THINKING_TOKENS),
 billing prompt caching by each model's minimum (512 tokens on the 5.5 models) and priced with
-bot/settings.py's DEFAULT_PRICES (the English pricing page). Answers whose every step ran on
+bot/prices.py's DEFAULT_PRICES (the English pricing page). Answers whose every step ran on
 Claude; times from the question to its first streamed word and to the returned, checked answer.
 Prompt tokens: input + cache write + cache read, per answer (the stand-in counts ~3.5 characters a
 token).

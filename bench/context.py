@@ -1,5 +1,6 @@
-"""What the answer is given on the cite path: the top CONTEXT_CHUNKS chunks, before and
-after the path stopped waiting for Claude's classification.
+"""What the answer was given on the cite path: the top CONTEXT_CHUNKS chunks, before and
+after the path stopped waiting for Claude's classification (Claude now reads its candidates packed
+to a token budget: bench/reads.py).
 
 - before: routed on Claude's classification, waited for. Claude's own answers cannot be replayed
   here (no key), so the row is its best case: a classifier that names the gold intent(s) of every
@@ -24,7 +25,8 @@ from routing import open_set
 from bot.evaluation.retrieval import matches, paired_difference
 from index.embedders import make_embedder
 from router.classify import Classification
-from router.pipeline import CONTEXT_CHUNKS
+
+CONTEXT_CHUNKS = 5  # the top chunks the answer read before the read by budget
 
 SETS = ("claude-docs", "openshift-4.15", "examples")
 

@@ -241,7 +241,7 @@ def audit_stats(
     FIELDGUIDE_PRICES) of the answers since `since` (as `audit` reads it), as bot/costs.py counts
     them."""
     from .costs import stats
-    from .settings import parse_prices
+    from .prices import parse_prices
     from .since import parse_since
 
     with _opened(settings, db) as guide:

@@ -8,7 +8,9 @@ from typing import Any
 
 from router.messages import TOKENS
 
-# a usage field → the price it is billed at (settings.PRICE_KEYS)
+from .prices import parse_prices
+
+# a usage field → the price it is billed at (PRICE_KEYS)
 PRICED = {
     "input_tokens": "input",
     "output_tokens": "output",
@@ -25,8 +27,6 @@ def price_for(model: str, prices: dict[str, dict[str, float]]) -> dict[str, floa
 
 def unpriced(settings: Any) -> list[str]:
     """The configured Claude models (bot.settings.Settings) the price table has no price for."""
-    from bot.settings import parse_prices
-
     prices = parse_prices(settings.prices)
     models = (
         settings.condense_model,

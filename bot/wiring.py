@@ -104,6 +104,7 @@ def make_engine(
 
 def make_pipeline(settings: Settings, engine: Engine) -> Pipeline:
     """The stateless question path over the caller's `engine`."""
+    from router.context import Budget
     from router.pipeline import Pipeline
 
     if settings.anthropic_api_key:
@@ -122,6 +123,7 @@ def make_pipeline(settings: Settings, engine: Engine) -> Pipeline:
         settings.docs_base_url,
         settings.deadline,
         first_byte=settings.first_byte_timeout,
+        budget=Budget(settings.read_tokens, settings.rerank_depth, settings.second_looks),
     )
 
 

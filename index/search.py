@@ -228,15 +228,30 @@ class BM25:
         """Share of the query's idf weight that `text` contains. A term the index has never seen
         weighs as much as the rarest possible term: a question about things the docs never mention
         scores ~0."""
-        unseen = math.log(self.size + 0.5) - math.log(0.5)
-        terms = set(query)
-        if not terms:
-            return 0.0
-        ids = {t: self.vocab.get(t) for t in terms}
-        weight = {t: unseen if i is None else float(self.idf[i]) for t, i in ids.items()}
-        total = sum(max(w, 0.0) for w in weight.values())
+        weight = self.weights(query)
+        total = sum(weight.values())
         present = set(text)
-        return sum(max(w, 0.0) for t, w in weight.items() if t in present) / total if total else 0.0
+        return sum(w for t, w in weight.items() if t in present) / total if total else 0.0
+
+    def weights(self, query: list[str]) -> dict[str, float]:
+        """Each term of the query with its idf (at least 0; an unseen term the rarest's), kept
+        for the last WEIGHED queries: a question's units are scored against it by the hundred."""
+        key = tuple(sorted(set(query)))
+        cache = self.__dict__.setdefault("_weighed", {})
+        found = cache.get(key)
+        if found is None:
+            unseen = math.log(self.size + 0.5) - math.log(0.5)
+            ids = {t: self.vocab.get(t) for t in key}
+            found = {
+                t: max(unseen if i is None else float(self.idf[i]), 0.0) for t, i in ids.items()
+            }
+            if len(cache) >= WEIGHED:
+                cache.clear()
+            cache[key] = found
+        return found
+
+
+WEIGHED = 64  # the queries whose term weights BM25.weights keeps
 
 
 def minmax(x: np.ndarray) -> np.ndarray:

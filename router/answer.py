@@ -4,6 +4,7 @@ and how a place in the docs is named ("Title › Section")."""
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,11 +15,16 @@ ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 
 # how a place in the docs is named (every answer, source list, abstain and progress shows it), as
 # display text (index.clean.display: no invisible characters that hide or reorder it); the index
-# and the quotes keep the doc's text as written
+# and the quotes keep the doc's text as written.
+# A heading's attribute list, as Pandoc, kramdown and Python-Markdown's attr_list write it after
+# the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }"), is markup, not a name.
+ATTRIBUTES = re.compile(r"\s*\{\s*[#.][^{}]*\}\s*$")
+
+
 def section_path(title: str, heading_path: list[str]) -> list[str]:
     """The headings under the doc's title, as shown (a first heading that repeats the title is
     dropped)."""
-    parts = [display(h) for h in heading_path]
+    parts = [ATTRIBUTES.sub("", display(h)) for h in heading_path]
     if parts and parts[0].strip().lower() == display(title).strip().lower():
         parts = parts[1:]
     return parts
@@ -27,7 +33,7 @@ def section_path(title: str, heading_path: list[str]) -> list[str]:
 def label(title: str, heading_path: list[str]) -> str:
     """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
     the docs, the title once, as shown."""
-    return " › ".join([display(title), *section_path(title, heading_path)])
+    return " › ".join([ATTRIBUTES.sub("", display(title)), *section_path(title, heading_path)])
 
 
 @dataclass

@@ -77,11 +77,14 @@ def number_sources(passages: list[Passage], chunks: dict[str, dict], base_url: s
 
 def search_results(passages: list[Passage], by_chunk: dict[str, Source]) -> list[dict]:
     """The passages as the Messages API's search_result blocks: one per source, in source order,
-    one text block per passage (the smallest unit a citation can point at)."""
+    one text block per passage (the smallest unit a citation can point at). A result's source is
+    its number: the model writes no links (the sources are linked for it), and a link would cost
+    some twenty tokens a section of every question's read; its title names the page and
+    section."""
     return [
         {
             "type": "search_result",
-            "source": src.url,
+            "source": str(src.n),
             "title": src.label,
             "content": [{"type": "text", "text": p.text} for p in passages if p.chunk_id == cid],
             "citations": {"enabled": True},
@@ -142,14 +145,6 @@ def paragraphs(text: str) -> list[str]:
     if current:
         out.append("\n".join(current))
     return [p for p in out if p.strip()]
-
-
-def context_passages(hits: list[Any]) -> list[Passage]:
-    """The top chunks (index.search.Hit) as the answer reads them in the cite path: each chunk's
-    paragraphs, in order (a chunk is one search_result, a paragraph one of its text blocks)."""
-    return [
-        Passage(h.chunk["id"], para, h.score) for h in hits for para in paragraphs(h.chunk["text"])
-    ]
 
 
 def cited_passages(passages: list[Passage], written: Any) -> list[Passage]:

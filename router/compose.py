@@ -19,6 +19,7 @@ from . import citations
 from .answer import Citation, Passage, Source
 from .claude import MessagesClient, Unusable
 from .messages import cached_system, merge_usage, message, options, usage_of
+from .second_look import NOTHING_NEW, Looks, answered_content, tool_calls, tool_results
 
 log = logging.getLogger(__name__)
 
@@ -95,60 +96,105 @@ def compose(
     by_chunk: dict[str, Source],
     on_text: Callable[[str], None] | None = None,
     until: float | None = None,
+    looks: Looks | None = None,
 ) -> Written:
     """Claude's answer to `question` from `passages` (sources numbered in `by_chunk`). Streams
     the text to `on_text`; `until` (time.monotonic()) cuts the stream there, keeping what came
-    (CUT). A reply cut by max_tokens is asked again once with more room when the time allows (not
-    streamed again: the returned text supersedes what was streamed); a second try that fails or
-    is cut keeps the first reply. An error before any text was shown is raised (the step is tried
-    again or falls back offline); after, what was shown and checked is kept, CUT."""
+    (CUT). With `looks` (router/second_look.py) the request offers the search tool: each round
+    that ends in a call of it is answered with the sections found and the answer goes on, while
+    looks and time are left. A reply cut by max_tokens is asked again once with more room when
+    the time allows (not streamed again: the returned text supersedes what was streamed); a
+    second try that fails or is cut keeps the first reply. An error before any text was shown is
+    raised (the step is tried again or falls back offline); after, what was shown and checked is
+    kept, CUT."""
     results = citations.search_results(passages, by_chunk)
     sources = list(by_chunk.values())
     hold = Holdback(on_text)
-    msg, cut = _stream(client, model, question, results, sources, MAX_TOKENS, hold, until)
+    convo: list[dict] = [
+        {"role": "user", "content": [*results, {"type": "text", "text": f"Question: {question}"}]}
+    ]
+    tools = looks.tools() if looks is not None else {}
+    started = time.monotonic()
+    msg, cut = _stream(client, model, convo, results, sources, MAX_TOKENS, hold, until, tools)
     usage = usage_of(msg)
+    kept: list[Any] = []  # the text of rounds that ended in a look, when it was shown
+    while looks is not None and not cut and msg.stop_reason == "tool_use":
+        calls = tool_calls(msg)
+        took = time.monotonic() - started
+        if not calls or looks.left <= 0 or (until is not None and until - time.monotonic() < took):
+            break
+        kept += [b for b in msg.content if b.type == "text"] if hold.released else []
+        hold.held = ""  # what came before the call and was never shown: the model's aside
+        contents, found = [], []
+        for call in calls:
+            content, new = looks.look(call) if looks.left > 0 else ([], [])
+            contents.append(content or [{"type": "text", "text": NOTHING_NEW}])
+            found += new
+        results += found
+        sources = list(looks.by_chunk.values())
+        convo += [{"role": "assistant", "content": answered_content(msg)}]
+        convo += [tool_results(calls, contents)]
+        started = time.monotonic()
+        tools = looks.tools()
+        msg, cut = _stream(client, model, convo, results, sources, MAX_TOKENS, hold, until, tools)
+        usage = merge_usage(usage, usage_of(msg))
     left = (until - time.monotonic()) if until is not None else None
-    if not cut and msg.stop_reason == "max_tokens" and (left is None or left > RETRY_TIME):
+    retry = not cut and not kept and len(convo) == 1 and msg.stop_reason == "max_tokens"
+    if retry and (left is None or left > RETRY_TIME):
         import anthropic
 
         try:
             again = client.with_options(timeout=left, max_retries=0) if left else client
             second, cut2 = _stream(
-                again, model, question, results, sources, RETRY_MAX_TOKENS, Holdback(None), until
+                again,
+                model,
+                convo,
+                results,
+                sources,
+                RETRY_MAX_TOKENS,
+                Holdback(None),
+                until,
+                tools,
             )
             usage = merge_usage(usage, usage_of(second))
             if not cut2:
                 msg = second
         except (anthropic.APIError, Unusable) as e:
             log.info("the longer second answer failed (%s); the first one is kept", e)
-    written = read(msg, results, sources)
+    written = read(Said(kept + list(msg.content), msg.stop_reason), results, sources)
     if cut and written.status in (OK, INCOMPLETE):
         written.status = CUT
     written.usage = usage
     return written
 
 
+@dataclass
+class Said:
+    """What the answer said across its rounds, read as one reply: the text shown before each
+    look, then the last reply's blocks, and how the last one stopped."""
+
+    content: list[Any]
+    stop_reason: str | None
+
+
 def _stream(
     client,
     model: str,
-    question: str,
+    convo: list[dict],
     results: list[dict],
     sources: list[Source],
     max_tokens: int,
     hold: Holdback,
     until: float | None = None,
+    tools: dict | None = None,
 ) -> tuple[Any, str]:
     """(the message, "" or why it was cut short: the deadline, or an error once text was
     shown)."""
     with client.messages.stream(
         system=cached_system(render("answer"), model),
-        messages=[
-            {
-                "role": "user",
-                "content": [*results, {"type": "text", "text": f"Question: {question}"}],
-            }
-        ],
+        messages=convo,
         **options(model, "answer", max_tokens),
+        **(tools or {}),
     ) as stream:
         kind = stream.response.headers.get("content-type", "")
         if not kind.startswith("text/event-stream"):

@@ -2,11 +2,13 @@
 (`Corpus`), with what a question's path derives from them. Each is made on first use, kept on the
 Corpus and gone with it when a reindex loads a new generation (router/engine.py's `Loaded` holds
 the generation's Corpus and its scopes'): the docs' words (their spelling, the decision's
-vocabulary), the docs' language, and the last questions' languages."""
+vocabulary), the docs' language, the last questions' languages, and each section's rows."""
 
 from __future__ import annotations
 
 import threading
+
+import numpy as np
 
 from index.search import Searcher, zipf
 
@@ -27,6 +29,7 @@ class Corpus:
         self._words: DocsWords | None = None
         self._language: str | None = None
         self._foreign: dict[str, str | None] = {}
+        self._sections: tuple[np.ndarray, np.ndarray] | None = None
         self._lock = threading.Lock()  # the words are built once: a warm-up and a question share
 
     @property
@@ -58,6 +61,16 @@ class Corpus:
             while len(self._foreign) > FOREIGN_KEPT:
                 self._foreign.pop(next(iter(self._foreign)))
         return found
+
+    def section_rows(self, section: int) -> np.ndarray:
+        """Every row of one section (a section lies in one doc, so a scope holds all of it or
+        none), from the rows sorted by section once a generation."""
+        if self._sections is None:
+            order = np.argsort(self.searcher.sections, kind="stable")
+            self._sections = order, np.asarray(self.searcher.sections)[order]
+        order, ids = self._sections
+        lo, hi = np.searchsorted(ids, section, "left"), np.searchsorted(ids, section, "right")
+        return order[lo:hi]
 
     def prepare(self, spelling: bool = False) -> None:
         """Load what every question reads: the docs' words and English word frequencies

@@ -20,6 +20,7 @@ from index.embedders import Embedder, EmbeddingError
 from index.furniture import Furniture
 from index.search import BM25, Hit, tokenize
 
+from . import exact
 from .answer import Citation, Passage, Source, occurs_in
 from .compose import OK, Written
 from .units import ELLIPSIS, NO_FURNITURE, Unit, units_of
@@ -43,13 +44,22 @@ def extract(
     bm25: BM25,
     embedder: Embedder,
     corpus: Furniture = NO_FURNITURE,
+    names: list[str] | None = None,
+    deeper: list[Hit] | None = None,
 ) -> list[Passage]:
     """The units of the top chunks that score best against the question, by the retrieval's own
     signals: the chunk's fused score, and the unit's idf-weighted term coverage (alone and read
     with its chunk's title and heading path: a row under "#### TW-1429" is about TW-1429) and
-    cosine similarity. `corpus`: the index's page furniture (Searcher.furniture)."""
+    cosine similarity. `corpus`: the index's page furniture (Searcher.furniture). `names`: the
+    identifiers the question asks about (router/exact.py): when units write them all, or sit
+    under a heading that does, only those are quoted (the row that holds the code, not its
+    neighbours). A question asking how to do something is answered by what to do: when no
+    chosen unit is an instruction, the best instruction in the first quote's section or its
+    subsections (among `hits` and `deeper`) is quoted too."""
     q = tokenize(question)
     units = [u for h in hits for u in units_of(h, corpus)]
+    if names:
+        units = holding(units, names)
     if not units:
         return []
     headers = {
@@ -77,7 +87,59 @@ def extract(
             units[: len(top)] = sorted(top, key=lambda u: -u.score)
         except EmbeddingError:  # the embedding service failing here only costs the vector half
             pass
-    return _passages(_choose(units))
+    chosen = _choose(units)
+    if HOW.match(question) and not any(instruction(u) for u in chosen):
+        chosen += _instruction(q, chosen[0], [*hits, *(deeper or [])], bm25, corpus)
+    return _passages(chosen)
+
+
+# a question asking for a way to do something ("How do I rotate …", "how can we …", "how to …"):
+# its answer is what to do
+HOW = re.compile(
+    r"\s*how\s+(?:(?:do|can|could|should|would|does|may)\s+(?:i|we|you|one)\b|to\b)", re.I
+)
+
+
+def header(u: Unit) -> str:
+    return context_header(u.hit.chunk["title"], u.hit.chunk["heading_path"])
+
+
+def instruction(u: Unit) -> bool:
+    """A command to run or a step to take: a code block or a numbered list's item."""
+    return u.kind == "code" or (u.kind == "item" and bool(STEP.match(u.text)))
+
+
+def _instruction(
+    q: list[str], first: Unit, hits: list[Hit], bm25: BM25, corpus: Furniture
+) -> list[Unit]:
+    """The instruction of `first`'s section or its subsections that covers most of the question
+    (read with its headings; a command before a step alike, as what one runs is the more exact
+    answer), none when they hold none."""
+    doc, path = first.hit.chunk["doc"], list(first.hit.chunk["heading_path"])
+    seen: set[str] = set()
+    inside = []
+    for h in hits:
+        c = h.chunk
+        if c["doc"] == doc and list(c["heading_path"])[: len(path)] == path and c["id"] not in seen:
+            seen.add(c["id"])
+            inside += [u for u in units_of(h, corpus) if instruction(u)]
+    scored = [
+        (bm25.coverage(q, tokenize(f"{header(u)} {u.text}")), u.kind == "code", -i, u)
+        for i, u in enumerate(inside)
+    ]
+    return [max(scored, key=lambda t: t[:3])[3]] if scored else []
+
+
+def holding(units: list[Unit], names: list[str]) -> list[Unit]:
+    """The units that write every one of `names`, else those under a heading that writes them
+    all; all of them when none does (a unit that writes one of several names asked is not where
+    the docs answer them)."""
+
+    def held(text: str) -> bool:
+        return all(exact.holds(text, n) for n in names)
+
+    own = [u for u in units if held(u.text)]
+    return own or [u for u in units if held(" ".join(u.hit.chunk["heading_path"]))] or units
 
 
 def _choose(units: list[Unit]) -> list[Unit]:

@@ -9,15 +9,21 @@ caller records it: bot/app.py's FieldGuide.ask).
    once into one value (reading.Reading) every later step takes.
 3. Searched: embedded, routed and retrieved (router/policy.py: the offline router, which only
    breaks ties; with a key, Claude classifies beside the answer and is never waited for, its
-   ranking kept for the audit when it is back), then decided (router/decide.py `assess`).
+   ranking kept for the audit when it is back), then decided (router/decide.py `assess`). The
+   identifiers the question asks about (an error code, a flag, a command: router/exact.py) are
+   looked up where the docs write them.
 4. One of two branches writes the answer:
    - offline (no key): the top chunks' sentences that answer, quoted verbatim (router/offline.py),
-     each its own citation, checked by claims.offline, on the offline decision;
-   - with Claude: `context` chooses what Claude reads (the top chunks' paragraphs), `write`
-     streams Claude's answer from it with search_result citations (router/compose.py; nothing
-     reaches `on_text` before a citation that checks out), and the claim check reads each
+     each its own citation, checked by claims.offline, on the offline decision; the rows that
+     write an asked identifier are the ones quoted;
+   - with Claude: `context` chooses what Claude reads (router/context.py: the search's deep
+     candidates packed to a token budget, whole sections where they fit), `write` streams
+     Claude's answer from it with search_result citations (router/compose.py; nothing reaches
+     `on_text` before a citation that checks out), searching again with a query of its own when
+     what it read does not answer (router/second_look.py), and the claim check reads each
      sentence against what it cites (router/claims.py).
-5. The verdict (router/question.py `verdict`): the only place an Answer is made.
+5. The verdict (router/question.py `verdict`): the only place an Answer is made; an answer whose
+   quotes miss an identifier asked about is never a plain ANSWER.
 
 When Claude fails (router/claude.py: after the retries the API means, within the question's
 deadline), the rules are these, and only these:
@@ -40,27 +46,27 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 
-from index.search import Hit
 from prompts import prompt_hash
 
-from . import citations, claims, compose, decide, offline, reading, words
-from .answer import ABSTAIN, PARTIAL, Answer, Passage, Progress, Source, Trace
+from . import citations, claims, compose, context, decide, exact, offline, reading, words
+from .answer import ABSTAIN, PARTIAL, Answer, Progress, Trace
 from .beside import Beside
 from .classify import ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
+from .context import BUDGET, Budget, Context
 from .corpus import Corpus
 from .engine import Engine, Scope
 from .language import language_name
 from .messages import add_usage
 from .question import Draft, Question, Searched, checked, verdict
 from .run import Laps, Run, Stream, Tell
+from .second_look import looks_for
 
 log = logging.getLogger(__name__)
 
-CONTEXT_CHUNKS = 5  # top chunks Claude reads to answer; offline quotes from the top 3
-OFFLINE_CHUNKS = 3
+HITS = 10  # the hits the decision, the offline branch and the audit read
+OFFLINE_CHUNKS = 3  # the top chunks offline quotes from
 UNCITED_NOTE = (
     "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
 )
@@ -77,16 +83,19 @@ class Pipeline:
         docs_base_url: str = "",
         deadline: float = DEADLINE,
         first_byte: float = FIRST_BYTE,
+        budget: Budget = BUDGET,
     ):
         """`models`: {"condense", "answer", "check"} model ids. `deadline`: seconds for one
-        question's Claude steps. It keeps no store: an answer is returned, not recorded. Claude's
-        classifications run on threads it owns (`close`)."""
+        question's Claude steps. `budget`: what Claude reads (tokens, how deep in the search's
+        candidates, second looks). It keeps no store: an answer is returned, not recorded.
+        Claude's classifications run on threads it owns (`close`)."""
         self.engine = engine
         self.client = anthropic_client
         self.models = models or {}
         self.docs_base_url = docs_base_url
         self.deadline = deadline
         self.first_byte = first_byte  # seconds a streamed answer's reads may wait
+        self.budget = budget
         # what every answer's trace names: the models, and the prompts by hash (fixed in a process)
         self.claude_models = {k: self.models.get(k) for k in STEPS} if anthropic_client else {}
         self.prompts = {n: prompt_hash(n) for n in ("classify", *STEPS)}
@@ -212,7 +221,9 @@ class Pipeline:
         decision = docs.router.route(
             question.text,
             vector,
-            k=10,
+            # Claude's read reaches `depth` candidates deep; the offline quotes read the top
+            # HITS as ranked among HITS (a deeper list fuses into another order)
+            k=max(HITS, self.budget.depth) if run.claude.available else HITS,
             # Voyage did not embed the question: its reranker, the same service, is not asked
             rerank=vector is not None or not self.engine.embedder.name.startswith("voyage:"),
             wait=False,
@@ -221,27 +232,42 @@ class Pipeline:
         trace.route = decision.to_dict() | ({"scope": scope.describe()} if scope else {})
         if decision.note and decision.note not in trace.notes:  # e.g. the reranker fell back
             trace.notes.append(decision.note)
+        hits = decision.hits[:HITS]
         trace.hits = [
-            h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in decision.hits
+            h.chunk | {"bm25": h.bm25, "vector": h.vector, "score": h.score} for h in hits
         ]
+        asked = exact.asked(question.text, docs)
+        trace.route |= {"exact": asked.names} if asked else {}
         run.laps("route_retrieve")
-        return Searched(question, vector, decision.hits)
+        return Searched(question, vector, hits, decision.hits, asked)
 
     # -- the two branches: what each found, wrote and decided ------------------------------------
 
     def offline(self, found: Searched, decided: decide.Decision, docs: Corpus, run: Run) -> Draft:
         """The top chunks' sentences that answer the question, quoted as they are, on the offline
-        decision: without a key, and whenever Claude cannot write the answer."""
-        if decided.decision == ABSTAIN:  # nothing near: naming "closest" sections would be noise
+        decision: without a key, and whenever Claude cannot write the answer. When none of the
+        top chunks writes an identifier asked about, the best candidate that does is read too,
+        and a quote that writes one makes "nothing near" a maybe (exact.near)."""
+        names = found.exact.written
+        if decided.decision == ABSTAIN and not names:  # nothing near: "closest" would be noise
             return Draft(decided)
-        top, searcher = found.hits[:OFFLINE_CHUNKS], docs.searcher
+        top = exact.widened(found.hits[:OFFLINE_CHUNKS], found.candidates, names)
+        searcher = docs.searcher
         passages = offline.extract(
-            found.text, found.vector, top, searcher.bm25, self.engine.embedder, searcher.furniture
+            found.text,
+            found.vector,
+            top,
+            searcher.bm25,
+            self.engine.embedder,
+            searcher.furniture,
+            found.exact.names,
+            found.hits,
         )
+        decided = exact.near(decided, names, [p.text for p in passages])
         run.laps("extract")
-        if not passages:
+        if decided.decision == ABSTAIN or not passages:
             return Draft(decided)
-        chunks = {h.chunk["id"]: h.chunk for h in top}
+        chunks = {h.chunk["id"]: h.chunk for h in [*found.hits, *top]}
         run.tell("reading", labels(chunks[p.chunk_id] for p in passages))
         sources = citations.number_sources(passages, chunks, self.docs_base_url)
         # unsure offline, the quotes stand under the caveat alone (UNSURE names them)
@@ -255,19 +281,28 @@ class Pipeline:
     def with_claude(
         self, asked: Question, found: Searched, decided: decide.Decided, docs: Corpus, run: Run
     ) -> Draft:
-        """Claude reads the top chunks (`context`), writes the answer from them, streamed
-        (`write`), and its claims are checked; the offline branch answers when it cannot."""
-        if decided.gate.decision == ABSTAIN:
-            return Draft(decided.gate)
-        context = self.context(found.hits)
+        """Claude reads its candidates packed to the budget (`context`), writes the answer from
+        them, streamed, searching again when they do not answer (`write`), and its claims are
+        checked; the offline branch answers when it cannot. Nothing near is a maybe when a
+        candidate writes an identifier asked about (exact.near)."""
+        candidates = [h.chunk["text"] for h in found.candidates]
+        gate = exact.near(decided.gate, found.exact.written, candidates)
+        if gate.decision == ABSTAIN:
+            return Draft(gate)
+        reads = context.read(
+            found.candidates, docs, found.text, self.budget.tokens, found.exact.names
+        )
+        run.trace.route["read"] = context.described(reads)
+        read = Context.of(reads, self.docs_base_url)
         run.laps("extract")
-        if not context.passages:
-            return Draft(decided.gate)
-        run.tell("reading", labels(h.chunk for h in context.hits))
-        written = self.write(asked, context, run)
+        if not read.passages:
+            return Draft(gate)
+        run.tell("reading", read.labels)
+        done = self.write(asked, read, docs, run)
         run.laps("answer")
-        if written is None:  # the docs' own quotes answer, on the offline decision
+        if done is None:  # the docs' own quotes answer, on the offline decision
             return self.offline(found, decided.offline, docs, run)
+        written, read = done
         checked = None
         if written.status in WRITTEN:
             run.tell("checking")
@@ -276,57 +311,57 @@ class Pipeline:
             if checked.usage:
                 add_usage(run.trace.usage, "check", checked.usage)
         run.laps("check")
-        passages = citations.cited_passages(context.passages, written)
-        return Draft(decided.gate, passages, written, context.sources, checked)
+        passages = citations.cited_passages(read.passages, written)
+        return Draft(gate, passages, written, read.sources, checked)
 
-    def context(self, hits: list[Hit]) -> Context:
-        """What Claude reads to answer: the top CONTEXT_CHUNKS chunks, each a search_result, a
-        text block per paragraph (the smallest unit a citation points at), sources numbered."""
-        read = hits[:CONTEXT_CHUNKS]
-        passages = citations.context_passages(read)
-        chunks = {h.chunk["id"]: h.chunk for h in read}
-        sources = citations.number_sources(passages, chunks, self.docs_base_url)
-        return Context(read, passages, sources)
+    def write(
+        self, asked: Question, read: Context, docs: Corpus, run: Run
+    ) -> tuple[compose.Written, Context] | None:
+        """Claude's answer from what it read, streamed, with its second looks in `docs`, and
+        what it read in all (the first read, then each look's); None when the docs' own quotes
+        must answer instead: the step failed (run.claude: fell back), or the answer cites nothing
+        that checks out (never shown)."""
 
-    def write(self, asked: Question, context: Context, run: Run) -> compose.Written | None:
-        """Claude's answer from `context`, streamed; None when the docs' own quotes must answer
-        instead: the step failed (run.claude: fell back), or the answer cites nothing that checks
-        out (never shown)."""
-
-        def ask(client) -> compose.Written:
+        def ask(client) -> tuple[compose.Written, Context]:
             # a try after one that already streamed words to the user is not streamed again:
             # the returned text replaces what was streamed
             # the stream ends where the claim check's reserved time begins
             until = run.claude.ends - claims.reserve(self.deadline)
+            passages, sources = list(read.passages), dict(read.sources)
+            looks = looks_for(
+                docs,
+                self.engine.embed_query,
+                self.budget,
+                self.docs_base_url,
+                passages,
+                sources,
+                run.tell,
+            )
             written = compose.compose(
                 client,
                 self.models["answer"],
                 asked.text,
-                context.passages,
-                context.sources,
+                passages,
+                sources,
                 run.stream.open(),
                 until,
+                looks,
             )
+            done = looks.done if looks is not None else []
+            found = [r["section"] for look in done for r in look["read"]]
+            if done:
+                run.trace.route["looks"] = done
             add_usage(run.trace.usage, "answer", written.usage)
-            return written
+            return written, Context(read.labels + found, passages, sources)
 
-        written = run.claude.run("answer", ask, lambda: None, first_byte=self.first_byte)
-        if written is None:
+        done = run.claude.run("answer", ask, lambda: None, first_byte=self.first_byte)
+        if done is None:
             return None
+        written = done[0]
         if written.status in WRITTEN and not written.cited:  # never shown as an answer
             run.trace.notes.append(UNCITED_NOTE)
             return None
-        return written
-
-
-@dataclass(frozen=True)
-class Context:
-    """What Claude reads to answer: the hits read, their passages (a text block each) and their
-    sources, numbered in the order the passages first cite them."""
-
-    hits: list[Hit]
-    passages: list[Passage]
-    sources: dict[str, Source]
+        return done
 
 
 def labels(chunks: Iterable[dict]) -> list[str]:

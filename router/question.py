@@ -13,8 +13,9 @@ import numpy as np
 from index.clean import valid_text
 from index.search import Hit, zipf
 
-from . import citations, claims, compose, decide, reading
+from . import citations, claims, compose, decide, exact, reading
 from .answer import ABSTAIN, ANSWER, PARTIAL, Answer, Passage, Source, Trace
+from .exact import Asked as Identifiers
 from .language import language_name
 from .reading import Reading
 
@@ -57,11 +58,15 @@ def checked(question: str, history: list[dict] | None) -> Question:
 class Searched:
     """What the search found: the question as searched (without the chat around it, a follow-up
     made standalone, typos read), read once (`reading.Reading`), its vector (None: keyword search
-    only), and the hits, best first."""
+    only), the hits, best first (what the decision, the offline branch and the audit read), the
+    deeper candidates Claude's read is packed from (the hits first), and the identifiers the
+    question asks about with where the docs write them (router/exact.py)."""
 
     question: Reading
     vector: np.ndarray | None
     hits: list[Hit]
+    candidates: list[Hit] = field(default_factory=list)
+    exact: Identifiers = field(default_factory=lambda: Identifiers([], {}))
 
     @property
     def text(self) -> str:
@@ -132,6 +137,9 @@ def verdict(
     # fail closed: what reaches here unchecked counts as a check that did not run
     checked = draft.checked or claims.Checked(False, written.by, why_not="not run")
     decision, caveat, note = claims.judged(decision, caveat, checked)
+    trace.notes += [note] if note else []
+    quoted = [c.cited_text for c in written.citations if c.verified]
+    decision, caveat, note = exact.settle(decision, caveat, found.exact.names, quoted)
     trace.notes += [note] if note else []
     return Answer(
         asked.text,

@@ -56,11 +56,13 @@ def test_every_step_on_sonnet_5_5_is_answered_with_claude(examples_db, local_emb
     assert {ans.trace.usage[s]["model"] for s in STEPS} == {"claude-sonnet-5-5"}
     assert ans.text == "Check the header see docs.[1] That is all."
     assert [s.n for s in ans.sources] == [1]  # only the source cited
-    # no extraction call: the answer read the top chunks' paragraphs
+    # no extraction call: the answer read its candidates, packed
     assert not fake.calls("extract")
     [call] = fake.calls("answer")
     results = [b for b in call["messages"][0]["content"] if b["type"] == "search_result"]
-    assert len(results) == 5 and sum(len(r["content"]) for r in results) > 5
+    read = ans.trace.route["read"]
+    assert len(results) == len(read) > 5
+    assert [r["title"] for r in results] == [r["section"] for r in read]
 
 
 @pytest.mark.parametrize("fault", [rate_limited(1), OVERLOADED], ids=["429", "529"])

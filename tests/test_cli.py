@@ -308,7 +308,7 @@ def test_prices_are_the_english_pricing_pages():
     """Cache reads as the English pricing page lists them (2026-11): Sonnet 5.5 $0.10, Opus 5.5
     $0.20, Fable 5.1 $0.25, Haiku 5.5 $0.01 (issue 41: they were listed at 2x and 4x)."""
     from bot.costs import price_for
-    from bot.settings import DEFAULT_PRICES
+    from bot.prices import DEFAULT_PRICES
 
     reads = {
         "claude-sonnet-5-5": 0.10,

@@ -439,7 +439,6 @@ def test_progress_is_told_offline_and_with_claude_inside_the_scope(
 ):
     """`on_progress` hears "searching", then "reading" with the sections about to be quoted
     (offline) or read by Claude, all inside the question's scope, then, with Claude, "checking"."""
-    from router.citations import label
     from router.engine import Scope
 
     scope = Scope("#hooks", folders=("webhooks/",))
@@ -455,9 +454,9 @@ def test_progress_is_told_offline_and_with_claude_inside_the_scope(
         SIGNATURE_Q, scope=scope, on_progress=told.append
     )
     assert [p.kind for p in told] == ["searching", "reading", "checking"]
-    read = list(dict.fromkeys(label(h["title"], h["heading_path"]) for h in ans.trace.hits[:5]))
-    assert told[1].labels == read
-    assert all(h["doc"].startswith("webhooks/") for h in ans.trace.hits)
+    read = ans.trace.route["read"]
+    assert told[1].labels == [r["section"] for r in read]
+    assert all(h["doc"].startswith("webhooks/") for h in [*ans.trace.hits, *read])
 
 
 def test_a_progress_hook_that_fails_costs_the_answer_nothing(examples_db, local_embedder):

@@ -88,6 +88,11 @@ def _item(q: dict, ans: Answer) -> dict:
         ],
         "timings_ms": ans.trace.timings_ms,
         "evidence": ans.trace.evidence,
+        # what Claude read (its first read, each second look), for bench/keyed.py
+        "read": ans.trace.route.get("read", []),
+        "looks": ans.trace.route.get("looks", []),
+        "offline": ans.trace.offline,
+        "caveat": ans.caveat,
     }
 
 

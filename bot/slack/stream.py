@@ -30,6 +30,7 @@ from slack_sdk.models.messages.chunk import Chunk, MarkdownTextChunk, TaskUpdate
 
 from router.answer import Answer, Progress, Source
 from router.citations import updated_ago
+from router.context import LOOKS
 
 from .slack_format import (
     LABEL_LIMIT,
@@ -59,6 +60,9 @@ TASK_TEXT = 256
 # task cards a stream shows at most: each is a block of the message, and a message holds 50 of
 # them with the stop's blocks counted apart; room is left for the stop's sources card
 MAX_TASKS = 40
+# the tasks that may follow a reading: each second look's search and a section it reads, then
+# the claim check
+LATER = 2 * LOOKS + 1
 TITLES = {
     "searching": "Searching the docs",
     "searching_again": "Searching again: {}",
@@ -201,6 +205,8 @@ class Stream:
         chunks = self._done()
         title = TITLES[p.kind]
         titles = [title.format(label) for label in p.labels] if "{}" in title else [title]
+        if len(titles) > 1:  # the sections read leave room for the tasks that may follow them
+            titles = titles[: max(1, MAX_TASKS - self.tasks - LATER)]
         chunks += [t for t in (self._task(title) for title in titles) if t is not None]
         return bool(chunks) and self._send(chunks)
 

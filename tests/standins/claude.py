@@ -152,6 +152,7 @@ class FakeClaude:
         rules: bool = True,
         timing: dict[str, tuple[float, float]] | None = None,
         down: dict[str, tuple] | None = None,
+        looks: list[str] | None = None,
     ):
         self.answer: list[Any] = (
             answer
@@ -198,6 +199,10 @@ class FakeClaude:
         self.failed: list[tuple[str, int]] = []
         # model → (seconds to the first token, output tokens per second): MODEL_TIMING
         self.timing = timing
+        # an answer request that offers a tool calls it with these queries in turn (one per
+        # round, while tool_choice allows it), then answers
+        self.looks = list(looks or [])
+        self.issued = 0  # tool calls made, for their ids
 
     def kind(self, body: dict) -> str:
         tools = [t.get("name") for t in body.get("tools", [])]
@@ -218,13 +223,9 @@ class FakeClaude:
 
     @staticmethod
     def search_results(body: dict) -> list[dict]:
-        return [
-            b
-            for m in body.get("messages", [])
-            if isinstance(m.get("content"), list)
-            for b in m["content"]
-            if b.get("type") == "search_result"
-        ]
+        """Every search_result block of the request in order, those inside tool results
+        included: what a citation's search_result_index counts."""
+        return search_results(body)
 
     def calls(self, kind: str) -> list[dict]:
         with self.lock:
@@ -262,12 +263,9 @@ class FakeClaude:
             }
         with self.lock:
             self.seen.append(body)
-        if kind == "answer":
-            message = self.answer_message(body)
-        else:
-            message = getattr(self, kind)(body)
-            if structured_kind(body):  # asked through output_config.format: JSON text
-                message = as_json_text(message)
+        message = self.reply(body, kind)
+        if isinstance(message, tuple):  # an error the reply is (the keyed stand-in's)
+            return message
         message["model"] = body.get("model", message["model"])
         thought = thinking_tokens(body)
         if thought:
@@ -281,6 +279,15 @@ class FakeClaude:
         n = sum(len(words(b.get("text") or json.dumps(b.get("input")))) for b in message["content"])
         time.sleep(first + n * per_word)
         return 200, message
+
+    def reply(self, body: dict, kind: str) -> dict | tuple:
+        """The message that answers a request of this kind (or an error: status, body)."""
+        if kind == "answer":
+            return self.answer_message(body)
+        message = getattr(self, kind)(body)
+        if structured_kind(body):  # asked through output_config.format: JSON text
+            message = as_json_text(message)
+        return message
 
     def pace(self, body: dict, message: dict) -> tuple[float, float]:
         """(seconds before the first token, seconds per word after it): a model's published
@@ -414,6 +421,21 @@ class FakeClaude:
 
     def answer_message(self, body: dict) -> dict:
         results = self.search_results(body)
+        offered = [t.get("name") for t in body.get("tools") or []]
+        asked = sum(
+            b.get("type") == "tool_result"
+            for m in body.get("messages", [])
+            if isinstance(m.get("content"), list)
+            for b in m["content"]
+        )
+        allowed = (body.get("tool_choice") or {}).get("type") != "none"
+        if offered and allowed and asked < len(self.looks):
+            with self.lock:
+                self.issued += 1
+                call_id = f"toolu_stub{self.issued}"
+            call = {"type": "tool_use", "id": call_id, "name": offered[0]}
+            call["input"] = {"query": self.looks[asked]}
+            return claude_message(call, stop_reason="tool_use", model=body.get("model", ""))
         with self.lock:
             n = len([b for b in self.seen if self.kind(b) == "answer"])
         stop = self.stop_reasons[min(n - 1, len(self.stop_reasons) - 1)]
@@ -433,7 +455,9 @@ class FakeClaude:
     @staticmethod
     def citation(results: list[dict], index: int, start: int, end: int) -> dict:
         """A search_result_location citation as the API builds it: cited_text is the text of the
-        blocks content[start:end] joined together."""
+        blocks content[start:end] joined together. A negative index counts from the last result
+        (a tool's results, after the first ones)."""
+        index = index % len(results) if index < 0 else index
         result = results[index]
         return {
             "type": "search_result_location",
@@ -598,7 +622,99 @@ def api_rules(body: dict) -> tuple | None:
     effort = (body.get("output_config") or {}).get("effort")
     if effort is not None and not model.startswith(EFFORT_MODELS):
         return api_error(400, "invalid_request_error", f"effort is not supported for {model}")
-    return thinking_rules(model, (body.get("thinking") or {}).get("type"), effort)
+    return thinking_rules(model, (body.get("thinking") or {}).get("type"), effort) or tool_rules(
+        body
+    )
+
+
+# -- tool use (platform.claude.com/docs/en/agents-and-tools/tool-use, search-results, the 5.5
+# what's-new pages: thinking blocks are tied to the model and the conversation) ----------------
+
+
+def search_results(body: dict) -> list[dict]:
+    """Every search_result block of the request in the order a citation's search_result_index
+    counts them: across the messages, those inside tool results included."""
+    out: list[dict] = []
+    for m in body.get("messages", []):
+        for b in m.get("content") if isinstance(m.get("content"), list) else []:
+            if b.get("type") == "search_result":
+                out.append(b)
+            elif b.get("type") == "tool_result" and isinstance(b.get("content"), list):
+                out += [c for c in b["content"] if c.get("type") == "search_result"]
+    return out
+
+
+def signature(model: str, thinking: str) -> str:
+    """A thinking block's signature, tied to the model that wrote it and to its text."""
+    return hashlib.sha256(f"{model}\n{thinking}".encode()).hexdigest()[:32]
+
+
+def tool_rules(body: dict) -> tuple | None:
+    """The 400 the API gives a conversation with tools that is not well formed: tool_use or
+    tool_result blocks without tools defined, tool results that do not answer exactly the tool
+    calls of the assistant turn before them, a thinking block passed back changed (or written by
+    another model)."""
+    messages = body.get("messages", [])
+    blocks = [
+        (i, b)
+        for i, m in enumerate(messages)
+        for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+    ]
+    if any(b.get("type") in ("tool_use", "tool_result") for _, b in blocks) and not body.get(
+        "tools"
+    ):
+        return api_error(
+            400,
+            "invalid_request_error",
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+        )
+    model = str(body.get("model", ""))
+    for i, m in enumerate(messages):
+        content = m.get("content") if isinstance(m.get("content"), list) else []
+        if m.get("role") == "assistant":
+            for b in content:
+                if b.get("type") == "thinking" and b.get("signature") != signature(
+                    model, str(b.get("thinking", ""))
+                ):
+                    return api_error(
+                        400,
+                        "invalid_request_error",
+                        f"messages.{i}.content: Invalid `signature` in `thinking` block",
+                    )
+            calls = [b.get("id") for b in content if b.get("type") == "tool_use"]
+            after = messages[i + 1].get("content") if i + 1 < len(messages) else None
+            answered = [
+                b.get("tool_use_id")
+                for b in (after if isinstance(after, list) else [])
+                if b.get("type") == "tool_result"
+            ]
+            if calls and i + 1 < len(messages) and sorted(calls) != sorted(answered):
+                return api_error(
+                    400,
+                    "invalid_request_error",
+                    f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks"
+                    f" immediately after: {', '.join(c for c in calls if c not in answered)}",
+                )
+        elif any(b.get("type") == "tool_result" for b in content):
+            before = messages[i - 1].get("content") if i else None
+            calls = [
+                b.get("id")
+                for b in (before if isinstance(before, list) else [])
+                if b.get("type") == "tool_use"
+            ]
+            stray = [
+                b.get("tool_use_id")
+                for b in content
+                if b.get("type") == "tool_result" and b.get("tool_use_id") not in calls
+            ]
+            if stray:
+                return api_error(
+                    400,
+                    "invalid_request_error",
+                    f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result`"
+                    f" blocks: {', '.join(map(str, stray))}",
+                )
+    return None
 
 
 # -- thinking (platform.claude.com/docs/en/build-with-claude/thinking, the 5.x what's-new pages
@@ -646,11 +762,20 @@ def thinking_rules(model: str, kind: str | None, effort: str | None) -> tuple | 
     return None
 
 
+def after_tool(body: dict) -> bool:
+    """Whether the request's last turn carries tool results (the model goes on after a tool)."""
+    last = (body.get("messages") or [{}])[-1]
+    content = last.get("content") if isinstance(last.get("content"), list) else []
+    return any(b.get("type") == "tool_result" for b in content)
+
+
 def thinking_tokens(body: dict) -> int:
     """The thinking tokens a request spends (0 with thinking off)."""
     model = str(body.get("model", ""))
     kind = (body.get("thinking") or {}).get("type")
-    if kind in ("disabled", "between_tools"):
+    if kind == "between_tools" and not after_tool(body):
+        return 0  # no thinking up front: only between tool calls
+    if kind == "disabled":
         return 0
     if kind is None and not model.startswith(THINKS_BY_DEFAULT):
         return 0
@@ -665,7 +790,12 @@ def thinking_tokens(body: dict) -> int:
 def with_thinking(message: dict, tokens: int, max_tokens: int) -> dict:
     """The reply with a thinking block first; its tokens count toward max_tokens, so a reply
     whose thinking and text pass it is cut (stop_reason max_tokens)."""
-    thinking = {"type": "thinking", "thinking": "Let me work through this.", "signature": "sig"}
+    text = "Let me work through this."
+    thinking = {
+        "type": "thinking",
+        "thinking": text,
+        "signature": signature(str(message.get("model", "")), text),
+    }
     budget = max_tokens - tokens if max_tokens else 10**9
     content, used = [thinking], 0
     for block in message["content"]:

@@ -30,7 +30,7 @@ class Request:
 
 
 class StubServer:
-    def __init__(self):
+    def __init__(self, port: int = 0):
         self.requests: list[Request] = []
         self.routes: dict[str, object] = {}
         self.lock = threading.Lock()
@@ -96,7 +96,7 @@ class StubServer:
 
             do_GET = do_POST = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

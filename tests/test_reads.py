@@ -1,0 +1,197 @@
+"""What Claude reads (router/context.py), exact things asked exactly (router/exact.py) and a second
+look (router/second_look.py), on the example docs, with the real anthropic client against the
+Messages API stand-in."""
+
+import anthropic
+import pytest
+
+from router import context, exact
+from router.answer import ANSWER, PARTIAL
+from router.engine import Engine
+from router.pipeline import Pipeline
+from tests.standins.claude import FakeClaude
+
+MODELS = {
+    "condense": "claude-haiku-4-5",
+    "answer": "claude-sonnet-5-5",
+    "check": "claude-haiku-4-5",
+}
+
+
+def pipeline(db, embedder, stub=None, budget=context.BUDGET):
+    client = None
+    if stub is not None:
+        client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0)
+    engine = Engine(db, embedder, client, "claude-haiku-4-5")
+    return Pipeline(engine, client, MODELS, "https://docs.example.com", budget=budget)
+
+
+# -- packing -------------------------------------------------------------------------------------
+
+
+def test_chunks_of_one_section_merge_in_file_order_overlaps_once():
+    a = {"start": 0, "end": 10, "text": "0123456789"}
+    b = {"start": 7, "end": 15, "text": "789abcdef"[:8]}
+    c = {"start": 17, "end": 20, "text": "xyz"}
+    assert context.merged([c, b, a]) == "0123456789abcde\n\nxyz"
+    assert context.merged([a, {"start": 2, "end": 5, "text": "234"}]) == "0123456789"
+
+
+def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db, local_embedder):
+    p = pipeline(examples_db, local_embedder)
+    docs = p.engine.corpus()
+    question = "What does the delivery object hold?"
+    vec, _ = p.engine.embed_query(question)
+    hits = docs.router.route(question, vec, k=40, wait=False).hits
+    for budget in (400, 1500, 6000):
+        reads = context.read(hits, docs, question, budget, [])
+        labels = [r.label for r in reads]
+        assert len(labels) == len(set(labels))  # a section's chunks merged, never repeated
+        assert sum(r.tokens for r in reads) <= budget or len(reads) == 1
+        first_of = {h.section: n for n, h in reversed(list(enumerate(hits)))}
+        ranks = [next(first_of[h.section] for h in hits if h.chunk["id"] == r.key) for r in reads]
+        assert ranks == sorted(ranks)  # in the search's order
+    # the delivery object's section is split in five chunks: read whole when the budget allows
+    whole = context.read(hits, docs, question, 6000, [])
+    delivery = next(r for r in whole if r.label.endswith("The delivery object"))
+    assert delivery.part == "whole" and len(delivery.chunk_ids) == 5
+    assert delivery.label == "Deliveries API reference › The delivery object"
+
+
+def test_a_taste_of_a_long_table_is_its_row_that_writes_the_code(examples_db, local_embedder):
+    p = pipeline(examples_db, local_embedder)
+    docs = p.engine.corpus()
+    question = "what does TW-1016 mean"
+    vec, _ = p.engine.embed_query(question)
+    hits = docs.router.route(question, vec, k=40, wait=False).hits
+    [table] = [h for h in hits if h.chunk["heading_path"][-1] == "All error codes"][:1]
+    taste = context.excerpt([table.chunk], [], ["TW-1016"], docs.searcher.bm25, 80)
+    assert taste.splitlines()[0].startswith("| Code |") or "TW-1016" in taste.splitlines()[0]
+    assert taste.splitlines()[-1].startswith("| `TW-1016` | 410 |")
+
+
+# -- identifiers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "question, names",
+    [
+        ("what does error TW-1016 mean?", ["TW-1016"]),
+        ("How do I rotate an API key?", []),
+        ("Why does --dry-run fail on GET /v2/endpoints/{id}?", ["--dry-run", "/v2/endpoints/{id}"]),
+        ("set max_retries in config.toml, e.g. to 3", ["max_retries", "config.toml"]),
+        ("Use `tide keys roll` with BackgroundTasks?", ["tide keys roll", "BackgroundTasks"]),
+        ("Upgrade to 0.115.2 broke it, see https://x.io/a and evt_8f3k2a9q", []),
+        ("It fails.\n\n```\nmax_retries=3\n```\n\nAny idea why?", []),
+    ],
+)
+def test_identifiers_are_told_by_their_shape(question, names):
+    assert exact.identifiers(question) == names
+
+
+def test_an_identifier_is_held_only_as_a_whole_name():
+    assert exact.holds("fails with `TW-1016` (event outside)", "tw-1016")
+    assert not exact.holds("code TW-10160 here", "TW-1016")
+    assert exact.settle(ANSWER, "", ["TW-1016"], ["| `TW-1001` | 401 |"])[0] == PARTIAL
+    assert exact.settle(ANSWER, "", ["TW-1016"], ["| `TW-1016` | 410 |"]) == (ANSWER, "", "")
+
+
+@pytest.mark.parametrize("question", ["what does error TW-1016 mean?", "what does TW-1016 mean"])
+def test_an_error_code_is_quoted_by_the_row_that_holds_it(examples_db, local_embedder, question):
+    ans = pipeline(examples_db, local_embedder).answer(question)
+    assert ans.decision in (ANSWER, PARTIAL)
+    quotes = [c.cited_text for c in ans.citations if c.verified]
+    assert quotes and all("TW-1016" in q for q in quotes)
+    assert any(q.startswith("| `TW-1016` | 410 | Outside retention window") for q in quotes)
+
+
+def test_how_to_rotate_an_api_key_quotes_the_cli_that_rolls_it(examples_db, local_embedder):
+    ans = pipeline(examples_db, local_embedder).answer("How do I rotate an API key?")
+    assert ans.decision == ANSWER
+    quotes = [c.cited_text for c in ans.citations if c.verified]
+    assert any("tide keys roll" in q for q in quotes)
+
+
+def test_an_answer_missing_the_asked_identifier_is_never_a_plain_answer(
+    examples_db, local_embedder, stub
+):
+    # Claude's answer cites the first result, which does not write the code asked about
+    stub.route("/v1/messages", FakeClaude(answer=[("It means the key is missing.", [(0, 0, 1)])]))
+    ans = pipeline(examples_db, local_embedder, stub).answer("What does TW-9999 mean?")
+    [cit] = ans.citations
+    assert cit.verified and "TW-9999" not in cit.cited_text  # the docs never write it
+    assert ans.decision == PARTIAL and "`TW-9999`" in ans.caveat
+
+
+# -- a second look -------------------------------------------------------------------------------
+
+
+def test_a_second_look_searches_again_and_its_sections_are_cited(examples_db, local_embedder, stub):
+    # Claude calls the search tool once, then cites the first block of the tool's first result
+    fake = FakeClaude(
+        looks=["tide keys roll expires-in"],
+        answer=[("Roll it with the CLI and a grace period.", [(-1, 0, 1)])],
+    )
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=2)
+    ans = pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    assert fake.refused == []  # every request was one the API takes
+    first, second = fake.calls("answer")
+    assert [t["name"] for t in first["tools"]] == ["search_docs"] and "tool_choice" not in first
+    assert second["messages"][1]["role"] == "assistant"
+    [result] = second["messages"][2]["content"]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_stub1"
+    assert all(b["type"] == "search_result" for b in result["content"])
+    [look] = ans.trace.route["looks"]
+    sections = [r["section"] for r in look["read"]]
+    assert look["query"] == "tide keys roll expires-in" and sections
+    # the citation points into the tool's results: checked against them, its source listed
+    assert ans.decision in (ANSWER, PARTIAL) and ans.citations[0].verified
+    assert ans.sources[0].label in sections
+    assert fake.refused == []  # every request was one the API takes
+
+
+def test_looks_are_bounded_then_the_answer_is_written(examples_db, local_embedder, stub):
+    fake = FakeClaude(looks=["a", "b", "c", "d"])
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=2)
+    ans = pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    calls = fake.calls("answer")
+    assert len(calls) == 3 and calls[-1]["tool_choice"] == {"type": "none"}
+    assert len(ans.trace.route["looks"]) == 2 and fake.refused == []
+
+
+def test_no_tool_is_offered_without_looks(examples_db, local_embedder, stub):
+    fake = FakeClaude()
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(looks=0)
+    pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    assert "tools" not in fake.calls("answer")[0]
+
+
+# -- the stand-in keeps the API's rules for tools ------------------------------------------------
+
+
+def test_the_stand_in_refuses_tool_turns_the_api_refuses(stub):
+    fake = FakeClaude()
+    stub.route("/v1/messages", fake)
+    client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0)
+    tool = {"name": "search_docs", "input_schema": {"type": "object", "properties": {}}}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "search_docs", "input": {}}
+    turns = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2"}]},
+    ]
+    thought = {"type": "thinking", "thinking": "changed", "signature": "forged"}
+    bad: list[dict] = [
+        {"messages": turns, "tools": [tool]},  # answers another call
+        {"messages": turns[:2] + [{"role": "user", "content": "x"}]},  # no tools defined
+        {
+            "messages": [turns[0], {"role": "assistant", "content": [thought]}, turns[0]],
+            "tools": [tool],
+        },  # a thinking block passed back changed
+    ]
+    for extra in bad:
+        with pytest.raises(anthropic.BadRequestError):
+            client.messages.create(model="claude-sonnet-5-5", max_tokens=10, **extra)
