@@ -299,11 +299,7 @@ class Settings(BaseModel):
     bm25_weight: float = setting(
         "FIELDGUIDE_BM25_WEIGHT", 0.4, "BM25 share of the fused score", ge=0, le=1
     )
-    fusion: Literal["hybrid", "rrf"] = setting(
-        "FIELDGUIDE_FUSION",
-        "hybrid",
-        "hybrid (a weighted sum of BM25 and vector scores) | rrf (reciprocal rank fusion)",
-    )
+    fusion: Literal["hybrid", "rrf"] = setting("FIELDGUIDE_FUSION", "hybrid", "hybrid | rrf")
     docs_base_url: HttpUrl = setting(
         "FIELDGUIDE_DOCS_BASE_URL", "", "link base for docs without a url"
     )
