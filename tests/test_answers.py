@@ -76,7 +76,7 @@ def test_offline_answers_quote_the_few_lines_that_answer_cleanly(tmp_path, local
 
     ans = p.answer("The sound is distorted, what can I do?")
     # the row that answers, with its table header; a table this small is quoted whole, so no
-    # row is left out without a mark (issue 45)
+    # row is left out without a mark
     assert "| Problem | Solution |" in ans.text
     assert "| Sound is distorted | Lower the volume" in ans.text
     assert "| Remote does not work |" in ans.text

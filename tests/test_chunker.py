@@ -121,7 +121,7 @@ def test_huge_section_splits_at_sentences_with_overlap_and_code_at_lines():
 
 
 def test_a_huge_code_block_is_cut_as_it_is_read():
-    # issue 27: a file that is one 1 MB code block was one chunk (and one embedding input)
+    # a file that is one 1 MB code block was one chunk (and one embedding input)
     code = "```\n" + "print('a line of code')\n" * 40_000 + "```\n"
     doc, chunks = chunks_of(f"# Dump\n\n{code}", max_chars=2000)
     assert len(chunks) > 400 and all(len(c.text) <= 2000 for c in chunks)

@@ -1,5 +1,5 @@
-"""Issue 29 against the Messages API stub with the real anthropic client: citations checked by
-content, the claim check after the answer, and prompt caching."""
+"""Against the Messages API stub with the real anthropic client: citations checked by content,
+the claim check after the answer, and prompt caching."""
 
 import json
 import time
@@ -108,7 +108,7 @@ NOT_CHECKED = "Partial answer: its claims were not checked against the docs it c
 
 
 def test_a_check_that_fails_marks_the_answer_not_checked(examples_db, local_embedder, stub):
-    """Fail closed (issue 34 item 3, issue 35 item 7): an answer whose claims could not be
+    """Fail closed: an answer whose claims could not be
     checked is never a plain ANSWER; the caveat says so where the user sees it."""
     fake = FakeClaude(unsupported=("header",))
     stub.route("/v1/messages", failing_check(fake, OVERLOADED))

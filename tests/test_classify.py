@@ -131,7 +131,7 @@ def test_overloaded_once_then_success(stub, offline):
 
 def test_general_is_named_once_and_none_means_no_intent(stub, offline):
     """A docs intent called "general" is listed as what it is; the catch-all is NONE, which is no
-    slug (issue 34: the prompt listed "general" twice with two meanings)."""
+    slug (the prompt listed "general" twice with two meanings)."""
     intents = [*INTENTS, {"name": "general", "description": "Everything else", "examples": []}]
     client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0, timeout=5)
     claude = ClaudeClassifier(client, "claude-haiku-5-5", intents, offline)

@@ -1,4 +1,4 @@
-"""The Claude path against a stand-in that behaves as today's Messages API does (issue 34): the 5.5
+"""The Claude path against a stand-in that behaves as today's Messages API does: the 5.5
 models refuse a forced tool_choice, rate limits and overloads are ordinary and retried within the
 question's deadline, a claim check that cannot run fails closed, Voyage down at question time costs
 one short try."""

@@ -249,7 +249,7 @@ def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypa
     expected = (sonnet["input_tokens"] * 2 + sonnet["output_tokens"] * 10) / 1e6
     assert abs(sonnet["cost_usd"] - expected) < 1e-6
     assert abs(s["cost_usd"] - sonnet["cost_usd"] - haiku["cost_usd"]) < 1e-6
-    # per step and per answer (issue 41): the steps' costs add up to the total; two of the three
+    # per step and per answer: the steps' costs add up to the total; two of the three
     # answers called Claude
     assert {"classify", "answer", "check"} <= set(s["steps"])
     assert s["steps"]["answer"]["calls"] == 2 and s["answers_with_claude"] == 2
@@ -306,7 +306,7 @@ def test_small_talk_gets_a_reply_of_its_own_never_not_in_the_docs(tmp_path, caps
 
 def test_prices_are_the_english_pricing_pages():
     """Cache reads as the English pricing page lists them (2026-11): Sonnet 5.5 $0.10, Opus 5.5
-    $0.20, Fable 5.1 $0.25, Haiku 5.5 $0.01 (issue 41: they were listed at 2x and 4x)."""
+    $0.20, Fable 5.1 $0.25, Haiku 5.5 $0.01 (they were listed at 2x and 4x)."""
     from bot.costs import price_for
     from bot.prices import DEFAULT_PRICES
 

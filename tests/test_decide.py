@@ -232,7 +232,7 @@ def test_calibrate_writes_beside_the_index_and_the_engine_reads_it(
 
 def test_the_askers_own_words_are_no_evidence_against_the_docs(examples_db, local_embedder):
     """Paths, versions, identifiers, a project's name in code, pasted output and chatter around
-    the question: none of it is a topic the docs lack (issue 33)."""
+    the question: none of it is a topic the docs lack."""
     question = (
         "webhook retries stop after a while\n\n"
         "Hi! Perhaps I'm guessing wrong, but on acme-billing-svc with `TIDEWATER_HOOK_URL` set in"

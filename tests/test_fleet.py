@@ -230,7 +230,7 @@ def test_a_replica_killed_after_acking_its_event_is_answered_by_another_without_
         assert "attempts" in json.dumps(answer)
         fleet.settle()  # every replica has handled what it was sent
         assert len(fleet.answers_in(ts)) == 1
-        # answered in the dead replica's placeholder, not under it (issue 27 row 9)
+        # answered in the dead replica's placeholder, not under it
         assert fleet.placeholders_in(ts) == 1
         assert fleet.audit_threads().count(ts) == 1
         with psycopg.connect(fleet.url) as conn:
@@ -447,7 +447,7 @@ def the_other_answers_a_killed_replicas_events(f: SocketFleet) -> None:
 
 
 def test_text_postgres_cannot_hold_is_cleaned_and_answered(fleet):
-    # issue 27 row 3: a NUL or a lone surrogate in a mention failed the claim after the ack
+    # a NUL or a lone surrogate in a mention failed the claim after the ack
     ts = "1700000700.000001"
     text = "How many times is a failed webhook retried?\x00 \ud800"
     assert fleet.replicas[0].event(mention(text, ts), "EvNul") == 200
@@ -461,7 +461,7 @@ def test_text_postgres_cannot_hold_is_cleaned_and_answered(fleet):
 
 
 def test_a_replica_killed_during_an_outage_leaves_nothing_unanswered(fleet, pg_server):
-    # issue 27 row 9: events sent while PostgreSQL is down are not acknowledged (their claims
+    # events sent while PostgreSQL is down are not acknowledged (their claims
     # could live only in memory), so Slack sends them again once a replica can take them;
     # the replica that got them first dies meanwhile
     with dying_replica(fleet, "doomed") as (doomed, _claude):

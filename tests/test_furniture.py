@@ -1,4 +1,4 @@
-"""Answers keep what answers (issue 24, item 5): page furniture (page numbers, running headers and
+"""Answers keep what answers: page furniture (page numbers, running headers and
 footers) is found by statistics over the corpus and never quoted, while content said twice stays
 quotable; a procedure's steps, a table's answering rows with its header and a list's items are
 quoted whole."""
@@ -197,7 +197,7 @@ def test_a_procedure_is_quoted_whole_and_a_table_row_with_its_header(tmp_path, l
     )
     assert "| Problem | Solution |" in passages
     assert "| Sound is distorted | Lower the volume" in passages
-    # a table that fits the quote's budget is quoted whole: no row left out (issue 45)
+    # a table that fits the quote's budget is quoted whole: no row left out
     assert "| Remote does not work |" in passages
 
 

@@ -1,4 +1,4 @@
-"""Bad input and double faults (issue 27): secrets kept out of messages, terminals kept safe from
+"""Bad input and double faults: secrets kept out of messages, terminals kept safe from
 the text they print, invalid text refused clearly, per-input costs bounded."""
 
 import json
@@ -61,7 +61,7 @@ def test_redact(text, url, shown):
 
 
 def test_control_characters_reach_no_terminal_but_stay_in_json(tmp_path, capsys, monkeypatch):
-    # issue 27 row 6: an escape sequence in a doc (clear screen, set the window title) and in a
+    # an escape sequence in a doc (clear screen, set the window title) and in a
     # question is shown, not obeyed, by every human-readable command; --json keeps the text
     docs = write_docs(
         tmp_path / "docs",
@@ -104,7 +104,7 @@ def test_control_character_escapes_match_unicode():
 
 
 def test_a_question_that_is_not_utf8_is_a_clear_error(examples_db, capsys, monkeypatch):
-    # issue 27 row 8: Python hands a non-UTF-8 argument over as lone surrogates
+    # Python hands a non-UTF-8 argument over as lone surrogates
     monkeypatch.setenv("FIELDGUIDE_DB", examples_db)
     argument = b"webhook retries \xff\xfe".decode("utf-8", "surrogateescape")
     for command in ("ask", "search"):
@@ -126,7 +126,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 
 
 def test_a_10_mb_chunk_costs_the_embedder_no_more_than_its_model_reads():
-    # issue 27 row 2: the tokenizer truncates only after tokenising everything it is given
+    # the tokenizer truncates only after tokenising everything it is given
     out = subprocess.run(
         [sys.executable, "-c", EMBED_PEAK], capture_output=True, text=True, check=True, timeout=120
     )
@@ -198,7 +198,7 @@ def ask_cost(question: str, db: str) -> tuple[int, float]:
 
 
 def test_a_4000_letter_word_costs_about_what_an_ordinary_question_costs(examples_db):
-    # issue 27 row 1: 8.9 s and 1.79 GB for one question; every step bounds a word's cost
+    # 8.9 s and 1.79 GB for one question; every step bounds a word's cost
     ordinary_mb, ordinary_s = ask_cost("How do I rotate the webhook signing secret?", examples_db)
     # the question is the word alone (within a sentence the typo check passed it by)
     long_mb, long_s = ask_cost("supercalifragilistic" * 200, examples_db)

@@ -43,7 +43,7 @@ def test_no_product_module_is_over_600_lines():
 
 
 def test_the_question_path_reads_in_modules_under_400_lines():
-    """router/ is read question by question (issue 40): no module there past ROUTER_MAX_LINES."""
+    """router/ is read question by question: no module there past ROUTER_MAX_LINES."""
     long = {
         p.name: n
         for p in (ROOT / "router").glob("*.py")

@@ -292,7 +292,7 @@ def _wait(condition, timeout: float = 15.0) -> None:
 
 
 def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_full():
-    # issue 27 row 10: PostgreSQL refusing new connections (max_connections reached) left both
+    # PostgreSQL refusing new connections (max_connections reached) left both
     # replicas "unreachable" although their pools worked, and de-duplicating in memory: every
     # retried event answered twice. A session now comes from the pool.
     from tests.standins.pgserver import PgServer
@@ -349,7 +349,7 @@ def test_replicas_restore_their_sessions_from_their_pools_when_the_server_is_ful
 
 
 def test_a_claim_postgresql_refuses_still_gets_the_question_answered(two_states):
-    # issue 27 row 3: text PostgreSQL cannot hold (NUL, a lone surrogate) failed the claim after
+    # text PostgreSQL cannot hold (NUL, a lone surrogate) failed the claim after
     # Slack had its ack: never answered. It is cleaned before it is stored; and a claim that
     # fails anyway (here a key longer than a btree index entry may be) is made in memory.
     import secrets

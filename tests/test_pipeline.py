@@ -94,7 +94,7 @@ def test_citation_spanning_several_blocks_is_verified_by_its_indices(
 )
 def test_an_answer_citing_nothing_is_never_shown(examples_db, local_embedder, stub, reply):
     """Claude's text with no citation that checks out is neither streamed nor returned: the
-    docs' own quotes are the answer, each with its source (issue 34 item 3)."""
+    docs' own quotes are the answer, each with its source."""
     stub.route("/v1/messages", FakeClaude(answer=reply))
     streamed: list[str] = []
     ans = make_pipeline(examples_db, local_embedder, stub).answer(

@@ -1,4 +1,4 @@
-"""A question's time with keys (issue 41): one model round trip before the first word, a deadline
+"""A question's time with keys: one model round trip before the first word, a deadline
 that holds for the whole answer, nothing slow on the question's path, errors read by their kind.
 Against the Messages API and Voyage stand-ins, with the real anthropic and voyageai clients."""
 

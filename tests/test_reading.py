@@ -1,5 +1,5 @@
 """What a question asks, apart from what the asker brought (router/reading.py), and the decision
-that reads it: the asker's own words are no evidence against the docs (issue 33)."""
+that reads it: the asker's own words are no evidence against the docs."""
 
 from router import reading
 

@@ -18,7 +18,7 @@ def test_a_real_question_set_is_in_the_eval_format_with_its_sources(set_dir):
     offtopic = [json.loads(line) for line in (set_dir / "offtopic.jsonl").open()]
     ids = [q["id"] for q in answerable + offtopic]
     assert len(ids) == len(set(ids))
-    # issue 33: at least 40 copied from real threads, 15 close off-topic ones
+    # at least 40 copied from real threads, 15 close off-topic ones
     threads = [q for q in answerable if q["source"].startswith("https://github.com/")]
     assert len(threads) >= 40 and len(offtopic) >= 15
     for q in answerable:

@@ -590,7 +590,7 @@ def test_an_unsupported_claim_adds_its_caveat_to_the_streamed_answer(make_harnes
 
 def test_a_claim_check_that_cannot_run_is_marked_on_the_streamed_answer(make_harness, claude_stub):
     """Fail closed where the asker reads it: the check down (529), the stop adds the caveat that
-    the answer's claims were not checked, and the audit row is PARTIAL (issue 34 item 3)."""
+    the answer's claims were not checked, and the audit row is PARTIAL."""
     from tests.standins.claude import OVERLOADED
 
     reply = [("Compare the signature header with your HMAC.", [(0, 0, 1)])]
@@ -625,7 +625,7 @@ def test_claude_answers_in_a_dm_stream_into_the_questions_thread(make_harness, c
 
 
 def test_bots_and_edits_are_ignored_for_every_event_kind(http):
-    # issue 27 row 7: another bot mentioning this one (two bots could answer each other in a
+    # another bot mentioning this one (two bots could answer each other in a
     # loop), and edits, whatever kind of event carries them
     question = "What does error TW-1429 mean?"
     for i, event in enumerate(
@@ -654,7 +654,7 @@ def test_bots_and_edits_are_ignored_for_every_event_kind(http):
 
 
 def test_a_lone_surrogate_in_a_question_is_read_not_a_failure(http):
-    # issue 27 row 8: JSON can carry "\ud800" (json.dumps writes it as that escape)
+    # JSON can carry "\ud800" (json.dumps writes it as that escape)
     http.event(dm("What does error TW-1429 mean? \ud800"), "EvSurrogate")
     [answer] = answer_in(http.mock, "D1")
     assert "TW-1429" in markdown_of(answer) and "went wrong" not in markdown_of(answer)
@@ -672,7 +672,7 @@ URL_REPLY = [
 def test_bare_urls_from_the_model_are_text_and_answers_do_not_unfurl(
     make_harness, claude_stub, how
 ):
-    # issue 27 row 11: only the sources are links; Slack previews nothing under an answer
+    # only the sources are links; Slack previews nothing under an answer
     h = make_harness("http", claude_stub(answer=URL_REPLY, words_per_second=400))
     if how == "streamed":
         h.event(mention("How do I verify the signature of a webhook?"), "EvU1")
@@ -690,7 +690,7 @@ def test_bare_urls_from_the_model_are_text_and_answers_do_not_unfurl(
 
 
 def test_a_signed_event_is_acked_in_time_while_200_idle_connections_are_open(http):
-    # issue 27 row 4: connections that send half a request and then nothing (slowloris, a
+    # connections that send half a request and then nothing (slowloris, a
     # stuck proxy) must not keep Slack's events out: it wants its ack within 3 s
     import socket
     import time

@@ -1,4 +1,4 @@
-"""One bot for many teams (issue 28): channel scopes, doc owners, "Ask a person", the gaps report
+"""One bot for many teams: channel scopes, doc owners, "Ask a person", the gaps report
 and App Home — the real Bolt app over signed HTTP against the Slack mock."""
 
 import json

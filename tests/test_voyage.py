@@ -54,7 +54,7 @@ def test_retry_after_is_honoured(stub):
 
 def test_a_question_gets_one_short_try(stub):
     """At question time Voyage gets one try (FIELDGUIDE_QUERY_TIMEOUT), no retry: keyword search
-    answers meanwhile (issue 34 item 4)."""
+    answers meanwhile."""
     stub.route("/v1/embeddings", voyage_rate_limited(1))
     with pytest.raises(EmbeddingError):
         VoyageEmbedder("k", base_url=stub.url + "/v1").embed_query("a")

@@ -538,7 +538,7 @@ OVERLOADED = (
 )
 
 
-# -- the Messages API as its docs describe it (issue 34) -----------------------------------------
+# -- the Messages API as its docs describe it -----------------------------------------
 # Kept apart from FakeClaude (which calls them) so they move with it wherever the stand-ins live.
 # Sources: platform.claude.com/docs/en/models/*/overview and whats-new-* pages, structured-outputs,
 # prompt-caching, rate-limits and errors pages (2026-11).
