@@ -45,7 +45,7 @@ def normalise(rows) -> np.ndarray:
 
 # A text is cut to this many characters per token the model reads before it is tokenised (or
 # sent): ordinary text averages 3-5 characters a token (code fewer), so the cut lies past what
-# the model would read anyway and changes no embedding (tests/test_hostile.py checks the example
+# the model would read anyway and changes no embedding (tests/test_bad_input.py checks the example
 # docs), while a 10 MB chunk costs no more than its first few thousand characters.
 CHARS_PER_TOKEN = 16
 
