@@ -5,6 +5,7 @@ a key pointed at the Messages API stand-in in record and replay mode (tests/stan
     python bench/keyed.py pending [SET ...]     # the requests still without a response
     python bench/keyed.py check [SET ...]       # the responses written so far, checked
     python bench/keyed.py serve SET [--port N]  # the stand-in alone, for `fieldguide eval` itself
+    python bench/keyed.py report [SET ...]      # the finished sets' last rounds, into RESULTS.md
 
 Each set's files are under bench/keyed/SET/: requests/<hash>.json (every request body the pipeline
 sent), responses/<hash>.json (written by a language model outside the API, reading the request
@@ -17,6 +18,8 @@ so that step runs offline); a set is done when a round records nothing new. Only
 its claim check are recorded: a classification gets the API's 529 overloaded_error at once (not
 recorded; the offline router is what routes, as when Claude is overloaded), and the client does
 not retry (max_retries 0), so no request waits on a retry's back-off.
+`report` writes the section "keyed" of bench/RESULTS.md: each finished set's last round (no
+request pending) beside the offline path on the same questions (offline.json, made once).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import REAL_SETS, ROOT, set_dir, table
+from harness import REAL_SETS, ROOT, set_dir, table, write_section
 
 from tests.standins.keyed import Keyed, described, pending, problems
 from tests.standins.server import StubServer
@@ -59,10 +62,20 @@ def sampled(name: str, folder: Path, into: Path) -> tuple[Path, Path]:
     return files
 
 
+def asked(name: str, settings) -> dict:
+    """`fieldguide eval SET --answers` on the set's sampled questions, with `settings`."""
+    from bot.api import evaluate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        questions, offtopic = sampled(name, KEYED / name, Path(tmp))
+        return evaluate(
+            set_dir(name), questions=questions, offtopic=offtopic, answers=True, settings=settings
+        )
+
+
 def round_of(name: str) -> dict:
     """One round of a set: `fieldguide eval SET --answers` with a key, against the keyed
     stand-in; its results are written to bench/keyed/SET/eval.json."""
-    from bot.api import evaluate
     from bot.settings import Settings
 
     folder = KEYED / name
@@ -71,15 +84,7 @@ def round_of(name: str) -> dict:
     server.route("/v1/messages", keyed)
     try:
         settings = Settings(anthropic_api_key="keyed", anthropic_base_url=server.url, max_retries=0)
-        with tempfile.TemporaryDirectory() as tmp:
-            questions, offtopic = sampled(name, folder, Path(tmp))
-            result = evaluate(
-                set_dir(name),
-                questions=questions,
-                offtopic=offtopic,
-                answers=True,
-                settings=settings,
-            )
+        result = asked(name, settings)
     finally:
         server.close()
     (folder / "eval.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
@@ -119,9 +124,184 @@ def check(names: list[str]) -> int:
     return 1 if bad else 0
 
 
+def offline_of(name: str) -> dict:
+    """The offline path (no key) on the set's sampled questions: bench/keyed/SET/offline.json,
+    made once."""
+    from bot.settings import Settings
+
+    path = KEYED / name / "offline.json"
+    if not path.exists():
+        result = asked(name, Settings.load(environ={}, dotenv=None))
+        path.write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def gold_read(result: dict, name: str) -> tuple[float | None, float | None]:
+    """(first read, with the second looks): the share of answerable questions with a gold
+    section in what the answer was given to read (any part of it, as bench/reads.py counts)."""
+    from bot.evaluation.retrieval import load_items, matches
+
+    gold = {q["id"]: q["gold"] for q in load_items(set_dir(name) / "questions.jsonl")}
+    first, looked = [], []
+    for a in result["answers"]:
+        if not gold.get(a["id"]):
+            continue
+        read = a.get("read") or []
+        more = [r for look in a.get("looks") or [] for r in look.get("read") or []]
+        first.append(any(matches(r, g) for r in read for g in gold[a["id"]]))
+        looked.append(any(matches(r, g) for r in read + more for g in gold[a["id"]]))
+    if not first or not any(a.get("read") for a in result["answers"]):
+        return None, None
+    return sum(first) / len(first), sum(looked) / len(looked)
+
+
+def answered(name: str) -> dict:
+    """The set's requests and responses counted: requests, responses per kind, tool calls,
+    NOT_IN_DOCS answers, pending requests."""
+    folder = KEYED / name
+    out = {"requests": 0, "answer": 0, "after a tool": 0, "check": 0, "tool calls": 0}
+    out |= {"NOT_IN_DOCS": 0, "pending": len(pending(folder))}
+    for path in sorted((folder / "requests").glob("*.json")):
+        out["requests"] += 1
+        response = folder / "responses" / path.name
+        if not response.exists():
+            continue
+        d = described(path)
+        kind = "after a tool" if d["kind"] == "answer" and d["after_tool"] else d["kind"]
+        out[kind] = out.get(kind, 0) + 1
+        blocks = json.loads(response.read_text(encoding="utf-8")).get("content") or []
+        out["tool calls"] += sum(b.get("type") == "tool_use" for b in blocks)
+        out["NOT_IN_DOCS"] += any(b.get("text", "").strip() == "NOT_IN_DOCS" for b in blocks)
+    return out
+
+
+def why_unsure(result: dict) -> list[int]:
+    """(unsure; of them: the answer says a part is not covered, the claim check found a sentence
+    unsupported, both, neither) over the answerable questions of `result`."""
+    from router.question import CAVEATS
+
+    caveats = [a["caveat"] or "" for a in result["answers"] if a["decision"] == "PARTIAL"]
+    covered = [c.startswith(CAVEATS["not_covered"]) for c in caveats]
+    unsupported = ["do not support" in c for c in caveats]
+    pairs = list(zip(covered, unsupported, strict=True))
+    return [len(caveats)] + [
+        pairs.count(p) for p in ((True, False), (False, True), (True, True), (False, False))
+    ]
+
+
+TARGETS = (  # issue 50's targets for keyed answers: (figure, its label, met when)
+    ("abstain", "refused", lambda v, off: v <= 0.10),
+    ("partial", "unsure", lambda v, off: v <= 0.15),
+    ("offtopic_answer", "off-topic plain ANSWER", lambda v, off: v <= 0.05),
+    ("token_recall", "token recall", lambda v, off: v > off),
+    ("gold_cited", "gold cited", None),
+)
+
+
+def report(names: list[str]) -> None:
+    """The section "keyed" of bench/RESULTS.md: each finished set's last round beside the
+    offline path on the same questions, the targets met or missed, what was answered."""
+    rows, counts, unsure, met, left, plain = [], [], [], [], [], []
+    for name in names:
+        folder = KEYED / name
+        tally = answered(name)
+        if tally["pending"] or not (folder / "eval.json").exists():
+            left.append(f"{name} ({tally['pending']} requests pending)")
+            continue
+        keyed = json.loads((folder / "eval.json").read_text(encoding="utf-8"))
+        offline = offline_of(name)
+        ks, os_ = keyed["summary"], offline["summary"]
+        n = f"{name} ({ks['questions']} + {ks['offtopic_questions']} off-topic)"
+        reads = {"keyed": gold_read(keyed, name), "offline": gold_read(offline, name)}
+        for label, s in (("keyed", ks), ("offline", os_)):
+            first, looked = reads[label]
+            fell = sum(a["offline"] for a in keyed["answers"] + keyed["offtopic"])
+            rows.append(
+                [n, label]
+                + [
+                    f"{s[k]['value']:.3f}" if s[k]["value"] is not None else "-"
+                    for k, *_ in TARGETS
+                ]
+                + [f"{first:.3f}" if first is not None else "-"]
+                + [f"{looked:.3f}" if looked is not None else "-"]
+                + [str(fell) if label == "keyed" else "-"]
+            )
+        counts.append([name] + [tally[k] for k in tally if k != "pending"])
+        unsure.append([name, *why_unsure(keyed)])
+        plain += [
+            f"- {name} `{a['id']}`: “{' '.join(a['text'].split())[:100]}…”"
+            for a in keyed["offtopic"]
+            if a["decision"] == "ANSWER"
+        ]
+        verdicts = [
+            f"{short} {'met' if ok(ks[k]['value'], os_[k]['value']) else 'missed'}"
+            for k, short, ok in TARGETS
+            if ok is not None and ks[k]["value"] is not None
+        ]
+        looked = reads["keyed"][1]
+        if looked is not None:
+            verdicts.append(f"gold read with looks {'met' if looked >= 0.95 else 'missed'}")
+        met.append(f"- {name}: " + ", ".join(verdicts) + ".")
+    body = f"""## Keyed answers on real questions (`bench/keyed.py`, issue 50)
+
+`python bench/keyed.py report`. **The responses were written by a language model outside the
+API** (Claude, as fieldguide helper agents answering blind: each read only the request and
+bench/keyed/README.md, never the questions' labels), not measured on the API: they are that
+model's answers to the exact requests the pipeline sent. The real pipeline (parsing,
+citations, claim check, decision, second looks in rounds) ran on them through the Messages API
+stand-in in replay mode (tests/standins/keyed.py). Each set: a sample of {SAMPLE} questions
+(seed 0, answerable and off-topic as the set has them; bench/keyed/SET/sample.json); every
+request but the answer and its claim check (a classification, a long question's condensing)
+was answered "overloaded", so the offline router routed. Offline: the same questions with no
+key (bench/keyed/SET/offline.json). Gold read: answerable questions with a gold section in what
+the answer was given (the first read; with its second looks); the offline path gives nothing
+to read. Steps offline: keyed questions whose trace says a step fell back to the offline path
+(the condensing, answered overloaded).
+
+""" + table(
+        ["set (questions)", "run"]
+        + [label for _, label, _ in TARGETS]
+        + ["gold read, first", "gold read, with looks", "steps offline"],
+        rows,
+    )
+    body += "\n\n" + table(
+        [
+            "set",
+            "requests",
+            "answers",
+            "answers after a tool",
+            "claim checks",
+            "tool calls",
+            "NOT_IN_DOCS",
+        ],
+        counts,
+    )
+    body += "\n\nWhy a keyed answer to an answerable question is unsure (PARTIAL):\n\n" + table(
+        [
+            "set",
+            "unsure",
+            "the answer says the docs don't cover a part",
+            "the claim check found a sentence unsupported",
+            "both",
+            "neither",
+        ],
+        unsure,
+    )
+    body += (
+        "\n\nIssue 50's targets (refused ≤ 0.10, unsure ≤ 0.15, off-topic plain ANSWER ≤ 0.05,"
+        " token recall above offline, gold read with second looks ≥ 0.95), per set:\n\n"
+        + "\n".join(met)
+    )
+    if plain:
+        body += "\n\nOff-topic questions given a plain ANSWER (keyed):\n\n" + "\n".join(plain)
+    if left:
+        body += "\n\nNot finished, so not reported: " + ", ".join(left) + "."
+    write_section("keyed", body)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("run", "pending", "check", "serve"))
+    ap.add_argument("command", choices=("run", "pending", "check", "serve", "report"))
     ap.add_argument("sets", nargs="*")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="pending: one JSON object a line")
@@ -160,6 +340,8 @@ def main() -> None:
         print(f"{len(rows)} requests without a response, {sum(r['bytes'] for r in rows):,} bytes")
     elif args.command == "check":
         sys.exit(check(names))
+    elif args.command == "report":
+        report(names)
     elif args.command == "serve":
         [name] = names
         server = StubServer(port=args.port)
