@@ -7,8 +7,8 @@ classify / check, claude-sonnet-5-5 for the answer), prompt caching billed as th
 Over the answerable questions of each set: time to the first streamed word, time to the checked
 answer (the claim check included), prompt and output tokens, and the estimated cost per answer;
 with prompt caching, and without it (every prompt billed in full: what the cache_control markers
-save). The answer reads the top 5 chunks as search_result blocks (a block per paragraph) and its
-citations are the extraction; Claude classifies beside it.
+save). The answer reads the search's candidates packed to the token budget as search_result
+blocks (a block per paragraph) and its citations are the extraction; Claude classifies beside it.
 
     python bench/claude_paths.py [--questions 8]
 """

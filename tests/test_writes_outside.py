@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT, write_docs
+from tests.test_mcp import initialize
 
 FIELDGUIDE = str(Path(sys.executable).with_name("fieldguide"))
 OUTSIDE = {
@@ -71,16 +72,7 @@ def ours(path: str, roots: list[str]) -> bool:
 def mcp_ask(cmd: list[str], env: dict, cwd: Path, question: str) -> dict:
     """`fieldguide mcp` over stdio as a host drives it: initialize, then one `ask`."""
     messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        },
+        initialize("test"),
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {
             "jsonrpc": "2.0",
