@@ -69,7 +69,7 @@ wheel-check: setup
 
 # the product's benchmarks, each writing its section of bench/RESULTS.md: the ones bench/README.md lists
 BENCHES := retrieval startup cli_startup indexing freshness answers routing calibration reader_ceiling answers_eval \
-	answer_ceilings furniture typos slack_latency restarts mcp_latency mcp_load claude_cost claude_paths context runtime_size hostile embedder_speed fleet gaps \
+	answer_ceilings furniture typos slack_latency restarts mcp_latency mcp_load claude_cost claude_paths runtime_size hostile embedder_speed fleet gaps \
 	healthz
 
 bench: setup

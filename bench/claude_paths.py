@@ -289,9 +289,9 @@ token).
 {table(HEADERS, rows)}
 
 One Claude round trip before the first word: retrieval does not wait for Claude's
-classification (the offline router, which only breaks ties, picks the five chunks the answer reads
+classification (the offline router, which only breaks ties, picks the candidates the answer reads
 while Claude classifies beside it; the classification is kept in the audit's routing when it is
-back: bench/context.py), and there is no extraction call: the answer's own search_result
+back: bench/RESULTS.md "context"), and there is no extraction call: the answer's own search_result
 citations, checked by their block indices, are the extraction, and the claim check still reads
 each sentence against the paragraphs it cites. Every step sends thinking as low as its model
 allows (Sonnet 5.5 `between_tools`, Haiku 5.5 `disabled`) and its effort (router/messages.py
