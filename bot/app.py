@@ -188,13 +188,16 @@ class FieldGuide:
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        before_record: Callable[[], None] | None = None,
     ) -> Answer:
         """The pipeline's answer (router/pipeline.py), recorded in the audit trail with `context`
         (where it was asked: Slack channel, user, thread, the event's claim keys); its
         `audit_id` set when the record was made. An audit that fails costs the asker nothing.
         `on_progress`: told what the answer is doing (router.answer.Progress). Asked again on the
         new index generation when a reindex takes a chunk it found (`on_newest`), unless words of
-        it were already streamed (`on_text`). A door asks through `asking`."""
+        it were already streamed (`on_text`). `before_record`: called just before the record,
+        which closes the question's claim (Slack's answer workers hold a stop there, so an answer
+        recorded is an answer delivered). A door asks through `asking`."""
         streamed = False
 
         def sent(delta: str) -> None:
@@ -213,6 +216,8 @@ class FieldGuide:
             from .owners import mark_stale
 
             mark_stale(ans.sources, self.stale_notes())
+        if before_record is not None:
+            before_record()
         try:
             ans.audit_id = self.state.record_answer(ans, context or {})
         except Exception:  # the audit log must never cost the user an answer

@@ -118,7 +118,7 @@ def test_sigterm_answers_every_acknowledged_question_before_exiting(server, mock
 
 
 def test_sigterm_past_the_drain_bound_leaves_the_rest_to_the_next_start(server, mock, tmp_path):
-    r = server(FIELDGUIDE_DRAIN_SECONDS="1")
+    r = server(FIELDGUIDE_DRAIN_SECONDS="0.1")
     stamps = ask_all(r)
     r.proc.send_signal(signal.SIGTERM)
     assert r.proc.wait(30) == 0

@@ -90,6 +90,10 @@ class Answerer:
         self.task_updates = task_updates
         self.running: set[threading.Thread] = set()
         self._lock = threading.Lock()
+        # answers recorded (their claims closed) and not yet delivered: a stop waits for these
+        self._delivering = 0
+        self._stopping = False
+        self._delivered = threading.Condition(self._lock)
 
     def submit(self, q: Question) -> None:
         """Start on `q` without blocking: small talk gets its reply; a question takes its place
@@ -170,9 +174,27 @@ class Answerer:
     def drain(self, deadline: float) -> int:
         """Go on answering what is in hand until it is done or `deadline` (a time.monotonic())
         passes; how many are left then (their claims stay open: the next process answers them,
-        bot/slack/orphans.py)."""
+        bot/slack/orphans.py). An answer already recorded is delivered first (its claim is
+        closed: no one else would), for up to the Slack client's timeout; one not yet recorded
+        stops before its record."""
         self.close(max(0.0, deadline - time.monotonic()))
-        return self.pending()
+        with self._delivered:
+            self._stopping = True
+            self._delivered.wait_for(lambda: not self._delivering, self.guide.settings.timeout)
+            return len(self.running) - self._delivering
+
+    def _recording(self) -> None:
+        """Just before an answer's record: past the stop's deadline it goes no further (the
+        process exits, the claim stays open); else it counts as delivering until `_delivered`."""
+        with self._delivered:
+            while self._stopping:
+                self._delivered.wait()
+            self._delivering += 1
+
+    def _delivery_done(self) -> None:
+        with self._delivered:
+            self._delivering -= 1
+            self._delivered.notify_all()
 
     # -- one question ----------------------------------------------------------------------------
 
@@ -224,6 +246,7 @@ class Answerer:
                 on_text=stream.append if stream else None,
                 scope=self.scope_for(q.user, q.channel),
                 on_progress=stream.progress if shown and stream else None,
+                before_record=self._recording,
             )
         except QuestionError as e:
             self.deliver_text(q, placeholder, escape(str(e)), stream)
@@ -234,9 +257,12 @@ class Answerer:
             self.deliver_text(q, placeholder, SORRY, stream)
             self._done(q)
             return
-        if stream is not None and stream.finish(ans):
-            return
-        self.deliver(q, stream.close() if stream else placeholder, ans)
+        try:
+            if stream is not None and stream.finish(ans):
+                return
+            self.deliver(q, stream.close() if stream else placeholder, ans)
+        finally:
+            self._delivery_done()
 
     def _begin(self, q: Question) -> tuple[str | None, Stream | None, bool]:
         """The first sign of work: the stream's first task update, else a placeholder (or the
