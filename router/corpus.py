@@ -30,6 +30,7 @@ class Corpus:
         self._language: str | None = None
         self._foreign: dict[str, str | None] = {}
         self._sections: tuple[np.ndarray, np.ndarray] | None = None
+        self._pages: np.ndarray | None = None
         self._lock = threading.Lock()  # the words are built once: a warm-up and a question share
 
     @property
@@ -71,6 +72,19 @@ class Corpus:
         order, ids = self._sections
         lo, hi = np.searchsorted(ids, section, "left"), np.searchsorted(ids, section, "right")
         return order[lo:hi]
+
+    @property
+    def pages(self) -> np.ndarray:
+        """Each row's page (doc) as a small integer, read once a generation."""
+        if self._pages is None:
+            with self._lock:
+                if self._pages is None:
+                    ids: dict[str, int] = {}
+                    docs = self.searcher.docs()
+                    self._pages = np.fromiter(
+                        (ids.setdefault(d, len(ids)) for d in docs), np.int32, len(docs)
+                    )
+        return self._pages
 
     def prepare(self, spelling: bool = False) -> None:
         """Load what every question reads: the docs' words and English word frequencies

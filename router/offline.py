@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from index.chunker import context_header
 from index.clean import display
 from index.embedders import Embedder, EmbeddingError
 from index.furniture import Furniture
-from index.search import BM25, Hit, tokenize
+from index.search import BM25, EVERYDAY_ZIPF, Hit, tokenize, zipf
 
 from . import exact
 from .answer import Citation, Passage, Source, occurs_in
@@ -46,6 +47,7 @@ def extract(
     corpus: Furniture = NO_FURNITURE,
     names: list[str] | None = None,
     deeper: list[Hit] | None = None,
+    writes: Callable[[Hit], bool] | None = None,
 ) -> list[Passage]:
     """The units of the top chunks that score best against the question, by the retrieval's own
     signals: the chunk's fused score, and the unit's idf-weighted term coverage (alone and read
@@ -55,7 +57,8 @@ def extract(
     under a heading that does, only those are quoted (the row that holds the code, not its
     neighbours). A question asking how to do something is answered by what to do: when no
     chosen unit is an instruction, the best instruction in the first quote's section or its
-    subsections (among `hits` and `deeper`) is quoted too."""
+    subsections (among `hits` and `deeper`) is quoted too. `writes`: whether a hit's page writes
+    the question's subject (on_subject); the best unit of such a page leads the quotes."""
     q = tokenize(question)
     units = [u for h in hits for u in units_of(h, corpus)]
     if names:
@@ -87,10 +90,39 @@ def extract(
             units[: len(top)] = sorted(top, key=lambda u: -u.score)
         except EmbeddingError:  # the embedding service failing here only costs the vector half
             pass
+    lead = next((u for u in units if writes(u.hit)), None) if writes else None
+    if lead is not None:  # the best unit whose page writes the question's subject comes first
+        units.remove(lead)
+        units.insert(0, lead)
     chosen = _choose(units)
     if HOW.match(question) and not any(instruction(u) for u in chosen):
         chosen += _instruction(q, chosen[0], [*hits, *(deeper or [])], bm25, corpus)
     return _passages(chosen)
+
+
+def on_subject(question: str, bm25: BM25, pages: np.ndarray) -> Callable[[Hit], bool]:
+    """Whether a hit's page writes every term of the question's subject: the question's terms
+    rarer than everyday English (EVERYDAY_ZIPF, the edge the answer decision's `rare` reads) that
+    the docs write; the everyday ones ("how many times", "failed") say what is asked of it. A
+    page that never writes the subject is about something else, however many of the question's
+    other words it holds. `pages`: each row's page, as an integer (Corpus.pages)."""
+    subject = []
+    for t in sorted(set(tokenize(question))):
+        i = bm25.vocab.get(t)
+        if i is not None and zipf(t) < EVERYDAY_ZIPF:
+            rows = bm25.postings_docs[bm25.offsets[i] : bm25.offsets[i + 1]]
+            subject.append(set(np.unique(pages[rows]).tolist()))
+    return lambda h: all(int(pages[h.row]) in written for written in subject)
+
+
+def with_subject(top: list[Hit], hits: list[Hit], writes: Callable[[Hit], bool]) -> list[Hit]:
+    """The top hits, and when none of their pages writes the question's subject, the best of
+    `hits` whose page does (a short page holding the question's everyday words can push it out
+    of the top)."""
+    if any(writes(h) for h in top):
+        return top
+    found = next((h for h in hits if h not in top and writes(h)), None)
+    return top + [found] if found is not None else top
 
 
 # a question asking for a way to do something ("How do I rotate …", "how can we …", "how to …"):

@@ -251,8 +251,10 @@ class Pipeline:
         names = found.exact.written
         if decided.decision == ABSTAIN and not names:  # nothing near: "closest" would be noise
             return Draft(decided)
-        top = exact.widened(found.hits[:OFFLINE_CHUNKS], found.candidates, names)
         searcher = docs.searcher
+        writes = offline.on_subject(found.text, searcher.bm25, docs.pages)
+        top = offline.with_subject(found.hits[:OFFLINE_CHUNKS], found.hits, writes)
+        top = exact.widened(top, found.candidates, names)
         passages = offline.extract(
             found.text,
             found.vector,
@@ -262,6 +264,7 @@ class Pipeline:
             searcher.furniture,
             found.exact.names,
             found.hits,
+            writes,
         )
         decided = exact.near(decided, names, [p.text for p in passages])
         run.laps("extract")

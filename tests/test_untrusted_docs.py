@@ -304,3 +304,23 @@ def test_forty_copies_of_a_doc_weigh_as_one(examples_db, tmp_path, local_embedde
         assert doc_after == doc and (first in first_after or first_after in first)
         texts = [h["text"] for h in after.trace.hits]
         assert len(texts) == len(set(texts))  # no text twice among the hits the answer read
+
+
+LEDGER = (
+    "---\nintent: webhooks\n---\n# Ledger jobs\n\n"
+    "A failed ledger job is retried five times, an hour apart. Ledger jobs run nightly.\n"
+)
+WEBHOOK_RETRIES = "How many times is a failed webhook retried?"
+
+
+def test_a_page_that_never_names_the_subject_does_not_lead(examples_db, tmp_path, local_embedder):
+    """Two short sentences about ledger jobs hold the question's everyday words (failed, times,
+    retried) and outrank the docs' retry schedule, but their page never writes "webhook": the
+    first quote is the retry schedule's, and asked about ledger jobs, the ledger doc answers."""
+    db = with_docs(examples_db, tmp_path, local_embedder, {"jobs/ledger.md": LEDGER})
+    answer, quoted = quotes(db, local_embedder, WEBHOOK_RETRIES)
+    assert answer.decision != "ABSTAIN", answer.trace.evidence
+    doc, first = quoted[0]
+    assert doc == "webhooks/delivery-and-retries.md" and "8 attempts in total" in first, quoted
+    ledger, about = quotes(db, local_embedder, "How many times is a failed ledger job retried?")
+    assert ledger.decision != "ABSTAIN" and about[0][0] == "jobs/ledger.md", about
