@@ -22,6 +22,8 @@ from .claude import Claude, Unusable
 from .messages import structured
 
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
+NOT_COVERED = "not_covered"  # the sentence says the docs do not cover something (any language)
+VERDICTS = (SUPPORTED, UNSUPPORTED, NO_CLAIM, NOT_COVERED)
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -31,7 +33,7 @@ SCHEMA = {
                 "type": "object",
                 "properties": {
                     "sentence": {"type": "integer"},
-                    "verdict": {"type": "string", "enum": [SUPPORTED, UNSUPPORTED, NO_CLAIM]},
+                    "verdict": {"type": "string", "enum": list(VERDICTS)},
                 },
                 "required": ["sentence", "verdict"],
             },
@@ -65,7 +67,8 @@ WORDS = re.compile(r"\w")
 @dataclass
 class Sentence:
     text: str
-    passages: list[str]  # the cited_text of the verified citations of its block
+    # the verified citations of its block: (the section cited, "Title › Section"; its cited_text)
+    passages: list[tuple[str, str]]
     verdict: str = ""
 
 
@@ -81,13 +84,19 @@ class Checked:
     def unsupported(self) -> list[str]:
         return [s.text for s in self.sentences if s.verdict == UNSUPPORTED]
 
+    @property
+    def not_covered(self) -> bool:
+        """Does a sentence say the docs do not cover a part of the question (in whatever
+        language the answer is written)?"""
+        return any(s.verdict == NOT_COVERED for s in self.sentences)
+
 
 def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
     """The answer's sentences, each with the passages its text block cites. A code block is one
     unit; list items and lines are split apart, then sentences within them."""
     out = []
     for text, cits in blocks:
-        passages = list(dict.fromkeys(c.cited_text for c in cits if c.verified))
+        passages = list(dict.fromkeys((c.section, c.cited_text) for c in cits if c.verified))
         for piece in FENCE.split(text):
             units = [piece] if piece.startswith("```") else piece.split("\n")
             for unit in units:
@@ -98,14 +107,17 @@ def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
 
 
 def request(items: list[Sentence]) -> str:
-    """The check's user message: the cited passages numbered once, then the sentences."""
-    ids: dict[str, str] = {}
+    """The check's user message: the cited passages numbered once, each with the section it comes
+    from (its heading says what the passage is about: "You can disable it" under "Docs URLs ›
+    Swagger UI"), then the sentences."""
+    ids: dict[tuple[str, str], str] = {}
     for s in items:
         for p in s.passages:
             ids.setdefault(p, f"P{len(ids) + 1}")
     esc = html.escape
     passages = "\n".join(
-        f'<passage id="{i}">{esc(p, quote=False)}</passage>' for p, i in ids.items()
+        f'<passage id="{i}" section="{esc(p[0])}">{esc(p[1], quote=False)}</passage>'
+        for p, i in ids.items()
     )
     lines = "\n".join(
         f'<sentence number="{n}" cites="{" ".join(ids[p] for p in s.passages)}">'
@@ -129,7 +141,7 @@ def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
         n = v.get("sentence") if isinstance(v, dict) else None
         if not isinstance(n, int) or not 1 <= n <= len(items) or n in verdicts:
             raise Unusable(f"a verdict for sentence {n!r}")
-        if v.get("verdict") not in (SUPPORTED, UNSUPPORTED, NO_CLAIM):
+        if v.get("verdict") not in VERDICTS:
             raise Unusable(f"verdict {v.get('verdict')!r}")
         verdicts[n] = v["verdict"]
     if len(verdicts) != len(items):
@@ -143,7 +155,9 @@ def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
 def offline(citations: list[Citation]) -> Checked:
     """The offline answer's quotes: each supports itself when it was found in its chunk."""
     items = [
-        Sentence(c.cited_text, [c.cited_text], SUPPORTED if c.verified else UNSUPPORTED)
+        Sentence(
+            c.cited_text, [(c.section, c.cited_text)], SUPPORTED if c.verified else UNSUPPORTED
+        )
         for c in citations
     ]
     return Checked(True, "offline", items)
