@@ -22,6 +22,8 @@ from .claude import Claude, Unusable
 from .messages import structured
 
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
+NOT_COVERED = "not_covered"  # the sentence says the docs do not cover something (any language)
+VERDICTS = (SUPPORTED, UNSUPPORTED, NO_CLAIM, NOT_COVERED)
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -31,7 +33,7 @@ SCHEMA = {
                 "type": "object",
                 "properties": {
                     "sentence": {"type": "integer"},
-                    "verdict": {"type": "string", "enum": [SUPPORTED, UNSUPPORTED, NO_CLAIM]},
+                    "verdict": {"type": "string", "enum": list(VERDICTS)},
                 },
                 "required": ["sentence", "verdict"],
             },
@@ -81,6 +83,12 @@ class Checked:
     def unsupported(self) -> list[str]:
         return [s.text for s in self.sentences if s.verdict == UNSUPPORTED]
 
+    @property
+    def not_covered(self) -> bool:
+        """Does a sentence say the docs do not cover a part of the question (in whatever
+        language the answer is written)?"""
+        return any(s.verdict == NOT_COVERED for s in self.sentences)
+
 
 def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
     """The answer's sentences, each with the passages its text block cites. A code block is one
@@ -129,7 +137,7 @@ def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
         n = v.get("sentence") if isinstance(v, dict) else None
         if not isinstance(n, int) or not 1 <= n <= len(items) or n in verdicts:
             raise Unusable(f"a verdict for sentence {n!r}")
-        if v.get("verdict") not in (SUPPORTED, UNSUPPORTED, NO_CLAIM):
+        if v.get("verdict") not in VERDICTS:
             raise Unusable(f"verdict {v.get('verdict')!r}")
         verdicts[n] = v["verdict"]
     if len(verdicts) != len(items):

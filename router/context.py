@@ -26,6 +26,7 @@ from index.search import BM25, Hit, tokenize
 from .answer import Passage, Source, label
 from .citations import number_sources, paragraphs
 from .exact import holds
+from .units import sentences
 
 if TYPE_CHECKING:
     from .corpus import Corpus
@@ -130,7 +131,7 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
     better when it writes more of the asked identifiers (`names`), then when it holds more of the
     question's weight (BM25.coverage: the share of the question's idf its words hold, the
     section's heading path read with it), then when it comes first. A first piece longer than
-    the share is cut at a line, else a word."""
+    the share is cut at a line or a sentence's end, never inside a sentence (`whole_sentences`)."""
     pieces: list[tuple[tuple[int, float], int, str]] = []
     for c in chunks:
         head = tokenize(" ".join(c["heading_path"]))
@@ -147,11 +148,24 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
         if used + len(piece) <= limit or not chosen:
             chosen.append((order, piece))
             used += len(piece) + BLOCK_CHARS  # each piece a text block of its own
-    text = "\n\n".join(piece for _, piece in sorted(chosen))
-    if len(text) > limit:
-        cut = text[:limit]
-        text = cut.rsplit("\n", 1)[0] if "\n" in cut.strip() else cut.rsplit(" ", 1)[0]
-    return text.strip()
+    return whole_sentences("\n\n".join(piece for _, piece in sorted(chosen)), limit).strip()
+
+
+def whole_sentences(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at the last line or sentence end that fits, or,
+    when not even its first sentence fits, to that sentence: a passage cut inside a sentence
+    says less than its sentence did ("You can define the (HTTP)"), and what cites it cannot be
+    checked."""
+    if len(text) <= limit:
+        return text
+    ends = sorted(
+        {m.start() for m in re.finditer(r"\n", text)}
+        | {e for s, e in sentences(text, 0, len(text))}
+    )
+    fits = [e for e in ends if 0 < e <= limit and text[:e].strip()]
+    if fits:
+        return text[: fits[-1]]
+    return text[: next((e for e in ends if text[:e].strip()), len(text))]
 
 
 def packaging(hits: list[Hit]) -> int:

@@ -131,11 +131,11 @@ def verdict(
         return abstain([], REFUSED)
     if not draft.passages:  # nothing it cites, or nothing found to quote
         return abstain(hits)
-    decision, caveat, sources = conclude(
-        draft.decided.decision, written, list(draft.sources.values())
-    )
     # fail closed: what reaches here unchecked counts as a check that did not run
     checked = draft.checked or claims.Checked(False, written.by, why_not="not run")
+    decision, caveat, sources = conclude(
+        draft.decided.decision, written, list(draft.sources.values()), checked.not_covered
+    )
     decision, caveat, note = claims.judged(decision, caveat, checked)
     trace.notes += [note] if note else []
     quoted = [c.cited_text for c in written.citations if c.verified]
@@ -156,10 +156,12 @@ def verdict(
 
 
 def conclude(
-    strength: str, written: compose.Written, sources: list[Source]
+    strength: str, written: compose.Written, sources: list[Source], gap: bool = False
 ) -> tuple[str, str, list[Source]]:
     """(decision, caveat, sources) of a written answer: one with no verified citation is never
-    ANSWER, and only the sources it verifiably cites are listed."""
+    ANSWER, nor one that says the docs do not cover a part (`gap`: the claim check read a
+    sentence saying so, in any language; or it says "The docs don't cover" as the prompt asks),
+    and only the sources it verifiably cites are listed."""
     verified = {c.source for c in written.citations if c.verified}
     why = (
         "cut"
@@ -169,7 +171,7 @@ def conclude(
         else "unverified"
         if not verified or any(not c.verified for c in written.citations)
         else "not_covered"
-        if "docs don't cover" in written.text.lower()
+        if gap or "docs don't cover" in written.text.lower()
         else "loose"
         if strength == PARTIAL
         else ""

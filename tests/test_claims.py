@@ -95,6 +95,16 @@ def test_a_sentence_stating_nothing_passes(examples_db, local_embedder, stub):
     assert ans.decision == ANSWER and not ans.caveat
 
 
+def test_a_part_the_docs_do_not_cover_is_partial_in_any_language(examples_db, local_embedder, stub):
+    """The claim check reads which sentence says the docs do not cover something, whatever the
+    language the answer is written in: such an answer is never a plain ANSWER."""
+    reply = [("比较签名标头。", [(0, 0, 1)]), " 文档没有涉及 Oracle。"]
+    stub.route("/v1/messages", FakeClaude(answer=reply, uncited="not_covered"))
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == PARTIAL
+    assert ans.caveat == "Partial answer: the docs cover only part of this question."
+
+
 def failing_check(fake: FakeClaude, result):
     def handler(req: Request):
         if fake.kind(req.json) == "check":

@@ -37,6 +37,14 @@ def test_chunks_of_one_section_merge_in_file_order_overlaps_once():
     assert context.merged([a, {"start": 2, "end": 5, "text": "234"}]) == "0123456789"
 
 
+def test_a_taste_cut_short_ends_at_a_sentence_or_a_line():
+    text = "The `lifespan` parameter of the app takes a context manager. It runs at startup."
+    assert context.whole_sentences(text, 70) == text.split(" It runs")[0]
+    assert context.whole_sentences(text, 20) == text.split(" It runs")[0]  # never a fragment
+    assert context.whole_sentences("a line\nand another line", 12) == "a line"
+    assert context.whole_sentences(text, 500) == text
+
+
 def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db, local_embedder):
     p = pipeline(examples_db, local_embedder)
     docs = p.engine.corpus()

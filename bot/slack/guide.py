@@ -49,8 +49,9 @@ class Guide(Protocol):
         on_text: Callable[[str], None] | None = None,
         scope: Scope | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        before_record: Callable[[], None] | None = None,
     ) -> Answer:
-        """Answer and record the answer in the audit trail."""
+        """Answer and record the answer in the audit trail (`before_record` called first)."""
         ...
 
     def docs(self) -> list[dict]:
