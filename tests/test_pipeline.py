@@ -385,7 +385,10 @@ def test_claude_never_replying_still_answers_within_the_deadline(examples_db, st
         "ANTHROPIC_API_KEY": "k",
         "ANTHROPIC_BASE_URL": stub.url,
         "FIELDGUIDE_DB": examples_db,
-        "FIELDGUIDE_DEADLINE": "1.0",  # everything else at its default (timeout 30 s, 2 retries)
+        # everything else at its default (timeout 30 s, 2 retries); real time, as short as the
+        # behaviour allows: the silent socket's read times out at the deadline (a call's timeout
+        # is the time left), which no clock of ours can stand in for
+        "FIELDGUIDE_DEADLINE": "1.0",
     }.items():
         monkeypatch.setenv(env, value)
     pipeline = FieldGuide(Settings.load()).pipeline
