@@ -67,7 +67,8 @@ WORDS = re.compile(r"\w")
 @dataclass
 class Sentence:
     text: str
-    passages: list[str]  # the cited_text of the verified citations of its block
+    # the verified citations of its block: (the section cited, "Title › Section"; its cited_text)
+    passages: list[tuple[str, str]]
     verdict: str = ""
 
 
@@ -95,7 +96,7 @@ def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
     unit; list items and lines are split apart, then sentences within them."""
     out = []
     for text, cits in blocks:
-        passages = list(dict.fromkeys(c.cited_text for c in cits if c.verified))
+        passages = list(dict.fromkeys((c.section, c.cited_text) for c in cits if c.verified))
         for piece in FENCE.split(text):
             units = [piece] if piece.startswith("```") else piece.split("\n")
             for unit in units:
@@ -106,14 +107,17 @@ def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
 
 
 def request(items: list[Sentence]) -> str:
-    """The check's user message: the cited passages numbered once, then the sentences."""
-    ids: dict[str, str] = {}
+    """The check's user message: the cited passages numbered once, each with the section it comes
+    from (its heading says what the passage is about: "You can disable it" under "Docs URLs ›
+    Swagger UI"), then the sentences."""
+    ids: dict[tuple[str, str], str] = {}
     for s in items:
         for p in s.passages:
             ids.setdefault(p, f"P{len(ids) + 1}")
     esc = html.escape
     passages = "\n".join(
-        f'<passage id="{i}">{esc(p, quote=False)}</passage>' for p, i in ids.items()
+        f'<passage id="{i}" section="{esc(p[0])}">{esc(p[1], quote=False)}</passage>'
+        for p, i in ids.items()
     )
     lines = "\n".join(
         f'<sentence number="{n}" cites="{" ".join(ids[p] for p in s.passages)}">'
@@ -151,7 +155,9 @@ def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
 def offline(citations: list[Citation]) -> Checked:
     """The offline answer's quotes: each supports itself when it was found in its chunk."""
     items = [
-        Sentence(c.cited_text, [c.cited_text], SUPPORTED if c.verified else UNSUPPORTED)
+        Sentence(
+            c.cited_text, [(c.section, c.cited_text)], SUPPORTED if c.verified else UNSUPPORTED
+        )
         for c in citations
     ]
     return Checked(True, "offline", items)

@@ -181,7 +181,14 @@ def test_sentences_keep_code_blocks_whole_and_split_lines():
         "Second e.g. this.",
         "- v1.2 is out",
     ]
-    assert all(p == ["passage"] for _, p in got)
+    assert all(p == [("s", "passage")] for _, p in got)
+
+
+def test_the_check_reads_each_passage_with_its_section():
+    """A passage's heading says what it is about ("You can disable it" under "Swagger UI")."""
+    cit = Citation(1, "d", "Metadata › Docs URLs", "u", "You can disable it.", True)
+    asked = claims.request(claims.sentences([("Disable Swagger UI with docs_url.", [cit])]))
+    assert '<passage id="P1" section="Metadata › Docs URLs">You can disable it.</passage>' in asked
 
 
 # -- prompt caching ------------------------------------------------------------------------------
