@@ -189,6 +189,35 @@ def why_unsure(result: dict) -> list[int]:
     ]
 
 
+def held(result: dict, name: str) -> list[str]:
+    """[questions answered, the reference answer's words their gold sections hold; the same
+    for the unsure]: the share of a maintainer's answer the docs could give at all, for the
+    answerable questions answered (ANSWER) and those answered unsure (PARTIAL)."""
+    import sqlite3
+
+    from harness import eval_path
+
+    from bot.evaluation.answers import load_stopwords, token_scores
+    from bot.evaluation.retrieval import load_items, matches
+
+    words = load_stopwords()
+    with sqlite3.connect(eval_path(name)) as db:
+        chunks = [
+            {"doc": d, "heading_path": json.loads(h), "text": t}
+            for d, h, t in db.execute("SELECT doc, heading_path, text FROM chunks")
+        ]
+    items = {q["id"]: q for q in load_items(set_dir(name) / "questions.jsonl")}
+    shares: dict[str, list[float]] = {"ANSWER": [], "PARTIAL": []}
+    for a in result["answers"]:
+        q = items[a["id"]]
+        gold = "\n".join(c["text"] for c in chunks if any(matches(c, g) for g in q["gold"]))
+        shares.setdefault(a["decision"], []).append(token_scores(gold, q["answer"], words)[0])
+    return [
+        f"{len(v)}, {sum(v) / len(v):.3f}" if v else "0, -"
+        for v in (shares["ANSWER"], shares["PARTIAL"])
+    ]
+
+
 TARGETS = (  # issue 50's targets for keyed answers: (figure, its label, met when)
     ("abstain", "refused", lambda v, off: v <= 0.10),
     ("partial", "unsure", lambda v, off: v <= 0.15),
@@ -227,7 +256,7 @@ def report(names: list[str]) -> None:
                 + [str(fell) if label == "keyed" else "-"]
             )
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
-        unsure.append([name, *why_unsure(keyed)])
+        unsure.append([name, *why_unsure(keyed), *held(keyed, name)])
         plain += [
             f"- {name} `{a['id']}`: “{' '.join(a['text'].split())[:100]}…”"
             for a in keyed["offtopic"]
@@ -284,8 +313,16 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
             "the claim check found a sentence unsupported",
             "both",
             "neither",
+            "answered: questions, reference words the gold holds",
+            "unsure: questions, reference words the gold holds",
         ],
         unsure,
+    )
+    body += (
+        "\n\nThe last two columns: the share of the reference answer's content words (a"
+        " maintainer's reply on GitHub) that the question's gold sections hold at all, averaged"
+        " over the questions answered and over those answered unsure: how much of what the"
+        " asker was told the docs could give."
     )
     body += (
         "\n\nIssue 50's targets (refused ≤ 0.10, unsure ≤ 0.15, off-topic plain ANSWER ≤ 0.05,"

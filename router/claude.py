@@ -16,11 +16,12 @@ the answer), each within the time left.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from index.retries import retrying
+
+from .clock import REAL, Clock
 
 log = logging.getLogger(__name__)
 
@@ -133,18 +134,17 @@ class Claude:
         self,
         client: MessagesClient | None,
         deadline: float = DEADLINE,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock = REAL,
     ):
         """`client`: an anthropic.Anthropic, or None (every step offline). Retries: the client's
-        `max_retries`."""
+        `max_retries`. `clock`: where the deadline is read and a retry's backoff waits."""
         self.client = client
-        self.clock, self.sleep = clock, sleep
-        self.ends = clock() + deadline
+        self.clock = clock
+        self.ends = clock.monotonic() + deadline
         self.fell_back: dict[str, str] = {}  # step → why it ran offline, in the order they did
 
     def remaining(self) -> float:
-        return self.ends - self.clock()
+        return self.ends - self.clock.monotonic()
 
     @property
     def available(self) -> bool:
@@ -190,8 +190,8 @@ class Claude:
             retryable,
             client.max_retries,
             ends=self.ends,
-            clock=self.clock,
-            sleep=self.sleep,
+            clock=self.clock.monotonic,
+            sleep=self.clock.sleep,
             min_call=MIN_CALL,
             before_sleep=noted,
             never=spend_limited,

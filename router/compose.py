@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ from prompts import render
 from . import citations
 from .answer import Citation, Passage, Source
 from .claude import MessagesClient, Unusable
+from .clock import REAL, Clock
 from .messages import cached_system, merge_usage, message, options, usage_of
 from .second_look import NOTHING_NEW, Looks, answered_content, tool_calls, tool_results
 
@@ -97,9 +97,10 @@ def compose(
     on_text: Callable[[str], None] | None = None,
     until: float | None = None,
     looks: Looks | None = None,
+    clock: Clock = REAL,
 ) -> Written:
     """Claude's answer to `question` from `passages` (sources numbered in `by_chunk`). Streams
-    the text to `on_text`; `until` (time.monotonic()) cuts the stream there, keeping what came
+    the text to `on_text`; `until` (on `clock`) cuts the stream there, keeping what came
     (CUT). With `looks` (router/second_look.py) the request offers the search tool: each round
     that ends in a call of it is answered with the sections found and the answer goes on, while
     looks and time are left. A reply cut by max_tokens is asked again once with more room when
@@ -114,14 +115,16 @@ def compose(
         {"role": "user", "content": [*results, {"type": "text", "text": f"Question: {question}"}]}
     ]
     tools = looks.tools() if looks is not None else {}
-    started = time.monotonic()
-    msg, cut = _stream(client, model, convo, results, sources, MAX_TOKENS, hold, until, tools)
+    started = clock.monotonic()
+    msg, cut = _stream(
+        client, model, convo, results, sources, MAX_TOKENS, hold, until, tools, clock
+    )
     usage = usage_of(msg)
     kept: list[Any] = []  # the text of rounds that ended in a look, when it was shown
     while looks is not None and not cut and msg.stop_reason == "tool_use":
         calls = tool_calls(msg)
-        took = time.monotonic() - started
-        if not calls or looks.left <= 0 or (until is not None and until - time.monotonic() < took):
+        took = clock.monotonic() - started
+        if not calls or looks.left <= 0 or (until is not None and until - clock.monotonic() < took):
             break
         kept += [b for b in msg.content if b.type == "text"] if hold.released else []
         hold.held = ""  # what came before the call and was never shown: the model's aside
@@ -134,11 +137,13 @@ def compose(
         sources = list(looks.by_chunk.values())
         convo += [{"role": "assistant", "content": answered_content(msg)}]
         convo += [tool_results(calls, contents)]
-        started = time.monotonic()
+        started = clock.monotonic()
         tools = looks.tools()
-        msg, cut = _stream(client, model, convo, results, sources, MAX_TOKENS, hold, until, tools)
+        msg, cut = _stream(
+            client, model, convo, results, sources, MAX_TOKENS, hold, until, tools, clock
+        )
         usage = merge_usage(usage, usage_of(msg))
-    left = (until - time.monotonic()) if until is not None else None
+    left = (until - clock.monotonic()) if until is not None else None
     retry = not cut and not kept and len(convo) == 1 and msg.stop_reason == "max_tokens"
     if retry and (left is None or left > RETRY_TIME):
         import anthropic
@@ -155,6 +160,7 @@ def compose(
                 Holdback(None),
                 until,
                 tools,
+                clock,
             )
             usage = merge_usage(usage, usage_of(second))
             if not cut2:
@@ -187,6 +193,7 @@ def _stream(
     hold: Holdback,
     until: float | None = None,
     tools: dict | None = None,
+    clock: Clock = REAL,
 ) -> tuple[Any, str]:
     """(the message, "" or why it was cut short: the deadline, or an error once text was
     shown)."""
@@ -199,7 +206,7 @@ def _stream(
         kind = stream.response.headers.get("content-type", "")
         if not kind.startswith("text/event-stream"):
             raise Unusable(f"a {kind or 'typeless'} reply where an event stream was asked for")
-        cut = _read(stream, results, sources, hold, until)
+        cut = _read(stream, results, sources, hold, until, clock)
         try:
             msg = stream.current_message_snapshot if cut else stream.get_final_message()
         except AssertionError:  # the SDK's way of saying no message_start arrived
@@ -209,7 +216,9 @@ def _stream(
     return message(msg), cut
 
 
-def _read(stream, results: list[dict], sources: list[Source], hold: Holdback, until) -> str:
+def _read(
+    stream, results: list[dict], sources: list[Source], hold: Holdback, until, clock: Clock
+) -> str:
     """Reads the stream's events into `hold` (text) and checks each citation as it arrives;
     returns "" or why the stream was cut: the deadline (`until`), or an error after text was
     shown. An error before is raised, as the API's error (a read past FIRST_BYTE: a timeout)."""
@@ -218,7 +227,7 @@ def _read(stream, results: list[dict], sources: list[Source], hold: Holdback, un
 
     try:
         for event in stream:
-            if until is not None and time.monotonic() >= until:
+            if until is not None and clock.monotonic() >= until:
                 return "deadline"
             if event.type != "content_block_delta":
                 continue

@@ -54,6 +54,7 @@ from .answer import ABSTAIN, PARTIAL, Answer, Progress, Trace
 from .beside import Beside
 from .classify import ClaudeClassifier, keep_classification
 from .claude import DEADLINE, FIRST_BYTE, OFFLINE_NOTE, Claude, MessagesClient
+from .clock import REAL, Clock
 from .context import BUDGET, Budget, Context
 from .corpus import Corpus
 from .engine import Engine, Scope
@@ -84,10 +85,12 @@ class Pipeline:
         deadline: float = DEADLINE,
         first_byte: float = FIRST_BYTE,
         budget: Budget = BUDGET,
+        clock: Clock = REAL,
     ):
         """`models`: {"condense", "answer", "check"} model ids. `deadline`: seconds for one
         question's Claude steps. `budget`: what Claude reads (tokens, how deep in the search's
-        candidates, second looks). It keeps no store: an answer is returned, not recorded.
+        candidates, second looks). `clock`: where each question's deadline is read and its retries
+        wait (router/clock.py). It keeps no store: an answer is returned, not recorded.
         Claude's classifications run on threads it owns (`close`)."""
         self.engine = engine
         self.client = anthropic_client
@@ -96,6 +99,7 @@ class Pipeline:
         self.deadline = deadline
         self.first_byte = first_byte  # seconds a streamed answer's reads may wait
         self.budget = budget
+        self.clock = clock
         # what every answer's trace names: the models, and the prompts by hash (fixed in a process)
         self.claude_models = {k: self.models.get(k) for k in STEPS} if anthropic_client else {}
         self.prompts = {n: prompt_hash(n) for n in ("classify", *STEPS)}
@@ -130,7 +134,13 @@ class Pipeline:
         """The question's path (the module doc), on one index generation (`scope`'s part)."""
         models = {"embed": self.engine.embedder.name, **self.claude_models}
         trace = Trace(self.client is None, models=models, prompts=dict(self.prompts))
-        run = Run(Claude(self.client, self.deadline), trace, Laps(trace.timings_ms), stream, tell)
+        run = Run(
+            Claude(self.client, self.deadline, self.clock),
+            trace,
+            Laps(trace.timings_ms),
+            stream,
+            tell,
+        )
         docs = self.engine.corpus(scope)
         # what every question reads, loaded on a process's first one (`serve` loads it at start:
         # Engine.warm), timed apart so that no step's figure counts it
@@ -349,6 +359,7 @@ class Pipeline:
                 run.stream.open(),
                 until,
                 looks,
+                run.claude.clock,
             )
             done = looks.done if looks is not None else []
             found = [r["section"] for look in done for r in look["read"]]

@@ -131,6 +131,8 @@ def test_a_check_that_fails_marks_the_answer_not_checked(examples_db, local_embe
 def test_a_check_past_the_deadline_marks_the_answer_not_checked(examples_db, local_embedder, stub):
     fake = FakeClaude()
 
+    # real time: the check's own socket read times out when the deadline comes (a call's timeout
+    # is the time left), which no clock of ours can stand in for
     def slow():
         time.sleep(4)
         return 200, {}

@@ -18,6 +18,7 @@ from router.engine import Engine
 from router.pipeline import Pipeline
 from tests.conftest import EXAMPLES
 from tests.standins.claude import OVERLOADED, FakeClaude, api_rules, rate_limited
+from tests.standins.clock import skipping
 from tests.standins.voyage import voyage_embeddings
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
@@ -74,26 +75,28 @@ def test_one_rate_limit_or_overload_on_the_first_call_is_retried(
     fake = FakeClaude()
     fake.faults_for = {"answer": [fault]}
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0)
+    clock = skipping()  # the retry's wait, skipped
+    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0, clock=clock)
     assert p.deadline == 45.0
-    started = time.monotonic()
+    started = clock.monotonic()
     ans = p.answer(SIGNATURE_Q)
     assert fake.failed == [("answer", fault[0])]
     assert ans.decision == ANSWER and not ans.trace.offline
     assert not any(OFFLINE_NOTE in n for n in ans.trace.notes)
     assert set(STEPS) <= set(ans.trace.usage)
     if fault[0] == 429:  # retry-after: 1 honoured
-        assert time.monotonic() - started >= 1.0
+        assert clock.monotonic() - started >= 1.0
 
 
 def test_a_retry_after_past_the_deadline_is_not_waited_for(examples_db, local_embedder, stub):
     fake = FakeClaude()
     fake.faults_for = {"classify": [rate_limited(60)]}
     stub.route("/v1/messages", fake)
-    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0)
-    started = time.monotonic()
+    clock = skipping()  # a wait for the retry-after would move it on by 60 s
+    p = make_pipeline(examples_db, local_embedder, stub, retries=2, timeout=30.0, clock=clock)
+    started = clock.monotonic()
     ans = p.answer(SIGNATURE_Q)
-    assert time.monotonic() - started < 10
+    assert clock.monotonic() - started < 10
     # routing failed alone (beside the answer, which never waited for it): Claude still wrote
     # the answer, and the audit says why its routing is missing
     assert any("routing did not run (RateLimitError)" in n for n in ans.trace.notes)

@@ -11,6 +11,7 @@ from router import reading
 from router.answer import ABSTAIN, ANSWER, PARTIAL, occurs_in
 from router.citations import link_for
 from router.claude import OFFLINE_NOTE
+from router.clock import REAL
 from router.engine import Engine
 from router.pipeline import UNCITED_NOTE, Pipeline
 from router.question import REFUSED, UNSURE, QuestionError
@@ -26,8 +27,9 @@ MODELS = {
 SIGNATURE_Q = "How do I verify the signature of a webhook?"
 
 
-def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0, models=None):
-    """The pipeline on the examples with the Messages API stand-in at `stub` (None: offline)."""
+def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0, models=None, clock=REAL):
+    """The pipeline on the examples with the Messages API stand-in at `stub` (None: offline),
+    its deadline read on `clock`."""
     client = None
     if stub is not None:
         client = anthropic.Anthropic(
@@ -35,7 +37,7 @@ def make_pipeline(db, local_embedder, stub=None, retries=0, timeout=5.0, models=
         )
     models = models or MODELS
     engine = Engine(db, local_embedder, client, models.get("classify", "claude-haiku-4-5"))
-    return Pipeline(engine, client, models, "https://docs.example.com")
+    return Pipeline(engine, client, models, "https://docs.example.com", clock=clock)
 
 
 def test_answer_with_native_citations_mapped_to_chunks_and_links(examples_db, local_embedder, stub):
@@ -383,7 +385,10 @@ def test_claude_never_replying_still_answers_within_the_deadline(examples_db, st
         "ANTHROPIC_API_KEY": "k",
         "ANTHROPIC_BASE_URL": stub.url,
         "FIELDGUIDE_DB": examples_db,
-        "FIELDGUIDE_DEADLINE": "1.0",  # everything else at its default (timeout 30 s, 2 retries)
+        # everything else at its default (timeout 30 s, 2 retries); real time, as short as the
+        # behaviour allows: the silent socket's read times out at the deadline (a call's timeout
+        # is the time left), which no clock of ours can stand in for
+        "FIELDGUIDE_DEADLINE": "1.0",
     }.items():
         monkeypatch.setenv(env, value)
     pipeline = FieldGuide(Settings.load()).pipeline
@@ -404,16 +409,17 @@ def test_claude_never_replying_still_answers_within_the_deadline(examples_db, st
 def test_default_deadline_is_45_s_and_each_call_gets_the_time_left(examples_db, local_embedder):
     from bot.settings import Settings
     from router.claude import Claude
+    from router.clock import Clock
 
     assert Settings.load().deadline == 45.0 == Pipeline(None).deadline  # type: ignore[arg-type]
     now = [0.0]
     client = anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9", timeout=30.0)
-    claude = Claude(client, Settings.load().deadline, clock=lambda: now[0])
+    claude = Claude(client, Settings.load().deadline, Clock(lambda: now[0]))
     assert claude.timeout() == 30.0
     now[0] = 40.0
     assert claude.timeout() == 5.0  # never more than the time left
     now[0] = 0.0
-    claude = Claude(client.with_options(timeout=10.0), 45.0, clock=lambda: now[0])
+    claude = Claude(client.with_options(timeout=10.0), 45.0, Clock(lambda: now[0]))
     used = claude.run("x", lambda c: (c.timeout, c.max_retries), lambda: None)
     assert used == (10.0, 0)  # the SDK does not retry: Claude.call does, within the deadline
     now[0] = 44.8

@@ -9,8 +9,9 @@ import html
 import json
 import re
 import threading
-import time
 from typing import Any
+
+from router.clock import REAL, Clock
 
 from .server import Request
 
@@ -131,7 +132,8 @@ class FakeClaude:
     as the real API builds it; a dict cite is sent as given (a fabricated one). `stop_reasons` are
     served to the answer calls in turn (the last one repeats). With `"stream": true` the reply is
     server-sent events, as the API streams them. Delays: `latency` before a classify / extract /
-    condense reply, `first_token` before the answer's first text, then `words_per_second`.
+    condense reply, `first_token` before the answer's first text, then `words_per_second`, each
+    waited on `clock` (a test's router.clock.Clock: the waits then take no real time).
     """
 
     def __init__(
@@ -153,6 +155,7 @@ class FakeClaude:
         timing: dict[str, tuple[float, float]] | None = None,
         down: dict[str, tuple] | None = None,
         looks: list[str] | None = None,
+        clock: Clock = REAL,
     ):
         self.answer: list[Any] = (
             answer
@@ -173,6 +176,7 @@ class FakeClaude:
             first_token,
             words_per_second,
         )
+        self.clock = clock
         self.seen: list[dict] = []
         self.lock = threading.Lock()
         # prompt caching: honoured (cache_control breakpoints billed as the API bills them) or,
@@ -277,7 +281,7 @@ class FakeClaude:
         if body.get("stream"):
             return 200, self.events(message, kind, body, first, per_word)
         n = sum(len(words(b.get("text") or json.dumps(b.get("input")))) for b in message["content"])
-        time.sleep(first + n * per_word)
+        self.clock.sleep(first + n * per_word)
         return 200, message
 
     def reply(self, body: dict, kind: str) -> dict | tuple:
@@ -323,7 +327,7 @@ class FakeClaude:
                 if breakpoint and length >= minimum:
                     prefixes.append((digest.copy().hexdigest(), length))
             with self.lock:
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 hits = [n for key, n in prefixes if self.cache.get(key, 0.0) > now]
                 read = max(hits, default=0)
                 for key, _ in prefixes:
@@ -504,7 +508,7 @@ class FakeClaude:
                 for cit in block.get("citations") or []:
                     yield self.delta(i, {"type": "citations_delta", "citation": cit})
                 for piece in words(block["text"]):
-                    time.sleep(first_delay if first else per_word)
+                    self.clock.sleep(first_delay if first else per_word)
                     first = False
                     yield self.delta(i, {"type": "text_delta", "text": piece})
             else:
