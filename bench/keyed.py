@@ -14,8 +14,9 @@ sample.json (the ids of the questions asked: SAMPLE of the set's answerable and 
 questions together, drawn with seed 0, so each kind comes as often as the set has it; the ids
 only, so that an answerer reading the folder sees no gold).
 A round replays every request that has a response and records the others (they fail with a 400,
-so that step runs offline); a set is done when a round records nothing new. Only the answer and
-its claim check are recorded: a classification gets the API's 529 overloaded_error at once (not
+so that step runs offline); a set is done when a round records nothing new, and that round
+removes the requests it did not make (an older pipeline's) and their responses. Only the answer
+and its claim check are recorded: a classification gets the API's 529 overloaded_error at once (not
 recorded; the offline router is what routes, as when Claude is overloaded), and the client does
 not retry (max_retries 0), so no request waits on a retry's back-off.
 `report` writes the section "keyed" of bench/RESULTS.md: each finished set's last round (no
@@ -88,6 +89,11 @@ def round_of(name: str) -> dict:
     finally:
         server.close()
     (folder / "eval.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    if not keyed.recorded:  # finished: what an older pipeline asked goes (it is in git history)
+        for kind in ("requests", "responses"):
+            for path in (folder / kind).glob("*.json"):
+                if path.stem not in keyed.replayed:
+                    path.unlink()
     return {
         "set": name,
         "replayed": len(keyed.replayed),
