@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from index.chunker import LIST_ITEM
 from index.search import BM25, Hit, tokenize
 
 from .answer import Passage, Source, label
@@ -109,8 +110,9 @@ def merged(chunks: list[dict]) -> str:
 
 def units(text: str, share: int) -> list[str]:
     """A chunk's pieces a taste is chosen from: its paragraphs and code blocks, and a paragraph
-    longer than `share` tokens (a table, a list) by its lines, a table's row with the table's
-    header lines before it."""
+    longer than `share` tokens by its parts: a table's rows (each with the table's header lines
+    before it), a list's items, and prose (hard-wrapped or not) by its sentences, so that no
+    piece is a fragment of a line."""
     out: list[str] = []
     for para in paragraphs(text):
         if HEADING.match(para):
@@ -119,9 +121,22 @@ def units(text: str, share: int) -> list[str]:
             out.append(para)  # a code block is one piece: its opening lines stand for it
             continue
         lines = [line for line in para.split("\n") if line.strip()]
-        table = len(lines) > 2 and lines[0].lstrip().startswith("|") and RULE.match(lines[1])
-        head = "\n".join(lines[:2]) + "\n" if table else ""
-        out += [head + line for line in lines[2 if table else 0 :]]
+        if len(lines) > 2 and lines[0].lstrip().startswith("|") and RULE.match(lines[1]):
+            head = "\n".join(lines[:2]) + "\n"
+            out += [head + line for line in lines[2:]]
+            continue
+        items: list[str] = []  # a list item with its continuation lines, a table's row (of a
+        # chunk that starts inside a table), or the prose before
+        for line in lines:
+            if items and not LIST_ITEM.match(line) and not line.lstrip().startswith("|"):
+                items[-1] += "\n" + line
+            else:
+                items.append(line)
+        for item in items:
+            if len(item) <= share * CHARS_PER_TOKEN:
+                out.append(item)
+            else:
+                out += [item[a:b] for a, b in sentences(item, 0, len(item))]
     return out
 
 

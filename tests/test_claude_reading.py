@@ -45,6 +45,20 @@ def test_a_taste_cut_short_ends_at_a_sentence_or_a_line():
     assert context.whole_sentences(text, 500) == text
 
 
+def test_a_hard_wrapped_paragraph_is_tasted_by_sentences_and_items():
+    text = (
+        "If you use this approach, you must move all other files such\n"
+        "as the ignore file into it. A second sentence, wrapped\ntoo.\n"
+        "- an item that goes on\n  over two lines.\n- another item"
+    )
+    assert context.units(text, 10) == [
+        "If you use this approach, you must move all other files such\nas the ignore file into it.",
+        "A second sentence, wrapped\ntoo.",
+        "- an item that goes on\n  over two lines.",
+        "- another item",
+    ]
+
+
 def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db, local_embedder):
     p = pipeline(examples_db, local_embedder)
     docs = p.engine.corpus()
