@@ -195,9 +195,9 @@ class FieldGuide:
         `audit_id` set when the record was made. An audit that fails costs the asker nothing.
         `on_progress`: told what the answer is doing (router.answer.Progress). Asked again on the
         new index generation when a reindex takes a chunk it found (`on_newest`), unless words of
-        it were already streamed (`on_text`). `before_record`: called just before the record,
-        which closes the question's claim (Slack's answer workers hold a stop there, so an answer
-        recorded is an answer delivered). A door asks through `asking`."""
+        it were already streamed (`on_text`). `before_record`: called just before the record
+        (Slack's answer workers hold a stop there, so that an answer recorded is delivered before
+        the process exits). A door asks through `asking`."""
         streamed = False
 
         def sent(delta: str) -> None:

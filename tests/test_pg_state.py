@@ -192,6 +192,26 @@ def test_a_handoff_is_made_once_across_replicas(two_states):
     assert a.get_answer(aid)["handoff"] == "#c" and a.get_answer(aid + 1000) is None
 
 
+@pytest.mark.parametrize("where", ["sqlite", "postgres"])
+def test_an_answer_given_again_in_its_message_replaces_its_row(where, pg_url, examples_db):
+    """The next process answering a claim its killed claimer never closed answers in the same
+    message: the audit keeps one row for it."""
+    from bot.state.sqlite import SqliteState
+
+    state = PostgresState(pg_url) if where == "postgres" else SqliteState(open_db(examples_db))
+    place = {"channel": "C7", "user": "U1", "thread_ts": "8.0", "message_ts": "8.5"}
+    try:
+        first = state.record_answer(_answer(), place)
+        assert first is not None
+        state.record_feedback(first, "U2", "helpful")
+        again = state.record_answer(_answer(), place)
+        other = state.record_answer(_answer(), place | {"message_ts": "8.6"})
+        rows = [r for r in state.list_answers(limit=50) if r["channel"] == "C7"]
+        assert {r["id"] for r in rows} == {again, other} and first != again
+    finally:
+        state.close()
+
+
 def test_audit_and_feedback_are_read_from_postgres(pg_url, monkeypatch, capsys):
     state = PostgresState(pg_url)
     try:

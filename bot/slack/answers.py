@@ -90,7 +90,7 @@ class Answerer:
         self.task_updates = task_updates
         self.running: set[threading.Thread] = set()
         self._lock = threading.Lock()
-        # answers recorded (their claims closed) and not yet delivered: a stop waits for these
+        # answers recorded and not yet delivered: a stop waits for these
         self._delivering = 0
         self._stopping = False
         self._delivered = threading.Condition(self._lock)
@@ -174,9 +174,9 @@ class Answerer:
     def drain(self, deadline: float) -> int:
         """Go on answering what is in hand until it is done or `deadline` (a time.monotonic())
         passes; how many are left then (their claims stay open: the next process answers them,
-        bot/slack/orphans.py). An answer already recorded is delivered first (its claim is
-        closed: no one else would), for up to the Slack client's timeout; one not yet recorded
-        stops before its record."""
+        bot/slack/orphans.py). An answer already recorded is delivered first (else the next
+        process would answer and record it again), for up to the Slack client's timeout; one not
+        yet recorded stops before its record."""
         self.close(max(0.0, deadline - time.monotonic()))
         with self._delivered:
             self._stopping = True
@@ -185,7 +185,8 @@ class Answerer:
 
     def _recording(self) -> None:
         """Just before an answer's record: past the stop's deadline it goes no further (the
-        process exits, the claim stays open); else it counts as delivering until `_delivered`."""
+        process exits, the claim stays open); else it counts as delivering until
+        `_delivery_done`, so that a stop does not answer it twice."""
         with self._delivered:
             while self._stopping:
                 self._delivered.wait()
@@ -236,7 +237,6 @@ class Answerer:
             "user": q.user,
             "thread_ts": q.reply_thread or q.ts,
             "message_ts": shown_in,
-            "keys": list(q.keys),
         }
         try:
             ans = self.guide.ask(
@@ -258,11 +258,13 @@ class Answerer:
             self._done(q)
             return
         try:
-            if stream is not None and stream.finish(ans):
-                return
-            self.deliver(q, stream.close() if stream else placeholder, ans)
+            if stream is None or not stream.finish(ans):
+                self.deliver(q, stream.close() if stream else placeholder, ans)
         finally:
             self._delivery_done()
+        # closed once the thread is told, not when the answer is recorded: a process killed in
+        # between leaves the claim open, and the next start answers in the same message
+        self._done(q)
 
     def _begin(self, q: Question) -> tuple[str | None, Stream | None, bool]:
         """The first sign of work: the stream's first task update, else a placeholder (or the
@@ -278,7 +280,7 @@ class Answerer:
         return placeholder, stream, shown
 
     def _done(self, q: Question) -> None:
-        """No answer will be recorded for `q`: close its claim, so no replica answers it again."""
+        """`q` is answered (or will not be): close its claim, so no replica answers it again."""
         if q.keys:
             self.guide.state.done_event(*q.keys)
 

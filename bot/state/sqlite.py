@@ -108,9 +108,19 @@ def m004_viewing(db: sqlite_utils.Database) -> None:
 
 
 def record_answer(db: sqlite_utils.Database, ans: Any, context: dict) -> int:
-    """The answer's audit row, and its claim closed (`context["keys"]`), in one transaction."""
+    """The answer's audit row, and its claim closed (`context["keys"]`), in one transaction. One
+    Slack message holds one answer: an answer given again in the same message (by the next
+    process, after one killed before it closed the claim) replaces the row recorded for it."""
     keys = [k for k in context.get("keys") or () if k]
     with writing(db):
+        if context.get("message_ts"):
+            where = "channel = ? AND thread_ts IS ? AND message_ts = ?"
+            same = [context.get("channel"), context.get("thread_ts"), context["message_ts"]]
+            db.execute(
+                f"DELETE FROM feedback WHERE answer_id IN (SELECT id FROM answers WHERE {where})",
+                same,
+            )
+            db.execute(f"DELETE FROM answers WHERE {where}", same)
         pk = db.table("answers").insert(answer_row(ans, context)).last_pk
         if keys:
             db.execute(

@@ -41,8 +41,14 @@ COLUMNS = [  # the audit columns, in table order
     "message_ts",
 ]
 
+# one Slack message holds one answer: an answer given again in the same message (by the replica
+# that took over a claim its dead claimer never closed) replaces the row recorded for it
 INSERT_ANSWER = (
-    "WITH done AS (UPDATE event_claims SET done = true WHERE key = ANY(%(keys)s))"
+    "WITH done AS (UPDATE event_claims SET done = true WHERE key = ANY(%(keys)s)),"
+    " gone AS (DELETE FROM answers WHERE channel = %(channel)s"
+    " AND thread_ts IS NOT DISTINCT FROM %(thread_ts)s AND message_ts = %(message_ts)s"
+    " RETURNING id),"
+    " unrated AS (DELETE FROM feedback WHERE answer_id IN (SELECT id FROM gone))"
     f" INSERT INTO answers ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in COLUMNS)})"
     f" VALUES ({', '.join(f'%({c})s' for c in COLUMNS)}) RETURNING id"
 )
