@@ -59,12 +59,17 @@ def test_a_hard_wrapped_paragraph_is_tasted_by_sentences_and_items():
     ]
 
 
-def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db, local_embedder):
-    p = pipeline(examples_db, local_embedder)
+def candidates(db, embedder, question: str):
+    """(the examples' corpus, the question's fused top 40 chunks: what a read packs)."""
+    p = pipeline(db, embedder)
     docs = p.engine.corpus()
-    question = "What does the delivery object hold?"
     vec, _ = p.engine.embed_query(question)
-    hits = docs.router.route(question, vec, k=40, wait=False).hits
+    return docs, docs.router.route(question, vec, k=40, wait=False).hits
+
+
+def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db, local_embedder):
+    question = "What does the delivery object hold?"
+    docs, hits = candidates(examples_db, local_embedder, question)
     for budget in (400, 1500, 6000):
         reads = context.read(hits, docs, question, budget, [])
         labels = [r.label for r in reads]
@@ -81,11 +86,7 @@ def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db
 
 
 def test_a_taste_of_a_long_table_is_its_row_that_writes_the_code(examples_db, local_embedder):
-    p = pipeline(examples_db, local_embedder)
-    docs = p.engine.corpus()
-    question = "what does TW-1016 mean"
-    vec, _ = p.engine.embed_query(question)
-    hits = docs.router.route(question, vec, k=40, wait=False).hits
+    docs, hits = candidates(examples_db, local_embedder, "what does TW-1016 mean")
     [table] = [h for h in hits if h.chunk["heading_path"][-1] == "All error codes"][:1]
     taste = context.excerpt([table.chunk], [], ["TW-1016"], docs.searcher.bm25, 80)
     assert taste.splitlines()[0].startswith("| Code |") or "TW-1016" in taste.splitlines()[0]
