@@ -72,6 +72,9 @@ class Citation:
     url: str
     cited_text: str
     verified: bool
+    # the block after the cited ones in its search result, read with them by the claim check: a
+    # sentence that introduces an example cites itself, and the example is the next block
+    following: str = ""
 
 
 @dataclass(frozen=True)

@@ -117,11 +117,12 @@ def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | No
     )
     if not ok:
         return Citation(0, "", "", "", str(cit.cited_text), False)
-    src = sources[i]
-    sent = "".join(b["text"] for b in results[i]["content"][start:end])
-    if not same_text(str(cit.cited_text or ""), sent):  # the right place, another text
+    src, blocks = sources[i], [b["text"] for b in results[i]["content"]]
+    if not same_text(str(cit.cited_text or ""), "".join(blocks[start:end])):  # another text
         return Citation(src.n, src.doc, src.section, src.url, str(cit.cited_text), False)
-    return Citation(src.n, src.doc, src.section, src.url, sent, True)
+    # the blocks are paragraphs: kept apart as they were in the doc
+    sent, following = "\n\n".join(blocks[start:end]), "".join(blocks[end : end + 1])
+    return Citation(src.n, src.doc, src.section, src.url, sent, True, following)
 
 
 FENCE = re.compile(r"^(```|~~~)", re.M)

@@ -92,11 +92,23 @@ class Checked:
 
 
 def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
-    """The answer's sentences, each with the passages its text block cites. A code block is one
-    unit; list items and lines are split apart, then sentences within them."""
-    out = []
+    """The answer's sentences, each with the passages its text block cites: a cited passage is
+    read with the block after it in its search result (a sentence that introduces an example,
+    "pin it with:", cites itself; the example is the next block). A block citing nothing (the
+    example written out, a "so …" drawn from the sentence before) is read against what the last
+    cited block before it cites: supported only if that says it too. A code block is one unit;
+    list items and lines are split apart, then sentences within them."""
+    out: list[Sentence] = []
+    last: list[tuple[str, str]] = []
     for text, cits in blocks:
-        passages = list(dict.fromkeys((c.section, c.cited_text) for c in cits if c.verified))
+        passages = list(
+            dict.fromkeys(
+                (c.section, "\n\n".join(filter(None, (c.cited_text, c.following))))
+                for c in cits
+                if c.verified
+            )
+        )
+        passages = last = passages or last
         for piece in FENCE.split(text):
             units = [piece] if piece.startswith("```") else piece.split("\n")
             for unit in units:

@@ -128,13 +128,11 @@ def compose(
             break
         kept += [b for b in msg.content if b.type == "text"] if hold.released else []
         hold.held = ""  # what came before the call and was never shown: the model's aside
-        contents, found = [], []
+        contents = []
         for call in calls:
-            content, new = looks.look(call) if looks.left > 0 else ([], [])
+            content, new, of = looks.look(call) if looks.left > 0 else ([], [], [])
             contents.append(content or [{"type": "text", "text": NOTHING_NEW}])
-            found += new
-        results += found
-        sources = list(looks.by_chunk.values())
+            results, sources = results + new, sources + of
         convo += [{"role": "assistant", "content": answered_content(msg)}]
         convo += [tool_results(calls, contents)]
         started = clock.monotonic()

@@ -60,6 +60,8 @@ BLOCK_TOKENS = round(BLOCK_CHARS / CHARS_PER_TOKEN)  # a taste of several pieces
 MAX_SECTION_CHARS = 40_000
 HEADING = re.compile(r"^#{1,6}\s[^\n]*$")  # a paragraph that is only an ATX heading
 RULE = re.compile(r"^\s*\|?[\s:|-]+\|[\s:|-]*$")  # a table's header rule
+# a paragraph that is only an HTML comment
+COMMENT = re.compile(r"^\s*<!--(?:(?!-->).)*-->\s*$", re.S)
 
 
 @dataclass
@@ -115,10 +117,10 @@ def units(text: str, share: int) -> list[str]:
     piece is a fragment of a line."""
     out: list[str] = []
     for para in paragraphs(text):
-        if HEADING.match(para):
-            continue  # the section's heading: its title says it already
+        if HEADING.match(para) or COMMENT.match(para):
+            continue  # the section's heading (its title says it already), or unseen by readers
         if len(para) <= share * CHARS_PER_TOKEN or para.lstrip().startswith(("```", "~~~")):
-            out.append(para)  # a code block is one piece: its opening lines stand for it
+            out.append(para)  # a code block is one piece: whole or not at all
             continue
         lines = [line for line in para.split("\n") if line.strip()]
         if len(lines) > 2 and lines[0].lstrip().startswith("|") and RULE.match(lines[1]):
@@ -142,28 +144,42 @@ def units(text: str, share: int) -> list[str]:
 
 def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, share: int) -> str:
     """What stands for a section when only a taste of it fits (about `share` tokens): its pieces
-    (`units`) best first, as many as fit in the share, in the order of the text; a piece is
+    (`units`) that write a word of the question or an asked identifier, best first, as many as
+    fit in the share, in the order of the text; a piece is
     better when it writes more of the asked identifiers (`names`), then when it holds more of the
     question's weight (BM25.coverage: the share of the question's idf its words hold, the
-    section's heading path read with it), then when it comes first. A first piece longer than
-    the share is cut at a line or a sentence's end, never inside a sentence (`whole_sentences`)."""
-    pieces: list[tuple[tuple[int, float], int, str]] = []
+    section's heading path read with it), then when it comes first. A piece longer than the
+    share is taken only when none fits (the opening lines of a code block, "```sql", say
+    nothing), and markup ("!!! tip", "1.") never is; when no piece that fits writes a word of the
+    question, the best that is a sentence stands for the section, else the best piece, cut at a
+    line or a sentence's end, never inside a sentence (`whole_sentences`), a code block closed."""
+    pieces: list[tuple[tuple[int, float], int, str, int]] = []
     for c in chunks:
         head = tokenize(" ".join(c["heading_path"]))
         for piece in units(c["text"], share):
-            score = (
-                sum(holds(piece, n) for n in names),
-                bm25.coverage(terms, tokenize(piece) + head),
-            )
-            pieces.append((score, len(pieces), piece))
+            own = tokenize(piece)
+            named = sum(holds(piece, n) for n in names)
+            score = (named, bm25.coverage(terms, own + head))
+            # what the piece says alone: 2 a word of the question, 1 a sentence, 0 markup
+            says = 2 if named or bm25.coverage(terms, own) else int(len(own) >= 3)
+            pieces.append((score, len(pieces), piece, says))
     limit = int(share * CHARS_PER_TOKEN)
+    best = sorted(pieces, key=lambda p: (-p[0][0], -p[0][1], p[1]))
     chosen: list[tuple[int, str]] = []
     used = 0
-    for _, order, piece in sorted(pieces, key=lambda p: (-p[0][0], -p[0][1], p[1])):
-        if used + len(piece) <= limit or not chosen:
+    for _, order, piece, says in best:
+        if says == 2 and used + len(piece) <= limit:
             chosen.append((order, piece))
             used += len(piece) + BLOCK_CHARS  # each piece a text block of its own
-    return whole_sentences("\n\n".join(piece for _, piece in sorted(chosen)), limit).strip()
+    fits = [(order, piece) for _, order, piece, says in best if says and len(piece) <= limit]
+    chosen = chosen or fits[:1] or [(o, p) for _, o, p, _ in best[:1]]  # else the best, cut
+    return closed(whole_sentences("\n\n".join(p for _, p in sorted(chosen)), limit).strip())
+
+
+def closed(text: str) -> str:
+    """`text` with a code block it was cut inside closed again."""
+    fences = [line.strip()[:3] for line in text.split("\n") if line.strip()[:3] in ("```", "~~~")]
+    return text + "\n" + fences[-1] if len(fences) % 2 else text
 
 
 def whole_sentences(text: str, limit: int) -> str:

@@ -6,8 +6,10 @@ runs (router/engine.py `Engine.route`: the query embedded, routed and searched i
 question's scope, on the question's own index generation), its sections packed as the first read
 was (router/context.py) and returned in the tool_result as search_result blocks, which the answer
 then cites as it cites the first ones (a citation's search_result_index counts every search
-result of the request, the tool results' included). A section Claude has already read is not sent
-again. Looks are bounded: at most `limit` a question, each only while the time left before the
+result of the request, the tool results' included). A section Claude has already read is sent
+again, as the source it was, only when the look reads a paragraph of it that was not sent: a
+first read may hold a taste of a section, and the look, asking for what is missing, reads more.
+Looks are bounded: at most `limit` a question, each only while the time left before the
 answer's stream must end holds at least as long as the round before it took; once they are spent
 the request says tool_choice none, so the answer is written from what was read. Each look (its
 query, the sections it found) goes into the trace's routing, which the audit row keeps.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from . import citations, context, exact
@@ -82,25 +84,31 @@ class Looks:
             return {}
         return {"tools": [TOOL]} | ({} if self.left > 0 else {"tool_choice": {"type": "none"}})
 
-    def look(self, call: Any) -> tuple[list[dict], list[dict]]:
+    def look(self, call: Any) -> tuple[list[dict], list[dict], list[Source]]:
         """Runs one tool call (a tool_use block): (the tool_result's content, the search_result
-        blocks it holds, in order), the sections it found added to the passages and sources."""
+        blocks it holds, in order, and each one's source), the sections it found added to the
+        passages and sources (a section read before: see the module's docstring)."""
         query = str((getattr(call, "input", None) or {}).get("query", ""))[:MAX_QUERY_CHARS]
         self.tell("searching_again", [query])
         started = time.perf_counter()
-        found = [
-            r
-            for r in (self.search(query) if query else [])
-            if r.key not in self.by_chunk and r.text
-        ]
-        new: list[Passage] = []
-        for r in found:
-            self.by_chunk[r.key] = self.source_of(r, len(self.by_chunk) + 1)
-            new += context.passages([r])
-        self.passages += new
+        keys = {(s.doc, tuple(s.heading_path)): k for k, s in self.by_chunk.items()}
+        sent = {(p.chunk_id, p.text) for p in self.passages}
+        found, results, sources = [], [], []
+        for r in self.search(query) if query else []:
+            r = replace(r, key=keys.get((r.chunk["doc"], tuple(r.chunk["heading_path"])), r.key))
+            paras = context.passages([r])
+            if not paras or all((p.chunk_id, p.text) in sent for p in paras):
+                continue
+            if r.key not in self.by_chunk:
+                self.by_chunk[r.key] = self.source_of(r, len(self.by_chunk) + 1)
+            src = self.by_chunk[r.key]
+            found.append(r)
+            results += citations.search_results(paras, {r.key: src})
+            sources.append(src)
+            self.passages += [p for p in paras if (p.chunk_id, p.text) not in sent]
+            sent |= {(p.chunk_id, p.text) for p in paras}
         if found:
             self.tell("reading", [r.label for r in found])
-        results = citations.search_results(new, {r.key: self.by_chunk[r.key] for r in found})
         self.done.append(
             {
                 "query": query,
@@ -109,7 +117,7 @@ class Looks:
             }
         )
         content: list[dict] = results or [{"type": "text", "text": NOTHING_NEW}]
-        return content, results
+        return content, results, sources
 
 
 def tool_calls(msg: Any) -> list[Any]:

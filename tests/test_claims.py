@@ -3,11 +3,12 @@ the claim check after the answer, and prompt caching."""
 
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from router import claims
-from router.answer import ANSWER, PARTIAL, Citation
+from router import citations, claims
+from router.answer import ANSWER, PARTIAL, Citation, Source
 from tests.standins.claude import (
     OVERLOADED,
     FakeClaude,
@@ -80,12 +81,29 @@ def test_an_unsupported_sentence_turns_answer_into_partial_naming_it(
 
 
 @pytest.mark.parametrize("says", ["supported", "unsupported"])
-def test_an_uncited_factual_sentence_counts_as_unsupported(examples_db, local_embedder, stub, says):
-    reply = [("Compare the signature header.", [(0, 0, 1)]), " Keys last 90 days."]
+def test_a_factual_sentence_with_nothing_cited_before_it_is_unsupported(
+    examples_db, local_embedder, stub, says
+):
+    reply = ["Keys last 90 days. ", ("Compare the signature header.", [(0, 0, 1)])]
     stub.route("/v1/messages", FakeClaude(answer=reply, uncited=says))
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     # a model calling it supported is overruled: a sentence citing nothing has no support
     assert ans.decision == PARTIAL and "“Keys last 90 days.”" in ans.caveat
+
+
+@pytest.mark.parametrize("unsupported", [(), ("So compare",)])
+def test_an_uncited_sentence_is_checked_against_what_the_one_before_cites(
+    examples_db, local_embedder, stub, unsupported
+):
+    """ "So …" drawn from the cited sentence before it, or the example a cited sentence
+    introduces, cites nothing itself: it is judged against what that sentence cites."""
+    reply = [("Compare the signature header.", [(0, 0, 1)]), " So compare it on every request."]
+    fake = FakeClaude(answer=reply, unsupported=unsupported)
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    [check] = fake.calls("check")
+    assert check["messages"][0]["content"].count('cites="P1"') == 2
+    assert ans.decision == (PARTIAL if unsupported else ANSWER)
 
 
 def test_a_sentence_stating_nothing_passes(examples_db, local_embedder, stub):
@@ -99,7 +117,7 @@ def test_a_part_the_docs_do_not_cover_is_partial_in_any_language(examples_db, lo
     """The claim check reads which sentence says the docs do not cover something, whatever the
     language the answer is written in: such an answer is never a plain ANSWER."""
     reply = [("比较签名标头。", [(0, 0, 1)]), " 文档没有涉及 Oracle。"]
-    stub.route("/v1/messages", FakeClaude(answer=reply, uncited="not_covered"))
+    stub.route("/v1/messages", FakeClaude(answer=reply, not_covered=("Oracle",)))
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == PARTIAL
     assert ans.caveat == "Partial answer: the docs cover only part of this question."
@@ -182,6 +200,27 @@ def test_sentences_keep_code_blocks_whole_and_split_lines():
         "- v1.2 is out",
     ]
     assert all(p == [("s", "passage")] for _, p in got)
+
+
+def test_the_check_reads_a_citation_with_the_block_after_it():
+    """A sentence that introduces an example ("pin it with:") is what a citation names; the
+    example is the next block of the search result, read with it."""
+    blocks = ["Pin the version with:", "```txt\nfastapi==0.112.0\n```", "Or a range."]
+    results = [{"content": [{"type": "text", "text": b} for b in blocks]}]
+    source = Source(1, "c1", "d.md", "Versions", ["Pin"], "u")
+    cit = SimpleNamespace(
+        type="search_result_location",
+        search_result_index=0,
+        start_block_index=0,
+        end_block_index=1,
+        cited_text=blocks[0],
+    )
+    got = citations.check(cit, results, [source])
+    assert got is not None and got.verified and got.following == blocks[1]
+    reply = [("Pin it:", [got]), ("\n```txt\nfastapi==0.112.0\n```", [])]
+    asked = claims.request(claims.sentences(reply))
+    assert f"{blocks[0]}\n\n{blocks[1]}</passage>" in asked
+    assert asked.count('cites="P1"') == 2  # the example cites nothing: it is read as its lead's
 
 
 def test_the_check_reads_each_passage_with_its_section():

@@ -5,6 +5,7 @@ Messages API stand-in."""
 import anthropic
 import pytest
 
+from index.search import tokenize
 from router import context, exact
 from router.answer import ANSWER, PARTIAL
 from router.engine import Engine
@@ -57,6 +58,22 @@ def test_a_hard_wrapped_paragraph_is_tasted_by_sentences_and_items():
         "- an item that goes on\n  over two lines.",
         "- another item",
     ]
+
+
+def test_a_taste_is_what_says_the_question_never_markup_or_a_code_block_cut(
+    examples_db, local_embedder
+):
+    docs, _ = candidates(examples_db, local_embedder, "rotate a key")
+    code = "```bash\n" + "tide keys roll --expires-in 24h\n" * 20 + "```"
+    text = f'!!! tip "Rolling"\n\n{code}\n\nRoll the key from the CLI to rotate it.\n\n1.'
+    chunk = {"text": text, "heading_path": ["Keys"]}
+    terms = tokenize("rotate a key")
+    taste = context.excerpt([chunk], terms, [], docs.searcher.bm25, 30)
+    assert taste == "Roll the key from the CLI to rotate it."
+    # a code block is cut only when nothing else stands for the section, and closed again
+    cut = context.excerpt([{**chunk, "text": code}], terms, [], docs.searcher.bm25, 30)
+    assert cut.startswith("```bash\ntide keys roll") and cut.endswith("\n```")
+    assert cut.count("```") == 2
 
 
 def candidates(db, embedder, question: str):
@@ -172,6 +189,26 @@ def test_a_second_look_searches_again_and_its_sections_are_cited(examples_db, lo
     assert ans.decision in (ANSWER, PARTIAL) and ans.citations[0].verified
     assert ans.sources[0].label in sections
     assert fake.refused == []  # every request was one the API takes
+
+
+def test_a_look_reads_more_of_a_section_the_first_read_tasted(examples_db, local_embedder, stub):
+    """The first read holds a taste of "Rolling a key from the CLI"; a look asking for it reads
+    it deep, sent again as the source it was."""
+    fake = FakeClaude(looks=["roll a key from the CLI"])
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=1)
+    pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    first, second = fake.calls("answer")
+    tasted = {
+        r["title"]: r for r in first["messages"][0]["content"] if r["type"] == "search_result"
+    }
+    [result] = second["messages"][2]["content"]
+    again = [r for r in result["content"] if r["title"] in tasted]
+    assert again, "the look sent no section the first read had tasted"
+    for r in again:
+        before = tasted[r["title"]]
+        assert r["source"] == before["source"]  # the same source, numbered as it was
+        assert any(b not in before["content"] for b in r["content"])  # and more of it
 
 
 def test_looks_are_bounded_then_the_answer_is_written(examples_db, local_embedder, stub):

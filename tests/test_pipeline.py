@@ -81,7 +81,7 @@ def test_citation_spanning_several_blocks_is_verified_by_its_indices(
     [cit] = ans.citations
     assert len(ans.passages) == 2 and cit.verified and ans.decision == ANSWER and not ans.caveat
     # the real API's cited_text: both blocks joined, which is no substring of any one block
-    assert cit.cited_text == ans.passages[0].text + ans.passages[1].text
+    assert cit.cited_text == ans.passages[0].text + "\n\n" + ans.passages[1].text
     assert ans.text == "Verify the HMAC of the raw body.[1]"
 
 

@@ -150,6 +150,7 @@ class FakeClaude:
         cache: bool = True,
         unsupported: tuple[str, ...] = (),
         uncited: str = "no_claim",
+        not_covered: tuple[str, ...] = (),
         judgement: dict | list[dict] | None = None,
         rules: bool = True,
         timing: dict[str, tuple[float, float]] | None = None,
@@ -184,8 +185,9 @@ class FakeClaude:
         self.cache_on = cache
         self.cache: dict[str, float] = {}  # prefix hash -> when it expires
         # the claim check's verdicts: a sentence holding one of `unsupported` is unsupported, a
-        # sentence that cites no passage gets `uncited`, any other is supported
-        self.unsupported, self.uncited = unsupported, uncited
+        # sentence holding one of `not_covered` says the docs do not cover something, a sentence
+        # that cites no passage gets `uncited`, any other is supported
+        self.unsupported, self.uncited, self.not_covered = unsupported, uncited, not_covered
         self.judgement: dict | list[dict] = judgement or {
             "faithfulness": "faithful",
             "correctness": "correct",
@@ -354,6 +356,8 @@ class FakeClaude:
             verdict = (
                 "unsupported"
                 if any(u in sentence for u in self.unsupported)
+                else "not_covered"
+                if any(u in sentence for u in self.not_covered)
                 else "supported"
                 if cites.strip()
                 else self.uncited
