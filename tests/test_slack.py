@@ -801,7 +801,10 @@ def test_a_malformed_signed_body_is_a_400_with_no_traceback(http, caplog, body):
     caplog.set_level(logging.DEBUG)
     status, text = http.send_http(body, "application/x-www-form-urlencoded")
     assert status == 400 and "not a Slack payload" in text, (status, text)
-    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    # what handles a request logs as Bolt or as fieldguide; a client call of a test before this
+    # one, still finishing against its torn-down stand-in, is not this request's
+    mine = [r for r in caplog.records if r.name.startswith(("slack_bolt", "bot", "router"))]
+    assert not [r for r in mine if r.exc_info or r.levelno >= logging.ERROR]
     http.event(mention("How many times is a failed webhook retried?"), "EvMal1")
     answer_in(http.mock, "C1")  # and the bot still answers
 
