@@ -72,9 +72,10 @@ class Citation:
     url: str
     cited_text: str
     verified: bool
-    # the block after the cited ones in its search result, read with them by the claim check: a
-    # sentence that introduces an example cites itself, and the example is the next block
-    following: str = ""
+    # the blocks either side of the cited ones in their search result, read with them by the
+    # claim check: what "it" names is often the block before ("You can disable it"), and the
+    # example a cited sentence introduces ("pin it with:") is the block after
+    around: tuple[str, str] = ("", "")
 
 
 @dataclass(frozen=True)

@@ -121,8 +121,9 @@ def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | No
     if not same_text(str(cit.cited_text or ""), "".join(blocks[start:end])):  # another text
         return Citation(src.n, src.doc, src.section, src.url, str(cit.cited_text), False)
     # the blocks are paragraphs: kept apart as they were in the doc
-    sent, following = "\n\n".join(blocks[start:end]), "".join(blocks[end : end + 1])
-    return Citation(src.n, src.doc, src.section, src.url, sent, True, following)
+    sent = "\n\n".join(blocks[start:end])
+    around = ("".join(blocks[max(0, start - 1) : start]), "".join(blocks[end : end + 1]))
+    return Citation(src.n, src.doc, src.section, src.url, sent, True, around)
 
 
 FENCE = re.compile(r"^(```|~~~)", re.M)

@@ -93,17 +93,18 @@ class Checked:
 
 def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
     """The answer's sentences, each with the passages its text block cites: a cited passage is
-    read with the block after it in its search result (a sentence that introduces an example,
-    "pin it with:", cites itself; the example is the next block). A block citing nothing (the
-    example written out, a "so …" drawn from the sentence before) is read against what the last
-    cited block before it cites: supported only if that says it too. A code block is one unit;
-    list items and lines are split apart, then sentences within them."""
+    read with the blocks either side of it in its search result (what "You can disable it"
+    disables is the block before; a sentence that introduces an example, "pin it with:", cites
+    itself, and the example is the block after). A block citing nothing (the example written
+    out, a "so …" drawn from the sentence before) is read against what the last cited block
+    before it cites: supported only if that says it too. A code block is one unit; list items
+    and lines are split apart, then sentences within them."""
     out: list[Sentence] = []
     last: list[tuple[str, str]] = []
     for text, cits in blocks:
         passages = list(
             dict.fromkeys(
-                (c.section, "\n\n".join(filter(None, (c.cited_text, c.following))))
+                (c.section, "\n\n".join(filter(None, (c.around[0], c.cited_text, c.around[1]))))
                 for c in cits
                 if c.verified
             )

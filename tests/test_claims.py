@@ -202,24 +202,24 @@ def test_sentences_keep_code_blocks_whole_and_split_lines():
     assert all(p == [("s", "passage")] for _, p in got)
 
 
-def test_the_check_reads_a_citation_with_the_block_after_it():
-    """A sentence that introduces an example ("pin it with:") is what a citation names; the
-    example is the next block of the search result, read with it."""
-    blocks = ["Pin the version with:", "```txt\nfastapi==0.112.0\n```", "Or a range."]
+def test_the_check_reads_a_citation_with_the_blocks_either_side():
+    """What "it" names is the block before; the example a cited sentence introduces ("pin it
+    with:") is the block after: the check reads both with it."""
+    blocks = ["FastAPI 0.112.", "Pin the version with:", "```txt\nfastapi==0.112.0\n```", "Or not."]
     results = [{"content": [{"type": "text", "text": b} for b in blocks]}]
     source = Source(1, "c1", "d.md", "Versions", ["Pin"], "u")
     cit = SimpleNamespace(
         type="search_result_location",
         search_result_index=0,
-        start_block_index=0,
-        end_block_index=1,
-        cited_text=blocks[0],
+        start_block_index=1,
+        end_block_index=2,
+        cited_text=blocks[1],
     )
     got = citations.check(cit, results, [source])
-    assert got is not None and got.verified and got.following == blocks[1]
+    assert got is not None and got.verified and got.around == (blocks[0], blocks[2])
     reply = [("Pin it:", [got]), ("\n```txt\nfastapi==0.112.0\n```", [])]
     asked = claims.request(claims.sentences(reply))
-    assert f"{blocks[0]}\n\n{blocks[1]}</passage>" in asked
+    assert ">" + "\n\n".join(blocks[:3]) + "</passage>" in asked
     assert asked.count('cites="P1"') == 2  # the example cites nothing: it is read as its lead's
 
 
