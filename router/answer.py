@@ -72,10 +72,11 @@ class Citation:
     url: str
     cited_text: str
     verified: bool
-    # the blocks either side of the cited ones in their search result, read with them by the
-    # claim check: what "it" names is often the block before ("You can disable it"), and the
-    # example a cited sentence introduces ("pin it with:") is the block after
-    around: tuple[str, str] = ("", "")
+    # the cited blocks with the blocks either side of them in their search result, what the
+    # claim check reads when the section is too long to read whole: what "it" names is often
+    # the block before ("You can disable it"), the example a cited sentence introduces ("pin it
+    # with:") the block after
+    around: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ def check(cit: Any, results: list[dict], sources: list[Source]) -> Citation | No
         return Citation(src.n, src.doc, src.section, src.url, str(cit.cited_text), False)
     # the blocks are paragraphs: kept apart as they were in the doc
     sent = "\n\n".join(blocks[start:end])
-    around = ("".join(blocks[max(0, start - 1) : start]), "".join(blocks[end : end + 1]))
+    around = tuple(blocks[max(0, start - 1) : end + 1])
     return Citation(src.n, src.doc, src.section, src.url, sent, True, around)
 
 

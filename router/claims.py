@@ -91,11 +91,15 @@ class Checked:
         return any(s.verdict == NOT_COVERED for s in self.sentences)
 
 
-def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
-    """The answer's sentences, each with the passages its text block cites: a cited passage is
-    read with the blocks either side of it in its search result (what "You can disable it"
-    disables is the block before; a sentence that introduces an example, "pin it with:", cites
-    itself, and the example is the block after). A block citing nothing (the example written
+def sentences(
+    blocks: list[tuple[str, list[Citation]]], whole: dict[int, str] | None = None
+) -> list[Sentence]:
+    """The answer's sentences, each with the passages its text block cites: the cited section
+    whole where `whole` holds it (by source number: a citation names a section, and what was
+    sent of it may be a taste), else the cited blocks with the blocks either side of them in
+    their search result (what "You can disable it" disables is the block before; a sentence that
+    introduces an example, "pin it with:", cites itself, and the example is the block after).
+    A block citing nothing (the example written
     out, a "so …" drawn from the sentence before) is read against what the last cited block
     before it cites: supported only if that says it too. A code block is one unit; list items
     and lines are split apart, then sentences within them."""
@@ -104,7 +108,7 @@ def sentences(blocks: list[tuple[str, list[Citation]]]) -> list[Sentence]:
     for text, cits in blocks:
         passages = list(
             dict.fromkeys(
-                (c.section, "\n\n".join(filter(None, (c.around[0], c.cited_text, c.around[1]))))
+                (c.section, (whole or {}).get(c.source) or "\n\n".join(c.around or [c.cited_text]))
                 for c in cits
                 if c.verified
             )
@@ -176,12 +180,13 @@ def offline(citations: list[Citation]) -> Checked:
     return Checked(True, "offline", items)
 
 
-def check(claude: Claude, model: str, written: Any) -> Checked:
-    """Claude's check of a written answer's blocks (a compose.Written); the offline check of the
-    quotes (their citations) when the answer was not written by Claude."""
+def check(claude: Claude, model: str, written: Any, whole: dict[int, str] | None = None) -> Checked:
+    """Claude's check of a written answer's blocks (a compose.Written), its cited sections read
+    `whole` where given (`sentences`); the offline check of the quotes (their citations) when
+    the answer was not written by Claude."""
     if written.by != "claude":
         return offline(written.citations)
-    items = sentences(written.blocks)
+    items = sentences(written.blocks, whole)
     if not items:
         return Checked(True, "claude", [])
     usage, why = claude.attempt("check", lambda client: with_claude(client, model, items))

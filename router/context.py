@@ -27,7 +27,7 @@ from index.search import BM25, Hit, tokenize
 from .answer import Passage, Source, label
 from .citations import number_sources, paragraphs
 from .exact import holds
-from .units import sentences
+from .units import closed, sentences, whole_sentences
 
 if TYPE_CHECKING:
     from .corpus import Corpus
@@ -78,6 +78,7 @@ class Read:
     # "chunks" (some of its chunks), "whole" (every chunk of it)
     part: str
     chunk_ids: list[str] = field(default_factory=list)
+    section: int = -1  # the section's id in the index (router/corpus.py section_rows)
 
     @property
     def label(self) -> str:
@@ -145,10 +146,10 @@ def units(text: str, share: int) -> list[str]:
 def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, share: int) -> str:
     """What stands for a section when only a taste of it fits (about `share` tokens): its pieces
     (`units`) that write a word of the question or an asked identifier, best first, as many as
-    fit in the share, in the order of the text; a piece is
-    better when it writes more of the asked identifiers (`names`), then when it holds more of the
-    question's weight (BM25.coverage: the share of the question's idf its words hold, the
-    section's heading path read with it), then when it comes first. A piece longer than the
+    fit in the share, in the order of the text; a piece is better when it writes more of the
+    asked identifiers (`names`), then when it holds more of the question's weight
+    (BM25.coverage: the share of the question's idf its words hold, the section's heading path
+    read with it), then when it comes first. A piece longer than the
     share is taken only when none fits (the opening lines of a code block, "```sql", say
     nothing), and markup ("!!! tip", "1.") never is; when no piece that fits writes a word of the
     question, the best that is a sentence stands for the section, else the best piece, cut at a
@@ -174,29 +175,6 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
     fits = [(order, piece) for _, order, piece, says in best if says and len(piece) <= limit]
     chosen = chosen or fits[:1] or [(o, p) for _, o, p, _ in best[:1]]  # else the best, cut
     return closed(whole_sentences("\n\n".join(p for _, p in sorted(chosen)), limit).strip())
-
-
-def closed(text: str) -> str:
-    """`text` with a code block it was cut inside closed again."""
-    fences = [line.strip()[:3] for line in text.split("\n") if line.strip()[:3] in ("```", "~~~")]
-    return text + "\n" + fences[-1] if len(fences) % 2 else text
-
-
-def whole_sentences(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters at the last line or sentence end that fits, or,
-    when not even its first sentence fits, to that sentence: a passage cut inside a sentence
-    says less than its sentence did ("You can define the (HTTP)"), and what cites it cannot be
-    checked."""
-    if len(text) <= limit:
-        return text
-    ends = sorted(
-        {m.start() for m in re.finditer(r"\n", text)}
-        | {e for s, e in sentences(text, 0, len(text))}
-    )
-    fits = [e for e in ends if 0 < e <= limit and text[:e].strip()]
-    if fits:
-        return text[: fits[-1]]
-    return text[: next((e for e in ends if text[:e].strip()), len(text))]
 
 
 def packaging(hits: list[Hit]) -> int:
@@ -259,7 +237,7 @@ class Packer:
                 taken.append(h.chunk)
                 continue
             trial = taken + [h.chunk]
-            read = Read(lead["id"], lead, merged(trial), mine[0].score, "chunks")
+            read = Read(lead["id"], lead, merged(trial), mine[0].score, "chunks", section=section)
             read.chunk_ids = [c["id"] for c in trial]
             if self.offer(section, read, keep):
                 taken = trial
@@ -274,7 +252,7 @@ class Packer:
             return True
         chunks = docs.searcher.fetch(rows.tolist())
         if sum(len(c["text"]) for c in chunks) <= MAX_SECTION_CHARS:
-            full = Read(read.key, read.chunk, merged(chunks), read.score, "whole")
+            full = Read(read.key, read.chunk, merged(chunks), read.score, "whole", section=section)
             full.chunk_ids = [c["id"] for c in chunks]
             self.offer(section, full, keep)
         return True
@@ -324,7 +302,7 @@ def pack(
             [h.chunk for h in mine], terms, names or [], docs.searcher.bm25, share * len(mine)
         )
         if share > 0 and paragraphs(taste):
-            read = Read(lead["id"], lead, taste, mine[0].score, "taste", [lead["id"]])
+            read = Read(lead["id"], lead, taste, mine[0].score, "taste", [lead["id"]], section)
             packer.offer(section, read)
     order = [first, *sections]
     for section in order:
@@ -376,6 +354,7 @@ class Context:
     labels: list[str]
     passages: list[Passage]
     sources: dict[str, Source]
+    sections: dict[str, int] = field(default_factory=dict)  # a source's key: its section's id
 
     @classmethod
     def of(cls, reads: list[Read], base_url: str) -> Context:
@@ -383,4 +362,20 @@ class Context:
         paragraph (the smallest unit a citation points at)."""
         found = passages(reads)
         sources = number_sources(found, records(reads), base_url)
-        return cls([r.label for r in reads], found, sources)
+        return cls([r.label for r in reads], found, sources, {r.key: r.section for r in reads})
+
+    def whole(self, docs: Corpus, cited: set[int], budget: int) -> dict[int, str]:
+        """The text of each `cited` source's section as the docs write it (every chunk of it,
+        merged), for the sections that fit in an equal share of `budget` tokens: what the claim
+        check reads a citation against, the section it names rather than the pieces of it sent."""
+        keys = {s.n: k for k, s in self.sources.items() if s.n in cited}
+        share = budget * CHARS_PER_TOKEN / max(1, len(keys))
+        out = {}
+        for n, key in keys.items():
+            section = self.sections.get(key, -1)
+            rows = docs.section_rows(section).tolist() if section >= 0 else []
+            if rows:
+                text = merged(docs.searcher.fetch(rows))
+                if len(text) <= share:
+                    out[n] = text
+        return out

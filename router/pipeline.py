@@ -320,7 +320,9 @@ class Pipeline:
         if written.status in WRITTEN:
             run.tell("checking")
             model = self.models.get("check", "")
-            checked = claims.check(run.claude, model, written)
+            cited = {c.source for c in written.citations if c.verified}
+            whole = read.whole(docs, cited, self.budget.tokens)
+            checked = claims.check(run.claude, model, written, whole)
             if checked.usage:
                 add_usage(run.trace.usage, "check", checked.usage)
         run.laps("check")
@@ -340,7 +342,11 @@ class Pipeline:
             # the returned text replaces what was streamed
             # the stream ends where the claim check's reserved time begins
             until = run.claude.ends - claims.reserve(self.deadline)
-            passages, sources = list(read.passages), dict(read.sources)
+            passages, sources, sections = (
+                list(read.passages),
+                dict(read.sources),
+                dict(read.sections),
+            )
             looks = looks_for(
                 docs,
                 self.engine.embed_query,
@@ -349,6 +355,7 @@ class Pipeline:
                 passages,
                 sources,
                 run.tell,
+                sections,
             )
             written = compose.compose(
                 client,
@@ -366,7 +373,7 @@ class Pipeline:
             if done:
                 run.trace.route["looks"] = done
             add_usage(run.trace.usage, "answer", written.usage)
-            return written, Context(read.labels + found, passages, sources)
+            return written, Context(read.labels + found, passages, sources, sections)
 
         done = run.claude.run("answer", ask, lambda: None, first_byte=self.first_byte)
         if done is None:

@@ -72,6 +72,7 @@ class Looks:
     # told "searching_again" with each look's query, then "reading" with the sections it found
     tell: Callable[[str, list[str]], None] = lambda kind, labels: None
     done: list[dict] = field(default_factory=list)
+    sections: dict[str, int] = field(default_factory=dict)  # a source's key: its section's id
 
     @property
     def left(self) -> int:
@@ -102,6 +103,7 @@ class Looks:
             if r.key not in self.by_chunk:
                 self.by_chunk[r.key] = self.source_of(r, len(self.by_chunk) + 1)
             src = self.by_chunk[r.key]
+            self.sections.setdefault(r.key, r.section)
             found.append(r)
             results += citations.search_results(paras, {r.key: src})
             sources.append(src)
@@ -176,11 +178,13 @@ def looks_for(
     passages: list[Passage],
     by_chunk: dict[str, Source],
     tell: Callable[[str, list[str]], None],
+    sections: dict[str, int],
 ) -> Looks | None:
     """The looks one answer may take in `docs` (the question's scope and index generation), from
-    the passages and sources it reads first (each look adds to them), `tell` told of each (its
+    the passages, sources and their sections it reads first (each look adds to them), `tell`
+    told of each (its
     query, the sections it found); None when no look may be taken."""
     if budget.looks <= 0:
         return None
     search = searching(docs, embed, budget.depth, budget.tokens)
-    return Looks(search, budget.looks, passages, by_chunk, source_for(base_url), tell)
+    return Looks(search, budget.looks, passages, by_chunk, source_for(base_url), tell, [], sections)

@@ -1,6 +1,7 @@
 """The quotable units of a chunk (router/offline.py quotes them): sentences of paragraphs and
 blockquote lines, list items, table rows and short code blocks, each a verbatim span of its chunk
-(whitespace reflowed), with the docs' furniture (navigation, repeated lines, link lists) left out.
+(whitespace reflowed), with the docs' furniture (navigation, repeated lines, link lists) left out;
+and a text cut at its units' ends (`whole_sentences`, `closed`: router/context.py's tastes).
 """
 
 from __future__ import annotations
@@ -274,3 +275,26 @@ def units_of(hit: Hit, corpus: Furniture = NO_FURNITURE) -> list[Unit]:
         for u in out
         if u.kind in ("row", "code") or not (furniture(u.text) or corpus.title(u.text))
     ]
+
+
+def closed(text: str) -> str:
+    """`text` with a code block it was cut inside closed again."""
+    fences = [line.strip()[:3] for line in text.split("\n") if line.strip()[:3] in ("```", "~~~")]
+    return text + "\n" + fences[-1] if len(fences) % 2 else text
+
+
+def whole_sentences(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at the last line or sentence end that fits, or,
+    when not even its first sentence fits, to that sentence: a passage cut inside a sentence
+    says less than its sentence did ("You can define the (HTTP)"), and what cites it cannot be
+    checked."""
+    if len(text) <= limit:
+        return text
+    ends = sorted(
+        {m.start() for m in re.finditer(r"\n", text)}
+        | {e for s, e in sentences(text, 0, len(text))}
+    )
+    fits = [e for e in ends if 0 < e <= limit and text[:e].strip()]
+    if fits:
+        return text[: fits[-1]]
+    return text[: next((e for e in ends if text[:e].strip()), len(text))]

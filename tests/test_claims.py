@@ -1,7 +1,9 @@
 """Against the Messages API stub with the real anthropic client: citations checked by content,
 the claim check after the answer, and prompt caching."""
 
+import html
 import json
+import re
 import time
 from types import SimpleNamespace
 
@@ -216,11 +218,28 @@ def test_the_check_reads_a_citation_with_the_blocks_either_side():
         cited_text=blocks[1],
     )
     got = citations.check(cit, results, [source])
-    assert got is not None and got.verified and got.around == (blocks[0], blocks[2])
+    assert got is not None and got.verified and got.around == tuple(blocks[:3])
     reply = [("Pin it:", [got]), ("\n```txt\nfastapi==0.112.0\n```", [])]
     asked = claims.request(claims.sentences(reply))
     assert ">" + "\n\n".join(blocks[:3]) + "</passage>" in asked
     assert asked.count('cites="P1"') == 2  # the example cites nothing: it is read as its lead's
+
+
+def test_the_check_reads_a_tasted_section_whole(examples_db, local_embedder, stub):
+    """What was sent of a section may be a taste; the citation names the section, and the check
+    reads the section as the docs write it."""
+    from router import context
+    from tests.test_claude_reading import pipeline
+
+    fake = FakeClaude(answer=[("Roll it.", [(3, 0, 1)])])
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=0)
+    pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    [answer], [check] = fake.calls("answer"), fake.calls("check")
+    tasted = answer["messages"][0]["content"][3]
+    sent = "\n\n".join(b["text"] for b in tasted["content"])
+    [passage] = re.findall(r"<passage [^>]*>(.*?)</passage>", check["messages"][0]["content"], re.S)
+    assert sent in html.unescape(passage) and len(passage) > len(sent) + 100
 
 
 def test_the_check_reads_each_passage_with_its_section():

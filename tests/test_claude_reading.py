@@ -6,7 +6,7 @@ import anthropic
 import pytest
 
 from index.search import tokenize
-from router import context, exact
+from router import context, exact, units
 from router.answer import ANSWER, PARTIAL
 from router.engine import Engine
 from router.pipeline import Pipeline
@@ -40,10 +40,10 @@ def test_chunks_of_one_section_merge_in_file_order_overlaps_once():
 
 def test_a_taste_cut_short_ends_at_a_sentence_or_a_line():
     text = "The `lifespan` parameter of the app takes a context manager. It runs at startup."
-    assert context.whole_sentences(text, 70) == text.split(" It runs")[0]
-    assert context.whole_sentences(text, 20) == text.split(" It runs")[0]  # never a fragment
-    assert context.whole_sentences("a line\nand another line", 12) == "a line"
-    assert context.whole_sentences(text, 500) == text
+    assert units.whole_sentences(text, 70) == text.split(" It runs")[0]
+    assert units.whole_sentences(text, 20) == text.split(" It runs")[0]  # never a fragment
+    assert units.whole_sentences("a line\nand another line", 12) == "a line"
+    assert units.whole_sentences(text, 500) == text
 
 
 def test_a_hard_wrapped_paragraph_is_tasted_by_sentences_and_items():
