@@ -99,10 +99,10 @@ def sentences(
     sent of it may be a taste), else the cited blocks with the blocks either side of them in
     their search result (what "You can disable it" disables is the block before; a sentence that
     introduces an example, "pin it with:", cites itself, and the example is the block after).
-    A block citing nothing (the example written
-    out, a "so …" drawn from the sentence before) is read against what the last cited block
-    before it cites: supported only if that says it too. A code block is one unit; list items
-    and lines are split apart, then sentences within them."""
+    A block citing nothing (the example written out, a "so …" drawn from the sentence before)
+    is read against what the last cited block before it cites: supported only if that says it
+    too. A code block is one unit; list items and lines are split apart, then sentences within
+    them."""
     out: list[Sentence] = []
     last: list[tuple[str, str]] = []
     for text, cits in blocks:

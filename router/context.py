@@ -149,11 +149,11 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
     fit in the share, in the order of the text; a piece is better when it writes more of the
     asked identifiers (`names`), then when it holds more of the question's weight
     (BM25.coverage: the share of the question's idf its words hold, the section's heading path
-    read with it), then when it comes first. A piece longer than the
-    share is taken only when none fits (the opening lines of a code block, "```sql", say
-    nothing), and markup ("!!! tip", "1.") never is; when no piece that fits writes a word of the
-    question, the best that is a sentence stands for the section, else the best piece, cut at a
-    line or a sentence's end, never inside a sentence (`whole_sentences`), a code block closed."""
+    read with it), then when it comes first. A piece longer than the share is taken only when
+    none fits (the opening lines of a code block, "```sql", say nothing), and markup ("!!! tip",
+    "1.") never is; when no piece that fits writes a word of the question, the best that is a
+    sentence stands for the section, else the best piece, cut at a line or a sentence's end,
+    never inside a sentence (`whole_sentences`), a code block closed."""
     pieces: list[tuple[tuple[int, float], int, str, int]] = []
     for c in chunks:
         head = tokenize(" ".join(c["heading_path"]))
