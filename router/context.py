@@ -250,7 +250,7 @@ class Packer:
             return True
         if not whole:
             return True
-        chunks = docs.searcher.fetch(rows.tolist())
+        chunks = docs.section_chunks(section)
         if sum(len(c["text"]) for c in chunks) <= MAX_SECTION_CHARS:
             full = Read(read.key, read.chunk, merged(chunks), read.score, "whole", section=section)
             full.chunk_ids = [c["id"] for c in chunks]
@@ -372,10 +372,8 @@ class Context:
         share = budget * CHARS_PER_TOKEN / max(1, len(keys))
         out = {}
         for n, key in keys.items():
-            section = self.sections.get(key, -1)
-            rows = docs.section_rows(section).tolist() if section >= 0 else []
-            if rows:
-                text = merged(docs.searcher.fetch(rows))
-                if len(text) <= share:
-                    out[n] = text
+            chunks = docs.section_chunks(self.sections[key]) if key in self.sections else []
+            text = merged(chunks) if chunks else ""
+            if text and len(text) <= share:
+                out[n] = text
         return out

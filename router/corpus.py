@@ -73,6 +73,10 @@ class Corpus:
         lo, hi = np.searchsorted(ids, section, "left"), np.searchsorted(ids, section, "right")
         return order[lo:hi]
 
+    def section_chunks(self, section: int) -> list[dict]:
+        """Every chunk record of one section."""
+        return self.searcher.fetch(self.section_rows(section).tolist())
+
     @property
     def pages(self) -> np.ndarray:
         """Each row's page (doc) as a small integer, read once a generation."""

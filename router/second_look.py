@@ -92,11 +92,11 @@ class Looks:
         query = str((getattr(call, "input", None) or {}).get("query", ""))[:MAX_QUERY_CHARS]
         self.tell("searching_again", [query])
         started = time.perf_counter()
-        keys = {(s.doc, tuple(s.heading_path)): k for k, s in self.by_chunk.items()}
+        keys = {section: key for key, section in self.sections.items()}  # a section read: its key
         sent = {(p.chunk_id, p.text) for p in self.passages}
         found, results, sources = [], [], []
         for r in self.search(query) if query else []:
-            r = replace(r, key=keys.get((r.chunk["doc"], tuple(r.chunk["heading_path"])), r.key))
+            r = replace(r, key=keys.get(r.section, r.key))
             paras = context.passages([r])
             if not paras or all((p.chunk_id, p.text) in sent for p in paras):
                 continue
