@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prompts import render
 
-from .answer import ANSWER, PARTIAL, Citation
+from .answer import ANSWER, PARTIAL, Citation, squash
 from .claude import Claude, Unusable
+from .compose import marked
 from .messages import structured
 
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
 NOT_COVERED = "not_covered"  # the sentence says the docs do not cover something (any language)
-VERDICTS = (SUPPORTED, UNSUPPORTED, NO_CLAIM, NOT_COVERED)
+ELSEWHERE = "supported_elsewhere"  # stated by passages it does not cite (named in "passages")
+VERDICTS = (SUPPORTED, UNSUPPORTED, NO_CLAIM, NOT_COVERED, ELSEWHERE)
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -34,6 +37,7 @@ SCHEMA = {
                 "properties": {
                     "sentence": {"type": "integer"},
                     "verdict": {"type": "string", "enum": list(VERDICTS)},
+                    "passages": {"type": "array", "items": {"type": "string"}},
                 },
                 "required": ["sentence", "verdict"],
             },
@@ -67,9 +71,13 @@ WORDS = re.compile(r"\w")
 @dataclass
 class Sentence:
     text: str
-    # the verified citations of its block: (the section cited, "Title › Section"; its cited_text)
+    # what the verified citations of its block give the check to read: (the section cited,
+    # "Title › Section"; the text read), each with the citation it comes from
     passages: list[tuple[str, str]]
     verdict: str = ""
+    block: int = -1  # its text block in the answer
+    cites: list[Citation] = field(default_factory=list)  # parallel to `passages`
+    recited: list[Citation] = field(default_factory=list)  # ELSEWHERE: what states it
 
 
 @dataclass
@@ -83,6 +91,10 @@ class Checked:
     @property
     def unsupported(self) -> list[str]:
         return [s.text for s in self.sentences if s.verdict == UNSUPPORTED]
+
+    @property
+    def recited(self) -> list[Sentence]:
+        return [s for s in self.sentences if s.verdict == ELSEWHERE]
 
     @property
     def not_covered(self) -> bool:
@@ -104,68 +116,96 @@ def sentences(
     too. A code block is one unit; list items and lines are split apart, then sentences within
     them."""
     out: list[Sentence] = []
-    last: list[tuple[str, str]] = []
-    for text, cits in blocks:
-        passages = list(
-            dict.fromkeys(
-                (c.section, (whole or {}).get(c.source) or "\n\n".join(c.around or [c.cited_text]))
-                for c in cits
-                if c.verified
-            )
-        )
-        passages = last = passages or last
+    last: dict[tuple[str, str], Citation] = {}
+    for n, (text, cits) in enumerate(blocks):
+        mine: dict[tuple[str, str], Citation] = {}
+        for c in cits:
+            if c.verified:
+                read = (whole or {}).get(c.source) or "\n\n".join(c.around or [c.cited_text])
+                mine.setdefault((c.section, read), c)
+        mine = last = mine or last
         for piece in FENCE.split(text):
             units = [piece] if piece.startswith("```") else piece.split("\n")
             for unit in units:
                 for s in [unit] if unit.startswith("```") else SENTENCE_END.split(unit):
                     if WORDS.search(s):
-                        out.append(Sentence(s.strip(), passages))
+                        out.append(
+                            Sentence(s.strip(), list(mine), block=n, cites=list(mine.values()))
+                        )
     return out
 
 
-def request(items: list[Sentence]) -> str:
-    """The check's user message: the cited passages numbered once, each with the section it comes
-    from (its heading says what the passage is about: "You can disable it" under "Docs URLs ›
-    Swagger UI"), then the sentences."""
-    ids: dict[tuple[str, str], str] = {}
+def numbered(
+    items: list[Sentence], others: Sequence[Citation] = ()
+) -> dict[tuple[str, str], tuple[str, Citation]]:
+    """Every passage the check reads, by (section, text): its id (P1, P2 …) and the citation
+    that points at it. First what the sentences cite, then the `others` (the other passages sent
+    to the answer, each one block) whose text no passage before holds."""
+    ids: dict[tuple[str, str], tuple[str, Citation]] = {}
     for s in items:
-        for p in s.passages:
-            ids.setdefault(p, f"P{len(ids) + 1}")
+        for p, c in zip(s.passages, s.cites, strict=True):
+            ids.setdefault(p, (f"P{len(ids) + 1}", c))
+    for c in others:
+        if not any(squash(c.cited_text) in squash(text) for _, text in ids):
+            ids.setdefault((c.section, c.cited_text), (f"P{len(ids) + 1}", c))
+    return ids
+
+
+def request(items: list[Sentence], others: Sequence[Citation] = ()) -> str:
+    """The check's user message: the passages numbered once (`numbered`), each with the section it
+    comes from (its heading says what the passage is about: "You can disable it" under "Docs URLs
+    › Swagger UI"), then the sentences with the passages each cites."""
+    ids = numbered(items, others)
     esc = html.escape
     passages = "\n".join(
         f'<passage id="{i}" section="{esc(p[0])}">{esc(p[1], quote=False)}</passage>'
-        for p, i in ids.items()
+        for p, (i, _) in ids.items()
     )
     lines = "\n".join(
-        f'<sentence number="{n}" cites="{" ".join(ids[p] for p in s.passages)}">'
+        f'<sentence number="{n}" cites="{" ".join(ids[p][0] for p in s.passages)}">'
         f"{esc(s.text, quote=False)}</sentence>"
         for n, s in enumerate(items, 1)
     )
     return f"<passages>\n{passages}\n</passages>\n\n<sentences>\n{lines}\n</sentences>"
 
 
-def with_claude(client: Any, model: str, items: list[Sentence]) -> dict:
-    """Sets each sentence's verdict from Claude's; the usage. Unusable unless every sentence got
-    exactly one verdict."""
+def with_claude(
+    client: Any, model: str, items: list[Sentence], others: Sequence[Citation] = ()
+) -> dict:
+    """Sets each sentence's verdict from Claude's (and, supported elsewhere, the citations of
+    the passages that state it); the usage. Unusable unless every sentence got exactly one
+    verdict."""
+    ids = numbered(items, others)
     data, usage = structured(
-        client, model, render("check"), request(items), SCHEMA, MAX_TOKENS, "check"
+        client, model, render("check"), request(items, others), SCHEMA, MAX_TOKENS, "check"
     )
     given = data.get("sentences")
     if not isinstance(given, list):
         raise Unusable("no sentences in the check")
-    verdicts: dict[int, str] = {}
+    verdicts: dict[int, dict] = {}
     for v in given:
         n = v.get("sentence") if isinstance(v, dict) else None
         if not isinstance(n, int) or not 1 <= n <= len(items) or n in verdicts:
             raise Unusable(f"a verdict for sentence {n!r}")
         if v.get("verdict") not in VERDICTS:
             raise Unusable(f"verdict {v.get('verdict')!r}")
-        verdicts[n] = v["verdict"]
+        verdicts[n] = v
     if len(verdicts) != len(items):
         raise Unusable(f"verdicts for {len(verdicts)} of {len(items)} sentences")
+    by_id = {i: c for i, c in ids.values()}
     for n, s in enumerate(items, 1):
+        s.verdict = verdicts[n]["verdict"]
+        if s.verdict == ELSEWHERE:
+            named = verdicts[n].get("passages")
+            found = [by_id[i] for i in named if i in by_id] if isinstance(named, list) else []
+            for c in found:
+                if c not in s.cites and c not in s.recited:
+                    s.recited.append(c)
+            # naming no passage sent, or only its own: what the verdict says is not shown
+            s.verdict = ELSEWHERE if s.recited else SUPPORTED if found else UNSUPPORTED
         # a sentence citing nothing cannot be supported by its passages, whatever the model says
-        s.verdict = UNSUPPORTED if verdicts[n] == SUPPORTED and not s.passages else verdicts[n]
+        if s.verdict == SUPPORTED and not s.passages:
+            s.verdict = UNSUPPORTED
     return usage
 
 
@@ -180,19 +220,50 @@ def offline(citations: list[Citation]) -> Checked:
     return Checked(True, "offline", items)
 
 
-def check(claude: Claude, model: str, written: Any, whole: dict[int, str] | None = None) -> Checked:
+def check(
+    claude: Claude,
+    model: str,
+    written: Any,
+    whole: dict[int, str] | None = None,
+    others: Sequence[Citation] = (),
+) -> Checked:
     """Claude's check of a written answer's blocks (a compose.Written), its cited sections read
-    `whole` where given (`sentences`); the offline check of the quotes (their citations) when
-    the answer was not written by Claude."""
+    `whole` where given (`sentences`), the `others` (every block sent to the answer, as a
+    citation of it) read for what the answer states but cites elsewhere; the offline check of
+    the quotes (their citations) when the answer was not written by Claude."""
     if written.by != "claude":
         return offline(written.citations)
     items = sentences(written.blocks, whole)
     if not items:
         return Checked(True, "claude", [])
-    usage, why = claude.attempt("check", lambda client: with_claude(client, model, items))
+    usage, why = claude.attempt("check", lambda client: with_claude(client, model, items, others))
     if usage is None:
         return Checked(False, "claude", why_not=why)
     return Checked(True, "claude", items, usage=usage)
+
+
+def recite(written: Any, checked: Checked) -> tuple[Any, str]:
+    """The written answer (a compose.Written) with each sentence supported elsewhere cited
+    where it is stated: the citations added to its block, the block's [n] marks redone; the
+    note for the trace ("" when nothing moved)."""
+    moved = checked.recited
+    if not moved:
+        return written, ""
+    blocks = [(text, list(cits)) for text, cits in written.blocks]
+    added: list[Citation] = []
+    for s in moved:
+        for c in s.recited:
+            if c not in blocks[s.block][1]:
+                blocks[s.block][1].append(c)
+                added += [c] if c not in written.citations + added else []
+    note = (
+        f"claim check ({checked.by}): {len(moved)} sentences cited where the docs state them: "
+        + "; ".join(
+            f"“{_short(s.text)}” → [{', '.join(str(c.source) for c in s.recited)}]" for s in moved
+        )
+    )
+    text = marked(blocks)
+    return replace(written, text=text, citations=written.citations + added, blocks=blocks), note
 
 
 NOT_CHECKED = "its claims were not checked against the docs it cites (the check did not run)."

@@ -250,22 +250,14 @@ def _read(
 def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:
     """The reply's text with a [n] mark after each block for the sources its verified citations
     point at, links removed, and every citation checked (router/citations.py `check`)."""
-    parts, checked, blocks = [], [], []
+    checked, blocks = [], []
     for block in msg.content:
         if block.type != "text":
             continue
-        marks, mine = [], []
-        for cit in block.citations or []:
-            c = citations.check(cit, results, sources)
-            if c is None:
-                continue
-            mine.append(c)
-            if c.verified and f"[{c.source}]" not in marks:
-                marks.append(f"[{c.source}]")
+        mine = [c for cit in block.citations or [] if (c := citations.check(cit, results, sources))]
         checked += mine
         blocks.append((strip_links(block.text), mine))
-        parts.append(strip_links(block.text) + "".join(marks))
-    text = "".join(parts).strip()
+    text = marked(blocks)
     if msg.stop_reason == "refusal":
         return Written(REFUSED, text, checked, by="claude")
     if text.startswith(NOT_IN_DOCS):
@@ -275,6 +267,16 @@ def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:
     if msg.stop_reason in ("max_tokens", "model_context_window_exceeded"):
         return Written(INCOMPLETE, text, checked, blocks=blocks, by="claude")
     return Written(OK, text, checked, blocks=blocks, by="claude")
+
+
+def marked(blocks: list[tuple[str, list[Citation]]]) -> str:
+    """The answer's text: each block followed by a [n] mark for each source its verified
+    citations point at."""
+    out = []
+    for text, cits in blocks:
+        marks = dict.fromkeys(f"[{c.source}]" for c in cits if c.verified)
+        out.append(text + "".join(marks))
+    return "".join(out).strip()
 
 
 def strip_links(text: str) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from index.chunker import LIST_ITEM
 from index.search import BM25, Hit, tokenize
 
-from .answer import Passage, Source, label
+from .answer import Citation, Passage, Source, label
 from .citations import number_sources, paragraphs
 from .exact import holds
 from .units import closed, sentences, whole_sentences
@@ -363,6 +363,14 @@ class Context:
         found = passages(reads)
         sources = number_sources(found, records(reads), base_url)
         return cls([r.label for r in reads], found, sources, {r.key: r.section for r in reads})
+
+    def citations(self) -> list[Citation]:
+        """Every block sent, as a verified citation of it: what a sentence may be re-cited to."""
+        out = []
+        for p in self.passages:
+            s = self.sources[p.chunk_id]
+            out.append(Citation(s.n, s.doc, s.section, s.url, p.text, True, (p.text,)))
+        return out
 
     def whole(self, docs: Corpus, cited: set[int], budget: int) -> dict[int, str]:
         """The text of each `cited` source's section as the docs write it (every chunk of it,

@@ -322,9 +322,11 @@ class Pipeline:
             model = self.models.get("check", "")
             cited = {c.source for c in written.citations if c.verified}
             whole = read.whole(docs, cited, self.budget.tokens)
-            checked = claims.check(run.claude, model, written, whole)
+            checked = claims.check(run.claude, model, written, whole, read.citations())
             if checked.usage:
                 add_usage(run.trace.usage, "check", checked.usage)
+            written, note = claims.recite(written, checked)
+            run.trace.notes += [note] if note else []
         run.laps("check")
         passages = citations.cited_passages(read.passages, written)
         return Draft(gate, passages, written, read.sources, checked)

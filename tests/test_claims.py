@@ -125,6 +125,50 @@ def test_a_part_the_docs_do_not_cover_is_partial_in_any_language(examples_db, lo
     assert ans.caveat == "Partial answer: the docs cover only part of this question."
 
 
+def test_a_sentence_stated_by_another_passage_sent_is_cited_there(
+    examples_db, local_embedder, stub
+):
+    """The check reads every passage the answer was sent: a sentence citing the wrong one but
+    stated by another is cited where the docs state it, not called unsupported."""
+    reply = [("Respond with a 400 when verification fails.", [(0, 0, 1)])]
+    fake = FakeClaude(answer=reply, elsewhere={"Respond with a 400": "we suggest 400"})
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    [check] = fake.calls("check")
+    sent = check["messages"][0]["content"]
+    assert sent.index('id="P1"') < sent.index("we suggest 400")  # the cited passage first
+    assert ans.decision == ANSWER and not ans.caveat
+    moved = [c for c in ans.citations if "we suggest 400" in c.cited_text]
+    assert [c.verified for c in moved] == [True]
+    assert ans.text.endswith(f"[1][{moved[0].source}]")
+    assert moved[0].source in [s.n for s in ans.sources]
+    assert any("we suggest 400" in p.text for p in ans.passages)
+    assert "1 sentences cited where the docs state them" in " ".join(ans.trace.notes)
+
+
+def test_supported_elsewhere_naming_no_passage_sent_is_unsupported(
+    examples_db, local_embedder, stub
+):
+    reply = [("Respond with a 418 when verification fails.", [(0, 0, 1)])]
+    fake = FakeClaude(answer=reply, elsewhere={"418": "a text no passage holds"})
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    assert ans.decision == PARTIAL and "“Respond with a 418" in ans.caveat
+    assert len(ans.citations) == 1
+
+
+def test_the_check_lists_what_else_was_sent_once():
+    """After the cited passages, each other block sent, unless a cited passage holds it."""
+    cited = Citation(1, "d", "A", "u", "Alpha beta.", True, ("Alpha beta.", "Gamma."))
+    others = [
+        Citation(1, "d", "A", "u", "Gamma.", True, ("Gamma.",)),
+        Citation(2, "e", "B", "v", "Delta.", True, ("Delta.",)),
+    ]
+    asked = claims.request(claims.sentences([("Alpha.", [cited])]), others)
+    got = re.findall(r'<passage id="(P\d)" section="(\w)">(.*?)</passage>', asked, re.S)
+    assert got == [("P1", "A", "Alpha beta.\n\nGamma."), ("P2", "B", "Delta.")]
+
+
 def failing_check(fake: FakeClaude, result):
     def handler(req: Request):
         if fake.kind(req.json) == "check":
@@ -238,7 +282,9 @@ def test_the_check_reads_a_tasted_section_whole(examples_db, local_embedder, stu
     [answer], [check] = fake.calls("answer"), fake.calls("check")
     tasted = answer["messages"][0]["content"][3]
     sent = "\n\n".join(b["text"] for b in tasted["content"])
-    [passage] = re.findall(r"<passage [^>]*>(.*?)</passage>", check["messages"][0]["content"], re.S)
+    passage = re.findall(
+        r'<passage id="P1"[^>]*>(.*?)</passage>', check["messages"][0]["content"], re.S
+    )[0]
     assert sent in html.unescape(passage) and len(passage) > len(sent) + 100
 
 

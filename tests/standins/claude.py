@@ -151,6 +151,7 @@ class FakeClaude:
         unsupported: tuple[str, ...] = (),
         uncited: str = "no_claim",
         not_covered: tuple[str, ...] = (),
+        elsewhere: dict[str, str] | None = None,
         judgement: dict | list[dict] | None = None,
         rules: bool = True,
         timing: dict[str, tuple[float, float]] | None = None,
@@ -188,6 +189,9 @@ class FakeClaude:
         # sentence holding one of `not_covered` says the docs do not cover something, a sentence
         # that cites no passage gets `uncited`, any other is supported
         self.unsupported, self.uncited, self.not_covered = unsupported, uncited, not_covered
+        # a sentence holding a key of `elsewhere` is supported_elsewhere, by the passages whose
+        # text holds its value
+        self.elsewhere = elsewhere or {}
         self.judgement: dict | list[dict] = judgement or {
             "faithfulness": "faithful",
             "correctness": "correct",
@@ -350,9 +354,17 @@ class FakeClaude:
         if isinstance(text, list):
             text = "".join(b.get("text", "") for b in text)
         verdicts = []
+        passages = re.findall(r'<passage id="(P\d+)"[^>]*>(.*?)</passage>', text, re.S)
         for n, cites, sentence in re.findall(
             r'<sentence number="(\d+)" cites="([^"]*)">(.*?)</sentence>', text, re.S
         ):
+            said = [v for k, v in self.elsewhere.items() if k in sentence]
+            if said:
+                named = [i for i, p in passages if said[0] in html.unescape(p)]
+                verdicts.append(
+                    {"sentence": int(n), "verdict": "supported_elsewhere", "passages": named}
+                )
+                continue
             verdict = (
                 "unsupported"
                 if any(u in sentence for u in self.unsupported)
