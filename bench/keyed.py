@@ -195,6 +195,24 @@ def why_unsure(result: dict) -> list[int]:
     ]
 
 
+def asked_gaps(name: str) -> set[str]:
+    """The set's questions that ask for something their docs do not hold, as classified blind
+    (bench/keyed/why_unsure.json, class `not_covered`: a part asked and not in the docs, RESULTS
+    "Why keyed answers were unsure"): a partial answer is the right one for them."""
+    path = KEYED / "why_unsure.json"
+    rows = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    return {
+        r["case"].split("#")[0] for r in rows if r["set"] == name and r["class"] == "not_covered"
+    }
+
+
+def unsure_where_held(result: dict, name: str) -> tuple[int, int]:
+    """(unsure, questions) among the answerable questions whose docs hold the whole answer."""
+    gaps = asked_gaps(name)
+    held = [a for a in result["answers"] if a["id"] not in gaps]
+    return sum(a["decision"] == "PARTIAL" for a in held), len(held)
+
+
 def held(result: dict, name: str) -> list[str]:
     """[questions answered, the reference answer's words their gold sections hold; the same
     for the unsure]: the share of a maintainer's answer the docs could give at all, for the
@@ -262,7 +280,8 @@ def report(names: list[str]) -> None:
                 + [str(fell) if label == "keyed" else "-"]
             )
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
-        unsure.append([name, *why_unsure(keyed), *held(keyed, name)])
+        u, h = unsure_where_held(keyed, name)
+        unsure.append([name, *why_unsure(keyed), f"{u} of {h} ({u / h:.3f})", *held(keyed, name)])
         plain += [
             f"- {name} `{a['id']}`: “{' '.join(a['text'].split())[:100]}…”"
             for a in keyed["offtopic"]
@@ -273,6 +292,9 @@ def report(names: list[str]) -> None:
             for k, short, ok in TARGETS
             if ok is not None and ks[k]["value"] is not None
         ]
+        verdicts.append(
+            f"unsure where the docs hold the answer {'met' if u <= 0.15 * h else 'missed'}"
+        )
         looked = reads["keyed"][1]
         if looked is not None:
             verdicts.append(f"gold read with looks {'met' if looked >= 0.95 else 'missed'}")
@@ -319,10 +341,17 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
             "the claim check found a sentence unsupported",
             "both",
             "neither",
+            "unsure where the docs hold the whole answer",
             "answered: questions, reference words the gold holds",
             "unsure: questions, reference words the gold holds",
         ],
         unsure,
+    )
+    body += (
+        "\n\nUnsure where the docs hold the whole answer: leaving out the questions that ask for"
+        " something their docs do not hold (classified blind, bench/keyed/why_unsure.json, class"
+        ' `not_covered`; see "Why keyed answers were unsure"), to which a partial answer is the'
+        " right one."
     )
     body += (
         "\n\nThe last two columns: the share of the reference answer's content words (a"
