@@ -213,6 +213,18 @@ def unsure_where_held(result: dict, name: str) -> tuple[int, int]:
     return sum(a["decision"] == "PARTIAL" for a in held), len(held)
 
 
+def unsure_unless_recited(result: dict) -> str:
+    """The unsure of `result`'s answerable questions (count and rate) had no sentence been cited
+    where the docs state it (claims.recite): an answer with a re-cited sentence counted unsure,
+    as the check would have found that sentence unsupported by what it cited."""
+    answers = result["answers"]
+    moved = [
+        any("cited where the docs state them" in n for n in a.get("notes", [])) for a in answers
+    ]
+    unsure = [a["decision"] == "PARTIAL" or m for a, m in zip(answers, moved, strict=True)]
+    return f"{sum(unsure)} ({sum(unsure) / len(unsure):.3f})" if unsure else "-"
+
+
 def held(result: dict, name: str) -> list[str]:
     """[questions answered, the reference answer's words their gold sections hold; the same
     for the unsure]: the share of a maintainer's answer the docs could give at all, for the
@@ -281,7 +293,15 @@ def report(names: list[str]) -> None:
             )
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
         u, h = unsure_where_held(keyed, name)
-        unsure.append([name, *why_unsure(keyed), f"{u} of {h} ({u / h:.3f})", *held(keyed, name)])
+        unsure.append(
+            [
+                name,
+                *why_unsure(keyed),
+                unsure_unless_recited(keyed),
+                f"{u} of {h} ({u / h:.3f})",
+                *held(keyed, name),
+            ]
+        )
         plain += [
             f"- {name} `{a['id']}`: “{' '.join(a['text'].split())[:100]}…”"
             for a in keyed["offtopic"]
@@ -341,11 +361,17 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
             "the claim check found a sentence unsupported",
             "both",
             "neither",
+            "unsure had nothing been re-cited",
             "unsure where the docs hold the whole answer",
             "answered: questions, reference words the gold holds",
             "unsure: questions, reference words the gold holds",
         ],
         unsure,
+    )
+    body += (
+        "\n\nUnsure had nothing been re-cited: the same round, an answer counted unsure when"
+        " its claim check cited a sentence where the docs state it rather than where the answer"
+        " cited it (router/claims.py `recite`)."
     )
     body += (
         "\n\nUnsure where the docs hold the whole answer: leaving out the questions that ask for"

@@ -257,7 +257,8 @@ def recite(written: Any, checked: Checked) -> tuple[Any, str]:
                 blocks[s.block][1].append(c)
                 added += [c] if c not in written.citations + added else []
     note = (
-        f"claim check ({checked.by}): {len(moved)} sentences cited where the docs state them: "
+        f"claim check ({checked.by}): {len(moved)} sentence{'s' * (len(moved) != 1)} cited"
+        " where the docs state them: "
         + "; ".join(
             f"“{_short(s.text)}” → [{', '.join(str(c.source) for c in s.recited)}]" for s in moved
         )

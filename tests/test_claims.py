@@ -143,7 +143,7 @@ def test_a_sentence_stated_by_another_passage_sent_is_cited_there(
     assert ans.text.endswith(f"[1][{moved[0].source}]")
     assert moved[0].source in [s.n for s in ans.sources]
     assert any("we suggest 400" in p.text for p in ans.passages)
-    assert "1 sentences cited where the docs state them" in " ".join(ans.trace.notes)
+    assert "1 sentence cited where the docs state them" in " ".join(ans.trace.notes)
 
 
 def test_supported_elsewhere_naming_no_passage_sent_is_unsupported(

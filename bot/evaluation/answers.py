@@ -93,6 +93,7 @@ def _item(q: dict, ans: Answer) -> dict:
         "looks": ans.trace.route.get("looks", []),
         "offline": ans.trace.offline,
         "caveat": ans.caveat,
+        "notes": ans.trace.notes,  # a fallback, the claim check's findings, a re-citation
     }
 
 
