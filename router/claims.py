@@ -145,9 +145,12 @@ def numbered(
     for s in items:
         for p, c in zip(s.passages, s.cites, strict=True):
             ids.setdefault(p, (f"P{len(ids) + 1}", c))
+    held = [squash(text) for _, text in ids]
     for c in others:
-        if not any(squash(c.cited_text) in squash(text) for _, text in ids):
-            ids.setdefault((c.section, c.cited_text), (f"P{len(ids) + 1}", c))
+        block = squash(c.cited_text)
+        if (c.section, c.cited_text) not in ids and not any(block in t for t in held):
+            ids[(c.section, c.cited_text)] = (f"P{len(ids) + 1}", c)
+            held.append(block)
     return ids
 
 
