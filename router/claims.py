@@ -71,12 +71,11 @@ WORDS = re.compile(r"\w")
 @dataclass
 class Sentence:
     text: str
-    # what the verified citations of its block give the check to read: (the section cited,
+    # what the verified citations of its block give the check to read, (the section cited,
     # "Title › Section"; the text read), each with the citation it comes from
-    passages: list[tuple[str, str]]
+    passages: dict[tuple[str, str], Citation]
     verdict: str = ""
     block: int = -1  # its text block in the answer
-    cites: list[Citation] = field(default_factory=list)  # parallel to `passages`
     recited: list[Citation] = field(default_factory=list)  # ELSEWHERE: what states it
 
 
@@ -129,9 +128,7 @@ def sentences(
             for unit in units:
                 for s in [unit] if unit.startswith("```") else SENTENCE_END.split(unit):
                     if WORDS.search(s):
-                        out.append(
-                            Sentence(s.strip(), list(mine), block=n, cites=list(mine.values()))
-                        )
+                        out.append(Sentence(s.strip(), mine, block=n))
     return out
 
 
@@ -143,7 +140,7 @@ def numbered(
     to the answer, each one block) whose text no passage before holds."""
     ids: dict[tuple[str, str], tuple[str, Citation]] = {}
     for s in items:
-        for p, c in zip(s.passages, s.cites, strict=True):
+        for p, c in s.passages.items():
             ids.setdefault(p, (f"P{len(ids) + 1}", c))
     held = [squash(text) for _, text in ids]
     for c in others:
@@ -154,11 +151,10 @@ def numbered(
     return ids
 
 
-def request(items: list[Sentence], others: Sequence[Citation] = ()) -> str:
-    """The check's user message: the passages numbered once (`numbered`), each with the section it
-    comes from (its heading says what the passage is about: "You can disable it" under "Docs URLs
-    › Swagger UI"), then the sentences with the passages each cites."""
-    ids = numbered(items, others)
+def request(items: list[Sentence], ids: dict[tuple[str, str], tuple[str, Citation]]) -> str:
+    """The check's user message: the passages numbered once (`ids`, from `numbered`), each with
+    the section it comes from (its heading says what the passage is about: "You can disable it"
+    under "Docs URLs › Swagger UI"), then the sentences with the passages each cites."""
     esc = html.escape
     passages = "\n".join(
         f'<passage id="{i}" section="{esc(p[0])}">{esc(p[1], quote=False)}</passage>'
@@ -180,7 +176,7 @@ def with_claude(
     verdict."""
     ids = numbered(items, others)
     data, usage = structured(
-        client, model, render("check"), request(items, others), SCHEMA, MAX_TOKENS, "check"
+        client, model, render("check"), request(items, ids), SCHEMA, MAX_TOKENS, "check"
     )
     given = data.get("sentences")
     if not isinstance(given, list):
@@ -202,7 +198,7 @@ def with_claude(
             named = verdicts[n].get("passages")
             found = [by_id[i] for i in named if i in by_id] if isinstance(named, list) else []
             for c in found:
-                if c not in s.cites and c not in s.recited:
+                if c not in s.passages.values() and c not in s.recited:
                     s.recited.append(c)
             # naming no passage sent, or only its own: what the verdict says is not shown
             s.verdict = ELSEWHERE if s.recited else SUPPORTED if found else UNSUPPORTED
@@ -216,7 +212,7 @@ def offline(citations: list[Citation]) -> Checked:
     """The offline answer's quotes: each supports itself when it was found in its chunk."""
     items = [
         Sentence(
-            c.cited_text, [(c.section, c.cited_text)], SUPPORTED if c.verified else UNSUPPORTED
+            c.cited_text, {(c.section, c.cited_text): c}, SUPPORTED if c.verified else UNSUPPORTED
         )
         for c in citations
     ]

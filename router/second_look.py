@@ -182,9 +182,10 @@ def looks_for(
 ) -> Looks | None:
     """The looks one answer may take in `docs` (the question's scope and index generation), from
     the passages, sources and their sections it reads first (each look adds to them), `tell`
-    told of each (its
-    query, the sections it found); None when no look may be taken."""
+    told of each (its query, the sections it found); None when no look may be taken."""
     if budget.looks <= 0:
         return None
     search = searching(docs, embed, budget.depth, budget.tokens)
-    return Looks(search, budget.looks, passages, by_chunk, source_for(base_url), tell, [], sections)
+    return Looks(
+        search, budget.looks, passages, by_chunk, source_for(base_url), tell, sections=sections
+    )

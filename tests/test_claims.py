@@ -164,7 +164,8 @@ def test_the_check_lists_what_else_was_sent_once():
         Citation(1, "d", "A", "u", "Gamma.", True, ("Gamma.",)),
         Citation(2, "e", "B", "v", "Delta.", True, ("Delta.",)),
     ]
-    asked = claims.request(claims.sentences([("Alpha.", [cited])]), others)
+    items = claims.sentences([("Alpha.", [cited])])
+    asked = claims.request(items, claims.numbered(items, others))
     got = re.findall(r'<passage id="(P\d)" section="(\w)">(.*?)</passage>', asked, re.S)
     assert got == [("P1", "A", "Alpha beta.\n\nGamma."), ("P2", "B", "Delta.")]
 
@@ -245,7 +246,7 @@ def test_sentences_keep_code_blocks_whole_and_split_lines():
         "Second e.g. this.",
         "- v1.2 is out",
     ]
-    assert all(p == [("s", "passage")] for _, p in got)
+    assert all(p == {("s", "passage"): cit} for _, p in got)
 
 
 def test_the_check_reads_a_citation_with_the_blocks_either_side():
@@ -264,7 +265,8 @@ def test_the_check_reads_a_citation_with_the_blocks_either_side():
     got = citations.check(cit, results, [source])
     assert got is not None and got.verified and got.around == tuple(blocks[:3])
     reply = [("Pin it:", [got]), ("\n```txt\nfastapi==0.112.0\n```", [])]
-    asked = claims.request(claims.sentences(reply))
+    items = claims.sentences(reply)
+    asked = claims.request(items, claims.numbered(items))
     assert ">" + "\n\n".join(blocks[:3]) + "</passage>" in asked
     assert asked.count('cites="P1"') == 2  # the example cites nothing: it is read as its lead's
 
@@ -291,7 +293,8 @@ def test_the_check_reads_a_tasted_section_whole(examples_db, local_embedder, stu
 def test_the_check_reads_each_passage_with_its_section():
     """A passage's heading says what it is about ("You can disable it" under "Swagger UI")."""
     cit = Citation(1, "d", "Metadata › Docs URLs", "u", "You can disable it.", True)
-    asked = claims.request(claims.sentences([("Disable Swagger UI with docs_url.", [cit])]))
+    items = claims.sentences([("Disable Swagger UI with docs_url.", [cit])])
+    asked = claims.request(items, claims.numbered(items))
     assert '<passage id="P1" section="Metadata › Docs URLs">You can disable it.</passage>' in asked
 
 
