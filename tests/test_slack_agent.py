@@ -5,6 +5,7 @@ in that thread reading its history, and app_context_changed keeping DM answers i
 of the channel the user is looking at. And the stream stand-in refusing what Slack refuses."""
 
 import json
+import time
 
 import pytest
 from slack_sdk import WebClient
@@ -41,6 +42,15 @@ def scoped(make_harness, tmp_path, transport):
     path = tmp_path / "scopes.yaml"
     path.write_text(SCOPES)
     return make_harness(transport, scopes=str(path))
+
+
+def viewing_kept(h, channel: str, user: str = "U1", dm_channel: str = "D1") -> None:
+    """Bolt acks an event before its listener runs, so a context change and the next question
+    are two events that may run in either order: wait, as a user does, until it is kept."""
+    deadline = time.monotonic() + 10
+    while h.state.viewing(user, dm_channel) != channel:
+        assert time.monotonic() < deadline, f"{channel!r} not kept as viewed"
+        time.sleep(0.02)
 
 
 def tasks_of(message: dict) -> list[dict]:
@@ -146,6 +156,7 @@ def test_app_context_changed_keeps_dm_answers_inside_the_viewed_channels_scope(
     [everywhere] = answer_in(h.mock, "D1")
     assert audit_rows(h, "D1")[0]["decision"] != "ABSTAIN"
     h.event(context_changed("CBILLING"), "EvC2")
+    viewing_kept(h, "CBILLING")
     h.event(dm(question, ts="1700000080.000200"), "EvC3")
     [_, billing] = answer_in(h.mock, "D1", 2)
     row = audit_rows(h, "D1")[1]
@@ -159,6 +170,7 @@ def test_app_context_changed_keeps_dm_answers_inside_the_viewed_channels_scope(
     assert "webhook" not in json.dumps(tasks_of(billing)).lower()
     # looking at no channel again: the DM's own scope (everything)
     h.event(context_changed(""), "EvC4")
+    viewing_kept(h, "")
     h.event(dm(question, ts="1700000080.000300"), "EvC5")
     answer_in(h.mock, "D1", 3)
     assert "scope" not in audit_rows(h, "D1")[2]["routing"]
