@@ -320,8 +320,8 @@ def test_a_prefix_is_marked_for_caching_only_where_it_reaches_the_minimum(
     examples_db, local_embedder, stub
 ):
     """A cache_control marker on a prefix shorter than the model's minimum caches nothing: the
-    classifier's taxonomy prompt (~1,250 tokens) passes the 5.5 models' 512 and is marked,
-    written once and read by the next question; the other steps' short prompts carry none."""
+    classifier's taxonomy prompt (~1,250 tokens) and the answer's rules pass the 5.5 models' 512
+    and are marked, the same prefix for every question; the check's shorter prompt carries none."""
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
     p = make_pipeline(examples_db, local_embedder, stub, models=MODELS_55)
@@ -333,9 +333,11 @@ def test_a_prefix_is_marked_for_caching_only_where_it_reaches_the_minimum(
     prefix = json.dumps(cached_prefix(first_call))
     assert SIGNATURE_Q not in prefix and ROTATE_Q not in prefix
     assert second.trace.usage["classify"]["cache_read_input_tokens"] > 500
-    for kind in ("answer", "check"):
-        for body in fake.calls(kind):
-            assert not any(flag for _, flag in prompt_parts(body)), kind
+    first_answer, second_answer = fake.calls("answer")[:1] + fake.calls("answer")[-1:]
+    assert cached_prefix(first_answer) == cached_prefix(second_answer) != []
+    assert SIGNATURE_Q not in json.dumps(cached_prefix(first_answer))
+    for body in fake.calls("check"):
+        assert not any(flag for _, flag in prompt_parts(body))
 
 
 def long_request(model: str, system_tokens: int, question: str) -> dict:

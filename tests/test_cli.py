@@ -245,8 +245,14 @@ def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypa
     assert s["feedback"] == {"helpful": 1}
     sonnet, haiku = s["models"]["claude-sonnet-5-5"], s["models"]["claude-haiku-5-5"]
     assert sonnet["calls"] == 2 and haiku["calls"] == 4  # classify and check, twice
-    assert sonnet["cache_read_input_tokens"] == sonnet["cache_creation_input_tokens"] == 0
-    expected = (sonnet["input_tokens"] * 2 + sonnet["output_tokens"] * 10) / 1e6
+    # the answer's rules are one cached prefix: written by the first question, read by the second
+    assert sonnet["cache_read_input_tokens"] == sonnet["cache_creation_input_tokens"] > 0
+    expected = (
+        sonnet["input_tokens"] * 2
+        + sonnet["output_tokens"] * 10
+        + sonnet["cache_creation_input_tokens"] * 2.5
+        + sonnet["cache_read_input_tokens"] * 0.1
+    ) / 1e6
     assert abs(sonnet["cost_usd"] - expected) < 1e-6
     assert abs(s["cost_usd"] - sonnet["cost_usd"] - haiku["cost_usd"]) < 1e-6
     # per step and per answer: the steps' costs add up to the total; two of the three
