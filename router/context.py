@@ -114,8 +114,9 @@ def merged(chunks: list[dict]) -> str:
 def units(text: str, share: int) -> list[str]:
     """A chunk's pieces a taste is chosen from: its paragraphs and code blocks, and a paragraph
     longer than `share` tokens by its parts: a table's rows (each with the table's header lines
-    before it), a list's items, and prose (hard-wrapped or not) by its sentences, so that no
-    piece is a fragment of a line."""
+    before it, or alone where both do not fit in the share: a taste cut short would keep the
+    header and lose the row), a list's items, and prose (hard-wrapped or not) by its sentences,
+    so that no piece is a fragment of a line."""
     out: list[str] = []
     for para in paragraphs(text):
         if HEADING.match(para) or COMMENT.match(para):
@@ -126,7 +127,8 @@ def units(text: str, share: int) -> list[str]:
         lines = [line for line in para.split("\n") if line.strip()]
         if len(lines) > 2 and lines[0].lstrip().startswith("|") and RULE.match(lines[1]):
             head = "\n".join(lines[:2]) + "\n"
-            out += [head + line for line in lines[2:]]
+            fit = share * CHARS_PER_TOKEN - len(head)
+            out += [head + line if len(line) <= fit else line for line in lines[2:]]
             continue
         items: list[str] = []  # a list item with its continuation lines, a table's row (of a
         # chunk that starts inside a table), or the prose before

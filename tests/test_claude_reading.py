@@ -110,6 +110,29 @@ def test_a_taste_of_a_long_table_is_its_row_that_writes_the_code(examples_db, lo
     assert taste.splitlines()[-1].startswith("| `TW-1016` | 410 |")
 
 
+def test_a_taste_of_a_wide_table_is_the_row_not_its_header(examples_db, local_embedder):
+    """Where a row and the table's header do not both fit in the share, the row stands alone:
+    a header cut from its row says nothing."""
+    docs, _ = candidates(examples_db, local_embedder, "compression")
+    head = "| Name | Description | Type | Default |\n|:--|:-----|:-|:-|\n"
+    rows = [
+        f"| `{name}` | {'Option of the reader that sets what it does with the file. ' * 3}"
+        f"{extra} | `VARCHAR` | `auto` |"
+        for name, extra in [
+            ("delim", "The delimiter of the columns."),
+            ("compression", "The compression type for the file, gzip or zstd."),
+            ("header", "Whether the file has a header line."),
+        ]
+    ]
+    chunk = {"text": head + "\n".join(rows), "heading_path": ["Parameters"]}
+    terms = tokenize("is there an option to tell it the file is compressed with gzip")
+    taste = context.excerpt([chunk], terms, [], docs.searcher.bm25, 60)
+    assert "| Name |" not in taste and taste.startswith("| `compression` |")
+    # with room for both, the row keeps the header that names its columns
+    roomy = context.excerpt([chunk], terms, [], docs.searcher.bm25, 120)
+    assert roomy.startswith("| Name |") and roomy.splitlines()[-1].startswith("| `compression` |")
+
+
 # -- identifiers ---------------------------------------------------------------------------------
 
 
