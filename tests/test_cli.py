@@ -216,6 +216,7 @@ def test_a_partial_answer_is_marked_in_the_cli(examples_db, stub, monkeypatch, c
 
 
 def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypatch, capsys):
+    from bot.prices import DEFAULT_PRICES
     from bot.state.sqlite import SqliteState
     from index.store import open_db
     from tests.standins.claude import FakeClaude
@@ -247,11 +248,12 @@ def test_audit_stats_counts_tokens_and_cost_by_model(examples_db, stub, monkeypa
     assert sonnet["calls"] == 2 and haiku["calls"] == 4  # classify and check, twice
     # the answer's rules are one cached prefix: written by the first question, read by the second
     assert sonnet["cache_read_input_tokens"] == sonnet["cache_creation_input_tokens"] > 0
+    price = DEFAULT_PRICES["claude-sonnet-5-5"]
     expected = (
-        sonnet["input_tokens"] * 2
-        + sonnet["output_tokens"] * 10
-        + sonnet["cache_creation_input_tokens"] * 2.5
-        + sonnet["cache_read_input_tokens"] * 0.1
+        sonnet["input_tokens"] * price["input"]
+        + sonnet["output_tokens"] * price["output"]
+        + sonnet["cache_creation_input_tokens"] * price["cache_write"]
+        + sonnet["cache_read_input_tokens"] * price["cache_read"]
     ) / 1e6
     assert abs(sonnet["cost_usd"] - expected) < 1e-6
     assert abs(s["cost_usd"] - sonnet["cost_usd"] - haiku["cost_usd"]) < 1e-6

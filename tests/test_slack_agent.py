@@ -5,7 +5,6 @@ in that thread reading its history, and app_context_changed keeping DM answers i
 of the channel the user is looking at. And the stream stand-in refusing what Slack refuses."""
 
 import json
-import time
 
 import pytest
 from slack_sdk import WebClient
@@ -47,10 +46,7 @@ def scoped(make_harness, tmp_path, transport):
 def viewing_kept(h, channel: str, user: str = "U1", dm_channel: str = "D1") -> None:
     """Bolt acks an event before its listener runs, so a context change and the next question
     are two events that may run in either order: wait, as a user does, until it is kept."""
-    deadline = time.monotonic() + 10
-    while h.state.viewing(user, dm_channel) != channel:
-        assert time.monotonic() < deadline, f"{channel!r} not kept as viewed"
-        time.sleep(0.02)
+    wait(lambda: h.state.viewing(user, dm_channel) == channel, what=f"{channel!r} kept as viewed")
 
 
 def tasks_of(message: dict) -> list[dict]:
