@@ -263,10 +263,23 @@ TARGETS = (  # issue 50's targets for keyed answers: (figure, its label, met whe
 )
 
 
+def spending(name: str, keyed: dict) -> list:
+    """[set, questions, USD per 1,000 questions, looks per question, asked to look] of a round."""
+    from bot.costs import stats
+    from bot.prices import DEFAULT_PRICES
+
+    every = keyed["answers"] + keyed["offtopic"]
+    usages = [{"decision": "", "usage": a.get("usage") or {}, "feedback": {}} for a in every]
+    usd = stats(usages, DEFAULT_PRICES)["cost_per_question_usd"]
+    looks = sum(len(a["looks"]) for a in every) / max(1, len(every))
+    asked = sum(bool(a.get("asked_to_look")) for a in every)
+    return [name, len(every), f"{usd * 1000:.2f}", f"{looks:.2f}", asked]
+
+
 def report(names: list[str]) -> None:
     """The section "keyed" of bench/RESULTS.md: each finished set's last round beside the
     offline path on the same questions, the targets met or missed, what was answered."""
-    rows, counts, unsure, met, left, plain = [], [], [], [], [], []
+    rows, counts, unsure, met, left, plain, spent = [], [], [], [], [], [], []
     for name in names:
         folder = KEYED / name
         tally = answered(name)
@@ -292,6 +305,7 @@ def report(names: list[str]) -> None:
                 + [str(fell) if label == "keyed" else "-"]
             )
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
+        spent.append(spending(name, keyed))
         u, h = unsure_where_held(keyed, name)
         unsure.append(
             [
@@ -352,6 +366,23 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
             "NOT_IN_DOCS",
         ],
         counts,
+    )
+    body += (
+        "\n\nWhat the keyed questions cost: every request of the round billed by the stand-in"
+        " as the API bills (prompt caching included, the questions asked in turn) and priced at"
+        " bot/prices.py's list prices with the default models: the answer with its second looks"
+        " and the claim check. Asked to look: answers that named a gap before any look and were"
+        " asked once to look first (router/compose.py).\n\n"
+        + table(
+            [
+                "set",
+                "questions",
+                "USD per 1,000 questions",
+                "looks per question",
+                "asked to look",
+            ],
+            spent,
+        )
     )
     body += "\n\nWhy a keyed answer to an answerable question is unsure (PARTIAL):\n\n" + table(
         [

@@ -16,7 +16,7 @@ from prompts import render
 
 from . import citations
 from .answer import Citation, Passage, Source
-from .claude import MessagesClient, Unusable
+from .claude import MessagesClient, Unusable, failures
 from .clock import REAL, Clock
 from .messages import cached_system, merge_usage, message, options, usage_of
 from .second_look import NOTHING_NEW, Looks, answered_content, tool_calls, tool_results
@@ -24,6 +24,7 @@ from .second_look import NOTHING_NEW, Looks, answered_content, tool_calls, tool_
 log = logging.getLogger(__name__)
 
 NOT_IN_DOCS = "NOT_IN_DOCS"
+GAP = "docs don't cover"  # how the prompt has an answer name a part the results leave out
 # an answer's text: ~110 tokens usually, the longest seen under 800 (bench/claude_paths.py); 1,500
 # leaves it room with thinking off (router/messages.py thinking_for); a model that always thinks
 # gets THINKING_ROOM more. A reply cut there is asked again once with RETRY_MAX_TOKENS, when
@@ -103,11 +104,13 @@ def compose(
     the text to `on_text`; `until` (on `clock`) cuts the stream there, keeping what came
     (CUT). With `looks` (router/second_look.py) the request offers the search tool: each round
     that ends in a call of it is answered with the sections found and the answer goes on, while
-    looks and time are left. A reply cut by max_tokens is asked again once with more room when
-    the time allows (not streamed again: the returned text supersedes what was streamed); a
-    second try that fails or is cut keeps the first reply. An error before any text was shown is
-    raised (the step is tried again or falls back offline); after, what was shown and checked is
-    kept, CUT."""
+    looks and time are left; a reply that names a gap before any look (`gap_unlooked`) is asked
+    once to look first (prompts/look.md), and the answer then written replaces it (the reply
+    stands when none comes or it fails, nothing of it shown). A reply cut by max_tokens is asked
+    again once with more room when the time allows (not streamed again: the returned text
+    supersedes what was streamed); a second try that fails or is cut keeps the first reply. An
+    error before any text was shown is raised (the step is tried again or falls back offline);
+    after, what was shown and checked is kept, CUT."""
     results = citations.search_results(passages, by_chunk)
     sources = list(by_chunk.values())
     hold = Holdback(on_text)
@@ -121,26 +124,41 @@ def compose(
     )
     usage = usage_of(msg)
     kept: list[Any] = []  # the text of rounds that ended in a look, when it was shown
-    while looks is not None and not cut and msg.stop_reason == "tool_use":
-        calls = tool_calls(msg)
+    nudged: tuple | None = None  # the reply that named a gap without a look, and `kept` then
+    while looks is not None and not cut:
         took = clock.monotonic() - started
-        if not calls or looks.left <= 0 or (until is not None and until - clock.monotonic() < took):
-            break
-        kept += [b for b in msg.content if b.type == "text"] if hold.released else []
-        hold.held = ""  # what came before the call and was never shown: the model's aside
-        contents = []
-        for call in calls:
-            content, new, of = looks.look(call) if looks.left > 0 else ([], [], [])
-            contents.append(content or [{"type": "text", "text": NOTHING_NEW}])
+        time_left = until - clock.monotonic() if until is not None else None
+        if msg.stop_reason == "tool_use":
+            calls = tool_calls(msg)
+            if not calls or looks.left <= 0 or (time_left is not None and time_left < took):
+                break
+            kept += [b for b in msg.content if b.type == "text"] if hold.released else []
+            hold.held = ""  # what came before the call and was never shown: the model's aside
+            turn, new, of = looked(calls, looks)
             results, sources = results + new, sources + of
-        convo += [{"role": "assistant", "content": answered_content(msg)}]
-        convo += [tool_results(calls, contents)]
+            convo += [{"role": "assistant", "content": answered_content(msg)}, turn]
+        elif nudged is None and gap_unlooked(msg, looks, time_left, took):
+            nudged, kept, looks.asked = (msg, kept), [], True
+            hold = Holdback(None if hold.released else on_text)
+            convo += [{"role": "assistant", "content": answered_content(msg)}]
+            convo += [{"role": "user", "content": [{"type": "text", "text": render("look")}]}]
+        else:
+            break
         started = clock.monotonic()
         tools = looks.tools()
-        msg, cut = _stream(
-            client, model, convo, results, sources, MAX_TOKENS, hold, until, tools, clock
-        )
-        usage = merge_usage(usage, usage_of(msg))
+        try:
+            msg, cut = _stream(
+                client, model, convo, results, sources, MAX_TOKENS, hold, until, tools, clock
+            )
+            usage = merge_usage(usage, usage_of(msg))
+        except failures() as e:
+            if nudged is None or hold.released:
+                raise
+            log.info("the answer after a look it was asked to take failed (%s)", e)
+            cut = "failed"
+    if nudged is not None and not hold.released and (cut or msg.stop_reason == "tool_use"):
+        # no answer came after the nudge, and nothing of it was shown: the reply before it stands
+        (msg, kept), cut = nudged, ""
     left = (until - clock.monotonic()) if until is not None else None
     retry = not cut and not kept and len(convo) == 1 and msg.stop_reason == "max_tokens"
     if retry and (left is None or left > RETRY_TIME):
@@ -170,6 +188,29 @@ def compose(
         written.status = CUT
     written.usage = usage
     return written
+
+
+def looked(calls: list[Any], looks: Looks) -> tuple[dict, list[dict], list[Source]]:
+    """The user turn that answers the reply's search calls, and the search results (with their
+    sources) it adds, in order."""
+    contents: list[list[dict]] = []
+    results: list[dict] = []
+    sources: list[Source] = []
+    for call in calls:
+        content, new, of = looks.look(call) if looks.left > 0 else ([], [], [])
+        contents.append(content or [{"type": "text", "text": NOTHING_NEW}])
+        results, sources = results + new, sources + of
+    return tool_results(calls, contents), results, sources
+
+
+def gap_unlooked(msg: Any, looks: Looks, time_left: float | None, took: float) -> bool:
+    """Does the reply name a gap (NOT_IN_DOCS, or "The docs don't cover" as the prompt asks)
+    before any look, with a look left and time for a call and an answer, each about as long as
+    the round that wrote it (`took`)? Then it is asked once to look first."""
+    if looks.done or looks.left <= 0 or (time_left is not None and time_left < 2 * took):
+        return False
+    text = "".join(b.text for b in msg.content if b.type == "text")
+    return text.strip() == NOT_IN_DOCS or GAP in text.lower()
 
 
 @dataclass

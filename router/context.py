@@ -5,7 +5,8 @@ first, a section at a time: the whole section (every chunk of it, merged in the 
 file, overlaps once) when it fits in what is left of the budget, else the candidate chunks of it
 that fit; a section already read is never sent twice (a later candidate of it is merged into it).
 Each section goes to the answer as one search_result whose title is its heading path ("Title ›
-Section") and whose text blocks are its paragraphs (router/citations.py). Sections that do not fit
+Section") and whose text blocks are its paragraphs (router/citations.py), as a reader of the page
+reads them (router/rendered.py: an in-page anchor is its text). Sections that do not fit
 are passed over for later, smaller ones, so the budget is filled in rank order.
 
 Tokens are estimated as the Messages API stand-in bills them (~3.5 characters a token of the
@@ -27,6 +28,7 @@ from index.search import BM25, Hit, tokenize
 from .answer import Citation, Passage, Source, label
 from .citations import number_sources, paragraphs
 from .exact import holds
+from .rendered import shown
 from .units import closed, sentences, whole_sentences
 
 if TYPE_CHECKING:
@@ -108,7 +110,7 @@ def merged(chunks: list[dict]) -> str:
         else:
             text = text.rstrip("\n") + "\n\n" + c["text"].lstrip("\n")
         end = c["end"]
-    return text
+    return shown(text)
 
 
 def units(text: str, share: int) -> list[str]:
@@ -159,7 +161,7 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
     pieces: list[tuple[tuple[int, float], int, str, int]] = []
     for c in chunks:
         head = tokenize(" ".join(c["heading_path"]))
-        for piece in units(c["text"], share):
+        for piece in units(shown(c["text"]), share):
             own = tokenize(piece)
             named = sum(holds(piece, n) for n in names)
             score = (named, bm25.coverage(terms, own + head))
@@ -289,7 +291,7 @@ def pack(
     packer.deep(first, groups[first], docs, keep, whole=False)
     later = [h for h in hits if h.section != first]
     rest = grouped(later[: reach(later, packer.left)])
-    lengths = [len(p) for h in hits for p in paragraphs(h.chunk["text"])]
+    lengths = [len(p) for h in hits for p in paragraphs(shown(h.chunk["text"]))]
     cap = int(np.median(lengths) / CHARS_PER_TOKEN) + BLOCK_TOKENS if lengths else budget
     sections = list(rest)
     wraps = [packaging(rest[s][:1]) + BLOCK_TOKENS for s in sections]

@@ -374,6 +374,8 @@ class Pipeline:
             found = [r["section"] for look in done for r in look["read"]]
             if done:
                 run.trace.route["looks"] = done
+            if looks is not None and looks.asked:
+                run.trace.route["asked_to_look"] = True
             add_usage(run.trace.usage, "answer", written.usage)
             return written, Context(read.labels + found, passages, sources, sections)
 

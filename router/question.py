@@ -171,7 +171,7 @@ def conclude(
         else "unverified"
         if not verified or any(not c.verified for c in written.citations)
         else "not_covered"
-        if gap or "docs don't cover" in written.text.lower()
+        if gap or compose.GAP in written.text.lower()
         else "loose"
         if strength == PARTIAL
         else ""

@@ -16,7 +16,8 @@ query, the sections it found) goes into the trace's routing, which the audit row
 
 The model decides: the prompt (prompts/answer.md) asks it to search before answering when the
 results do not answer the question or a part of it, so a question answered on the first read
-makes one round trip as before; only the tool's definition is added to its request.
+makes one round trip as before; only the tool's definition is added to its request. An answer
+that names a gap before any look is asked once to look first (router/compose.py).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class Looks:
     tell: Callable[[str, list[str]], None] = lambda kind, labels: None
     done: list[dict] = field(default_factory=list)
     sections: dict[str, int] = field(default_factory=dict)  # a source's key: its section's id
+    asked: bool = False  # asked to look after naming a gap without one (router/compose.py)
 
     @property
     def left(self) -> int:

@@ -6,11 +6,11 @@ import anthropic
 import pytest
 
 from index.search import tokenize
-from router import context, exact, units
+from router import context, exact, rendered, units
 from router.answer import ANSWER, PARTIAL
 from router.engine import Engine
 from router.pipeline import Pipeline
-from tests.standins.claude import FakeClaude
+from tests.standins.claude import OVERLOADED, FakeClaude
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -133,6 +133,29 @@ def test_a_taste_of_a_wide_table_is_the_row_not_its_header(examples_db, local_em
     assert roomy.startswith("| Name |") and roomy.splitlines()[-1].startswith("| `compression` |")
 
 
+def test_a_row_is_read_without_its_in_page_anchor(examples_db, local_embedder):
+    """An option table's anchor (`<a id href="#…" title>` in every row) is read as its text, so a
+    row's taste is its words; code and links to other pages stay as written."""
+    docs, _ = candidates(examples_db, local_embedder, "compression")
+    anchor = '<a id="opt-{0}" href="#opt-{0}" title="#opt-{0}">`{0}`</a>'
+    rows = [
+        f"| {anchor.format(name)} | {'Sets what the reader does with the file. ' * 2}{extra} |"
+        for name, extra in [
+            ("delim", "The delimiter of the columns."),
+            ("compression", "The compression type for the file, gzip or zstd."),
+        ]
+    ]
+    text = '<a id="options"></a>\n| Option | Description |\n|:--|:--|\n' + "\n".join(rows)
+    terms = tokenize("which option sets the delimiter of the columns")
+    chunk = {"text": text, "heading_path": ["Parameters"]}
+    taste = context.excerpt([chunk], terms, [], docs.searcher.bm25, 40)
+    assert taste == rows[0].replace(anchor.format("delim"), "`delim`")
+    kept = 'See <a href="https://x.io/a">the guide</a> or `<a href="#b">b</a>`.'
+    fence = '```html\n<a id="k">k</a>\n```'
+    assert rendered.shown(f"{kept}\n{fence}") == f"{kept}\n{fence}"
+    assert rendered.shown(text).splitlines()[0] == "| Option | Description |"
+
+
 # -- identifiers ---------------------------------------------------------------------------------
 
 
@@ -242,6 +265,56 @@ def test_looks_are_bounded_then_the_answer_is_written(examples_db, local_embedde
     calls = fake.calls("answer")
     assert len(calls) == 3 and calls[-1]["tool_choice"] == {"type": "none"}
     assert len(ans.trace.route["looks"]) == 2 and fake.refused == []
+
+
+GAP_ANSWER = [
+    ("Roll it with the CLI.", [(0, 0, 1)]),
+    " The docs don't cover how long the old key keeps working.",
+]
+
+
+def test_a_gap_named_before_any_look_is_looked_for_first(examples_db, local_embedder, stub):
+    """Claude names a gap without searching: it is asked once to search first, and the answer
+    it writes after the look is the one given."""
+    fake = FakeClaude(looks=[None, "grace period old key"], answer=GAP_ANSWER)
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=2)
+    ans = pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    first, nudge, written = fake.calls("answer")
+    assert "tool_choice" not in nudge and nudge["messages"][1]["role"] == "assistant"
+    [asked] = nudge["messages"][2]["content"]
+    assert asked["type"] == "text" and "without searching" in asked["text"]
+    assert written["messages"][-1]["content"][0]["type"] == "tool_result"
+    [look] = ans.trace.route["looks"]
+    assert look["query"] == "grace period old key"
+    assert ans.text.count("Roll it with the CLI.") == 1 and fake.refused == []
+
+
+def test_a_gap_is_not_looked_for_again_after_a_look_or_when_none_is_left(
+    examples_db, local_embedder, stub
+):
+    fake = FakeClaude(looks=["grace period"], answer=GAP_ANSWER)
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=2)
+    pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    assert len(fake.calls("answer")) == 2  # the look, then the answer with its gap
+    fake = FakeClaude(answer=GAP_ANSWER)
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=0)
+    ans = pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    assert len(fake.calls("answer")) == 1 and ans.decision == PARTIAL
+
+
+def test_the_answer_before_the_nudge_stands_when_the_next_one_fails(
+    examples_db, local_embedder, stub
+):
+    fake = FakeClaude(looks=[None, "grace period"], answer=GAP_ANSWER)
+    fake.faults_for["answer"] = [None] + [OVERLOADED] * 5  # every answer after the first fails
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=2)
+    ans = pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    assert ans.decision == PARTIAL and "Roll it with the CLI." in ans.text
+    assert ans.trace.offline is False and "looks" not in ans.trace.route
 
 
 def test_no_tool_is_offered_without_looks(examples_db, local_embedder, stub):

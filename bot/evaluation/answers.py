@@ -91,6 +91,8 @@ def _item(q: dict, ans: Answer) -> dict:
         # what Claude read (its first read, each second look), for bench/keyed.py
         "read": ans.trace.route.get("read", []),
         "looks": ans.trace.route.get("looks", []),
+        "asked_to_look": ans.trace.route.get("asked_to_look", False),
+        "usage": ans.trace.usage,  # what each Claude step was billed, for bench/keyed.py
         "offline": ans.trace.offline,
         "caveat": ans.caveat,
         "notes": ans.trace.notes,  # a fallback, the claim check's findings, a re-citation

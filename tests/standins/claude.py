@@ -156,7 +156,7 @@ class FakeClaude:
         rules: bool = True,
         timing: dict[str, tuple[float, float]] | None = None,
         down: dict[str, tuple] | None = None,
-        looks: list[str] | None = None,
+        looks: list[str | None] | None = None,
         clock: Clock = REAL,
     ):
         self.answer: list[Any] = (
@@ -210,7 +210,7 @@ class FakeClaude:
         # model → (seconds to the first token, output tokens per second): MODEL_TIMING
         self.timing = timing
         # an answer request that offers a tool calls it with these queries in turn (one per
-        # round, while tool_choice allows it), then answers
+        # round, while tool_choice allows it; a None round answers), then answers
         self.looks = list(looks or [])
         self.issued = 0  # tool calls made, for their ids
 
@@ -442,14 +442,10 @@ class FakeClaude:
     def answer_message(self, body: dict) -> dict:
         results = self.search_results(body)
         offered = [t.get("name") for t in body.get("tools") or []]
-        asked = sum(
-            b.get("type") == "tool_result"
-            for m in body.get("messages", [])
-            if isinstance(m.get("content"), list)
-            for b in m["content"]
-        )
+        # the round: the assistant turns before it
+        asked = sum(m.get("role") == "assistant" for m in body.get("messages", []))
         allowed = (body.get("tool_choice") or {}).get("type") != "none"
-        if offered and allowed and asked < len(self.looks):
+        if offered and allowed and asked < len(self.looks) and self.looks[asked] is not None:
             with self.lock:
                 self.issued += 1
                 call_id = f"toolu_stub{self.issued}"
