@@ -369,7 +369,8 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
     )
     body += (
         "\n\nWhat the keyed questions cost: every request of the round billed by the stand-in"
-        " as the API bills (prompt caching included, the questions asked in turn) and priced at"
+        " as the API bills (prompt caching included: the system prompts, and the turns a look's"
+        " round sends again; the questions asked in turn) and priced at"
         " bot/prices.py's list prices with the default models: the answer with its second looks"
         " and the claim check. Asked to look: answers that named a gap before any look and were"
         " asked once to look first (router/compose.py).\n\n"

@@ -18,8 +18,15 @@ from . import citations
 from .answer import Citation, Passage, Source
 from .claude import MessagesClient, Unusable, failures
 from .clock import REAL, Clock
-from .messages import cached_system, merge_usage, message, options, usage_of
-from .second_look import NOTHING_NEW, Looks, answered_content, tool_calls, tool_results
+from .messages import cached_system, cached_turns, merge_usage, message, options, usage_of
+from .second_look import (
+    NO_TOOL,
+    NOTHING_NEW,
+    Looks,
+    answered_content,
+    tool_calls,
+    tool_results,
+)
 
 log = logging.getLogger(__name__)
 
@@ -235,12 +242,14 @@ def _stream(
     clock: Clock = REAL,
 ) -> tuple[Any, str]:
     """(the message, "" or why it was cut short: the deadline, or an error once text was
-    shown)."""
+    shown). With the search tool offered, the turns a later round sends again are cached."""
+    tools = tools or {}
+    last = tools.get("tool_choice") == NO_TOOL  # no round follows this one
     with client.messages.stream(
         system=cached_system(render("answer"), model),
-        messages=convo,
+        messages=cached_turns(convo, model, last) if tools else convo,
         **options(model, "answer", max_tokens),
-        **(tools or {}),
+        **tools,
     ) as stream:
         kind = stream.response.headers.get("content-type", "")
         if not kind.startswith("text/event-stream"):

@@ -130,6 +130,27 @@ def cached_text(text: str, model: str, before: str = "") -> dict:
     return block
 
 
+def cached_turns(convo: list[dict], model: str, last: bool = False) -> list[dict]:
+    """A conversation of rounds (the answer's second looks) as sent: each user turn a later
+    round sends again ends a cached prefix, so that round reads it from the cache: the first turn
+    (the docs read and the question) and the last two (`cache_control` on their last block; with
+    the system prompt's, the API's four a request), where the prefix can reach `model`'s minimum
+    cacheable length. In the `last` round (no look left) the newest turn is not written to the
+    cache: no round reads it. The turns are copied; `convo` is left as it is."""
+    users = [i for i, m in enumerate(convo) if m["role"] == "user"]
+    ends = {users[0], *users[-2 : len(users) - last]} if users else set()
+    out, chars = [], 0
+    for i, turn in enumerate(convo):
+        content = turn["content"]
+        chars += len(json.dumps(content, ensure_ascii=False))
+        long_enough = chars / CHARS_PER_TOKEN >= min_cacheable(model)
+        if i in ends and isinstance(content, list) and content and long_enough:
+            end = {**content[-1], "cache_control": CACHE_CONTROL}
+            turn = {**turn, "content": [*content[:-1], end]}
+        out.append(turn)
+    return out
+
+
 # -- doc text as data ----------------------------------------------------------------------------
 
 

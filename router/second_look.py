@@ -53,6 +53,7 @@ TOOL = {
     },
     "strict": True,
 }
+NO_TOOL = {"type": "none"}  # the tool_choice of the last round
 NOTHING_NEW = "No other sections of the docs match this query."
 MAX_QUERY_CHARS = 300
 
@@ -85,7 +86,7 @@ class Looks:
         conversation with tool calls in it still names its tools)."""
         if self.limit <= 0:
             return {}
-        return {"tools": [TOOL]} | ({} if self.left > 0 else {"tool_choice": {"type": "none"}})
+        return {"tools": [TOOL]} | ({} if self.left > 0 else {"tool_choice": NO_TOOL})
 
     def look(self, call: Any) -> tuple[list[dict], list[dict], list[Source]]:
         """Runs one tool call (a tool_use block): (the tool_result's content, the search_result

@@ -301,11 +301,12 @@ def test_the_check_reads_each_passage_with_its_section():
 # -- prompt caching ------------------------------------------------------------------------------
 
 
-def cached_prefix(body: dict) -> list:
-    """The request's prompt up to its last cache_control breakpoint."""
+def cached_prefix(body: dict, first: bool = False) -> list:
+    """The request's prompt up to its last (or `first`) cache_control breakpoint."""
     parts = prompt_parts(body)
-    last = max(i for i, (_, breakpoint) in enumerate(parts) if breakpoint)
-    return [p for p, _ in parts[: last + 1]]
+    ends = [i for i, (_, breakpoint) in enumerate(parts) if breakpoint]
+    end = ends[0] if first else ends[-1]
+    return [p for p, _ in parts[: end + 1]]
 
 
 MODELS_55 = {
@@ -321,7 +322,8 @@ def test_a_prefix_is_marked_for_caching_only_where_it_reaches_the_minimum(
 ):
     """A cache_control marker on a prefix shorter than the model's minimum caches nothing: the
     classifier's taxonomy prompt (~1,250 tokens) and the answer's rules pass the 5.5 models' 512
-    and are marked, the same prefix for every question; the check's shorter prompt carries none."""
+    and are marked, the same prefix for every question (the answer's turn that a second look
+    sends again is marked too); the check's shorter prompt carries none."""
     fake = FakeClaude()
     stub.route("/v1/messages", fake)
     p = make_pipeline(examples_db, local_embedder, stub, models=MODELS_55)
@@ -334,8 +336,10 @@ def test_a_prefix_is_marked_for_caching_only_where_it_reaches_the_minimum(
     assert SIGNATURE_Q not in prefix and ROTATE_Q not in prefix
     assert second.trace.usage["classify"]["cache_read_input_tokens"] > 500
     first_answer, second_answer = fake.calls("answer")[:1] + fake.calls("answer")[-1:]
-    assert cached_prefix(first_answer) == cached_prefix(second_answer) != []
-    assert SIGNATURE_Q not in json.dumps(cached_prefix(first_answer))
+    rules = cached_prefix(first_answer, first=True)
+    assert rules == cached_prefix(second_answer, first=True) != []
+    assert SIGNATURE_Q not in json.dumps(rules)
+    assert ROTATE_Q in json.dumps(cached_prefix(second_answer)[-1])
     for body in fake.calls("check"):
         assert not any(flag for _, flag in prompt_parts(body))
 

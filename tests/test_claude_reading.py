@@ -10,7 +10,7 @@ from router import context, exact, rendered, units
 from router.answer import ANSWER, PARTIAL
 from router.engine import Engine
 from router.pipeline import Pipeline
-from tests.standins.claude import OVERLOADED, FakeClaude
+from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens, prompt_parts
 
 MODELS = {
     "condense": "claude-haiku-4-5",
@@ -255,6 +255,27 @@ def test_a_look_reads_more_of_a_section_the_first_read_tasted(examples_db, local
         before = tasted[r["title"]]
         assert r["source"] == before["source"]  # the same source, numbered as it was
         assert any(b not in before["content"] for b in r["content"])  # and more of it
+
+
+def test_each_round_reads_the_one_before_from_the_prompt_cache(examples_db, local_embedder, stub):
+    """The turns a look sends again end cached prefixes, so each round after the first reads
+    what the one before sent from the cache, within the API's four breakpoints."""
+    fake = FakeClaude(looks=["tide keys roll", "grace period"])
+    stub.route("/v1/messages", fake)
+    budget = context.Budget(tokens=600, looks=2)
+    ans = pipeline(examples_db, local_embedder, stub, budget).answer("How do I rotate an API key?")
+    calls = fake.calls("answer")
+    assert len(calls) == 3 and fake.refused == []
+    sent = [[estimate_tokens(p) for p, _ in prompt_parts(body)] for body in calls]
+    ends = [[i for i, (_, b) in enumerate(prompt_parts(body)) if b] for body in calls]
+    # the rules where long enough and the first turn, then the last two turns too, but in the
+    # last round (no look left) the newest turn, which no round reads
+    first = len(ends[0])
+    assert [len(e) for e in ends] == [first, first + 1, first + 1]
+    assert calls[-1]["tool_choice"] == {"type": "none"}
+    # each round reads at least the prompt of the one before (its tool_choice part aside)
+    read = ans.trace.usage["answer"]["cache_read_input_tokens"]
+    assert read >= sum(sent[0][:-1]) + sum(sent[1][:-1])
 
 
 def test_looks_are_bounded_then_the_answer_is_written(examples_db, local_embedder, stub):

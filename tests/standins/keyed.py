@@ -41,14 +41,24 @@ NO_RESPONSE = "no response has been written for this request yet"
 
 
 def request_hash(body: dict) -> str:
-    """A request's name: what it asks, not how it is delivered (`stream` left out)."""
+    """A request's name: what it asks, not how it is delivered (`stream` and the prompt cache's
+    `cache_control` markers left out)."""
     canonical = json.dumps(
-        {k: v for k, v in body.items() if k != "stream"},
+        unmarked({k: v for k, v in body.items() if k != "stream"}),
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def unmarked(value: Any) -> Any:
+    """`value` without its `cache_control` markers, at any depth."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
 
 
 def completed(response: dict, body: dict, name: str) -> dict:
