@@ -131,7 +131,7 @@ def compose(
     )
     usage = usage_of(msg)
     kept: list[Any] = []  # the text of rounds that ended in a look, when it was shown
-    nudged: tuple | None = None  # the reply that named a gap without a look, and `kept` then
+    nudged: Any = None  # the reply that named a gap before any look (so nothing was kept)
     while looks is not None and not cut:
         took = clock.monotonic() - started
         time_left = until - clock.monotonic() if until is not None else None
@@ -145,7 +145,7 @@ def compose(
             results, sources = results + new, sources + of
             convo += [{"role": "assistant", "content": answered_content(msg)}, turn]
         elif nudged is None and gap_unlooked(msg, looks, time_left, took):
-            nudged, kept, looks.asked = (msg, kept), [], True
+            nudged, looks.asked = msg, True
             hold = Holdback(None if hold.released else on_text)
             convo += [{"role": "assistant", "content": answered_content(msg)}]
             convo += [{"role": "user", "content": [{"type": "text", "text": render("look")}]}]
@@ -165,7 +165,7 @@ def compose(
             cut = "failed"
     if nudged is not None and not hold.released and (cut or msg.stop_reason == "tool_use"):
         # no answer came after the nudge, and nothing of it was shown: the reply before it stands
-        (msg, kept), cut = nudged, ""
+        msg, cut = nudged, ""
     left = (until - clock.monotonic()) if until is not None else None
     retry = not cut and not kept and len(convo) == 1 and msg.stop_reason == "max_tokens"
     if retry and (left is None or left > RETRY_TIME):
