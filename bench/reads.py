@@ -55,7 +55,7 @@ def measure(name: str, embedder, budgets) -> dict:
     for q in items:
         text, vec = searched(engine, docs, q["question"])
         hits = docs.router.route(text, vec, k=max(DEPTHS), wait=False).hits
-        names = exact.asked(text, docs).names
+        asked = exact.asked(text, docs)
         for d in DEPTHS:
             out["depth"][d].append(gold_in([h.chunk for h in hits[:d]], q["gold"]))
         top5 = [h.chunk for h in hits[:5]]
@@ -65,7 +65,7 @@ def measure(name: str, embedder, budgets) -> dict:
         )
         for b in budgets:
             started = time.perf_counter()
-            reads = context.read(hits[: context.DEPTH], docs, text, b, names)
+            reads = context.read(hits[: context.DEPTH], docs, text, b, asked)
             ms = (time.perf_counter() - started) * 1000
             deep = [r.chunk for r in reads if r.part != "taste"]
             out["budget"].setdefault(f"{b:,} tokens", []).append(

@@ -27,7 +27,7 @@ from index.search import BM25, Hit, tokenize
 
 from .answer import Citation, Passage, Source, label
 from .citations import number_sources, paragraphs
-from .exact import holds
+from .exact import Asked, holds, joined
 from .rendered import shown
 from .units import closed, sentences, whole_sentences
 
@@ -157,7 +157,8 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
     none fits (the opening lines of a code block, "```sql", say nothing), and markup ("!!! tip",
     "1.") never is; when no piece that fits writes a word of the question, the best that is a
     sentence stands for the section, else the best piece, cut at a line or a sentence's end,
-    never inside a sentence (`whole_sentences`), a code block closed."""
+    never inside a sentence (`whole_sentences`), a code block closed; but when no piece that fits
+    writes an asked identifier, the best that still writes one once cut so (a long table row)."""
     pieces: list[tuple[tuple[int, float], int, str, int]] = []
     for c in chunks:
         head = tokenize(" ".join(c["heading_path"]))
@@ -177,6 +178,12 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
             chosen.append((order, piece))
             used += len(piece) + BLOCK_CHARS  # each piece a text block of its own
     fits = [(order, piece) for _, order, piece, says in best if says and len(piece) <= limit]
+    if not any(holds(p, n) for _, p in chosen for n in names):
+        for (named, _), order, piece, _ in best:  # those that write an identifier come first
+            cut = whole_sentences(piece, limit)
+            if not named or any(holds(cut, n) for n in names):
+                chosen = [(order, cut)] if named else chosen
+                break
     chosen = chosen or fits[:1] or [(o, p) for _, o, p, _ in best[:1]]  # else the best, cut
     return closed(whole_sentences("\n\n".join(p for _, p in sorted(chosen)), limit).strip())
 
@@ -326,12 +333,12 @@ def records(reads: list[Read]) -> dict[str, dict]:
     return {r.key: r.chunk for r in reads}
 
 
-def read(hits: list[Hit], docs: Corpus, question: str, budget: int, names: list[str]) -> list[Read]:
+def read(hits: list[Hit], docs: Corpus, question: str, budget: int, asked: Asked) -> list[Read]:
     """What Claude reads for `question`: its candidates (`hits`, best first) packed to `budget`
-    tokens, the asked identifiers (`names`) shown where the docs write them."""
+    tokens, the asked identifiers (`asked`) shown where the docs write them (exact.joined)."""
     if not hits:
         return []
-    return pack(hits, docs, budget, tokenize(question), names)
+    return pack(joined(hits, docs, asked), docs, budget, tokenize(question), asked.names)
 
 
 def described(reads: list[Read]) -> list[dict]:

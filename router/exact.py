@@ -19,6 +19,7 @@ then read to find it written as asked (case and spacing aside), at most CANDIDAT
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from index.search import Hit, tokenize
 from . import reading
 from .answer import ABSTAIN, ANSWER, PARTIAL
 from .decide import COMMON_SHARE, PHRASE_CANDIDATES, Decision
+from .words import snowballs
 
 if TYPE_CHECKING:
     from .corpus import Corpus
@@ -127,6 +129,11 @@ class Asked:
         """The identifiers the docs write somewhere."""
         return [n for n in self.names if self.rows.get(n) is not None and self.rows[n].size]
 
+    @property
+    def unwritten(self) -> list[str]:
+        """The identifiers the docs never write as asked."""
+        return [n for n in self.names if n not in self.written]
+
 
 def written(ident: str, docs: Corpus) -> np.ndarray | None:
     """The rows of the chunks that write `ident` as asked (among the docs of `docs`, a scope's
@@ -153,41 +160,91 @@ def written(ident: str, docs: Corpus) -> np.ndarray | None:
     return np.array(keep, dtype=np.int64)
 
 
+def joined(hits: list[Hit], docs: Corpus, asked: Asked) -> list[Hit]:
+    """The candidates, with the chunks of a candidate section that write an asked identifier
+    joined to it, after its best hit, when none of its candidates does: a section's candidate
+    may be the rows beside the one that holds what was asked (a long options table is cut into
+    several chunks), and the row that holds it is the one to read."""
+    names = asked.written
+    rows = {r for n in names for r in asked.rows[n].tolist()} - {h.row for h in hits}
+    if not rows:
+        return hits
+    sections = docs.searcher.sections
+    siblings: dict[int, list[int]] = {}
+    for r in sorted(rows):
+        siblings.setdefault(int(sections[r]), []).append(r)
+    out: list[Hit] = []
+    for h in hits:
+        out.append(h)
+        mine = siblings.pop(h.section, [])  # at the section's best hit only
+        if mine and not any(
+            holds(m.chunk["text"], n) for m in hits if m.section == h.section for n in names
+        ):
+            out += [
+                Hit(r, 0.0, 0.0, h.score, h.intent, h.section, docs.searcher.fetch) for r in mine
+            ]
+    return out
+
+
 # the share of a question's idf weight its identifiers carry when it is about them: most of it
 ABOUT = 0.5
 
 
-def asked(question: str, docs: Corpus) -> Asked:
-    """The question's identifiers the docs write in some chunks (not their everyday vocabulary),
-    with those chunks' rows; an identifier the docs never write is kept with no rows. None when
-    they carry less than ABOUT of the question's weight (idf): a question that names
-    `openapi_url` while it asks about a proxy's path is not asked by that name."""
+def named(query: str, docs: Corpus) -> Asked:
+    """Every identifier `query` names that is not the docs' everyday vocabulary, with the rows
+    of the chunks that write it (none: the docs never do). What a look's search shows: its
+    query is the reader's own, written to find what it names."""
     names, rows = [], {}
-    for ident in identifiers(question):
+    for ident in identifiers(query):
         found = written(ident, docs)
-        if found is None:
-            continue
-        names.append(ident)
-        rows[ident] = found
-    terms = tokenize(asking_text(question))
-    if names and docs.searcher.bm25.coverage(terms, tokenize(" ".join(names))) < ABOUT:
-        return Asked([], {})
+        if found is not None:
+            names.append(ident)
+            rows[ident] = found
     return Asked(names, rows)
 
 
-def missed(names: list[str], cited: list[str]) -> list[str]:
-    """The asked identifiers that none of the quoted texts (`cited`) writes."""
-    return [n for n in names if not any(holds(t, n) for t in cited)]
+def asked(question: str, docs: Corpus) -> Asked:
+    """The question's identifiers (`named`), when they carry at least ABOUT of the question's
+    weight (idf); else none: a question that names `openapi_url` while it asks about a proxy's
+    path is not asked by that name."""
+    found = named(question, docs)
+    terms = tokenize(asking_text(question))
+    if found and docs.searcher.bm25.coverage(terms, tokenize(" ".join(found.names))) < ABOUT:
+        return Asked([], {})
+    return found
+
+
+def spelled(text: str, ident: str) -> bool:
+    """Whether `text` writes `ident` inflected otherwise: its words, Snowball-stemmed, side by
+    side in the same order ("traefik.enable" for an asked "traefik.enabled"; never "TW-1010" for
+    "TW-1016": a number has no inflections)."""
+    want = snowballs(tokenize(ident))
+    have = snowballs(tokenize(text))
+    n = len(want)
+    return n > 0 and any(have[i : i + n] == want for i in range(len(have) - n + 1))
+
+
+def missed(names: list[str], cited: list[str], unwritten: Collection[str] = ()) -> list[str]:
+    """The asked identifiers that none of the quoted texts (`cited`) writes; one the docs never
+    write as asked (`unwritten`: "traefik.enabled" where they write "traefik.enable") is
+    written where a quote writes it as the docs inflect it (`spelled`)."""
+    return [
+        n
+        for n in names
+        if not any(holds(t, n) or (n in unwritten and spelled(t, n)) for t in cited)
+    ]
 
 
 NOT_SHOWN = "Partial answer: no passage it quotes writes {names}."
 
 
-def settle(decision: str, caveat: str, names: list[str], cited: list[str]) -> tuple[str, str, str]:
+def settle(
+    decision: str, caveat: str, names: list[str], cited: list[str], unwritten: Collection[str] = ()
+) -> tuple[str, str, str]:
     """(decision, caveat, note) once the quotes are known: an answer whose verified quotes
-    (`cited`) miss an identifier asked about (`names`) is never a plain ANSWER; its caveat names
-    what they miss."""
-    miss = missed(names, cited)
+    (`cited`) miss an identifier asked about (`names`; `unwritten` those the docs never write
+    as asked, see `missed`) is never a plain ANSWER; its caveat names what they miss."""
+    miss = missed(names, cited, unwritten)
     if not miss or decision == ABSTAIN:
         return decision, caveat, ""
     line = NOT_SHOWN.format(names=", ".join(f"`{n}`" for n in miss))

@@ -302,9 +302,7 @@ class Pipeline:
         gate = exact.near(decided.gate, found.exact.written, candidates)
         if gate.decision == ABSTAIN:
             return Draft(gate)
-        reads = context.read(
-            found.candidates, docs, found.text, self.budget.tokens, found.exact.names
-        )
+        reads = context.read(found.candidates, docs, found.text, self.budget.tokens, found.exact)
         run.trace.route["read"] = context.described(reads)
         read = Context.of(reads, self.docs_base_url)
         run.laps("extract")

@@ -139,7 +139,9 @@ def verdict(
     decision, caveat, note = claims.judged(decision, caveat, checked)
     trace.notes += [note] if note else []
     quoted = [c.cited_text for c in written.citations if c.verified]
-    decision, caveat, note = exact.settle(decision, caveat, found.exact.names, quoted)
+    decision, caveat, note = exact.settle(
+        decision, caveat, found.exact.names, quoted, found.exact.unwritten
+    )
     trace.notes += [note] if note else []
     return Answer(
         asked.text,

@@ -150,12 +150,13 @@ def tool_results(calls: list[Any], contents: list[list[dict]]) -> dict:
 def searching(docs: Corpus, embed: Callable, depth: int, budget: int) -> Search:
     """The search a look runs: what `Engine.route` (the MCP search tool's search) runs, in the
     question's own docs (its scope, its index generation), its `depth` best chunks packed to
-    `budget` tokens as the first read was."""
+    `budget` tokens as the first read was, every identifier the query names shown where the
+    docs write it (exact.named)."""
 
     def search(query: str) -> list[context.Read]:
         vec, _ = embed(query)
         found = docs.router.route(query, vec, k=depth, wait=False)
-        return context.read(found.hits, docs, query, budget, exact.asked(query, docs).names)
+        return context.read(found.hits, docs, query, budget, exact.named(query, docs))
 
     return search
 

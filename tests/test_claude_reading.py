@@ -6,7 +6,7 @@ import anthropic
 import pytest
 
 from index.search import tokenize
-from router import context, exact, rendered, units
+from router import context, exact, rendered, second_look, units
 from router.answer import ANSWER, PARTIAL
 from router.engine import Engine
 from router.pipeline import Pipeline
@@ -88,7 +88,7 @@ def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db
     question = "What does the delivery object hold?"
     docs, hits = candidates(examples_db, local_embedder, question)
     for budget in (400, 1500, 6000):
-        reads = context.read(hits, docs, question, budget, [])
+        reads = context.read(hits, docs, question, budget, exact.Asked([], {}))
         labels = [r.label for r in reads]
         assert len(labels) == len(set(labels))  # a section's chunks merged, never repeated
         assert sum(r.tokens for r in reads) <= budget or len(reads) == 1
@@ -96,7 +96,7 @@ def test_a_read_holds_each_section_once_best_first_within_its_budget(examples_db
         ranks = [next(first_of[h.section] for h in hits if h.chunk["id"] == r.key) for r in reads]
         assert ranks == sorted(ranks)  # in the search's order
     # the delivery object's section is split in five chunks: read whole when the budget allows
-    whole = context.read(hits, docs, question, 6000, [])
+    whole = context.read(hits, docs, question, 6000, exact.Asked([], {}))
     delivery = next(r for r in whole if r.label.endswith("The delivery object"))
     assert delivery.part == "whole" and len(delivery.chunk_ids) == 5
     assert delivery.label == "Deliveries API reference › The delivery object"
@@ -182,6 +182,41 @@ def test_an_identifier_is_held_only_as_a_whole_name():
     assert exact.settle(ANSWER, "", ["TW-1016"], ["| `TW-1016` | 410 |"]) == (ANSWER, "", "")
 
 
+def test_a_name_the_docs_inflect_otherwise_is_held_where_a_quote_writes_theirs():
+    """ "traefik.enabled" asked where the docs only write "traefik.enable": a quote of theirs
+    holds it; never a number changed ("TW-1010" for "TW-1016")."""
+    row = "| `traefik.enable` | Tell Traefik to consider the container or not. |"
+    asked = ["traefik.enabled"]
+    assert exact.settle(ANSWER, "", asked, [row], unwritten=asked) == (ANSWER, "", "")
+    assert exact.settle(ANSWER, "", asked, [row])[0] == PARTIAL  # the docs write it as asked
+    code = ["TW-1016"]
+    assert exact.settle(ANSWER, "", code, ["| `TW-1010` | 409 |"], unwritten=code)[0] == PARTIAL
+
+
+def test_a_sections_chunk_that_writes_the_asked_name_is_read_not_its_neighbours(
+    examples_db, local_embedder
+):
+    """A section's candidate may be the chunk beside the one that writes what was asked: that
+    one joins it, after it, and the taste shows the piece that writes the name."""
+    question = "How do I configure retries for deliveries?"
+    docs, hits = candidates(examples_db, local_embedder, question)
+    [delivery] = [h for h in hits if h.chunk["heading_path"][-1] == "The delivery object"]
+    assert not exact.holds(delivery.chunk["text"], "replay_id")
+    asked = exact.named("replay_id", docs)
+    joined = exact.joined(hits, docs, asked)
+    after = joined[joined.index(delivery) + 1]
+    assert after.section == delivery.section and exact.holds(after.chunk["text"], "replay_id")
+    assert exact.joined(hits, docs, exact.Asked([], {})) == hits
+    [read] = [
+        r for r in context.read(hits, docs, question, 3500, asked) if r.section == delivery.section
+    ]
+    assert read.part == "taste" and exact.holds(read.text, "replay_id")
+    unasked = context.read(hits, docs, question, 3500, exact.Asked([], {}))
+    assert not any(
+        exact.holds(r.text, "replay_id") for r in unasked if r.section == delivery.section
+    )
+
+
 @pytest.mark.parametrize("question", ["what does error TW-1016 mean?", "what does TW-1016 mean"])
 def test_an_error_code_is_quoted_by_the_row_that_holds_it(examples_db, local_embedder, question):
     ans = pipeline(examples_db, local_embedder).answer(question)
@@ -255,6 +290,22 @@ def test_a_look_reads_more_of_a_section_the_first_read_tasted(examples_db, local
         before = tasted[r["title"]]
         assert r["source"] == before["source"]  # the same source, numbered as it was
         assert any(b not in before["content"] for b in r["content"])  # and more of it
+
+
+def test_a_look_shows_every_identifier_its_query_names(examples_db, local_embedder):
+    """A look's query is the reader's own: a name in it is shown where the docs write it, though
+    as a question's, among as many other words, it would not count as asked (exact.asked)."""
+    query = (
+        "how do deliveries retry, how many attempts, and what backoff schedule is used, replay_id"
+    )
+    p = pipeline(examples_db, local_embedder)
+    docs = p.engine.corpus()
+    assert exact.asked(query, docs).names == [] and exact.named(query, docs).names == ["replay_id"]
+    reads = second_look.searching(docs, p.engine.embed_query, context.DEPTH, 800)(query)
+    assert any(exact.holds(r.text, "replay_id") for r in reads)
+    _, hits = candidates(examples_db, local_embedder, query)
+    unnamed = context.read(hits[: context.DEPTH], docs, query, 800, exact.Asked([], {}))
+    assert not any(exact.holds(r.text, "replay_id") for r in unnamed)
 
 
 def test_each_round_reads_the_one_before_from_the_prompt_cache(examples_db, local_embedder, stub):
