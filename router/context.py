@@ -179,11 +179,8 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
             used += len(piece) + BLOCK_CHARS  # each piece a text block of its own
     fits = [(order, piece) for _, order, piece, says in best if says and len(piece) <= limit]
     if not any(holds(p, n) for _, p in chosen for n in names):
-        for (named, _), order, piece, _ in best:  # those that write an identifier come first
-            cut = whole_sentences(piece, limit)
-            if not named or any(holds(cut, n) for n in names):
-                chosen = [(order, cut)] if named else chosen
-                break
+        cuts = [(o, whole_sentences(p, limit)) for (named, _), o, p, _ in best if named]
+        chosen = [(o, c) for o, c in cuts if any(holds(c, n) for n in names)][:1] or chosen
     chosen = chosen or fits[:1] or [(o, p) for _, o, p, _ in best[:1]]  # else the best, cut
     return closed(whole_sentences("\n\n".join(p for _, p in sorted(chosen)), limit).strip())
 
