@@ -266,35 +266,6 @@ def recite(written: Any, checked: Checked) -> tuple[Any, str]:
     return replace(written, text=text, citations=written.citations + added, blocks=blocks), note
 
 
-def left_out(written: Any, checked: Checked) -> tuple[Any, Checked, str]:
-    """The answer without the sentences the check found unsupported, when some sentence the
-    docs state is left (supported, or cited where the docs state it): a sentence the passages
-    it cites do not state is no part of an answer from the docs, and one the answer stands
-    without more often than not (bench/RESULTS.md, "An unsupported sentence left out"). With
-    the check without them, and the note for the trace ("" when nothing was left out). Nothing
-    is left out of an answer that states nothing else; `judged` names them there."""
-    bad = [s for s in checked.sentences if s.verdict == UNSUPPORTED]
-    if not bad or not any(s.verdict in (SUPPORTED, ELSEWHERE) for s in checked.sentences):
-        return written, checked, ""
-    blocks = [[text, cits] for text, cits in written.blocks]
-    for s in bad:
-        text = blocks[s.block][0]
-        at = text.find(s.text)
-        if at < 0:  # not where the check read it: leave the answer whole, the caveat names it
-            return written, checked, ""
-        before, after = text[:at], text[at + len(s.text) :].lstrip(" ")
-        blocks[s.block][0] = before + after if after.strip() else before.rstrip(" ") + after
-    kept = [(text, cits) for text, cits in blocks if WORDS.search(text)]
-    cited = [c for c in written.citations if any(c in cits for _, cits in kept)]
-    note = (
-        f"claim check ({checked.by}): left out {len(bad)} sentence{'s' * (len(bad) != 1)} the"
-        " passages they cite do not support: " + "; ".join(f"“{_short(s.text)}”" for s in bad)
-    )
-    left = [s for s in checked.sentences if s.verdict != UNSUPPORTED]
-    written = replace(written, text=marked(kept), citations=cited, blocks=kept)
-    return written, replace(checked, sentences=left), note
-
-
 NOT_CHECKED = "its claims were not checked against the docs it cites (the check did not run)."
 
 

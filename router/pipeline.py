@@ -325,8 +325,6 @@ class Pipeline:
                 add_usage(run.trace.usage, "check", checked.usage)
             written, note = claims.recite(written, checked)
             run.trace.notes += [note] if note else []
-            written, checked, note = claims.left_out(written, checked)
-            run.trace.notes += [note] if note else []
         run.laps("check")
         passages = citations.cited_passages(read.passages, written)
         return Draft(gate, passages, written, read.sources, checked)

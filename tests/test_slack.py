@@ -571,7 +571,7 @@ def test_claude_answer_is_streamed_to_the_asker_with_feedback_at_the_stop(
     assert h.mock.posts() == [] and h.mock.updates() == []
 
 
-def test_an_unsupported_claim_is_left_out_of_the_streamed_answer(make_harness, claude_stub):
+def test_an_unsupported_claim_adds_its_caveat_to_the_streamed_answer(make_harness, claude_stub):
     reply = [
         ("Compare the signature header with your HMAC.", [(0, 0, 1)]),
         (" Signatures expire after 90 days.", [(0, 0, 1)]),
@@ -580,11 +580,12 @@ def test_an_unsupported_claim_is_left_out_of_the_streamed_answer(make_harness, c
     h = make_harness("http", client)
     h.event(mention("How do I verify the signature of a webhook?"), "EvS9")
     [answer] = answer_in(h.mock, "C1")
-    # the words were streamed as written; the stop leaves the answer without the sentence
-    assert answer["state"] == "stopped" and "HMAC" in answer["text"]
-    assert "90 days" not in answer["text"] and "Partial answer" not in str(answer["blocks"])
+    # the words were streamed as written; the stop added the caveat naming the sentence
+    assert answer["state"] == "stopped" and "Signatures expire after 90 days." in answer["text"]
+    caveat = answer["blocks"][0]["text"]
+    assert caveat.startswith("_⚠ Partial answer:") and "Signatures expire after 90 days." in caveat
     [row] = h.state.list_answers()
-    assert row["decision"] == "ANSWER" and row["usage"]["check"]["output_tokens"] > 0
+    assert row["decision"] == "PARTIAL" and row["usage"]["check"]["output_tokens"] > 0
 
 
 def test_a_claim_check_that_cannot_run_is_marked_on_the_streamed_answer(make_harness, claude_stub):
