@@ -16,7 +16,7 @@ from router.engine import Engine
 from router.pipeline import UNCITED_NOTE, Pipeline
 from router.question import REFUSED, UNSURE, QuestionError
 from tests.conftest import EXAMPLES
-from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens
+from tests.standins.claude import OVERLOADED, FakeClaude, estimate_tokens, search_results
 
 MODELS = {
     "classify": "claude-haiku-4-5",
@@ -400,9 +400,9 @@ def test_claude_never_replying_still_answers_within_the_deadline(examples_db, st
     finally:
         release.set()
     assert elapsed < 1.0 + 1.5 and ans.trace.offline and ans.text.startswith("From the docs:")
-    # one attempt at the answer (no retry fits in the time left; the classification beside it is
-    # not waited for), then the docs' own quotes
-    assert len(stub.calls("/v1/messages")) == 2
+    # one attempt at the answer (no retry fits in the time left), then the docs' own quotes; the
+    # classification beside it is not waited for, so whether its request has arrived yet is a race
+    assert len([r for r in stub.calls("/v1/messages") if search_results(r.json)]) == 1
     assert any(n.startswith("answer: APITimeoutError") for n in ans.trace.notes)
 
 

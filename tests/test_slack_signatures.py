@@ -69,6 +69,9 @@ def test_a_malformed_timestamp_or_signature_is_a_plain_401(make_harness, caplog,
         status, text = post(h.server.effective_port, headers)
     assert status == 401, (status, text)
     assert "Traceback" not in text and "Internal Server Error" not in text
-    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    # what handling the request logs, through Bolt and the app; slack_sdk's Web API client is
+    # outbound only, and an earlier test's app still winding down in this process logs there
+    handled = [r for r in caplog.records if r.name.split(".")[0] != "slack_sdk"]
+    assert not [r for r in handled if r.exc_info or r.levelno >= logging.ERROR]
     sentinel(h)  # the app still answers, and the stranger's event reached no listener
     assert [p for p in h.mock.posts() if p["channel"] != "DSENT"] == []
