@@ -178,7 +178,7 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
             chosen.append((order, piece))
             used += len(piece) + BLOCK_CHARS  # each piece a text block of its own
     fits = [(order, piece) for _, order, piece, says in best if says and len(piece) <= limit]
-    if not any(holds(p, n) for _, p in chosen for n in names):
+    if names and not any(holds(p, n) for _, p in chosen for n in names):
         cuts = [(o, whole_sentences(p, limit)) for (named, _), o, p, _ in best if named]
         chosen = [(o, c) for o, c in cuts if any(holds(c, n) for n in names)][:1] or chosen
     chosen = chosen or fits[:1] or [(o, p) for _, o, p, _ in best[:1]]  # else the best, cut

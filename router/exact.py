@@ -173,13 +173,12 @@ def joined(hits: list[Hit], docs: Corpus, asked: Asked) -> list[Hit]:
     siblings: dict[int, list[int]] = {}
     for r in sorted(rows):
         siblings.setdefault(int(sections[r]), []).append(r)
+    holding = {h.section for h in hits if any(holds(h.chunk["text"], n) for n in names)}
     out: list[Hit] = []
     for h in hits:
         out.append(h)
-        mine = siblings.pop(h.section, [])  # at the section's best hit only
-        if mine and not any(
-            holds(m.chunk["text"], n) for m in hits if m.section == h.section for n in names
-        ):
+        mine = siblings.pop(h.section, [])  # after the section's best hit only
+        if mine and h.section not in holding:
             out += [
                 Hit(r, 0.0, 0.0, h.score, h.intent, h.section, docs.searcher.fetch) for r in mine
             ]
