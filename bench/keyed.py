@@ -264,7 +264,8 @@ TARGETS = (  # issue 50's targets for keyed answers: (figure, its label, met whe
 
 
 def spending(name: str, keyed: dict) -> list:
-    """[set, questions, USD per 1,000 questions, looks per question, asked to look] of a round."""
+    """[set, questions, USD per 1,000 questions, looks per question, asked to look, written again
+    (the rewrite stood)] of a round."""
     from bot.costs import stats
     from bot.prices import DEFAULT_PRICES
 
@@ -273,7 +274,10 @@ def spending(name: str, keyed: dict) -> list:
     usd = stats(usages, DEFAULT_PRICES)["cost_per_question_usd"]
     looks = sum(len(a["looks"]) for a in every) / max(1, len(every))
     asked = sum(bool(a.get("asked_to_look")) for a in every)
-    return [name, len(every), f"{usd * 1000:.2f}", f"{looks:.2f}", asked]
+    notes = [" ".join(a.get("notes", [])) for a in every]
+    again = [n for n in notes if "written again" in n]
+    stood = sum("first answer stands" not in n and "did not stand" not in n for n in again)
+    return [name, len(every), f"{usd * 1000:.2f}", f"{looks:.2f}", asked, f"{len(again)} ({stood})"]
 
 
 def report(names: list[str]) -> None:
@@ -373,7 +377,9 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
         " round sends again; the questions asked in turn) and priced at"
         " bot/prices.py's list prices with the default models: the answer with its second looks"
         " and the claim check. Asked to look: answers that named a gap before any look and were"
-        " asked once to look first (router/compose.py).\n\n"
+        " asked once to look first (router/compose.py). Written again: answers whose claim check"
+        " found a sentence unsupported, asked once more with those sentences named"
+        " (router/review.py), and in brackets those whose rewrite stood.\n\n"
         + table(
             [
                 "set",
@@ -381,6 +387,7 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
                 "USD per 1,000 questions",
                 "looks per question",
                 "asked to look",
+                "written again (stood)",
             ],
             spent,
         )

@@ -215,13 +215,16 @@ class Claude:
             self.fall_back(step, describe(e))
             return offline()
 
-    def attempt(self, step: str, call: Callable[[Any], T]) -> tuple[T | None, str]:
+    def attempt(
+        self, step: str, call: Callable[[Any], T], first_byte: float | None = None
+    ) -> tuple[T | None, str]:
         """`call(client)` within this question's deadline, for a step with no offline
-        counterpart (the claim check): (result, "") or (None, why it did not run)."""
+        counterpart (the claim check, an answer's rewrite): (result, "") or (None, why it did not
+        run)."""
         if self.client is None:
             return None, "no Claude key"
         try:
-            return self.call(step, call), ""
+            return self.call(step, call, first_byte), ""
         except failures() as e:
             log.warning("Claude step %s failed: %s", step, describe(e))
             return None, describe(e)

@@ -6,6 +6,7 @@ pipeline shows the docs' own quotes instead). The offline counterpart is router/
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 from collections.abc import Callable
@@ -54,11 +55,26 @@ class Written:
     # sentences and the passages each one cites
     blocks: list[tuple[str, list[Citation]]] = field(default_factory=list)
     by: str = "offline"  # who wrote it: "claude" (compose) or "offline" (offline.compose)
+    # what Claude wrote it from, to be asked for it again (`repair`); None offline
+    conversation: Conversation | None = None
 
     @property
     def cited(self) -> bool:
         """Does it cite a passage by a citation that checked out?"""
         return any(c.verified for c in self.citations)
+
+
+@dataclass
+class Conversation:
+    """What an answer was written from: the request's turns with the reply last, the search
+    results they hold with each one's source, the tools they name, and how many seconds the
+    reply took."""
+
+    turns: list[dict]
+    results: list[dict]
+    sources: list[Source]
+    tools: dict
+    took: float
 
 
 class Holdback:
@@ -130,10 +146,10 @@ def compose(
         client, model, convo, results, sources, MAX_TOKENS, hold, until, tools, clock
     )
     usage = usage_of(msg)
+    asked, took = list(convo), clock.monotonic() - started  # what `msg` replies to
     kept: list[Any] = []  # the text of rounds that ended in a look, when it was shown
     nudged: Any = None  # the reply that named a gap before any look (so nothing was kept)
     while looks is not None and not cut:
-        took = clock.monotonic() - started
         time_left = until - clock.monotonic() if until is not None else None
         if msg.stop_reason == "tool_use":
             calls = tool_calls(msg)
@@ -145,7 +161,7 @@ def compose(
             results, sources = results + new, sources + of
             convo += [{"role": "assistant", "content": answered_content(msg)}, turn]
         elif nudged is None and gap_unlooked(msg, looks, time_left, took):
-            nudged, looks.asked = msg, True
+            nudged, looks.asked = (msg, asked, took), True
             hold = Holdback(None if hold.released else on_text)
             convo += [{"role": "assistant", "content": answered_content(msg)}]
             convo += [{"role": "user", "content": [{"type": "text", "text": render("look")}]}]
@@ -158,6 +174,7 @@ def compose(
                 client, model, convo, results, sources, MAX_TOKENS, hold, until, tools, clock
             )
             usage = merge_usage(usage, usage_of(msg))
+            asked, took = list(convo), clock.monotonic() - started
         except failures() as e:
             if nudged is None or hold.released:
                 raise
@@ -165,7 +182,7 @@ def compose(
             cut = "failed"
     if nudged is not None and not hold.released and (cut or msg.stop_reason == "tool_use"):
         # no answer came after the nudge, and nothing of it was shown: the reply before it stands
-        msg, cut = nudged, ""
+        (msg, asked, took), cut = nudged, ""
     left = (until - clock.monotonic()) if until is not None else None
     retry = not cut and not kept and len(convo) == 1 and msg.stop_reason == "max_tokens"
     if retry and (left is None or left > RETRY_TIME):
@@ -194,6 +211,43 @@ def compose(
     if cut and written.status in (OK, INCOMPLETE):
         written.status = CUT
     written.usage = usage
+    turns = [*asked, {"role": "assistant", "content": answered_content(msg)}]
+    written.conversation = Conversation(turns, results, sources, tools, took)
+    return written
+
+
+def repair(
+    client: MessagesClient,
+    model: str,
+    conversation: Conversation,
+    unsupported: list[str],
+    until: float | None = None,
+    clock: Clock = REAL,
+) -> Written:
+    """The answer written again (not streamed) after Claude is told which of its sentences the
+    passages they cite do not state (prompts/repair.md), from the same search results, with no
+    further search; the rewrite is checked as the first answer was (`read`). Raises what
+    `_stream` raises."""
+    named = "\n".join(f"<sentence>{html.escape(t, quote=False)}</sentence>" for t in unsupported)
+    ask = {"role": "user", "content": [{"type": "text", "text": render("repair", sentences=named)}]}
+    results, sources = conversation.results, conversation.sources
+    tools = conversation.tools and {**conversation.tools, "tool_choice": NO_TOOL}
+    msg, cut = _stream(
+        client,
+        model,
+        [*conversation.turns, ask],
+        results,
+        sources,
+        MAX_TOKENS,
+        Holdback(None),
+        until,
+        tools,
+        clock,
+    )
+    written = read(msg, results, sources)
+    if cut and written.status in (OK, INCOMPLETE):
+        written.status = CUT
+    written.usage = usage_of(msg)
     return written
 
 

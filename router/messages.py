@@ -60,8 +60,9 @@ def merge_usage(a: dict, b: dict) -> dict:
 
 
 def add_usage(total: dict, step: str, usage: dict) -> None:
-    """`total[step]` is the step's usage; the answer's totals are summed beside the steps."""
-    total[step] = usage
+    """`total[step]` is the step's usage (a step called again, its calls together); the answer's
+    totals are summed beside the steps."""
+    total[step] = merge_usage(total[step], usage) if step in total else usage
     for k in TOKENS:
         total[k] = total.get(k, 0) + (usage.get(k) or 0)
 

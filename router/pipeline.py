@@ -21,7 +21,8 @@ caller records it: bot/app.py's FieldGuide.ask).
      Claude's answer from it with search_result citations (router/compose.py; nothing reaches
      `on_text` before a citation that checks out), searching again with a query of its own when
      what it read does not answer (router/second_look.py), and the claim check reads each
-     sentence against what it cites (router/claims.py).
+     sentence against what it cites (router/claims.py); an answer with sentences it finds
+     unsupported is asked for once more, naming them (router/review.py).
 5. The verdict (router/question.py `verdict`): the only place an Answer is made; an answer whose
    quotes miss an identifier asked about is never a plain ANSWER.
 
@@ -32,6 +33,7 @@ deadline), the rules are these, and only these:
 - writing the answer (it fails, or cites nothing that checks out, or no time is left for it): the
   offline branch answers, on the offline decision (the docs' own quotes);
 - the claim check: the answer is marked as not checked (PARTIAL, fail closed).
+- the answer written again after the check: the first answer stands, with its check.
 
 `on_progress` (router/answer.py Progress) is told "searching" before retrieval, "reading" with the
 sections about to be read (Claude) or quoted (offline), and "checking" before Claude's claim check;
@@ -61,6 +63,7 @@ from .engine import Engine, Scope
 from .language import language_name
 from .messages import add_usage
 from .question import Draft, Question, Searched, checked, verdict
+from .review import WRITTEN, review
 from .run import Laps, Run, Stream, Tell
 from .second_look import looks_for
 
@@ -71,7 +74,6 @@ OFFLINE_CHUNKS = 3  # the top chunks offline quotes from
 UNCITED_NOTE = (
     "Claude's answer cited no passage of the docs: the docs' own quotes are shown instead"
 )
-WRITTEN = (compose.OK, compose.INCOMPLETE, compose.CUT)  # an answer written, whose claims count
 STEPS = ("condense", "answer", "check")  # the Claude steps of an answer, each with its model
 
 
@@ -314,17 +316,16 @@ class Pipeline:
         if done is None:  # the docs' own quotes answer, on the offline decision
             return self.offline(found, decided.offline, docs, run)
         written, read = done
-        checked = None
-        if written.status in WRITTEN:
-            run.tell("checking")
-            model = self.models.get("check", "")
-            cited = {c.source for c in written.citations if c.verified}
-            whole = read.whole(docs, cited, self.budget.tokens)
-            checked = claims.check(run.claude, model, written, whole, read.citations())
-            if checked.usage:
-                add_usage(run.trace.usage, "check", checked.usage)
-            written, note = claims.recite(written, checked)
-            run.trace.notes += [note] if note else []
+        written, checked = review(
+            written,
+            read,
+            docs,
+            run,
+            self.models,
+            self.budget.tokens,
+            self.deadline,
+            self.first_byte,
+        )
         run.laps("check")
         passages = citations.cited_passages(read.passages, written)
         return Draft(gate, passages, written, read.sources, checked)

@@ -73,9 +73,11 @@ def test_an_unsupported_sentence_turns_answer_into_partial_naming_it(
     assert "“Signatures expire after 90 days.”" in ans.caveat
     assert "HMAC" not in ans.caveat  # the supported sentence is not named
     assert "claim check (claude): 1 of 2 sentences not supported" in ans.trace.notes[-1]
+    # written again naming it, the same sentence comes back: the first answer stands
+    assert "its check found 1: the first answer stands" in " ".join(ans.trace.notes)
     # the check: after the answer, a structured output, each sentence with the passages it cites
-    [check] = fake.calls("check")
-    assert fake.seen.index(check) > fake.seen.index(fake.calls("answer")[-1])
+    check, _ = fake.calls("check")
+    assert fake.seen.index(check) > fake.seen.index(fake.calls("answer")[0])
     assert "tool_choice" not in check and check["output_config"]["format"]["type"] == "json_schema"
     sent = check["messages"][0]["content"]
     assert sent.count('cites="P1"') == 2 and ans.passages[0].text.split()[0] in sent
@@ -103,7 +105,7 @@ def test_an_uncited_sentence_is_checked_against_what_the_one_before_cites(
     fake = FakeClaude(answer=reply, unsupported=unsupported)
     stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
-    [check] = fake.calls("check")
+    check = fake.calls("check")[0]
     assert check["messages"][0]["content"].count('cites="P1"') == 2
     assert ans.decision == (PARTIAL if unsupported else ANSWER)
 

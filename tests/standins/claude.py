@@ -157,6 +157,7 @@ class FakeClaude:
         timing: dict[str, tuple[float, float]] | None = None,
         down: dict[str, tuple] | None = None,
         looks: list[str | None] | None = None,
+        rewrite: list | None = None,
         clock: Clock = REAL,
     ):
         self.answer: list[Any] = (
@@ -213,6 +214,9 @@ class FakeClaude:
         # round, while tool_choice allows it; a None round answers), then answers
         self.looks = list(looks or [])
         self.issued = 0  # tool calls made, for their ids
+        # the segments (as `answer`) of an answer asked for again once written: a request whose
+        # messages end with a written reply (text, no tool call) and a user turn; None: `answer`
+        self.rewrite = rewrite
 
     def kind(self, body: dict) -> str:
         tools = [t.get("name") for t in body.get("tools", [])]
@@ -455,8 +459,11 @@ class FakeClaude:
         with self.lock:
             n = len([b for b in self.seen if self.kind(b) == "answer"])
         stop = self.stop_reasons[min(n - 1, len(self.stop_reasons) - 1)]
+        turns = body.get("messages", [])
+        written = len(turns) > 1 and turns[-2].get("role") == "assistant"
+        written = written and all(b.get("type") != "tool_use" for b in turns[-2]["content"])
         blocks = []
-        for segment in self.answer:
+        for segment in self.rewrite if written and self.rewrite is not None else self.answer:
             text, cites = (segment, None) if isinstance(segment, str) else segment
             citations = None
             if cites is not None:

@@ -17,6 +17,10 @@ from tests.standins.socket_mode import SocketModeServer
 SECRET = "test-signing-secret"
 
 
+# seconds a closing harness waits for its answers still running
+CLOSE_WAIT = 5.0
+
+
 class Harness:
     """Sends what Slack would send; `event`, `command` and `click` return (acked, ack body)."""
 
@@ -49,6 +53,9 @@ class Harness:
         return self.guide.state
 
     def close(self) -> None:
+        # the answers still running finish against this test's stand-ins, not a later test's
+        # closed ones (where their failures would be logged into that test)
+        self.bot.answerer.close(wait=CLOSE_WAIT)
         self.bot.close()
         if self.server is not None:
             # closed on the server's own loop thread: a socket closed under that thread's select()
