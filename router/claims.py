@@ -151,14 +151,22 @@ def numbered(
     return ids
 
 
-def request(items: list[Sentence], ids: dict[tuple[str, str], tuple[str, Citation]]) -> str:
+def request(
+    items: list[Sentence],
+    ids: dict[tuple[str, str], tuple[str, Citation]],
+    labels: dict[int, str] | None = None,
+) -> str:
     """The check's user message: the passages numbered once (`ids`, from `numbered`), each with
-    the section it comes from (its heading says what the passage is about: "You can disable it"
-    under "Docs URLs › Swagger UI"), then the sentences with the passages each cites."""
+    the place it comes from, its page's title and headings (`labels`, by source number, else the
+    headings alone), which say what the passage is about: "You can disable it" under "Docs URLs
+    › Swagger UI", "Prompt before adding each file" under "add › Flags › `-p`, `--prompt`";
+    then the sentences with the passages each cites."""
     esc = html.escape
+    named = labels or {}
     passages = "\n".join(
-        f'<passage id="{i}" section="{esc(p[0])}">{esc(p[1], quote=False)}</passage>'
-        for p, (i, _) in ids.items()
+        f'<passage id="{i}" section="{esc(named.get(c.source, p[0]))}">'
+        f"{esc(p[1], quote=False)}</passage>"
+        for p, (i, c) in ids.items()
     )
     lines = "\n".join(
         f'<sentence number="{n}" cites="{" ".join(ids[p][0] for p in s.passages)}">'
@@ -169,15 +177,18 @@ def request(items: list[Sentence], ids: dict[tuple[str, str], tuple[str, Citatio
 
 
 def with_claude(
-    client: Any, model: str, items: list[Sentence], others: Sequence[Citation] = ()
+    client: Any,
+    model: str,
+    items: list[Sentence],
+    others: Sequence[Citation] = (),
+    labels: dict[int, str] | None = None,
 ) -> dict:
     """Sets each sentence's verdict from Claude's (and, supported elsewhere, the citations of
     the passages that state it); the usage. Unusable unless every sentence got exactly one
     verdict."""
     ids = numbered(items, others)
-    data, usage = structured(
-        client, model, render("check"), request(items, ids), SCHEMA, MAX_TOKENS, "check"
-    )
+    asked = request(items, ids, labels)
+    data, usage = structured(client, model, render("check"), asked, SCHEMA, MAX_TOKENS, "check")
     given = data.get("sentences")
     if not isinstance(given, list):
         raise Unusable("no sentences in the check")
@@ -225,17 +236,21 @@ def check(
     written: Any,
     whole: dict[int, str] | None = None,
     others: Sequence[Citation] = (),
+    labels: dict[int, str] | None = None,
 ) -> Checked:
     """Claude's check of a written answer's blocks (a compose.Written), its cited sections read
     `whole` where given (`sentences`), the `others` (every block sent to the answer, as a
-    citation of it) read for what the answer states but cites elsewhere; the offline check of
-    the quotes (their citations) when the answer was not written by Claude."""
+    citation of it) read for what the answer states but cites elsewhere, each passage named by
+    its source's "Title › Section" (`labels`, by source number); the offline check of the
+    quotes (their citations) when the answer was not written by Claude."""
     if written.by != "claude":
         return offline(written.citations)
     items = sentences(written.blocks, whole)
     if not items:
         return Checked(True, "claude", [])
-    usage, why = claude.attempt("check", lambda client: with_claude(client, model, items, others))
+    usage, why = claude.attempt(
+        "check", lambda client: with_claude(client, model, items, others, labels)
+    )
     if usage is None:
         return Checked(False, "claude", why_not=why)
     return Checked(True, "claude", items, usage=usage)

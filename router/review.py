@@ -99,10 +99,12 @@ def check(
     written: compose.Written, read: Context, docs: Corpus, run: Run, model: str, tokens: int
 ) -> claims.Checked:
     """The claim check of `written`: its cited sections read whole where they fit in `tokens`,
-    every other block sent read for what it states but cites elsewhere."""
+    every other block sent read for what it states but cites elsewhere, each named by its page's
+    title and headings."""
     cited = {c.source for c in written.citations if c.verified}
     whole = read.whole(docs, cited, tokens)
-    checked = claims.check(run.claude, model, written, whole, read.citations())
+    labels = {s.n: s.label for s in read.sources.values()}
+    checked = claims.check(run.claude, model, written, whole, read.citations(), labels)
     if checked.usage:
         add_usage(run.trace.usage, "check", checked.usage)
     return checked

@@ -81,6 +81,8 @@ def test_an_unsupported_sentence_turns_answer_into_partial_naming_it(
     assert "tool_choice" not in check and check["output_config"]["format"]["type"] == "json_schema"
     sent = check["messages"][0]["content"]
     assert sent.count('cites="P1"') == 2 and ans.passages[0].text.split()[0] in sent
+    # each passage named by its page's title and headings, as the answer's search results are
+    assert f'<passage id="P1" section="{html.escape(ans.sources[0].label)}">' in sent
     assert ans.trace.usage["check"]["output_tokens"] > 0
 
 
