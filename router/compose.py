@@ -226,7 +226,7 @@ def repair(
 ) -> Written:
     """The answer written again (not streamed) after Claude is told which of its sentences the
     passages they cite do not state (prompts/repair.md), from the same search results, with no
-    further search; the rewrite is checked as the first answer was (`read`). Raises what
+    further search; its citations checked as the first answer's were (`read`). Raises what
     `_stream` raises."""
     named = "\n".join(f"<sentence>{html.escape(t, quote=False)}</sentence>" for t in unsupported)
     ask = {"role": "user", "content": [{"type": "text", "text": render("repair", sentences=named)}]}
