@@ -274,9 +274,8 @@ def spending(name: str, keyed: dict) -> list:
     usd = stats(usages, DEFAULT_PRICES)["cost_per_question_usd"]
     looks = sum(len(a["looks"]) for a in every) / max(1, len(every))
     asked = sum(bool(a.get("asked_to_look")) for a in every)
-    notes = [" ".join(a.get("notes", [])) for a in every]
-    again = [n for n in notes if "written again" in n]
-    stood = sum("first answer stands" not in n and "did not stand" not in n for n in again)
+    again = [a["rewritten"] for a in every if a.get("rewritten")]
+    stood = sum(r["stood"] for r in again)
     return [name, len(every), f"{usd * 1000:.2f}", f"{looks:.2f}", asked, f"{len(again)} ({stood})"]
 
 

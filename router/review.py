@@ -77,19 +77,24 @@ def repaired(
     def ask(client) -> compose.Written:
         return compose.repair(client, models["answer"], talk, bad, until, run.claude.clock)
 
+    # what the audit keeps of it: the unsupported sentences before and after, and whether it stood
+    rewritten = run.trace.route["rewritten"] = {"unsupported": len(bad), "after": None}
     again, why = run.claude.attempt("repair", ask, first_byte)
     if again is not None:
         add_usage(run.trace.usage, "answer", again.usage)
     if again is None or again.status != compose.OK or not again.cited:
         why = why or (again.status if again and again.status != compose.OK else "nothing cited")
         run.trace.notes.append(f"the answer written again did not stand ({why})")
+        rewritten["stood"] = False
         return written, checked
     rechecked = check(again, read, docs, run, models.get("check", ""), tokens)
     now = rechecked.unsupported
     kept = rechecked.ran and len(now) < len(bad)
+    rewritten |= {"after": len(now) if rechecked.ran else None, "stood": kept}
+    found = f"found {len(now)}" if rechecked.ran else f"did not run ({rechecked.why_not})"
     run.trace.notes.append(
         f"claim check: {len(bad)} unsupported sentence{'s' * (len(bad) != 1)}; the answer was"
-        f" written again naming them, and its check found {len(now)}"
+        f" written again naming them, and its check {found}"
         + ("" if kept else ": the first answer stands")
     )
     return (again, rechecked) if kept else (written, checked)

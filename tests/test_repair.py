@@ -39,6 +39,7 @@ def test_a_rewrite_without_the_unsupported_sentence_stands(examples_db, local_em
     _, recheck = fake.calls("check")
     assert "90 days" not in recheck["messages"][0]["content"]
     assert "its check found 0" in " ".join(ans.trace.notes)
+    assert ans.trace.route["rewritten"] == {"unsupported": 1, "after": 0, "stood": True}
     # both answer requests are billed to the answer (and both checks to the check)
     fake = FakeClaude(answer=FIRST)
     stub.route("/v1/messages", fake)
@@ -57,6 +58,7 @@ def test_a_rewrite_that_is_no_better_leaves_the_first_answer(examples_db, local_
         assert ans.decision == PARTIAL and "“Signatures expire after 90 days.”" in ans.caveat
         assert "HMAC" in ans.text and "30" not in ans.text
         assert len(fake.calls("answer")) == 2
+        assert ans.trace.route["rewritten"]["stood"] is False
 
 
 def test_a_failed_rewrite_leaves_the_first_answer(examples_db, local_embedder, stub):
@@ -69,6 +71,7 @@ def test_a_failed_rewrite_leaves_the_first_answer(examples_db, local_embedder, s
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q, on_text=shown)
     assert ans.decision == PARTIAL and "90 days" in ans.text
     assert any("did not stand (OverloadedError)" in n for n in ans.trace.notes)
+    assert ans.trace.route["rewritten"] == {"unsupported": 1, "after": None, "stood": False}
     assert len(fake.calls("check")) == 1
 
 
@@ -93,3 +96,4 @@ def test_a_whole_answer_is_not_asked_again(examples_db, local_embedder, stub):
     stub.route("/v1/messages", fake)
     ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
     assert ans.decision == ANSWER and len(fake.calls("answer")) == 1
+    assert "rewritten" not in ans.trace.route

@@ -92,6 +92,7 @@ def _item(q: dict, ans: Answer) -> dict:
         "read": ans.trace.route.get("read", []),
         "looks": ans.trace.route.get("looks", []),
         "asked_to_look": ans.trace.route.get("asked_to_look", False),
+        "rewritten": ans.trace.route.get("rewritten"),  # router/review.py, for bench/keyed.py
         "usage": ans.trace.usage,  # what each Claude step was billed, for bench/keyed.py
         "offline": ans.trace.offline,
         "caveat": ans.caveat,
