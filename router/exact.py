@@ -162,26 +162,30 @@ def written(ident: str, docs: Corpus) -> np.ndarray | None:
 
 def joined(hits: list[Hit], docs: Corpus, asked: Asked) -> list[Hit]:
     """The candidates, with the chunks of a candidate section that write an asked identifier
-    joined to it, after its best hit, when none of its candidates does: a section's candidate
-    may be the rows beside the one that holds what was asked (a long options table is cut into
-    several chunks), and the row that holds it is the one to read."""
+    none of its candidates writes joined to it, first of it (where its best hit ranks): a
+    section's candidate may be the rows beside the one that holds what was asked (a long options
+    table is cut into several chunks), and the row that holds it is the one to read, for each
+    identifier asked (a row naming one of them does not stand for the others)."""
     names = asked.written
-    rows = {r for n in names for r in asked.rows[n].tolist()} - {h.row for h in hits}
-    if not rows:
-        return hits
+    candidates = {h.row for h in hits}
     sections = docs.searcher.sections
-    siblings: dict[int, list[int]] = {}
-    for r in sorted(rows):
-        siblings.setdefault(int(sections[r]), []).append(r)
-    holding = {h.section for h in hits if any(holds(h.chunk["text"], n) for n in names)}
+    writing: dict[int, dict[str, list[int]]] = {}  # section → identifier → its rows there
+    for n in names:
+        for r in asked.rows[n].tolist():
+            if r not in candidates:
+                writing.setdefault(int(sections[r]), {}).setdefault(n, []).append(r)
+    if not writing:
+        return hits
     out: list[Hit] = []
     for h in hits:
+        mine = writing.pop(h.section, {})  # at the section's best hit only
+        texts = [c.chunk["text"] for c in hits if c.section == h.section]
+        rows = {r for n, rs in mine.items() if not any(holds(t, n) for t in texts) for r in rs}
+        out += [
+            Hit(r, 0.0, 0.0, h.score, h.intent, h.section, docs.searcher.fetch)
+            for r in sorted(rows)
+        ]
         out.append(h)
-        mine = siblings.pop(h.section, [])  # after the section's best hit only
-        if mine and h.section not in holding:
-            out += [
-                Hit(r, 0.0, 0.0, h.score, h.intent, h.section, docs.searcher.fetch) for r in mine
-            ]
     return out
 
 

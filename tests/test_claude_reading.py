@@ -197,15 +197,17 @@ def test_a_sections_chunk_that_writes_the_asked_name_is_read_not_its_neighbours(
     examples_db, local_embedder
 ):
     """A section's candidate may be the chunk beside the one that writes what was asked: that
-    one joins it, after it, and the taste shows the piece that writes the name."""
+    one joins it, first of it, and the taste shows the piece that writes the name."""
     question = "How do I configure retries for deliveries?"
     docs, hits = candidates(examples_db, local_embedder, question)
     [delivery] = [h for h in hits if h.chunk["heading_path"][-1] == "The delivery object"]
     assert not exact.holds(delivery.chunk["text"], "replay_id")
     asked = exact.named("replay_id", docs)
     joined = exact.joined(hits, docs, asked)
-    after = joined[joined.index(delivery) + 1]
-    assert after.section == delivery.section and exact.holds(after.chunk["text"], "replay_id")
+    before = joined[joined.index(delivery) - 1]
+    assert before.section == delivery.section and exact.holds(before.chunk["text"], "replay_id")
+    ranked = [h.section for h in hits]
+    assert list(dict.fromkeys(h.section for h in joined)) == list(dict.fromkeys(ranked))
     assert exact.joined(hits, docs, exact.Asked([], {})) == hits
     [read] = [
         r for r in context.read(hits, docs, question, 3500, asked) if r.section == delivery.section
@@ -215,6 +217,19 @@ def test_a_sections_chunk_that_writes_the_asked_name_is_read_not_its_neighbours(
     assert not any(
         exact.holds(r.text, "replay_id") for r in unasked if r.section == delivery.section
     )
+
+
+def test_a_row_naming_one_asked_name_does_not_stand_for_another(examples_db, local_embedder):
+    """Two names asked, a section's candidate writing one of them: the chunk of that section
+    that writes the other joins it too."""
+    question = "How do I configure retries for deliveries?"
+    docs, hits = candidates(examples_db, local_embedder, question)
+    [delivery] = [h for h in hits if h.chunk["heading_path"][-1] == "The delivery object"]
+    assert exact.holds(delivery.chunk["text"], "next_attempt_at")
+    asked = exact.named("next_attempt_at replay_id", docs)
+    assert asked.names == ["next_attempt_at", "replay_id"]
+    mine = [h for h in exact.joined(hits, docs, asked) if h.section == delivery.section]
+    assert any(exact.holds(h.chunk["text"], "replay_id") for h in mine)
 
 
 @pytest.mark.parametrize("question", ["what does error TW-1016 mean?", "what does TW-1016 mean"])
