@@ -195,22 +195,41 @@ def why_unsure(result: dict) -> list[int]:
     ]
 
 
-def asked_gaps(name: str) -> set[str]:
-    """The set's questions that ask for something their docs do not hold, as classified blind
-    (bench/keyed/why_unsure.json, class `not_covered`: a part asked and not in the docs, RESULTS
-    "Why keyed answers were unsure"): a partial answer is the right one for them."""
-    path = KEYED / "why_unsure.json"
+def what_asked(name: str) -> dict[str, str]:
+    """Each sampled answerable question of the set by what it asks against its docs, classified
+    blind (bench/keyed/asked.json: helper agents who read the question and searched the docs,
+    never the answers, scores or reference answers): "whole" (the docs hold what a complete
+    answer needs), "part" (something asked is not in the docs), "none"."""
+    path = KEYED / "asked.json"
     rows = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-    return {
-        r["case"].split("#")[0] for r in rows if r["set"] == name and r["class"] == "not_covered"
-    }
+    return {r["id"]: r["class"] for r in rows if r["set"] == name}
 
 
 def unsure_where_held(result: dict, name: str) -> tuple[int, int]:
     """(unsure, questions) among the answerable questions whose docs hold the whole answer."""
-    gaps = asked_gaps(name)
-    held = [a for a in result["answers"] if a["id"] not in gaps]
+    classes = what_asked(name)
+    held = [a for a in result["answers"] if classes.get(a["id"], "whole") == "whole"]
     return sum(a["decision"] == "PARTIAL" for a in held), len(held)
+
+
+def against_docs(result: dict, name: str) -> list:
+    """[set, answerable, the docs hold it all, a part asked is missing, nothing, the round's
+    unsure where the docs hold it all, unsure and plain ANSWER where a part is missing]."""
+    classes = what_asked(name)
+    answers = result["answers"]
+    whole = [a for a in answers if classes.get(a["id"]) == "whole"]
+    short = [a for a in answers if classes.get(a["id"]) in ("part", "none")]
+
+    def share(rows: list[dict], decision: str) -> str:
+        n = sum(a["decision"] == decision for a in rows)
+        return f"{n} of {len(rows)} ({n / len(rows):.3f})" if rows else "-"
+
+    counts = [sum(classes.get(a["id"]) == c for a in answers) for c in ("whole", "part", "none")]
+    return [name, len(answers), *counts] + [
+        share(whole, "PARTIAL"),
+        share(short, "PARTIAL"),
+        share(short, "ANSWER"),
+    ]
 
 
 def unsure_unless_recited(result: dict) -> str:
@@ -282,7 +301,7 @@ def spending(name: str, keyed: dict) -> list:
 def report(names: list[str]) -> None:
     """The section "keyed" of bench/RESULTS.md: each finished set's last round beside the
     offline path on the same questions, the targets met or missed, what was answered."""
-    rows, counts, unsure, met, left, plain, spent = [], [], [], [], [], [], []
+    rows, counts, unsure, met, left, plain, spent, docs = [], [], [], [], [], [], [], []
     for name in names:
         folder = KEYED / name
         tally = answered(name)
@@ -309,13 +328,13 @@ def report(names: list[str]) -> None:
             )
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
         spent.append(spending(name, keyed))
+        docs.append(against_docs(keyed, name))
         u, h = unsure_where_held(keyed, name)
         unsure.append(
             [
                 name,
                 *why_unsure(keyed),
                 unsure_unless_recited(keyed),
-                f"{u} of {h} ({u / h:.3f})",
                 *held(keyed, name),
             ]
         )
@@ -400,7 +419,6 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
             "both",
             "neither",
             "unsure had nothing been re-cited",
-            "unsure where the docs hold the whole answer",
             "answered: questions, reference words the gold holds",
             "unsure: questions, reference words the gold holds",
         ],
@@ -412,16 +430,32 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
         " cited it (router/claims.py `recite`)."
     )
     body += (
-        "\n\nUnsure where the docs hold the whole answer: leaving out the questions that ask for"
-        " something their docs do not hold (classified blind, bench/keyed/why_unsure.json, class"
-        ' `not_covered`; see "Why keyed answers were unsure"), to which a partial answer is the'
-        " right one."
-    )
-    body += (
         "\n\nThe last two columns: the share of the reference answer's content words (a"
         " maintainer's reply on GitHub) that the question's gold sections hold at all, averaged"
         " over the questions answered and over those answered unsure: how much of what the"
         " asker was told the docs could give."
+    )
+    body += (
+        "\n\nWhat each answerable question asks, against its docs: **classified by a language"
+        " model outside the API** (Claude, as fieldguide helper agents, one per set or half-set),"
+        " blind to the answers, the scores and the reference answers: each read the question and"
+        " searched the set's docs, and put it in one class (bench/keyed/asked.json, with what is"
+        " asked, where the docs hold it and what is missing): the docs hold all of it (an"
+        ' explicit "not supported" counts), a part asked is missing, or nothing answers it.'
+        " A partial answer is the right one where a part is missing.\n\n"
+    )
+    body += table(
+        [
+            "set",
+            "answerable",
+            "the docs hold it all",
+            "a part asked is missing",
+            "nothing",
+            "unsure where the docs hold it all",
+            "unsure where a part is missing",
+            "plain ANSWER where a part is missing",
+        ],
+        docs,
     )
     body += (
         "\n\nIssue 50's targets (refused ≤ 0.10, unsure ≤ 0.15, off-topic plain ANSWER ≤ 0.05,"
