@@ -28,6 +28,8 @@ def print_gaps(topics: list[Topic], info: dict, top: int) -> None:
             f", {t.unsure} answered unsure" if t.unsure else ""
         )
         print(f"      {counts}: {KINDS[t.kind]}")
+        for said in t.missing:
+            print(f"      the answer said: “{said}”")
         doc = t.doc + (f" › {t.section}" if t.section else "") if t.doc else "-"
         near = "closest section" if t.kind in ("missed", "unsure") else "nearest doc"
         state = t.state + (f" (answered {t.before} before, {t.after} after)" if t.after else "")

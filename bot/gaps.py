@@ -15,10 +15,12 @@ intent, owner and link.
 What an owner can do about a question depends on its kind, and a topic takes the kind most of
 its questions have (`KINDS`): off-topic for these docs (nearer to none of their sections than
 `OFF_TOPIC_SIM`), answered unsure (an answer quoted the section it found: check it), not covered
-(it names something the docs lack: write it up), or possibly missed by search (everything it
-names, the docs name too: its closest section is shown). A topic's state (open, drafted, fixed,
-won't fix) is kept in the audit's database (bot/state) and found again by the questions it holds
-(`match_states`).
+(it names something the docs lack, or its answer said what they lack: write it up), or possibly
+missed by search (everything it names, the docs name too: its closest section is shown). What the
+answers said the docs lack, in their words (the sentences the claim check read as saying so,
+router/review.py), comes with the topic, from questions asked in a channel only. A topic's state
+(open, drafted, fixed, won't fix) is kept in the audit's database (bot/state) and found again by
+the questions it holds (`match_states`).
 
 Small talk ("hi", "thanks") is no gap: a message the embedding model reads as nearer to an empty
 message than to anything in the docs, and in which the decision found no name the docs lack, says
@@ -94,6 +96,7 @@ class Topic:
     topic_id: int | None = None  # its stored row, once it has one
     before: str = ""  # closure: answered before and after the docs changed ("0/10", "9/10")
     after: str = ""
+    missing: list[str] = field(default_factory=list)  # what its answers said the docs lack
 
     def to_json(self) -> dict:
         return {
@@ -113,6 +116,7 @@ class Topic:
             "ids": self.ids,
             "unanswered": self.count - self.unsure,
             "unsure": self.unsure,
+            "missing": self.missing,
             "evidence": round(self.evidence, 2),
         }
 
@@ -131,6 +135,14 @@ def evidence(row: dict) -> float:
     if "not_helpful" in (row.get("feedback") or {}).values() or row.get("handoff"):
         return 1.0
     return EVIDENCE.get(row["decision"], 0.0)
+
+
+def said_missing(row: dict) -> list[str]:
+    """What the row's answer said the docs lack, in its words (router/review.py): none for a
+    question asked in a direct message, whose answer is as private as the question."""
+    if (row.get("channel") or "").startswith("D"):
+        return []
+    return [" ".join(str(s).split()) for s in (row.get("routing") or {}).get("gaps") or []]
 
 
 def unsure_only(row: dict) -> bool:
@@ -369,6 +381,7 @@ def find_topics(
             unsure=sum(unsure_only(todo[i]) for i in members),
             evidence=sum(evidence(todo[i]) for i in members),
             kind=max(votes, key=lambda k: (votes[k], -list(KINDS).index(k))),
+            missing=list(dict.fromkeys(s for i in order for s in said_missing(todo[i])))[:EXAMPLES],
         )
         hits = nearest_section(searcher, [(texts[i], vectors[i]) for i in order[:EXAMPLES]])
         if hits:
@@ -388,9 +401,10 @@ def find_topics(
 
 
 def question_kinds(rows: list[dict], vectors: np.ndarray, docs: np.ndarray | None) -> list[str]:
-    """Each unanswered question's kind (KINDS): answered unsure; off-topic (no section nearer than
-    OFF_TOPIC_SIM; not told without the docs' vectors); not covered (it names something the docs
-    lack); else possibly missed by search."""
+    """Each unanswered question's kind (KINDS): answered unsure (not covered when its answer said
+    what the docs lack); off-topic (no section nearer than OFF_TOPIC_SIM; not told without the
+    docs' vectors); not covered (it names something the docs lack); else possibly missed by
+    search."""
     near = None
     if docs is not None and len(docs):
         near = np.full(len(vectors), -1.0)
@@ -401,7 +415,7 @@ def question_kinds(rows: list[dict], vectors: np.ndarray, docs: np.ndarray | Non
     out = []
     for i, row in enumerate(rows):
         if unsure_only(row):
-            out.append("unsure")
+            out.append("missing" if (row.get("routing") or {}).get("gaps") else "unsure")
         elif near is not None and near[i] < OFF_TOPIC_SIM:
             out.append("offtopic")
         else:

@@ -56,7 +56,7 @@ svg.plot { display: block; width: 100%; height: auto; }
 svg text { font: 13px system-ui, sans-serif; fill: #222; }
 .legend span { display: inline-block; margin-right: 1.2em; }
 .legend i { display: inline-block; width: 11px; height: 11px; margin-right: 5px; }
-ol.gaps > li { margin-bottom: 0.8em; } ol.gaps ul { color: #444; }
+ol.gaps > li { margin-bottom: 0.8em; } ol.gaps ul { color: #444; } p.said { margin: 0.2em 0; }
 .note { color: #555; }
 #errors { color: #c62828; white-space: pre; }
 """
@@ -213,7 +213,9 @@ def top_gaps(topics: list[Topic]) -> str:
         + (f" ({t.unsure} answered unsure)" if t.unsure else "")
         + f" like “{escape(t.questions[0])}” — {escape(KINDS[t.kind])}; nearest doc"
         f" {nearest(t)} ({escape(t.intent or 'no intent')}), owner"
-        f' {escape(t.owner or "none")}, <span class="state">{escape(state_of(t))}</span><ul>'
+        f' {escape(t.owner or "none")}, <span class="state">{escape(state_of(t))}</span>'
+        + "".join(f'<p class="said">The answer said: “{escape(m)}”</p>' for m in t.missing)
+        + "<ul>"
         + "".join(f"<li>{escape(q)}</li>" for q in t.questions[1:])
         + "</ul></li>"
         for t in shown

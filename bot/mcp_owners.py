@@ -73,6 +73,7 @@ class OwnerTools:
                 owner=name(t.owner),
                 answered_before=t.before,
                 answered_after=t.after,
+                missing=[cut(m, MAX_EXAMPLE_CHARS) for m in t.missing],
             )
             for t in shown
         )

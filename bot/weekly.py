@@ -116,7 +116,8 @@ def topics_part(note: Note) -> list[dict]:
         place = f"{t.doc} › {t.section}" if t.section else t.doc
         text = (
             f"*{t.count}× “{escape(cut(t.questions[0], 200))}”*\n{KINDS[t.kind]}"
-            f"\n{escape(cut(place, 300))} · {t.state}"
+            + "".join(f"\n_The answer said:_ “{escape(cut(m, 200))}”" for m in t.missing[:1])
+            + f"\n{escape(cut(place, 300))} · {t.state}"
         )
         button = None
         if t.topic_id is not None and t.state in ("open", "drafted"):

@@ -54,6 +54,9 @@ def review(
         )
     written, note = claims.recite(written, checked)
     run.trace.notes += [note] if note else []
+    gaps = [s.text for s in checked.sentences if s.verdict == claims.NOT_COVERED]
+    if gaps:  # what the answer says the docs lack, in its words: the owners' gaps read it
+        run.trace.route["gaps"] = gaps
     return written, checked
 
 

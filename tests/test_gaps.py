@@ -8,20 +8,26 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import anthropic
 import numpy as np
 import pytest
 
 from bot.app import FieldGuide
 from bot.cli import main
-from bot.gaps import average_linkage, flat
+from bot.gaps import average_linkage, flat, said_missing
 from bot.gaps_report import plural, shorten
 from bot.owners import doc_owner
 from bot.settings import Settings
 from bot.state.sqlite import SqliteState
 from index.store import doc_records, open_db
-from router.answer import Answer
+from router import context
+from router.answer import PARTIAL, Answer
+from router.engine import Engine
+from router.pipeline import Pipeline
 from tests.conftest import ROOT
+from tests.standins.claude import FakeClaude
 from tests.standins.gap_topics import ANSWERED, TOPICS
+from tests.test_claude_reading import GAP_ANSWER
 
 
 def planted(db: str) -> dict[str, str]:
@@ -321,3 +327,35 @@ def test_report_words():
     )
     assert shorten("short enough", 30) == "short enough"
     assert len(shorten("x" * 80, 30)) == 30  # one long word: cut inside it
+
+
+def test_a_part_an_answer_says_the_docs_lack_is_a_gap_to_write_up_in_its_words(
+    examples_db, local_embedder, stub, capsys, tmp_path
+):
+    """An answer that says the docs don't cover a part of the question (the claim check reads the
+    sentence so) keeps that sentence in its audit row: the question is one to write up, and the
+    sentence comes with its topic; asked in a direct message, its words stay out."""
+    stub.route("/v1/messages", FakeClaude(answer=GAP_ANSWER, not_covered=("don't cover",)))
+    client = anthropic.Anthropic(api_key="test", base_url=stub.url, max_retries=0)
+    engine = Engine(examples_db, local_embedder, client, "claude-haiku-4-5")
+    models = {"condense": "claude-haiku-4-5", "answer": "claude-sonnet-5-5"}
+    models["check"] = "claude-haiku-4-5"
+    budget = context.Budget(tokens=600, looks=0)
+    p = Pipeline(engine, client, models, "https://docs.example.com", budget=budget)
+    ans = p.answer("How do I rotate an API key?")
+    said = "The docs don't cover how long the old key keeps working."
+    assert ans.decision == PARTIAL and ans.trace.route["gaps"] == [said]
+    state = SqliteState(open_db(examples_db))
+    state.record_answer(ans, {"channel": "C1", "user": "U1"})
+    assert main(["gaps", "--db", examples_db, "--json"]) == 0
+    [topic] = json.loads(capsys.readouterr().out)["topics"]
+    assert topic["kind"] == "missing" and topic["missing"] == [said] and topic["unsure"] == 1
+    assert main(["gaps", "--db", examples_db]) == 0
+    assert f"the answer said: “{said}”" in capsys.readouterr().out
+    page = tmp_path / "gaps.html"
+    assert main(["gaps", "--db", examples_db, "--html", str(page)]) == 0
+    shown = '<p class="said">The answer said: “The docs don&#x27;t cover how long'
+    assert shown in page.read_text()
+    state.record_answer(ans, {"channel": "D1", "user": "U2"})
+    dm = state.list_answers(limit=1)[0]
+    assert dm["routing"]["gaps"] == [said] and said_missing(dm) == []
