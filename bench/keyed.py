@@ -205,6 +205,14 @@ def what_asked(name: str) -> dict[str, str]:
     return {r["id"]: r["class"] for r in rows if r["set"] == name}
 
 
+def annotators_agree() -> tuple[int, int]:
+    """(questions both blind annotators put in the same class, questions classified twice)."""
+    path = KEYED / "asked.json"
+    rows = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    twice = [r for r in rows if r.get("second")]
+    return sum(r["class"] == r["second"]["class"] for r in twice), len(twice)
+
+
 def unsure_where_held(result: dict, name: str) -> tuple[int, int]:
     """(unsure, questions) among the answerable questions whose docs hold the whole answer."""
     classes = what_asked(name)
@@ -442,7 +450,9 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
         " searched the set's docs, and put it in one class (bench/keyed/asked.json, with what is"
         " asked, where the docs hold it and what is missing): the docs hold all of it (an"
         ' explicit "not supported" counts), a part asked is missing, or nothing answers it.'
-        " A partial answer is the right one where a part is missing.\n\n"
+        " A partial answer is the right one where a part is missing. Other annotators, given"
+        " the same brief and none of the first's output, classified them again (`second`):"
+        " the same class for {} of {}.\n\n".format(*annotators_agree())
     )
     body += table(
         [
