@@ -12,13 +12,16 @@ import anthropic
 import numpy as np
 import pytest
 
+from bot.api import gaps
 from bot.app import FieldGuide
 from bot.cli import main
 from bot.gaps import average_linkage, flat, said_missing
 from bot.gaps_report import plural, shorten
+from bot.mcp_server import build
 from bot.owners import doc_owner
 from bot.settings import Settings
 from bot.state.sqlite import SqliteState
+from bot.weekly import Note, topics_part
 from index.store import doc_records, open_db
 from router import context
 from router.answer import PARTIAL, Answer
@@ -28,6 +31,7 @@ from tests.conftest import ROOT
 from tests.standins.claude import FakeClaude
 from tests.standins.gap_topics import ANSWERED, TOPICS
 from tests.test_claude_reading import GAP_ANSWER
+from tests.test_mcp import call
 
 
 def planted(db: str) -> dict[str, str]:
@@ -356,6 +360,12 @@ def test_a_part_an_answer_says_the_docs_lack_is_a_gap_to_write_up_in_its_words(
     assert main(["gaps", "--db", examples_db, "--html", str(page)]) == 0
     shown = '<p class="said">The answer said: “The docs don&#x27;t cover how long'
     assert shown in page.read_text()
+    guide = FieldGuide(Settings(db=examples_db), embedder=local_embedder)
+    [listed] = call(build(guide, None), ("gaps", {}))
+    assert listed.structured_content["topics"][0]["missing"] == [said]
+    note = Note("U1", set(), topics=gaps(examples_db).topics)
+    assert f"_The answer said:_ “{said}”" in json.dumps(topics_part(note), ensure_ascii=False)
+    guide.close()
     state.record_answer(ans, {"channel": "D1", "user": "U2"})
     dm = state.list_answers(limit=1)[0]
     assert dm["routing"]["gaps"] == [said] and said_missing(dm) == []
