@@ -137,12 +137,20 @@ def evidence(row: dict) -> float:
     return EVIDENCE.get(row["decision"], 0.0)
 
 
-def said_missing(row: dict) -> list[str]:
-    """What the row's answer said the docs lack, in its words (router/review.py): none for a
-    question asked in a direct message, whose answer is as private as the question."""
-    if (row.get("channel") or "").startswith("D"):
-        return []
+def asked_privately(row: dict) -> bool:
+    """Was the audit row's question asked in a direct message (counted, never shown)?"""
+    return (row.get("channel") or "").startswith("D")
+
+
+def named_gaps(row: dict) -> list[str]:
+    """The sentences in which the row's answer said the docs lack a part (router/review.py)."""
     return [" ".join(str(s).split()) for s in (row.get("routing") or {}).get("gaps") or []]
+
+
+def said_missing(row: dict) -> list[str]:
+    """What the row's answer said the docs lack, to show: none for a question asked in a direct
+    message, whose answer is as private as the question."""
+    return [] if asked_privately(row) else named_gaps(row)
 
 
 def unsure_only(row: dict) -> bool:
@@ -415,7 +423,7 @@ def question_kinds(rows: list[dict], vectors: np.ndarray, docs: np.ndarray | Non
     out = []
     for i, row in enumerate(rows):
         if unsure_only(row):
-            out.append("missing" if (row.get("routing") or {}).get("gaps") else "unsure")
+            out.append("missing" if named_gaps(row) else "unsure")
         elif near is not None and near[i] < OFF_TOPIC_SIM:
             out.append("offtopic")
         else:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from .gaps import KINDS
+from .gaps import KINDS, asked_privately
 from .mcp_results import (
     MAX_EXAMPLE_CHARS,
     MAX_RESULT_CHARS,
@@ -132,7 +132,5 @@ def period(since: str) -> str:
 def private_questions(ids: list[int], rows: dict[int, dict]) -> set[str]:
     """The questions among `ids` asked in a direct message: counted, never shown."""
     return {
-        " ".join(rows[i]["question"].split())
-        for i in ids
-        if i in rows and (rows[i].get("channel") or "").startswith("D")
+        " ".join(rows[i]["question"].split()) for i in ids if i in rows and asked_privately(rows[i])
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .gaps import KINDS, Topic, evidence, unanswered
+from .gaps import KINDS, Topic, asked_privately, evidence, unanswered
 from .owners import StaleDoc, cited_docs
 
 MAX_BLOCKS = 50
@@ -97,7 +97,7 @@ def questions_part(note: Note) -> list[dict]:
     for r in rows[:SHOWN]:
         asked = (
             "_(asked in a direct message)_"
-            if (r.get("channel") or "").startswith("D")
+            if asked_privately(r)
             else f"“{escape(cut(' '.join(r['question'].split()), 200))}”"
         )
         lines.append(f"• {asked} — {why(r)}")

@@ -207,10 +207,8 @@ def compose(
                 msg = second
         except (anthropic.APIError, Unusable) as e:
             log.info("the longer second answer failed (%s); the first one is kept", e)
-    written = read(Said(kept + list(msg.content), msg.stop_reason), results, sources)
-    if cut and written.status in (OK, INCOMPLETE):
-        written.status = CUT
-    written.usage = usage
+    said = Said(kept + list(msg.content), msg.stop_reason)
+    written = finished(said, results, sources, cut, usage)
     turns = [*asked, {"role": "assistant", "content": answered_content(msg)}]
     written.conversation = Conversation(turns, results, sources, tools, took)
     return written
@@ -244,10 +242,17 @@ def repair(
         tools,
         clock,
     )
+    return finished(msg, results, sources, cut, usage_of(msg))
+
+
+def finished(
+    msg: Any, results: list[dict], sources: list[Source], cut: str, usage: dict
+) -> Written:
+    """The reply `msg` read as an answer (`read`), CUT where its stream was cut, with `usage`."""
     written = read(msg, results, sources)
     if cut and written.status in (OK, INCOMPLETE):
         written.status = CUT
-    written.usage = usage_of(msg)
+    written.usage = usage
     return written
 
 

@@ -179,12 +179,13 @@ def joined(hits: list[Hit], docs: Corpus, asked: Asked) -> list[Hit]:
     out: list[Hit] = []
     for h in hits:
         mine = writing.pop(h.section, {})  # at the section's best hit only
-        texts = [c.chunk["text"] for c in hits if c.section == h.section]
-        rows = {r for n, rs in mine.items() if not any(holds(t, n) for t in texts) for r in rs}
-        out += [
-            Hit(r, 0.0, 0.0, h.score, h.intent, h.section, docs.searcher.fetch)
-            for r in sorted(rows)
-        ]
+        if mine:
+            texts = [c.chunk["text"] for c in hits if c.section == h.section]
+            rows = {r for n, rs in mine.items() if not any(holds(t, n) for t in texts) for r in rs}
+            out += [
+                Hit(r, 0.0, 0.0, h.score, h.intent, h.section, docs.searcher.fetch)
+                for r in sorted(rows)
+            ]
         out.append(h)
     return out
 
