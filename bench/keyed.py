@@ -11,7 +11,7 @@ Each set's files are under bench/keyed/SET/: requests/<hash>.json (every request
 sent), responses/<hash>.json (written by a language model outside the API, reading the request
 alone: bench/keyed/README.md), eval.json (the last round's `fieldguide eval --answers --json`),
 sample.json (the ids of the questions asked: SAMPLE of the set's answerable and off-topic
-questions together, drawn with seed 0, so each kind comes as often as the set has it; the ids
+questions together, drawn as DRAWS says, so each kind comes as often as the set has it; the ids
 only, so that an answerer reading the folder sees no gold).
 A round replays every request that has a response and records the others (they fail with a 400,
 so that step runs offline); a set is done when a round records nothing new, and that round
@@ -40,6 +40,9 @@ from tests.standins.server import StubServer
 
 KEYED = ROOT / "bench" / "keyed"
 SAMPLE = 25  # questions a set's rounds ask: what blind answerers can answer in a sitting
+# the draws so far, each of questions no earlier draw asked: the writer's prompt was revised
+# reading the answers to seed 0's, so seed 1's questions are the ones it has not seen
+DRAWS = (0, 1)
 RECORDED = ("answer", "check")  # the requests an answer needs; others are refused (overloaded)
 
 
@@ -53,7 +56,10 @@ def sampled(name: str, folder: Path, into: Path) -> tuple[Path, Path]:
     items += load_items(off) if off.is_file() else []
     keep = folder / "sample.json"
     if not keep.exists():
-        drawn = random.Random(0).sample([q["id"] for q in items], min(SAMPLE, len(items)))
+        pool = [q["id"] for q in items]
+        for seed in DRAWS:  # each draw from what the earlier ones left: the last is asked
+            drawn = random.Random(seed).sample(pool, min(SAMPLE, len(pool)))
+            pool = [i for i in pool if i not in drawn]
         keep.write_text(json.dumps(sorted(drawn), indent=1) + "\n", encoding="utf-8")
     ids = set(json.loads(keep.read_text(encoding="utf-8")))
     files = into / "questions.jsonl", into / "offtopic.jsonl"
@@ -205,11 +211,13 @@ def what_asked(name: str) -> dict[str, str]:
     return {r["id"]: r["class"] for r in rows if r["set"] == name}
 
 
-def annotators_agree() -> tuple[int, int]:
-    """(questions both blind annotators put in the same class, questions classified twice)."""
+def annotators_agree(names: list[str]) -> tuple[int, int]:
+    """(questions both blind annotators put in the same class, questions classified twice) of
+    the sets' samples."""
     path = KEYED / "asked.json"
     rows = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-    twice = [r for r in rows if r.get("second")]
+    asked = {(n, i) for n in names for i in json.loads((KEYED / n / "sample.json").read_text())}
+    twice = [r for r in rows if r.get("second") and (r["set"], r["id"]) in asked]
     return sum(r["class"] == r["second"]["class"] for r in twice), len(twice)
 
 
@@ -371,7 +379,8 @@ bench/keyed/README.md, never the questions' labels), not measured on the API: th
 model's answers to the exact requests the pipeline sent. The real pipeline (parsing,
 citations, claim check, decision, second looks in rounds) ran on them through the Messages API
 stand-in in replay mode (tests/standins/keyed.py). Each set: a sample of {SAMPLE} questions
-(seed 0, answerable and off-topic as the set has them; bench/keyed/SET/sample.json); every
+(seed 1, of the questions the first sample, seed 0, left: answerable and off-topic as the set
+has them; bench/keyed/SET/sample.json); every
 request but the answer and its claim check (a classification, a long question's condensing)
 was answered "overloaded", so the offline router routed. Offline: the same questions with no
 key (bench/keyed/SET/offline.json). Gold read: answerable questions with a gold section in what
@@ -452,7 +461,7 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
         ' explicit "not supported" counts), a part asked is missing, or nothing answers it.'
         " A partial answer is the right one where a part is missing. Other annotators, given"
         " the same brief and none of the first's output, classified them again (`second`):"
-        " the same class for {} of {}.\n\n".format(*annotators_agree())
+        " the same class for {} of {}.\n\n".format(*annotators_agree(names))
     )
     body += table(
         [

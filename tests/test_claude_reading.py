@@ -156,6 +156,21 @@ def test_a_row_is_read_without_its_in_page_anchor(examples_db, local_embedder):
     assert rendered.shown(text).splitlines()[0] == "| Option | Description |"
 
 
+def test_a_rows_alignment_padding_is_read_as_one_space():
+    """Aligned tables pad every cell; Claude reads a row as the rendered table shows it, while
+    code spans, fenced code and prose keep their spaces."""
+    table = "| Name     | Default   |\n|----------|-----------|\n| `a  b`   | `x`       |"
+    fence = "```\n| kept   | as is |\n```"
+    prose = "A sentence  with two spaces."
+    assert rendered.shown(f"{prose}\n{table}\n{fence}").split("\n") == [
+        prose,
+        "| Name | Default |",
+        "|----------|-----------|",
+        "| `a  b` | `x` |",
+        *fence.split("\n"),
+    ]
+
+
 # -- identifiers ---------------------------------------------------------------------------------
 
 
