@@ -40,9 +40,10 @@ from tests.standins.server import StubServer
 
 KEYED = ROOT / "bench" / "keyed"
 SAMPLE = 25  # questions a set's rounds ask: what blind answerers can answer in a sitting
-# the draws so far, each of questions no earlier draw asked: the writer's prompt was revised
-# reading the answers to seed 0's, so seed 1's questions are the ones it has not seen
-DRAWS = (0, 1)
+# the draws so far, each of questions no earlier draw asked, the last the one asked: the
+# writer's prompt was revised reading the answers to the earlier draws' questions, so the
+# last draw's are questions it was not written from
+DRAWS = (0, 1, 2)
 RECORDED = ("answer", "check")  # the requests an answer needs; others are refused (overloaded)
 
 
@@ -379,8 +380,8 @@ bench/keyed/README.md, never the questions' labels), not measured on the API: th
 model's answers to the exact requests the pipeline sent. The real pipeline (parsing,
 citations, claim check, decision, second looks in rounds) ran on them through the Messages API
 stand-in in replay mode (tests/standins/keyed.py). Each set: a sample of {SAMPLE} questions
-(seed 1, of the questions the first sample, seed 0, left: answerable and off-topic as the set
-has them; bench/keyed/SET/sample.json); every
+(seed 2, of the questions the samples of seeds 0 and 1 left: answerable and off-topic as the
+set has them; bench/keyed/SET/sample.json); every
 request but the answer and its claim check (a classification, a long question's condensing)
 was answered "overloaded", so the offline router routed. Offline: the same questions with no
 key (bench/keyed/SET/offline.json). Gold read: answerable questions with a gold section in what
