@@ -10,9 +10,9 @@ a key pointed at the Messages API stand-in in record and replay mode (tests/stan
 Each set's files are under bench/keyed/SET/: requests/<hash>.json (every request body the pipeline
 sent), responses/<hash>.json (written by a language model outside the API, reading the request
 alone: bench/keyed/README.md), eval.json (the last round's `fieldguide eval --answers --json`),
-sample.json (the ids of the questions asked: SAMPLE of the set's answerable and off-topic
-questions together, drawn as DRAWS says, so each kind comes as often as the set has it; the ids
-only, so that an answerer reading the folder sees no gold).
+sample.json (the ids of the questions asked: each draw of DRAWS, SAMPLE of the set's
+answerable and off-topic questions together, so each kind comes as often as the set has it; the
+ids only, so that an answerer reading the folder sees no gold).
 A round replays every request that has a response and records the others (they fail with a 400,
 so that step runs offline); a set is done when a round records nothing new, and that round
 removes the requests it did not make (an older pipeline's) and their responses. Only the answer
@@ -40,16 +40,32 @@ from tests.standins.server import StubServer
 
 KEYED = ROOT / "bench" / "keyed"
 SAMPLE = 25  # questions a set's rounds ask: what blind answerers can answer in a sitting
-# the draws so far, each of questions no earlier draw asked, the last the one asked: the
-# writer's prompt was revised reading the answers to the earlier draws' questions, so the
-# last draw's are questions it was not written from
+# the draws, each of questions no earlier draw asked: the writer's prompt was revised reading
+# the answers to the earlier draws' questions, so the last draw's are questions it was not
+# written from, and the targets are judged on them
 DRAWS = (0, 1, 2)
 RECORDED = ("answer", "check")  # the requests an answer needs; others are refused (overloaded)
 
 
+def drawn(name: str) -> list[list[str]]:
+    """The set's draws, in DRAWS order: SAMPLE questions each (answerable and off-topic
+    together, so each kind comes as often as the set has it), each from those the earlier
+    draws left."""
+    from bot.evaluation.retrieval import load_items
+
+    items = load_items(set_dir(name) / "questions.jsonl")
+    off = set_dir(name) / "offtopic.jsonl"
+    items += load_items(off) if off.is_file() else []
+    pool, draws = [q["id"] for q in items], []
+    for seed in DRAWS:
+        draws.append(random.Random(seed).sample(pool, min(SAMPLE, len(pool))))
+        pool = [i for i in pool if i not in draws[-1]]
+    return draws
+
+
 def sampled(name: str, folder: Path, into: Path) -> tuple[Path, Path]:
-    """The set's questions and off-topic questions of `folder`/sample.json (drawn once and kept),
-    written as the two files `fieldguide eval` reads, into `into`."""
+    """The set's questions and off-topic questions of `folder`/sample.json (every draw's, drawn
+    once and kept), written as the two files `fieldguide eval` reads, into `into`."""
     from bot.evaluation.retrieval import load_items
 
     items = load_items(set_dir(name) / "questions.jsonl")
@@ -57,11 +73,8 @@ def sampled(name: str, folder: Path, into: Path) -> tuple[Path, Path]:
     items += load_items(off) if off.is_file() else []
     keep = folder / "sample.json"
     if not keep.exists():
-        pool = [q["id"] for q in items]
-        for seed in DRAWS:  # each draw from what the earlier ones left: the last is asked
-            drawn = random.Random(seed).sample(pool, min(SAMPLE, len(pool)))
-            pool = [i for i in pool if i not in drawn]
-        keep.write_text(json.dumps(sorted(drawn), indent=1) + "\n", encoding="utf-8")
+        every = sorted(i for ids in drawn(name) for i in ids)
+        keep.write_text(json.dumps(every, indent=1) + "\n", encoding="utf-8")
     ids = set(json.loads(keep.read_text(encoding="utf-8")))
     files = into / "questions.jsonl", into / "offtopic.jsonl"
     for path, gold in zip(files, (True, False), strict=True):
@@ -315,10 +328,36 @@ def spending(name: str, keyed: dict) -> list:
     return [name, len(every), f"{usd * 1000:.2f}", f"{looks:.2f}", asked, f"{len(again)} ({stood})"]
 
 
+def subset(result: dict, ids: list[str]) -> dict:
+    """`result` with only the questions `ids`."""
+    mine = set(ids)
+    return result | {
+        "answers": [a for a in result["answers"] if a["id"] in mine],
+        "offtopic": [a for a in result["offtopic"] if a["id"] in mine],
+    }
+
+
+def figures(result: dict) -> dict[str, float | None]:
+    """Issue 50's figures (TARGETS) over the questions of `result`."""
+    answers, off = result["answers"], result["offtopic"]
+
+    def mean(values: list) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    return {
+        "abstain": mean([a["decision"] == "ABSTAIN" for a in answers]),
+        "partial": mean([a["decision"] == "PARTIAL" for a in answers]),
+        "offtopic_answer": mean([a["decision"] == "ANSWER" for a in off]),
+        "token_recall": mean([a["recall"] for a in answers if a.get("recall") is not None]),
+        "gold_cited": mean([a["gold_cited"] for a in answers if a.get("gold_cited") is not None]),
+    }
+
+
 def report(names: list[str]) -> None:
     """The section "keyed" of bench/RESULTS.md: each finished set's last round beside the
     offline path on the same questions, the targets met or missed, what was answered."""
     rows, counts, unsure, met, left, plain, spent, docs = [], [], [], [], [], [], [], []
+    draws: list[list] = []
     for name in names:
         folder = KEYED / name
         tally = answered(name)
@@ -346,7 +385,6 @@ def report(names: list[str]) -> None:
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
         spent.append(spending(name, keyed))
         docs.append(against_docs(keyed, name))
-        u, h = unsure_where_held(keyed, name)
         unsure.append(
             [
                 name,
@@ -360,15 +398,27 @@ def report(names: list[str]) -> None:
             for a in keyed["offtopic"]
             if a["decision"] == "ANSWER"
         ]
+        # judged on the last draw: the questions no revision of the writer's prompt was read from
+        last = drawn(name)[-1]
+        mine, theirs = figures(subset(keyed, last)), figures(subset(offline, last))
+        for seed, ids in zip(DRAWS, drawn(name), strict=True):
+            k, o = figures(subset(keyed, ids)), figures(subset(offline, ids))
+            part = subset(keyed, ids)
+            draws.append(
+                [name, seed, f"{len(part['answers'])} + {len(part['offtopic'])}"]
+                + [f"{k[f]:.3f}" if k[f] is not None else "-" for f, *_ in TARGETS[:3]]
+                + [f"{k['token_recall']:.3f} / {o['token_recall']:.3f}"]
+            )
         verdicts = [
-            f"{short} {'met' if ok(ks[k]['value'], os_[k]['value']) else 'missed'}"
+            f"{short} {'met' if ok(mine[k], theirs[k]) else 'missed'}"
             for k, short, ok in TARGETS
-            if ok is not None and ks[k]["value"] is not None
+            if ok is not None and mine[k] is not None
         ]
+        u, h = unsure_where_held(subset(keyed, last), name)
         verdicts.append(
             f"unsure where the docs hold the answer {'met' if u <= 0.15 * h else 'missed'}"
         )
-        looked = reads["keyed"][1]
+        looked = gold_read(subset(keyed, last), name)[1]
         if looked is not None:
             verdicts.append(f"gold read with looks {'met' if looked >= 0.95 else 'missed'}")
         met.append(f"- {name}: " + ", ".join(verdicts) + ".")
@@ -379,9 +429,9 @@ API** (Claude, as fieldguide helper agents answering blind: each read only the r
 bench/keyed/README.md, never the questions' labels), not measured on the API: they are that
 model's answers to the exact requests the pipeline sent. The real pipeline (parsing,
 citations, claim check, decision, second looks in rounds) ran on them through the Messages API
-stand-in in replay mode (tests/standins/keyed.py). Each set: a sample of {SAMPLE} questions
-(seed 2, of the questions the samples of seeds 0 and 1 left: answerable and off-topic as the
-set has them; bench/keyed/SET/sample.json); every
+stand-in in replay mode (tests/standins/keyed.py). Each set: {len(DRAWS)} draws of {SAMPLE}
+questions (seeds {", ".join(map(str, DRAWS))}, each from the questions the earlier ones left:
+answerable and off-topic as the set has them; bench/keyed/SET/sample.json); every
 request but the answer and its claim check (a classification, a long question's condensing)
 was answered "overloaded", so the offline router routed. Offline: the same questions with no
 key (bench/keyed/SET/offline.json). Gold read: answerable questions with a gold section in what
@@ -478,9 +528,17 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
         docs,
     )
     body += (
-        "\n\nIssue 50's targets (refused ≤ 0.10, unsure ≤ 0.15, off-topic plain ANSWER ≤ 0.05,"
-        " token recall above offline, gold read with second looks ≥ 0.95), per set:\n\n"
-        + "\n".join(met)
+        "\n\nEach draw's questions apart (answerable + off-topic; token recall keyed / offline):"
+        f" the last draw, seed {DRAWS[-1]}, holds the questions no revision of the writer's prompt"
+        " was read from.\n\n"
+        + table(
+            ["set", "seed", "questions", "refused", "unsure", "off-topic plain ANSWER"]
+            + ["token recall"],
+            draws,
+        )
+        + "\n\nIssue 50's targets (refused ≤ 0.10, unsure ≤ 0.15, off-topic plain ANSWER ≤ 0.05,"
+        " token recall above offline, gold read with second looks ≥ 0.95), per set, on the last"
+        " draw's questions:\n\n" + "\n".join(met)
     )
     if plain:
         body += "\n\nOff-topic questions given a plain ANSWER (keyed):\n\n" + "\n".join(plain)
