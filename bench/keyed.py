@@ -262,6 +262,42 @@ def against_docs(result: dict, name: str) -> list:
     ]
 
 
+def feature_gaps(result: dict, name: str) -> list:
+    """[set, unsure, of them with only an asked feature's absence named and another way given,
+    unsure were those plain, off-topic plain ANSWER, off-topic partial with only such a gap,
+    off-topic plain ANSWER were those plain]: what a writer that answers "the feature is not
+    there, do this instead" plainly would trade (bench/keyed/gaps.json, classified blind)."""
+    from router.question import CAVEATS
+
+    path = KEYED / "gaps.json"
+    rows = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    traded = {r["id"] for r in rows if r["set"] == name and r["class"] == "feature"}
+    traded &= {r["id"] for r in rows if r["set"] == name and r["alternative"]}
+
+    def count(answers: list[dict]) -> tuple[int, int]:
+        partial = [a for a in answers if a["decision"] == "PARTIAL"]
+        only = [a for a in partial if a["id"] in traded and a["caveat"] == CAVEATS["not_covered"]]
+        return len(partial), len(only)
+
+    answers, off = result["answers"], result["offtopic"]
+    unsure, u_traded = count(answers)
+    _, o_traded = count(off)
+    plain = sum(a["decision"] == "ANSWER" for a in off)
+
+    def share(n: int, of: int) -> str:
+        return f"{n} of {of} ({n / of:.3f})" if of else "-"
+
+    return [
+        name,
+        share(unsure, len(answers)),
+        u_traded,
+        share(unsure - u_traded, len(answers)),
+        share(plain, len(off)),
+        o_traded,
+        share(plain + o_traded, len(off)),
+    ]
+
+
 def unsure_unless_recited(result: dict) -> str:
     """The unsure of `result`'s answerable questions (count and rate) had no sentence been cited
     where the docs state it (claims.recite): an answer with a re-cited sentence counted unsure,
@@ -358,6 +394,7 @@ def report(names: list[str]) -> None:
     offline path on the same questions, the targets met or missed, what was answered."""
     rows, counts, unsure, met, left, plain, spent, docs = [], [], [], [], [], [], [], []
     draws: list[list] = []
+    traded: list[list] = []
     for name in names:
         folder = KEYED / name
         tally = answered(name)
@@ -385,6 +422,7 @@ def report(names: list[str]) -> None:
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
         spent.append(spending(name, keyed))
         docs.append(against_docs(keyed, name))
+        traded.append(feature_gaps(keyed, name))
         unsure.append(
             [
                 name,
@@ -526,6 +564,21 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
             "plain ANSWER where a part is missing",
         ],
         docs,
+    )
+    body += (
+        "\n\nWhat each gap named says is missing, **classified by a language model outside the"
+        " API** (Claude, as a fieldguide helper agent, blind to which questions are off-topic:"
+        " bench/keyed/gaps.json): a feature, option or command asked for, the asker's own case,"
+        " or a detail, and whether the answer gives another documented way to the goal. An"
+        " answer that says an asked feature is absent and gives another way is PARTIAL. Were it"
+        " a plain ANSWER (those whose only caveat is that gap), unsure and off-topic plain ANSWER"
+        " would be:\n\n"
+        + table(
+            ["set", "unsure", "its gap: a feature asked is absent, another way given"]
+            + ["unsure, were those plain", "off-topic plain ANSWER"]
+            + ["off-topic PARTIAL with such a gap", "off-topic plain ANSWER, were those plain"],
+            traded,
+        )
     )
     body += (
         "\n\nEach draw's questions apart (answerable + off-topic; token recall keyed / offline):"
