@@ -47,16 +47,21 @@ DRAWS = (0, 1, 2)
 RECORDED = ("answer", "check")  # the requests an answer needs; others are refused (overloaded)
 
 
+def items_of(name: str) -> list[dict]:
+    """The set's questions, answerable then off-topic."""
+    from bot.evaluation.retrieval import load_items
+
+    off = set_dir(name) / "offtopic.jsonl"
+    return load_items(set_dir(name) / "questions.jsonl") + (
+        load_items(off) if off.is_file() else []
+    )
+
+
 def drawn(name: str) -> list[list[str]]:
     """The set's draws, in DRAWS order: SAMPLE questions each (answerable and off-topic
     together, so each kind comes as often as the set has it), each from those the earlier
     draws left."""
-    from bot.evaluation.retrieval import load_items
-
-    items = load_items(set_dir(name) / "questions.jsonl")
-    off = set_dir(name) / "offtopic.jsonl"
-    items += load_items(off) if off.is_file() else []
-    pool, draws = [q["id"] for q in items], []
+    pool, draws = [q["id"] for q in items_of(name)], []
     for seed in DRAWS:
         draws.append(random.Random(seed).sample(pool, min(SAMPLE, len(pool))))
         pool = [i for i in pool if i not in draws[-1]]
@@ -66,11 +71,7 @@ def drawn(name: str) -> list[list[str]]:
 def sampled(name: str, folder: Path, into: Path) -> tuple[Path, Path]:
     """The set's questions and off-topic questions of `folder`/sample.json (every draw's, drawn
     once and kept), written as the two files `fieldguide eval` reads, into `into`."""
-    from bot.evaluation.retrieval import load_items
-
-    items = load_items(set_dir(name) / "questions.jsonl")
-    off = set_dir(name) / "offtopic.jsonl"
-    items += load_items(off) if off.is_file() else []
+    items = items_of(name)
     keep = folder / "sample.json"
     if not keep.exists():
         every = sorted(i for ids in drawn(name) for i in ids)
@@ -437,11 +438,12 @@ def report(names: list[str]) -> None:
             if a["decision"] == "ANSWER"
         ]
         # judged on the last draw: the questions no revision of the writer's prompt was read from
-        last = drawn(name)[-1]
-        mine, theirs = figures(subset(keyed, last)), figures(subset(offline, last))
-        for seed, ids in zip(DRAWS, drawn(name), strict=True):
-            k, o = figures(subset(keyed, ids)), figures(subset(offline, ids))
+        every = drawn(name)
+        last = subset(keyed, every[-1])
+        mine, theirs = figures(last), figures(subset(offline, every[-1]))
+        for seed, ids in zip(DRAWS, every, strict=True):
             part = subset(keyed, ids)
+            k, o = figures(part), figures(subset(offline, ids))
             draws.append(
                 [name, seed, f"{len(part['answers'])} + {len(part['offtopic'])}"]
                 + [f"{k[f]:.3f}" if k[f] is not None else "-" for f, *_ in TARGETS[:3]]
@@ -452,11 +454,11 @@ def report(names: list[str]) -> None:
             for k, short, ok in TARGETS
             if ok is not None and mine[k] is not None
         ]
-        u, h = unsure_where_held(subset(keyed, last), name)
+        u, h = unsure_where_held(last, name)
         verdicts.append(
             f"unsure where the docs hold the answer {'met' if u <= 0.15 * h else 'missed'}"
         )
-        looked = gold_read(subset(keyed, last), name)[1]
+        looked = gold_read(last, name)[1]
         if looked is not None:
             verdicts.append(f"gold read with looks {'met' if looked >= 0.95 else 'missed'}")
         met.append(f"- {name}: " + ", ".join(verdicts) + ".")
