@@ -375,19 +375,12 @@ def subset(result: dict, ids: list[str]) -> dict:
 
 
 def figures(result: dict) -> dict[str, float | None]:
-    """Issue 50's figures (TARGETS) over the questions of `result`."""
-    answers, off = result["answers"], result["offtopic"]
+    """Issue 50's figures (TARGETS) over the questions of `result`, as `fieldguide eval` sums
+    them (bot/evaluation/answers.py `summarise`)."""
+    from bot.evaluation.answers import summarise
 
-    def mean(values: list) -> float | None:
-        return sum(values) / len(values) if values else None
-
-    return {
-        "abstain": mean([a["decision"] == "ABSTAIN" for a in answers]),
-        "partial": mean([a["decision"] == "PARTIAL" for a in answers]),
-        "offtopic_answer": mean([a["decision"] == "ANSWER" for a in off]),
-        "token_recall": mean([a["recall"] for a in answers if a.get("recall") is not None]),
-        "gold_cited": mean([a["gold_cited"] for a in answers if a.get("gold_cited") is not None]),
-    }
+    summary = summarise(result["answers"], result["offtopic"])
+    return {k: summary[k]["value"] for k, *_ in TARGETS}
 
 
 def report(names: list[str]) -> None:
