@@ -65,6 +65,7 @@ STOPWORDS = frozenset([
 # fmt: on
 
 
+@lru_cache(maxsize=1 << 14)  # a question's read tokenizes its candidates' words by the thousand
 def stem(word: str) -> str:
     """Harman's S-stemmer: folds plurals only (keys/key, policies/policy), which is safe for
     technical words where heavier stemming conflates different terms."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from index.clean import display
@@ -33,7 +34,13 @@ def section_path(title: str, heading_path: list[str]) -> list[str]:
 def label(title: str, heading_path: list[str]) -> str:
     """ "Title › Section › Subsection": how every answer, source list and abstain names a place in
     the docs, the title once, as shown."""
-    return " › ".join([ATTRIBUTES.sub("", display(title)), *section_path(title, heading_path)])
+    return _label(title, tuple(heading_path))
+
+
+@lru_cache(maxsize=4096)  # a question's read names its candidates' sections again and again
+def _label(title: str, heading_path: tuple[str, ...]) -> str:
+    shown = [ATTRIBUTES.sub("", display(title)), *section_path(title, list(heading_path))]
+    return " › ".join(shown)
 
 
 @dataclass

@@ -119,8 +119,13 @@ def units(text: str, share: int) -> list[str]:
     before it, or alone where both do not fit in the share: a taste cut short would keep the
     header and lose the row), a list's items, and prose (hard-wrapped or not) by its sentences,
     so that no piece is a fragment of a line."""
+    return split(paragraphs(text), share)
+
+
+def split(paras: list[str], share: int) -> list[str]:
+    """The pieces (`units`) of a text's paragraphs `paras`."""
     out: list[str] = []
-    for para in paragraphs(text):
+    for para in paras:
         if HEADING.match(para) or COMMENT.match(para):
             continue  # the section's heading (its title says it already), or unseen by readers
         if len(para) <= share * CHARS_PER_TOKEN or para.lstrip().startswith(("```", "~~~")):
@@ -147,7 +152,14 @@ def units(text: str, share: int) -> list[str]:
     return out
 
 
-def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, share: int) -> str:
+def excerpt(
+    chunks: list[dict],
+    terms: list[str],
+    names: list[str],
+    bm25: BM25,
+    share: int,
+    views: dict[str, list[str]] | None = None,
+) -> str:
     """What stands for a section when only a taste of it fits (about `share` tokens): its pieces
     (`units`) that write a word of the question or an asked identifier, best first, as many as
     fit in the share, in the order of the text; a piece is better when it writes more of the
@@ -158,16 +170,23 @@ def excerpt(chunks: list[dict], terms: list[str], names: list[str], bm25: BM25, 
     "1.") never is; when no piece that fits writes a word of the question, the best that is a
     sentence stands for the section, else the best piece, cut at a line or a sentence's end,
     never inside a sentence (`whole_sentences`), a code block closed; but when no piece that fits
-    writes an asked identifier, the best that still writes one once cut so (a long table row)."""
+    writes an asked identifier, the best that still writes one once cut so (a long table row).
+    `views`: the paragraphs of the chunks' texts as shown, by id, where the caller has them."""
+    weight = bm25.weights(terms)  # BM25.coverage's weights, once for all the pieces
+    total, weighed = sum(weight.values()) or 1.0, weight.keys()
     pieces: list[tuple[tuple[int, float], int, str, int]] = []
     for c in chunks:
-        head = tokenize(" ".join(c["heading_path"]))
-        for piece in units(shown(c["text"]), share):
-            own = tokenize(piece)
+        head = set(tokenize(" ".join(c["heading_path"])))
+        paras = views.get(c["id"]) if views is not None else None
+        for piece in split(paragraphs(shown(c["text"])) if paras is None else paras, share):
+            words = tokenize(piece)
+            own = set(words)
             named = sum(holds(piece, n) for n in names)
-            score = (named, bm25.coverage(terms, own + head))
+            # summed in the weights' order, as BM25.coverage sums them: the same floats
+            alone = sum(weight[t] for t in sorted(own & weighed))
+            score = (named, sum(weight[t] for t in sorted((own | head) & weighed)) / total)
             # what the piece says alone: 2 a word of the question, 1 a sentence, 0 markup
-            says = 2 if named or bm25.coverage(terms, own) else int(len(own) >= 3)
+            says = 2 if named or alone else int(len(words) >= 3)
             pieces.append((score, len(pieces), piece, says))
     limit = int(share * CHARS_PER_TOKEN)
     best = sorted(pieces, key=lambda p: (-p[0][0], -p[0][1], p[1]))
@@ -295,7 +314,8 @@ def pack(
     packer.deep(first, groups[first], docs, keep, whole=False)
     later = [h for h in hits if h.section != first]
     rest = grouped(later[: reach(later, packer.left)])
-    lengths = [len(p) for h in hits for p in paragraphs(shown(h.chunk["text"]))]
+    views = {h.chunk["id"]: paragraphs(shown(h.chunk["text"])) for h in hits}
+    lengths = [len(p) for paras in views.values() for p in paras]
     cap = int(np.median(lengths) / CHARS_PER_TOKEN) + BLOCK_TOKENS if lengths else budget
     sections = list(rest)
     wraps = [packaging(rest[s][:1]) + BLOCK_TOKENS for s in sections]
@@ -304,12 +324,13 @@ def pack(
         wrap = sum(wraps[n:])
         candidates = sum(len(rest[s]) for s in sections[n:])
         share = min(cap, (packer.left - wrap) // max(1, candidates))
+        if share <= 0:
+            continue
         mine = rest[section]
         lead = mine[0].chunk
-        taste = excerpt(
-            [h.chunk for h in mine], terms, names or [], docs.searcher.bm25, share * len(mine)
-        )
-        if share > 0 and paragraphs(taste):
+        chunks = [h.chunk for h in mine]
+        taste = excerpt(chunks, terms, names or [], docs.searcher.bm25, share * len(mine), views)
+        if paragraphs(taste):
             read = Read(lead["id"], lead, taste, mine[0].score, "taste", [lead["id"]], section)
             packer.offer(section, read)
     order = [first, *sections]
@@ -323,11 +344,6 @@ def passages(reads: list[Read]) -> list[Passage]:
     """What the answer reads, as passages: each section's paragraphs, in order (a section is one
     search_result, a paragraph one of its text blocks), keyed by the section's lead chunk."""
     return [Passage(r.key, para, r.score) for r in reads for para in paragraphs(r.text)]
-
-
-def records(reads: list[Read]) -> dict[str, dict]:
-    """The lead chunk's record of each section read, by its id (what sources are named from)."""
-    return {r.key: r.chunk for r in reads}
 
 
 def read(hits: list[Hit], docs: Corpus, question: str, budget: int, asked: Asked) -> list[Read]:
@@ -369,7 +385,8 @@ class Context:
         """The sections read as the answer reads them: each a search_result, a text block per
         paragraph (the smallest unit a citation points at)."""
         found = passages(reads)
-        sources = number_sources(found, records(reads), base_url)
+        # sources are named from each section's lead chunk's record
+        sources = number_sources(found, {r.key: r.chunk for r in reads}, base_url)
         return cls([r.label for r in reads], found, sources, {r.key: r.section for r in reads})
 
     def citations(self) -> list[Citation]:
@@ -378,18 +395,4 @@ class Context:
         for p in self.passages:
             s = self.sources[p.chunk_id]
             out.append(Citation(s.n, s.doc, s.section, s.url, p.text, True, (p.text,)))
-        return out
-
-    def whole(self, docs: Corpus, cited: set[int], budget: int) -> dict[int, str]:
-        """The text of each `cited` source's section as the docs write it (every chunk of it,
-        merged), for the sections that fit in an equal share of `budget` tokens: what the claim
-        check reads a citation against, the section it names rather than the pieces of it sent."""
-        keys = {s.n: k for k, s in self.sources.items() if s.n in cited}
-        share = budget * CHARS_PER_TOKEN / max(1, len(keys))
-        out = {}
-        for n, key in keys.items():
-            chunks = docs.section_chunks(self.sections[key]) if key in self.sections else []
-            text = merged(chunks) if chunks else ""
-            if text and len(text) <= share:
-                out[n] = text
         return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import claims, compose
+from .context import CHARS_PER_TOKEN, merged
 from .messages import add_usage
 from .run import Run
 
@@ -110,9 +111,24 @@ def check(
     every other block sent read for what it states but cites elsewhere, each named by its page's
     title and headings."""
     cited = {c.source for c in written.citations if c.verified}
-    whole = read.whole(docs, cited, tokens)
+    whole = sections(read, docs, cited, tokens)
     labels = {s.n: s.label for s in read.sources.values()}
     checked = claims.check(run.claude, model, written, whole, read.citations(), labels)
     if checked.usage:
         add_usage(run.trace.usage, "check", checked.usage)
     return checked
+
+
+def sections(read: Context, docs: Corpus, cited: set[int], budget: int) -> dict[int, str]:
+    """The text of each `cited` source's section as the docs write it (every chunk of it,
+    merged), for the sections that fit in an equal share of `budget` tokens: what the claim
+    check reads a citation against, the section it names rather than the pieces of it sent."""
+    keys = {s.n: k for k, s in read.sources.items() if s.n in cited}
+    share = budget * CHARS_PER_TOKEN / max(1, len(keys))
+    out = {}
+    for n, key in keys.items():
+        chunks = docs.section_chunks(read.sections[key]) if key in read.sections else []
+        text = merged(chunks) if chunks else ""
+        if text and len(text) <= share:
+            out[n] = text
+    return out
