@@ -374,6 +374,19 @@ def subset(result: dict, ids: list[str]) -> dict:
     }
 
 
+def interval(result: dict) -> str:
+    """The 95% interval (Wilson's) of the unsure rate of `result`'s answerable questions: what
+    the rate could be on more questions like these."""
+    from scipy.stats import binomtest
+
+    n = len(result["answers"])
+    if not n:
+        return "-"
+    k = sum(a["decision"] == "PARTIAL" for a in result["answers"])
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return f"{ci.low:.2f}-{ci.high:.2f}"
+
+
 def figures(result: dict) -> dict[str, float | None]:
     """Issue 50's figures (TARGETS) over the questions of `result`, as `fieldguide eval` sums
     them (bot/evaluation/answers.py `summarise`)."""
@@ -434,13 +447,13 @@ def report(names: list[str]) -> None:
         every = drawn(name)
         last = subset(keyed, every[-1])
         mine, theirs = figures(last), figures(subset(offline, every[-1]))
-        for seed, ids in zip(DRAWS, every, strict=True):
+        for seed, ids in [*zip(DRAWS, every, strict=True), ("all", sum(every, []))]:
             part = subset(keyed, ids)
             k, o = figures(part), figures(subset(offline, ids))
             draws.append(
                 [name, seed, f"{len(part['answers'])} + {len(part['offtopic'])}"]
                 + [f"{k[f]:.3f}" if k[f] is not None else "-" for f, *_ in TARGETS[:3]]
-                + [f"{k['token_recall']:.3f} / {o['token_recall']:.3f}"]
+                + [interval(part), f"{k['token_recall']:.3f} / {o['token_recall']:.3f}"]
             )
         verdicts = [
             f"{short} {'met' if ok(mine[k], theirs[k]) else 'missed'}"
@@ -576,12 +589,13 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
         )
     )
     body += (
-        "\n\nEach draw's questions apart (answerable + off-topic; token recall keyed / offline):"
-        f" the last draw, seed {DRAWS[-1]}, holds the questions no revision of the writer's prompt"
-        " was read from.\n\n"
+        "\n\nEach draw's questions apart, then all of them (answerable + off-topic; token recall"
+        f" keyed / offline): the last draw, seed {DRAWS[-1]}, holds the questions no revision of"
+        " the writer's prompt was read from. Unsure's 95% interval (Wilson's): where the rate"
+        " could be on more questions like these.\n\n"
         + table(
             ["set", "seed", "questions", "refused", "unsure", "off-topic plain ANSWER"]
-            + ["token recall"],
+            + ["unsure, 95% interval", "token recall"],
             draws,
         )
         + "\n\nIssue 50's targets (refused ≤ 0.10, unsure ≤ 0.15, off-topic plain ANSWER ≤ 0.05,"

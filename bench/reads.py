@@ -6,14 +6,19 @@ question then costs and when its first word comes, on the Messages API stand-in.
 
 `--before COMMIT`: the first word's time of that commit's cite path too, measured the same way in
 a temporary worktree (default f88711b, the commit before the read by budget).
+`--paired RUNS`: only the first word of this tree's default read against that commit's, asked in
+turn RUNS times (the section "reads-paired").
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -121,15 +126,27 @@ from claude_paths import pct, questions, run
 from harness import eval_db, set_dir
 from index.embedders import make_embedder
 db = eval_db({name!r}, make_embedder())
-r = run(db, questions(set_dir({name!r}) / "questions.jsonl", {n}), "cite", True)
-print(json.dumps([r["answers"], r["prompt"], r["usd"], pct(r["first"], 50)]))
+r = run(db, questions(set_dir({name!r}) / "questions.jsonl", {n}), {how})
+print(json.dumps([r["answers"], r["prompt"], r["usd"], r["first"]]))
 """
+CITE = '"cite", True'  # a commit before the read by budget: its cite path
+READ = "True, second_looks=0"  # this tree: the read at its default budget
 
 
-def before(commit: str, names: list[str], n: int = COST_QUESTIONS) -> list[list]:
-    """The same measure of `commit`'s cite path (its top 5 chunks), in a temporary worktree."""
-    import json
+def measured(root: Path, name: str, how: str, n: int = COST_QUESTIONS) -> list:
+    """[answers, prompt tokens, USD, each answer's first word in seconds] of `name`'s first n
+    answerable questions on the stand-in, in a process of its own in the tree at `root`."""
+    code = BEFORE.format(root=str(root), name=name, n=n, how=how)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, check=True, capture_output=True, text=True
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
+
+@contextmanager
+def worktree(commit: str, names: list[str]) -> Iterator[Path]:
+    """`commit` checked out in a temporary worktree, with the sets' docs and indexes of this
+    one."""
     root = Path("/tmp") / f"reads-before-{commit}"
     if not root.exists():
         subprocess.run(
@@ -145,14 +162,20 @@ def before(commit: str, names: list[str], n: int = COST_QUESTIONS) -> list[list]
         link = root / ".fieldguide" / "eval" / index.name
         if not index.name.startswith("examples-") and not link.exists():
             link.symlink_to(index)
-    rows = []
     try:
+        yield root
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(root)], cwd=ROOT, check=False)
+
+
+def before(commit: str, names: list[str]) -> list[list]:
+    """The same measure of `commit`'s cite path (its top 5 chunks), in a temporary worktree."""
+    from claude_paths import pct
+
+    rows = []
+    with worktree(commit, names) as root:
         for name in names:
-            code = BEFORE.format(root=str(root), name=name, n=n)
-            out = subprocess.run(
-                [sys.executable, "-c", code], cwd=root, check=True, capture_output=True, text=True
-            ).stdout
-            answers, prompt, usd, first = json.loads(out.strip().splitlines()[-1])
+            answers, prompt, usd, first = measured(root, name, CITE)
             rows.append(
                 [
                     name,
@@ -160,13 +183,53 @@ def before(commit: str, names: list[str], n: int = COST_QUESTIONS) -> list[list]
                     answers,
                     f"{prompt:,.0f}",
                     f"{usd * 1000:.2f}",
-                    f"{first:.2f}",
+                    f"{pct(first, 50):.2f}",
                 ]
             )
             print(table(COST_HEADERS, rows[-1:]), flush=True)
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(root)], cwd=ROOT, check=False)
     return rows
+
+
+def paired(commit: str, names: list[str], reps: int) -> None:
+    """The first word of this tree's read (its default budget) against `commit`'s, each set's
+    questions asked in turn by one and the other, `reps` times: the section "reads-paired"."""
+    firsts: dict[tuple[str, str], list[list[float]]] = {}
+    with worktree(commit, names) as root:
+        for _ in range(reps):
+            for name in names:
+                for side, tree, how in (("before", root, CITE), ("now", ROOT, READ)):
+                    firsts.setdefault((name, side), []).append(measured(tree, name, how)[3])
+    rows = []
+    for name in names:
+        b, n = firsts[(name, "before")], firsts[(name, "now")]
+        # each question's median over the runs, then the median of now - before
+        per = [
+            float(np.median([r[i] for r in n]) - np.median([r[i] for r in b]))
+            for i in range(min(len(b[0]), len(n[0])))
+        ]
+        rows.append(
+            [name, reps, f"{np.median(sum(b, [])):.3f}", f"{np.median(sum(n, [])):.3f}"]
+            + [f"{np.median(per) * 1000:+.0f}", f"{sum(d > 0 for d in per)} of {len(per)}"]
+        )
+    body = PAIRED.format(commit=commit, n=COST_QUESTIONS, reps=reps) + table(
+        ["set", "runs each", f"first word p50 s, {commit}", "first word p50 s, now"]
+        + ["now − before, ms (median a question)", "questions later"],
+        rows,
+    )
+    print(body)
+    write_section("reads-paired", body)
+
+
+PAIRED = """### The first word, read by budget against the top 5 chunks, paired (`bench/reads.py`)
+
+`python bench/reads.py --paired {reps}`. The first {n} answerable questions of each set on the
+Messages API stand-in (as the section above: bench/claude_paths.py `run`, no second look),
+asked by commit {commit}'s cite path (its top 5 chunks) and by this tree's read at its default
+budget in turn, each run a process of its own, {reps} runs each: the p50 over every answer, and
+each question's median over its runs, now less before. The stand-in plays a model's time to
+first token whatever the prompt's length (the section above).
+
+"""
 
 
 def main() -> None:
@@ -177,7 +240,11 @@ def main() -> None:
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--cost-sets", nargs="*", default=["examples", *REAL_SETS])
     ap.add_argument("--before", default="f88711b")
+    ap.add_argument("--paired", type=int, metavar="RUNS", help="only the paired first word")
     args = ap.parse_args()
+    if args.paired:
+        paired(args.before, [n for n in args.cost_sets if laid_out(n)], args.paired)
+        return
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder()
     rows, depth_rows = [], []
