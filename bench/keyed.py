@@ -272,8 +272,9 @@ def feature_gaps(result: dict, name: str) -> list:
 
     path = KEYED / "gaps.json"
     rows = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-    traded = {r["id"] for r in rows if r["set"] == name and r["class"] == "feature"}
-    traded &= {r["id"] for r in rows if r["set"] == name and r["alternative"]}
+    traded = {
+        r["id"] for r in rows if r["set"] == name and r["class"] == "feature" and r["alternative"]
+    }
 
     def count(answers: list[dict]) -> tuple[int, int]:
         partial = [a for a in answers if a["decision"] == "PARTIAL"]
@@ -445,11 +446,11 @@ def report(names: list[str]) -> None:
         ]
         # judged on the last draw: the questions no revision of the writer's prompt was read from
         every = drawn(name)
-        last = subset(keyed, every[-1])
-        mine, theirs = figures(last), figures(subset(offline, every[-1]))
         for seed, ids in [*zip(DRAWS, every, strict=True), ("all", sum(every, []))]:
             part = subset(keyed, ids)
             k, o = figures(part), figures(subset(offline, ids))
+            if seed == DRAWS[-1]:
+                last, mine, theirs = part, k, o
             draws.append(
                 [name, seed, f"{len(part['answers'])} + {len(part['offtopic'])}"]
                 + [f"{k[f]:.3f}" if k[f] is not None else "-" for f, *_ in TARGETS[:3]]

@@ -119,7 +119,7 @@ COST_HEADERS = [
     "first word p50 s",
 ]
 
-BEFORE = """
+MEASURE = """
 import json, sys
 sys.path[:0] = [{root!r} + "/bench", {root!r}]
 from claude_paths import pct, questions, run
@@ -136,7 +136,7 @@ READ = "True, second_looks=0"  # this tree: the read at its default budget
 def measured(root: Path, name: str, how: str, n: int = COST_QUESTIONS) -> list:
     """[answers, prompt tokens, USD, each answer's first word in seconds] of `name`'s first n
     answerable questions on the stand-in, in a process of its own in the tree at `root`."""
-    code = BEFORE.format(root=str(root), name=name, n=n, how=how)
+    code = MEASURE.format(root=str(root), name=name, n=n, how=how)
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=root, check=True, capture_output=True, text=True
     ).stdout

@@ -111,7 +111,7 @@ def check(
     every other block sent read for what it states but cites elsewhere, each named by its page's
     title and headings."""
     cited = {c.source for c in written.citations if c.verified}
-    whole = sections(read, docs, cited, tokens)
+    whole = cited_sections(read, docs, cited, tokens)
     labels = {s.n: s.label for s in read.sources.values()}
     checked = claims.check(run.claude, model, written, whole, read.citations(), labels)
     if checked.usage:
@@ -119,7 +119,7 @@ def check(
     return checked
 
 
-def sections(read: Context, docs: Corpus, cited: set[int], budget: int) -> dict[int, str]:
+def cited_sections(read: Context, docs: Corpus, cited: set[int], budget: int) -> dict[int, str]:
     """The text of each `cited` source's section as the docs write it (every chunk of it,
     merged), for the sections that fit in an equal share of `budget` tokens: what the claim
     check reads a citation against, the section it names rather than the pieces of it sent."""
