@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import REAL_SETS, ROOT, set_dir, table, write_section
+from harness import CHECK_SETS, REAL_SETS, ROOT, set_dir, table, write_section
 
 from tests.standins.keyed import Keyed, described, pending, problems
 from tests.standins.server import StubServer
@@ -44,6 +44,8 @@ SAMPLE = 25  # questions a set's rounds ask: what blind answerers can answer in 
 # the answers to the earlier draws' questions, so the last draw's are questions it was not
 # written from, and the targets are judged on them
 DRAWS = (0, 1, 2)
+# a check set (harness.CHECK_SETS) is measured once: no revision was read from its questions
+CHECK_DRAWS = (0,)
 RECORDED = ("answer", "check")  # the requests an answer needs; others are refused (overloaded)
 
 
@@ -57,12 +59,17 @@ def items_of(name: str) -> list[dict]:
     )
 
 
+def draws_of(name: str) -> tuple[int, ...]:
+    """The seeds of the set's draws."""
+    return CHECK_DRAWS if name in CHECK_SETS else DRAWS
+
+
 def drawn(name: str) -> list[list[str]]:
-    """The set's draws, in DRAWS order: SAMPLE questions each (answerable and off-topic
+    """The set's draws, in `draws_of` order: SAMPLE questions each (answerable and off-topic
     together, so each kind comes as often as the set has it), each from those the earlier
     draws left."""
     pool, draws = [q["id"] for q in items_of(name)], []
-    for seed in DRAWS:
+    for seed in draws_of(name):
         draws.append(random.Random(seed).sample(pool, min(SAMPLE, len(pool))))
         pool = [i for i in pool if i not in draws[-1]]
     return draws
@@ -429,8 +436,9 @@ def report(names: list[str]) -> None:
             )
         counts.append([name] + [tally[k] for k in tally if k != "pending"])
         spent.append(spending(name, keyed))
-        docs.append(against_docs(keyed, name))
-        traded.append(feature_gaps(keyed, name))
+        if what_asked(name):  # classified blind (asked.json, gaps.json)
+            docs.append(against_docs(keyed, name))
+            traded.append(feature_gaps(keyed, name))
         unsure.append(
             [
                 name,
@@ -446,10 +454,12 @@ def report(names: list[str]) -> None:
         ]
         # judged on the last draw: the questions no revision of the writer's prompt was read from
         every = drawn(name)
-        for seed, ids in [*zip(DRAWS, every, strict=True), ("all", sum(every, []))]:
+        seeds = draws_of(name)
+        pairs = list(zip(seeds, every, strict=True))
+        for seed, ids in pairs + ([("all", sum(every, []))] if len(pairs) > 1 else []):
             part = subset(keyed, ids)
             k, o = figures(part), figures(subset(offline, ids))
-            if seed == DRAWS[-1]:
+            if seed == seeds[-1]:
                 last, mine, theirs = part, k, o
             draws.append(
                 [name, seed, f"{len(part['answers'])} + {len(part['offtopic'])}"]
@@ -478,7 +488,8 @@ model's answers to the exact requests the pipeline sent. The real pipeline (pars
 citations, claim check, decision, second looks in rounds) ran on them through the Messages API
 stand-in in replay mode (tests/standins/keyed.py). Each set: {len(DRAWS)} draws of {SAMPLE}
 questions (seeds {", ".join(map(str, DRAWS))}, each from the questions the earlier ones left:
-answerable and off-topic as the set has them; bench/keyed/SET/sample.json); every
+answerable and off-topic as the set has them; bench/keyed/SET/sample.json), and a check set
+({", ".join(CHECK_SETS)}: no prompt was revised on its questions) {len(CHECK_DRAWS)} draw; every
 request but the answer and its claim check (a classification, a long question's condensing)
 was answered "overloaded", so the offline router routed. Offline: the same questions with no
 key (bench/keyed/SET/offline.json). Gold read: answerable questions with a gold section in what
@@ -592,8 +603,8 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
     body += (
         "\n\nEach draw's questions apart, then all of them (answerable + off-topic; token recall"
         f" keyed / offline): the last draw, seed {DRAWS[-1]}, holds the questions no revision of"
-        " the writer's prompt was read from. Unsure's 95% interval (Wilson's): where the rate"
-        " could be on more questions like these.\n\n"
+        " the writer's prompt was read from (a check set's one draw too). Unsure's 95% interval"
+        " (Wilson's): where the rate could be on more questions like these.\n\n"
         + table(
             ["set", "seed", "questions", "refused", "unsure", "off-topic plain ANSWER"]
             + ["unsure, 95% interval", "token recall"],
@@ -617,7 +628,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="pending: one JSON object a line")
     args = ap.parse_args()
-    names = args.sets or list(REAL_SETS)
+    names = args.sets or [*REAL_SETS, *CHECK_SETS]
     if args.command == "run":
         for name in names:
             r = round_of(name)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from harness import REAL_SETS, ROOT, eval_db, laid_out, set_dir, table, write_section
+from harness import CHECK_SETS, REAL_SETS, ROOT, eval_db, laid_out, set_dir, table, write_section
 
 from bot.app import FieldGuide
 from bot.evaluation.retrieval import load_items, matches
@@ -30,7 +30,7 @@ from bot.settings import Settings
 from router import context, exact, reading, words
 from router.question import checked_question
 
-SETS = (*REAL_SETS, "claude-docs", "openshift-4.15", "examples")
+SETS = (*REAL_SETS, *CHECK_SETS, "claude-docs", "openshift-4.15", "examples")
 BUDGETS = (1500, 2500, 3500, 5000)
 DEPTHS = (5, 10, 20, 40, 80)
 COST_QUESTIONS = 8
@@ -143,6 +143,11 @@ def measured(root: Path, name: str, how: str, n: int = COST_QUESTIONS) -> list:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def held(root: Path, names: list[str]) -> list[str]:
+    """The sets among `names` that the tree at `root` has (a set added since is not there)."""
+    return [n for n in names if n not in CHECK_SETS or (root / "bench" / "sets" / n).is_dir()]
+
+
 @contextmanager
 def worktree(commit: str, names: list[str]) -> Iterator[Path]:
     """`commit` checked out in a temporary worktree, with the sets' docs and indexes of this
@@ -154,7 +159,7 @@ def worktree(commit: str, names: list[str]) -> Iterator[Path]:
         )
     for name in names:  # the docs are laid out here only, the sets indexed here already
         link = root / "bench" / "sets" / name / "docs"
-        if name in REAL_SETS and not link.exists():
+        if name in (*REAL_SETS, *CHECK_SETS) and link.parent.is_dir() and not link.exists():
             link.symlink_to((set_dir(name) / "docs").resolve())
     # the real sets' indexes are shared; examples/docs is the worktree's own, indexed there
     (root / ".fieldguide" / "eval").mkdir(parents=True, exist_ok=True)
@@ -174,7 +179,7 @@ def before(commit: str, names: list[str]) -> list[list]:
 
     rows = []
     with worktree(commit, names) as root:
-        for name in names:
+        for name in held(root, names):
             answers, prompt, usd, first = measured(root, name, CITE)
             rows.append(
                 [
@@ -195,6 +200,7 @@ def paired(commit: str, names: list[str], reps: int) -> None:
     questions asked in turn by one and the other, `reps` times: the section "reads-paired"."""
     firsts: dict[tuple[str, str], list[list[float]]] = {}
     with worktree(commit, names) as root:
+        names = held(root, names)
         for _ in range(reps):
             for name in names:
                 for side, tree, how in (("before", root, CITE), ("now", ROOT, READ)):
@@ -238,7 +244,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", nargs="*", default=list(SETS))
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
-    ap.add_argument("--cost-sets", nargs="*", default=["examples", *REAL_SETS])
+    ap.add_argument("--cost-sets", nargs="*", default=["examples", *REAL_SETS, *CHECK_SETS])
     ap.add_argument("--before", default="f88711b")
     ap.add_argument("--paired", type=int, metavar="RUNS", help="only the paired first word")
     args = ap.parse_args()
@@ -278,6 +284,8 @@ def main() -> None:
         budgets=args.budgets,
         depth=context.DEPTH,
         default=context.READ_TOKENS,
+        fitted=", ".join(REAL_SETS),
+        checks=", ".join(CHECK_SETS),
         n=COST_QUESTIONS,
         before=args.before,
         reads=table(READ_HEADERS, rows),
@@ -327,7 +335,8 @@ length: a longer read's prefill on the API (published measures: 0.04-0.24 ms an 
 {costs}
 
 The default is {default:,} tokens (`FIELDGUIDE_READ_TOKENS`): the smallest budget whose gold read
-is at least 0.90 on every real set, at most $10 a 1,000 questions.
+is at least 0.90 on every real set it was chosen on ({fitted}), at most $10 a 1,000 questions;
+{checks} checks the choice: no budget, weight or prompt was chosen on its questions.
 """
 
 

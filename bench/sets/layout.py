@@ -3,9 +3,9 @@ project at the commit its SOURCE.md names, by the rules SOURCE.md gives.
 
     python bench/sets/layout.py NAME --git PATH_TO_GIT_DIR [--out DIR]
 
-NAME is fastapi, traefik, duckdb or chezmoi; PATH_TO_GIT_DIR any clone or bare mirror holding the
-commit (duckdb: a clone of duckdb/duckdb-web or a fork mirroring it at that commit). The output is
-DIR (default bench/sets/NAME/docs), emptied first.
+NAME is fastapi, traefik, duckdb, chezmoi or uv; PATH_TO_GIT_DIR any clone or bare mirror holding
+the commit (duckdb: a clone of duckdb/duckdb-web or a fork mirroring it at that commit). The output
+is DIR (default bench/sets/NAME/docs), emptied first.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ COMMITS = {
     "traefik": "fd5a576df2e8aeb0bfc8a96b6ef6e60a61f7ec0a",
     "duckdb": "0e913395a09b2f8559cbe0c9f26b874cc7f1a0e1",
     "chezmoi": "38b49b6c70daf0071be98b2ec01b2ab08498e011",
+    "uv": "26a9dd4b2125bc271b47855e1fa0c49af3365db5",
 }
 FRONT = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.S)
 
@@ -320,7 +321,39 @@ def chezmoi(repo: Repo):
         yield rel, page(meta, body)
 
 
-SETS = {"fastapi": fastapi, "traefik": traefik, "duckdb": duckdb, "chezmoi": chezmoi}
+# -- uv --------------------------------------------------------------------------------------------
+
+UV_INTENTS = [
+    ("concepts/projects/", "projects"),
+    ("concepts/authentication/", "authentication"),
+    ("concepts/", "concepts"),
+    ("guides/integration/", "integrations"),
+    ("guides/migration/", "migration"),
+    ("guides/", "guides"),
+    ("getting-started/", "getting-started"),
+    ("index.md", "getting-started"),
+    ("pip/", "pip-interface"),
+    ("reference/", "reference"),
+]
+
+
+def uv(repo: Repo):
+    prefix = "docs/"
+    for f in repo.files(prefix):
+        rel = f[len(prefix) :]
+        if not rel.endswith(".md"):
+            continue
+        meta, body = split_front(repo.show(f))
+        body = body.lstrip("\n")
+        title = str(meta.get("title") or first_heading(body)).replace("`", "")
+        intent = next((i for p, i in UV_INTENTS if rel.startswith(p) or rel == p), None)
+        if intent is None:
+            raise ValueError(f"uv: no intent for {rel}")
+        url = directory_url("https://docs.astral.sh/uv/", rel)
+        yield rel, page({"title": title, "intent": intent, "url": url}, body)
+
+
+SETS = {"fastapi": fastapi, "traefik": traefik, "duckdb": duckdb, "chezmoi": chezmoi, "uv": uv}
 
 
 def main() -> None:
