@@ -72,7 +72,7 @@ def main() -> None:
     for name, args in RUNS.items():
         out = ROOT / "bench" / f"answers-{name}.json"
         cmd = [sys.executable, "-m", "bot.cli", "eval", *args, "--answers", "--output", str(out)]
-        if "--reuse" not in sys.argv or not out.exists():  # --reuse: the outputs there are
+        if "--reuse" not in sys.argv or not out.exists():  # --reuse: the outputs already there
             subprocess.run(cmd, cwd=ROOT, check=True, env={"PATH": "/usr/bin:/bin"})
         results[name] = json.loads(out.read_text())
         after = results[name]["summary"]

@@ -44,8 +44,6 @@ SAMPLE = 25  # questions a set's rounds ask: what blind answerers can answer in 
 # the answers to the earlier draws' questions, so the last draw's are questions it was not
 # written from, and the targets are judged on them
 DRAWS = (0, 1, 2)
-# a check set (harness.CHECK_SETS) is measured once: no revision was read from its questions
-CHECK_DRAWS = (0,)
 RECORDED = ("answer", "check")  # the requests an answer needs; others are refused (overloaded)
 
 
@@ -59,17 +57,12 @@ def items_of(name: str) -> list[dict]:
     )
 
 
-def draws_of(name: str) -> tuple[int, ...]:
-    """The seeds of the set's draws."""
-    return CHECK_DRAWS if name in CHECK_SETS else DRAWS
-
-
 def drawn(name: str) -> list[list[str]]:
-    """The set's draws, in `draws_of` order: SAMPLE questions each (answerable and off-topic
+    """The set's draws, in DRAWS order: SAMPLE questions each (answerable and off-topic
     together, so each kind comes as often as the set has it), each from those the earlier
     draws left."""
     pool, draws = [q["id"] for q in items_of(name)], []
-    for seed in draws_of(name):
+    for seed in DRAWS:
         draws.append(random.Random(seed).sample(pool, min(SAMPLE, len(pool))))
         pool = [i for i in pool if i not in draws[-1]]
     return draws
@@ -452,14 +445,14 @@ def report(names: list[str]) -> None:
             for a in keyed["offtopic"]
             if a["decision"] == "ANSWER"
         ]
-        # judged on the last draw: the questions no revision of the writer's prompt was read from
         every = drawn(name)
-        seeds = draws_of(name)
-        pairs = list(zip(seeds, every, strict=True))
-        for seed, ids in pairs + ([("all", sum(every, []))] if len(pairs) > 1 else []):
+        # judged on the questions no revision of the writer's prompt was read from: the last
+        # draw's, a check set's every draw
+        judged = "all" if name in CHECK_SETS else DRAWS[-1]
+        for seed, ids in [*zip(DRAWS, every, strict=True), ("all", sum(every, []))]:
             part = subset(keyed, ids)
             k, o = figures(part), figures(subset(offline, ids))
-            if seed == seeds[-1]:
+            if seed == judged:
                 last, mine, theirs = part, k, o
             draws.append(
                 [name, seed, f"{len(part['answers'])} + {len(part['offtopic'])}"]
@@ -488,8 +481,7 @@ model's answers to the exact requests the pipeline sent. The real pipeline (pars
 citations, claim check, decision, second looks in rounds) ran on them through the Messages API
 stand-in in replay mode (tests/standins/keyed.py). Each set: {len(DRAWS)} draws of {SAMPLE}
 questions (seeds {", ".join(map(str, DRAWS))}, each from the questions the earlier ones left:
-answerable and off-topic as the set has them; bench/keyed/SET/sample.json), and a check set
-({", ".join(CHECK_SETS)}: no prompt was revised on its questions) {len(CHECK_DRAWS)} draw; every
+answerable and off-topic as the set has them; bench/keyed/SET/sample.json); every
 request but the answer and its claim check (a classification, a long question's condensing)
 was answered "overloaded", so the offline router routed. Offline: the same questions with no
 key (bench/keyed/SET/offline.json). Gold read: answerable questions with a gold section in what
@@ -603,7 +595,8 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
     body += (
         "\n\nEach draw's questions apart, then all of them (answerable + off-topic; token recall"
         f" keyed / offline): the last draw, seed {DRAWS[-1]}, holds the questions no revision of"
-        " the writer's prompt was read from (a check set's one draw too). Unsure's 95% interval"
+        " the writer's prompt was read from, and so do all the draws of the check set"
+        f" ({', '.join(CHECK_SETS)}: harness.CHECK_SETS). Unsure's 95% interval"
         " (Wilson's): where the rate could be on more questions like these.\n\n"
         + table(
             ["set", "seed", "questions", "refused", "unsure", "off-topic plain ANSWER"]
@@ -612,7 +605,7 @@ to read. Steps offline: keyed questions whose trace says a step fell back to the
         )
         + "\n\nIssue 50's targets (refused ≤ 0.10, unsure ≤ 0.15, off-topic plain ANSWER ≤ 0.05,"
         " token recall above offline, gold read with second looks ≥ 0.95), per set, on the last"
-        " draw's questions:\n\n" + "\n".join(met)
+        " draw's questions (the check set's: all of them):\n\n" + "\n".join(met)
     )
     if plain:
         body += "\n\nOff-topic questions given a plain ANSWER (keyed):\n\n" + "\n".join(plain)

@@ -6,8 +6,8 @@ question then costs and when its first word comes, on the Messages API stand-in.
 
 `--before COMMIT`: the first word's time of that commit's cite path too, measured the same way in
 a temporary worktree (default f88711b, the commit before the read by budget).
-`--paired RUNS`: only the first word of this tree's default read against that commit's, asked in
-turn RUNS times (the section "reads-paired").
+`--paired RUNS`: only the first word of this tree's read (at its default budget, or at each of
+`--budgets`) against that commit's, asked in turn RUNS times (the section "reads-paired").
 """
 
 from __future__ import annotations
@@ -195,31 +195,36 @@ def before(commit: str, names: list[str]) -> list[list]:
     return rows
 
 
-def paired(commit: str, names: list[str], reps: int) -> None:
-    """The first word of this tree's read (its default budget) against `commit`'s, each set's
+def paired(commit: str, names: list[str], reps: int, budgets: list[int]) -> None:
+    """The first word of this tree's read at each of `budgets` against `commit`'s, each set's
     questions asked in turn by one and the other, `reps` times: the section "reads-paired"."""
-    firsts: dict[tuple[str, str], list[list[float]]] = {}
+    firsts: dict[tuple[str, object], list[list[float]]] = {}
+    arms = [("before", CITE)] + [(b, f"{READ}, read_tokens={b}") for b in budgets]
     with worktree(commit, names) as root:
         names = held(root, names)
         for _ in range(reps):
             for name in names:
-                for side, tree, how in (("before", root, CITE), ("now", ROOT, READ)):
-                    firsts.setdefault((name, side), []).append(measured(tree, name, how)[3])
+                for arm, how in arms:
+                    tree = root if arm == "before" else ROOT
+                    firsts.setdefault((name, arm), []).append(measured(tree, name, how)[3])
     rows = []
     for name in names:
-        b, n = firsts[(name, "before")], firsts[(name, "now")]
-        # each question's median over the runs, then the median of now - before
-        per = [
-            float(np.median([r[i] for r in n]) - np.median([r[i] for r in b]))
-            for i in range(min(len(b[0]), len(n[0])))
-        ]
-        rows.append(
-            [name, reps, f"{np.median(sum(b, [])):.3f}", f"{np.median(sum(n, [])):.3f}"]
-            + [f"{np.median(per) * 1000:+.0f}", f"{sum(d > 0 for d in per)} of {len(per)}"]
-        )
+        b = firsts[(name, "before")]
+        for budget in budgets:
+            n = firsts[(name, budget)]
+            # each question's median over the runs, then the median of now - before
+            per = [
+                float(np.median([r[i] for r in n]) - np.median([r[i] for r in b]))
+                for i in range(min(len(b[0]), len(n[0])))
+            ]
+            rows.append(
+                [name, f"{budget:,}", reps, f"{np.median(sum(b, [])):.3f}"]
+                + [f"{np.median(sum(n, [])):.3f}", f"{np.median(per) * 1000:+.0f}"]
+                + [f"{sum(d > 0 for d in per)} of {len(per)}"]
+            )
     body = PAIRED.format(commit=commit, n=COST_QUESTIONS, reps=reps) + table(
-        ["set", "runs each", f"first word p50 s, {commit}", "first word p50 s, now"]
-        + ["now − before, ms (median a question)", "questions later"],
+        ["set", "read tokens", "runs each", f"first word p50 s, {commit}"]
+        + ["first word p50 s, now", "now − before, ms (median a question)", "questions later"],
         rows,
     )
     print(body)
@@ -228,11 +233,11 @@ def paired(commit: str, names: list[str], reps: int) -> None:
 
 PAIRED = """### The first word, read by budget against the top 5 chunks, paired (`bench/reads.py`)
 
-`python bench/reads.py --paired {reps}`. The first {n} answerable questions of each set on the
-Messages API stand-in (as the section above: bench/claude_paths.py `run`, no second look),
-asked by commit {commit}'s cite path (its top 5 chunks) and by this tree's read at its default
-budget in turn, each run a process of its own, {reps} runs each: the p50 over every answer, and
-each question's median over its runs, now less before. The stand-in plays a model's time to
+`python bench/reads.py --paired {reps} --budgets B,...`. The first {n} answerable questions of
+each set on the Messages API stand-in (as the section above: bench/claude_paths.py `run`, no
+second look), asked by commit {commit}'s cite path (its top 5 chunks) and by this tree's read at
+each budget in turn, each run a process of its own, {reps} runs each: the p50 over every answer,
+and each question's median over its runs, now less before. The stand-in plays a model's time to
 first token whatever the prompt's length (the section above).
 
 """
@@ -243,14 +248,16 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", nargs="*", default=list(SETS))
-    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    ap.add_argument("--budgets", help=f"default {','.join(map(str, BUDGETS))}; paired: the default")
     ap.add_argument("--cost-sets", nargs="*", default=["examples", *REAL_SETS, *CHECK_SETS])
     ap.add_argument("--before", default="f88711b")
     ap.add_argument("--paired", type=int, metavar="RUNS", help="only the paired first word")
     args = ap.parse_args()
     if args.paired:
-        paired(args.before, [n for n in args.cost_sets if laid_out(n)], args.paired)
+        budgets = [int(b) for b in (args.budgets or str(context.READ_TOKENS)).split(",")]
+        paired(args.before, [n for n in args.cost_sets if laid_out(n)], args.paired, budgets)
         return
+    args.budgets = args.budgets or ",".join(map(str, BUDGETS))
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder()
     rows, depth_rows = [], []
