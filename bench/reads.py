@@ -144,8 +144,9 @@ def measured(root: Path, name: str, how: str, n: int = COST_QUESTIONS) -> list:
 
 
 def held(root: Path, names: list[str]) -> list[str]:
-    """The sets among `names` that the tree at `root` has (a set added since is not there)."""
-    return [n for n in names if n not in CHECK_SETS or (root / "bench" / "sets" / n).is_dir()]
+    """The sets among `names` that the tree at `root` has (a real set added since is not there)."""
+    real = (*REAL_SETS, *CHECK_SETS)
+    return [n for n in names if n not in real or (root / "bench" / "sets" / n).is_dir()]
 
 
 @contextmanager
@@ -248,7 +249,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", nargs="*", default=list(SETS))
-    ap.add_argument("--budgets", help=f"default {','.join(map(str, BUDGETS))}; paired: the default")
+    default = ",".join(map(str, BUDGETS))
+    ap.add_argument("--budgets", help=f"default {default}; with --paired, the default read's")
     ap.add_argument("--cost-sets", nargs="*", default=["examples", *REAL_SETS, *CHECK_SETS])
     ap.add_argument("--before", default="f88711b")
     ap.add_argument("--paired", type=int, metavar="RUNS", help="only the paired first word")
@@ -257,7 +259,7 @@ def main() -> None:
         budgets = [int(b) for b in (args.budgets or str(context.READ_TOKENS)).split(",")]
         paired(args.before, [n for n in args.cost_sets if laid_out(n)], args.paired, budgets)
         return
-    args.budgets = args.budgets or ",".join(map(str, BUDGETS))
+    args.budgets = args.budgets or default
     budgets = [int(b) for b in args.budgets.split(",")]
     embedder = make_embedder()
     rows, depth_rows = [], []
