@@ -42,11 +42,16 @@ class StubServer:
 
             def _handle(self):
                 length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if len(body) < length:
+                    # the client went away mid-request (a process killed while it sent): the
+                    # service never receives a request cut short, so neither is it recorded
+                    return
                 req = Request(
                     self.command,
                     self.path.split("?")[0],
                     {k.lower(): v for k, v in self.headers.items()},
-                    self.rfile.read(length) if length else b"",
+                    body,
                 )
                 with stub.lock:
                     stub.requests.append(req)
