@@ -19,13 +19,13 @@ import json
 import subprocess
 import sys
 
-from harness import CHECK_SETS, REAL_SETS, ROOT, SHARED, laid_out, set_dir, table, write_section
+from harness import QUESTION_SETS, ROOT, SHARED, laid_out, set_dir, table, write_section
 
 RUNS = {
     "claude-docs": [str(SHARED / "claude-docs")],
     "openshift-4.15": [str(SHARED / "openshift-4.15"), "--limit", "100", "--seed", "0"],
     "examples": ["examples"],
-} | {name: [str(set_dir(name))] for name in (*REAL_SETS, *CHECK_SETS) if laid_out(name)}
+} | {name: [str(set_dir(name))] for name in QUESTION_SETS if laid_out(name)}
 COLUMNS = [
     "answerable refused",
     "answerable unsure",

@@ -36,12 +36,13 @@ REAL_SETS = ("fastapi", "traefik", "duckdb", "chezmoi")
 # a real-question set that no threshold, weight, budget or prompt was fitted or revised on: it
 # checks their choices (its figures are reported, never fitted to)
 CHECK_SETS = ("uv",)
+QUESTION_SETS = (*REAL_SETS, *CHECK_SETS)  # every real-question set, fitted on or not
 
 
 def set_dir(set_name: str) -> Path:
     if set_name == "examples":
         return ROOT / "examples"
-    if set_name in (*REAL_SETS, *CHECK_SETS):
+    if set_name in QUESTION_SETS:
         return ROOT / "bench" / "sets" / set_name
     return SHARED / set_name
 

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import CHECK_SETS, REAL_SETS, ROOT, set_dir, table, write_section
+from harness import CHECK_SETS, QUESTION_SETS, ROOT, set_dir, table, write_section
 
 from tests.standins.keyed import Keyed, described, pending, problems
 from tests.standins.server import StubServer
@@ -453,7 +453,7 @@ def report(names: list[str]) -> None:
             part = subset(keyed, ids)
             k, o = figures(part), figures(subset(offline, ids))
             if seed == judged:
-                last, mine, theirs = part, k, o
+                held_out, mine, theirs = part, k, o
             draws.append(
                 [name, seed, f"{len(part['answers'])} + {len(part['offtopic'])}"]
                 + [f"{k[f]:.3f}" if k[f] is not None else "-" for f, *_ in TARGETS[:3]]
@@ -464,11 +464,11 @@ def report(names: list[str]) -> None:
             for k, short, ok in TARGETS
             if ok is not None and mine[k] is not None
         ]
-        u, h = unsure_where_held(last, name)
+        u, h = unsure_where_held(held_out, name)
         verdicts.append(
             f"unsure where the docs hold the answer {'met' if u <= 0.15 * h else 'missed'}"
         )
-        looked = gold_read(last, name)[1]
+        looked = gold_read(held_out, name)[1]
         if looked is not None:
             verdicts.append(f"gold read with looks {'met' if looked >= 0.95 else 'missed'}")
         met.append(f"- {name}: " + ", ".join(verdicts) + ".")
@@ -621,7 +621,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="pending: one JSON object a line")
     args = ap.parse_args()
-    names = args.sets or [*REAL_SETS, *CHECK_SETS]
+    names = args.sets or list(QUESTION_SETS)
     if args.command == "run":
         for name in names:
             r = round_of(name)

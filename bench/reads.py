@@ -22,7 +22,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from harness import CHECK_SETS, REAL_SETS, ROOT, eval_db, laid_out, set_dir, table, write_section
+from harness import (
+    CHECK_SETS,
+    QUESTION_SETS,
+    REAL_SETS,
+    ROOT,
+    eval_db,
+    laid_out,
+    set_dir,
+    table,
+    write_section,
+)
 
 from bot.app import FieldGuide
 from bot.evaluation.retrieval import load_items, matches
@@ -30,7 +40,7 @@ from bot.settings import Settings
 from router import context, exact, reading, words
 from router.question import checked_question
 
-SETS = (*REAL_SETS, *CHECK_SETS, "claude-docs", "openshift-4.15", "examples")
+SETS = (*QUESTION_SETS, "claude-docs", "openshift-4.15", "examples")
 BUDGETS = (1500, 2500, 3500, 5000)
 DEPTHS = (5, 10, 20, 40, 80)
 COST_QUESTIONS = 8
@@ -145,8 +155,7 @@ def measured(root: Path, name: str, how: str, n: int = COST_QUESTIONS) -> list:
 
 def held(root: Path, names: list[str]) -> list[str]:
     """The sets among `names` that the tree at `root` has (a real set added since is not there)."""
-    real = (*REAL_SETS, *CHECK_SETS)
-    return [n for n in names if n not in real or (root / "bench" / "sets" / n).is_dir()]
+    return [n for n in names if n not in QUESTION_SETS or (root / "bench" / "sets" / n).is_dir()]
 
 
 @contextmanager
@@ -160,7 +169,7 @@ def worktree(commit: str, names: list[str]) -> Iterator[Path]:
         )
     for name in names:  # the docs are laid out here only, the sets indexed here already
         link = root / "bench" / "sets" / name / "docs"
-        if name in (*REAL_SETS, *CHECK_SETS) and link.parent.is_dir() and not link.exists():
+        if name in QUESTION_SETS and link.parent.is_dir() and not link.exists():
             link.symlink_to((set_dir(name) / "docs").resolve())
     # the real sets' indexes are shared; examples/docs is the worktree's own, indexed there
     (root / ".fieldguide" / "eval").mkdir(parents=True, exist_ok=True)
@@ -251,7 +260,7 @@ def main() -> None:
     ap.add_argument("--sets", nargs="*", default=list(SETS))
     default = ",".join(map(str, BUDGETS))
     ap.add_argument("--budgets", help=f"default {default}; with --paired, the default read's")
-    ap.add_argument("--cost-sets", nargs="*", default=["examples", *REAL_SETS, *CHECK_SETS])
+    ap.add_argument("--cost-sets", nargs="*", default=["examples", *QUESTION_SETS])
     ap.add_argument("--before", default="f88711b")
     ap.add_argument("--paired", type=int, metavar="RUNS", help="only the paired first word")
     args = ap.parse_args()

@@ -1,5 +1,5 @@
 """The Messages API stub read by the real anthropic client, plain and streamed; the Socket Mode
-server with several connections."""
+server with several connections; the stub server with a request its client never finished."""
 
 import json
 from contextlib import ExitStack
@@ -121,3 +121,35 @@ def wait_delivery(socket: SocketModeServer, count: int) -> dict:
     socket._wait(lambda: len(socket.deliveries) >= count, 5, f"delivery {count}")
     d = socket.deliveries[count - 1]
     return {**d, "ws": socket.connections[d["connection"]]}
+
+
+def test_a_request_cut_short_by_its_client_is_never_recorded(stub):
+    """A client that dies while sending (a killed process) leaves a request the service never
+    receives whole: the stand-in records only the whole ones, as the service would."""
+    import socket
+    from urllib.parse import urlsplit
+
+    calls: list = []
+
+    def post(req):
+        calls.append(req)
+        return 200, {"ok": True}
+
+    stub.route("/api/chat.postMessage", post)
+    where = urlsplit(stub.url)
+    with socket.create_connection((where.hostname, where.port)) as sock:
+        sock.sendall(
+            b"POST /api/chat.postMessage HTTP/1.1\r\nHost: x\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"chan'
+        )
+        sock.shutdown(socket.SHUT_WR)  # the rest never comes
+        assert sock.recv(1024) == b""  # closed without an answer
+    whole = json.dumps({"channel": "C1", "text": "hi"}).encode()
+    with socket.create_connection((where.hostname, where.port)) as sock:
+        sock.sendall(
+            b"POST /api/chat.postMessage HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+            b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(whole), whole)
+        )
+        assert sock.recv(1024).startswith(b"HTTP/1.0 200")
+    assert [r.form for r in calls] == [{"channel": "C1", "text": "hi"}]
+    assert [r.path for r in stub.requests] == ["/api/chat.postMessage"]

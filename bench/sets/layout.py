@@ -161,7 +161,7 @@ def traefik(repo: Repo):
         meta, body = split_front(repo.show(f))
         body = body.lstrip("\n")
         title = str(meta.get("title") or first_heading(body))
-        intent = next((i for p, i in TRAEFIK_INTENTS if rel.startswith(p) or rel == p), None)
+        intent = next((i for p, i in TRAEFIK_INTENTS if rel.startswith(p)), None)
         if intent is None:
             raise ValueError(f"traefik: no intent for {rel}")
         url = directory_url("https://doc.traefik.io/traefik/", rel)
