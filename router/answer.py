@@ -19,7 +19,9 @@ ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 # and the quotes keep the doc's text as written.
 # A heading's attribute list, as Pandoc, kramdown and Python-Markdown's attr_list write it after
 # the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }"), is markup, not a name.
-ATTRIBUTES = re.compile(r"\s*\{\s*[#.][^{}]*\}\s*$")
+# a heading's attributes, as Pandoc, kramdown, MkDocs and VitePress write them at its end:
+# "Slow prompts {#slow}", "Setup { #setup .tip }", "Setup {: #setup}"; group 1 is its own id
+ATTRIBUTES = re.compile(r"\s*\{:?\s*(?:#([\w.:-]+))?[^{}]*\}\s*$")
 
 
 def section_path(title: str, heading_path: list[str]) -> list[str]:

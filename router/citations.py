@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from .answer import Citation, Passage, Source, label, section_path
+from .answer import ATTRIBUTES, Citation, Passage, Source, label, section_path
 
 __all__ = [  # label and section_path are re-exported: callers name places through this module
     "anchor",
@@ -40,8 +40,11 @@ def updated_ago(iso: str, now: datetime | None = None) -> str:
 
 
 def anchor(heading: str) -> str:
-    """GitHub-style heading anchor."""
-    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    """The heading's anchor: the id its attributes give it ("{#id}"), else GitHub's slug of it."""
+    attributes = ATTRIBUTES.search(heading)
+    if attributes and attributes.group(1):
+        return attributes.group(1)
+    slug = re.sub(r"[^\w\- ]", "", ATTRIBUTES.sub("", heading).strip().lower())
     return re.sub(r" ", "-", slug)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from index.indexer import index_folder
 from router import reading
-from router.answer import ABSTAIN, ANSWER, PARTIAL, occurs_in
+from router.answer import ABSTAIN, ANSWER, PARTIAL, label, occurs_in
 from router.citations import link_for
 from router.claude import OFFLINE_NOTE
 from router.clock import REAL
@@ -368,6 +368,21 @@ def test_links_fall_back_to_base_url_and_anchor():
     assert link_for(chunk) == "billing/invoices.md#refund-policy"
     chunk["url"] = "https://x.example/inv#old"
     assert link_for(chunk) == "https://x.example/inv#refund-policy"
+
+
+def test_a_heading_s_own_id_is_its_anchor_and_never_shown():
+    # VitePress, MkDocs (attr_list), kramdown and Pandoc let a heading name its anchor
+    for heading, frag in [
+        ("Overview of the `mise` activation methods {#overview}", "overview"),
+        ("`task_config.includes` {#task_config.includes}", "task_config.includes"),
+        ("Setup { #setup .tip }", "setup"),
+        ("Setup {: #setup-kramdown}", "setup-kramdown"),
+        ("Refund policy {.warning}", "refund-policy"),
+    ]:
+        path = ["A", heading]
+        chunk = {"doc": "a.md", "heading_path": path, "url": "https://x.example/a"}
+        assert link_for(chunk) == f"https://x.example/a#{frag}"
+        assert "{" not in label("A", path)
 
 
 def test_claude_never_replying_still_answers_within_the_deadline(examples_db, stub, monkeypatch):
