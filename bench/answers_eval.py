@@ -85,13 +85,13 @@ shared/eval/README.md says (token recall / precision against the reference answe
 shared/eval). Rates with a seeded bootstrap 95% interval. claude-docs: 100 questions + 30 off-topic;
 openshift-4.15: 100 questions sampled with seed 0 + 30 off-topic; examples: 30 questions + 25
 off-topic (its own 5 and examples/offtopic.jsonl); fastapi, traefik, duckdb, chezmoi and the check
-set uv: every question (bench/sets). Before: the two-outcome decision (two outcomes offline, fitted
-on the three clean sets); after: the shipped one (the question's reading, three outcomes, bands by
-cost, fitted on all seven sets). Every set but uv is calibration data of the shipped decision, so
-their decision rates are in-sample: the figures that count are the left-out ones of the section
-"calibration", and uv's, whose questions nothing was fitted on. What this table adds: token recall /
-precision, gold cited and length, which the decision does not fit. Full answers:
-bench/answers-SET.json.
+sets uv and mise: every question (bench/sets). Before: the two-outcome decision (two outcomes
+offline, fitted on the three clean sets); after: the shipped one (the question's reading, three
+outcomes, bands by cost, fitted on all seven sets). Every set but uv and mise is calibration data
+of the shipped decision, so their decision rates are in-sample: the figures that count are the
+left-out ones of the section "calibration", and uv's and mise's, whose questions nothing was
+fitted on. What this table adds: token recall / precision, gold cited and length, which the
+decision does not fit. Full answers: bench/answers-SET.json.
 
 {table(["set", "code", *COLUMNS], rows)}
 """

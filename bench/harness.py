@@ -35,7 +35,7 @@ def ms(samples) -> tuple[float, float]:
 REAL_SETS = ("fastapi", "traefik", "duckdb", "chezmoi")
 # a real-question set that no threshold, weight, budget or prompt was fitted or revised on: it
 # checks their choices (its figures are reported, never fitted to)
-CHECK_SETS = ("uv",)
+CHECK_SETS = ("uv", "mise")
 QUESTION_SETS = (*REAL_SETS, *CHECK_SETS)  # every real-question set, fitted on or not
 
 

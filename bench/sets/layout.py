@@ -3,9 +3,9 @@ project at the commit its SOURCE.md names, by the rules SOURCE.md gives.
 
     python bench/sets/layout.py NAME --git PATH_TO_GIT_DIR [--out DIR]
 
-NAME is fastapi, traefik, duckdb, chezmoi or uv; PATH_TO_GIT_DIR any clone or bare mirror holding
-the commit (duckdb: a clone of duckdb/duckdb-web or a fork mirroring it at that commit). The output
-is DIR (default bench/sets/NAME/docs), emptied first.
+NAME is fastapi, traefik, duckdb, chezmoi, uv or mise; PATH_TO_GIT_DIR any clone or bare mirror
+holding the commit (duckdb: a clone of duckdb/duckdb-web or a fork mirroring it at that commit).
+The output is DIR (default bench/sets/NAME/docs), emptied first.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ COMMITS = {
     "duckdb": "0e913395a09b2f8559cbe0c9f26b874cc7f1a0e1",
     "chezmoi": "38b49b6c70daf0071be98b2ec01b2ab08498e011",
     "uv": "26a9dd4b2125bc271b47855e1fa0c49af3365db5",
+    "mise": "70e94a1f89fa27f3bbc2b933c6891a124f5ef04c",
 }
 FRONT = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.S)
 
@@ -353,7 +354,84 @@ def uv(repo: Repo):
         yield rel, page({"title": title, "intent": intent, "url": url}, body)
 
 
-SETS = {"fastapi": fastapi, "traefik": traefik, "duckdb": duckdb, "chezmoi": chezmoi, "uv": uv}
+# -- mise ------------------------------------------------------------------------------------------
+
+MISE_INTENTS = [
+    ("cli/", "cli"),
+    ("configuration", "configuration"),
+    ("dev-tools/backends/", "backends"),
+    ("dev-tools/", "dev-tools"),
+    ("lang/", "languages"),
+    ("tasks/", "tasks"),
+    ("environments/", "environments"),
+    ("bootstrap", "bootstrap"),
+    ("mise-cookbook/", "cookbook"),
+    ("registry.md", "dev-tools"),
+]
+# the top-level pages about using and writing plugins
+MISE_PLUGINS = re.compile(r"^[^/]*plugin[^/]*\.md$")
+SETTINGS_TAG = re.compile(r"^<Settings[^>]*/>\s*$", re.M)
+
+
+def mise_settings(repo: Repo) -> str:
+    """What docs/components/settings.vue renders from settings.toml: a heading a setting, then its
+    type, environment variable, default and docs (else its description)."""
+    import tomllib
+
+    out: list[str] = []
+
+    def walk(table: dict, prefix: str) -> None:
+        for key, value in table.items():
+            name = f"{prefix}{key}"
+            if not isinstance(value, dict):
+                continue
+            if "type" not in value:
+                walk(value, name + ".")
+                continue
+            optional = " (optional)" if value.get("optional") else ""
+            facts = [f"- Type: `{value['type']}`{optional}"]
+            if value.get("env"):
+                facts.append(f"- Env: `{value['env']}`")
+            default = value.get("default_docs", value.get("default"))
+            if default is not None:
+                shown = default if isinstance(default, str) else json.dumps(default)
+                facts.append(f"- Default: `{shown}`")
+            if value.get("deprecated"):
+                facts.append(f"- Deprecated: {value['deprecated']}")
+            text = str(value.get("docs") or value.get("description") or "").strip()
+            out.append(f"## `{name}`\n\n" + "\n".join(facts) + ("\n\n" + text if text else ""))
+
+    walk(tomllib.loads(repo.show("settings.toml")), "")
+    return "\n\n".join(out) + "\n"
+
+
+def mise(repo: Repo):
+    prefix = "docs/"
+    for f in repo.files(prefix):
+        rel = f[len(prefix) :]
+        if not rel.endswith(".md"):
+            continue
+        meta, body = split_front(repo.show(f))
+        body = body.lstrip("\n")
+        if rel == "configuration/settings.md":
+            body = SETTINGS_TAG.sub(lambda _: mise_settings(repo), body)
+        title = str(meta.get("title") or first_heading(body)).replace("`", "")
+        if MISE_PLUGINS.search(rel):
+            intent = "plugins"
+        else:
+            intent = next((i for p, i in MISE_INTENTS if rel.startswith(p)), "general")
+        url = "https://mise.jdx.dev/" + ("" if rel == "index.md" else rel[: -len(".md")] + ".html")
+        yield rel, page({"title": title, "intent": intent, "url": url}, body)
+
+
+SETS = {
+    "fastapi": fastapi,
+    "traefik": traefik,
+    "duckdb": duckdb,
+    "chezmoi": chezmoi,
+    "uv": uv,
+    "mise": mise,
+}
 
 
 def main() -> None:
