@@ -35,8 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from index.clean import display
-
 # the newest unanswered questions clustered: an n x n distance matrix (bench/gaps.py measures it)
 MAX_QUESTIONS = 2000
 CUT_CANDIDATES = 60  # dendrogram cuts whose silhouette is computed (the widest gaps)
@@ -348,6 +346,7 @@ def find_topics(
     question lacks in comparing it (`with_names`: FIELDGUIDE_BM25_WEIGHT)."""
     from index.embedding import EmbeddingError
     from index.store import owner_of
+    from router.answer import section_path
     from router.citations import link_for
 
     todo = [r for r in rows if unanswered(r)][:most]
@@ -395,7 +394,7 @@ def find_topics(
         if hits:
             chunk = hits[0].chunk
             topic.doc, topic.intent = chunk["doc"], hits[0].intent
-            topic.section = " › ".join(display(h) for h in chunk["heading_path"][1:])
+            topic.section = " › ".join(section_path(chunk["title"], chunk["heading_path"]))
             topic.url = link_for(chunk, base_url)
         else:  # no vector search: the intent the router gave these questions most often
             topic.intent = Counter(top_intent(todo[i]) for i in members).most_common(1)[0][0]

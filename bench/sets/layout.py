@@ -338,14 +338,17 @@ UV_INTENTS = [
 ]
 
 
-def uv(repo: Repo):
-    prefix = "docs/"
+def markdown_pages(repo: Repo, prefix: str):
+    """(path under `prefix`, front matter, body) of every markdown file under `prefix`."""
     for f in repo.files(prefix):
         rel = f[len(prefix) :]
-        if not rel.endswith(".md"):
-            continue
-        meta, body = split_front(repo.show(f))
-        body = body.lstrip("\n")
+        if rel.endswith(".md"):
+            meta, body = split_front(repo.show(f))
+            yield rel, meta, body.lstrip("\n")
+
+
+def uv(repo: Repo):
+    for rel, meta, body in markdown_pages(repo, "docs/"):
         title = str(meta.get("title") or first_heading(body)).replace("`", "")
         intent = next((i for p, i in UV_INTENTS if rel.startswith(p) or rel == p), None)
         if intent is None:
@@ -406,13 +409,7 @@ def mise_settings(repo: Repo) -> str:
 
 
 def mise(repo: Repo):
-    prefix = "docs/"
-    for f in repo.files(prefix):
-        rel = f[len(prefix) :]
-        if not rel.endswith(".md"):
-            continue
-        meta, body = split_front(repo.show(f))
-        body = body.lstrip("\n")
+    for rel, meta, body in markdown_pages(repo, "docs/"):
         if rel == "configuration/settings.md":
             body = SETTINGS_TAG.sub(lambda _: mise_settings(repo), body)
         title = str(meta.get("title") or first_heading(body)).replace("`", "")
