@@ -17,11 +17,11 @@ ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 # how a place in the docs is named (every answer, source list, abstain and progress shows it), as
 # display text (index.clean.display: no invisible characters that hide or reorder it); the index
 # and the quotes keep the doc's text as written.
-# A heading's attribute list, as Pandoc, kramdown and Python-Markdown's attr_list write it after
-# the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }"), is markup, not a name.
-# a heading's attributes, as Pandoc, kramdown, MkDocs and VitePress write them at its end:
-# "Slow prompts {#slow}", "Setup { #setup .tip }", "Setup {: #setup}"; group 1 is its own id
-ATTRIBUTES = re.compile(r"\s*\{:?\s*(?:#([\w.:-]+))?[^{}]*\}\s*$")
+# A heading's attribute list, as Pandoc, kramdown, Python-Markdown's attr_list and VitePress write
+# it after the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }", "Setup {: .tip
+# #setup}"), is markup, not a name; its "#id" is the heading's anchor (router/citations.py). A
+# brace without "#" or "." ("GET /users/{id}") is the heading's own text.
+ATTRIBUTES = re.compile(r"\s*\{:?\s*[#.][^{}]*\}\s*$")
 
 
 def section_path(title: str, heading_path: list[str]) -> list[str]:

@@ -42,8 +42,9 @@ def updated_ago(iso: str, now: datetime | None = None) -> str:
 def anchor(heading: str) -> str:
     """The heading's anchor: the id its attributes give it ("{#id}"), else GitHub's slug of it."""
     attributes = ATTRIBUTES.search(heading)
-    if attributes and attributes.group(1):
-        return attributes.group(1)
+    own = re.search(r"(?:^|[\s{:])#([\w.:-]+)", attributes.group()) if attributes else None
+    if own:
+        return own.group(1)
     slug = re.sub(r"[^\w\- ]", "", ATTRIBUTES.sub("", heading).strip().lower())
     return re.sub(r" ", "-", slug)
 

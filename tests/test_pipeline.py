@@ -377,12 +377,17 @@ def test_a_heading_s_own_id_is_its_anchor_and_never_shown():
         ("`task_config.includes` {#task_config.includes}", "task_config.includes"),
         ("Setup { #setup .tip }", "setup"),
         ("Setup {: #setup-kramdown}", "setup-kramdown"),
+        ("Setup {: .tip #tip-setup}", "tip-setup"),
         ("Refund policy {.warning}", "refund-policy"),
     ]:
         path = ["A", heading]
         chunk = {"doc": "a.md", "heading_path": path, "url": "https://x.example/a"}
         assert link_for(chunk) == f"https://x.example/a#{frag}"
         assert "{" not in label("A", path)
+    # braces that are the heading's own text stay in it
+    path = ["A", "GET /users/{id}"]
+    assert link_for({"doc": "a.md", "heading_path": path, "url": None}) == "a.md#get-usersid"
+    assert label("A", path) == "A › GET /users/{id}"
 
 
 def test_claude_never_replying_still_answers_within_the_deadline(examples_db, stub, monkeypatch):
