@@ -22,6 +22,7 @@ from bot.owners import doc_owner
 from bot.settings import Settings
 from bot.state.sqlite import SqliteState
 from bot.weekly import Note, topics_part
+from index.indexer import index_folder
 from index.store import doc_records, open_db
 from router import context
 from router.answer import PARTIAL, Answer
@@ -369,3 +370,32 @@ def test_a_part_an_answer_says_the_docs_lack_is_a_gap_to_write_up_in_its_words(
     state.record_answer(ans, {"channel": "D1", "user": "U2"})
     dm = state.list_answers(limit=1)[0]
     assert dm["routing"]["gaps"] == [said] and said_missing(dm) == []
+
+
+def test_a_topic_names_its_section_as_answers_do(tmp_path, local_embedder, capsys):
+    # a heading that names its own anchor (VitePress, MkDocs, kramdown): the topic's section is
+    # named without it, and linked to it
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "shims.md").write_text(
+        "---\nintent: tools\nurl: https://docs.example/shims\n---\n# Shims\n\n"
+        "## Shims vs PATH {#shims-vs-path}\n\nShims are small scripts on PATH that run the"
+        " version of a tool the project asks for; activation puts the tools on PATH instead.\n"
+    )
+    (docs / "tasks.md").write_text(
+        "---\nintent: tasks\n---\n# Tasks\n\n## Running tasks\n\nRun a task with `run`.\n"
+    )
+    db = str(tmp_path / "gaps.db")
+    index_folder(db, docs, local_embedder)
+    state = SqliteState(open_db(db))
+    for q in (
+        "why do shims on PATH pick the wrong tool version?",
+        "shims or PATH activation: which one runs my tool version?",
+        "my PATH shims run the system version of the tool",
+        "do shims on PATH pick the tool version of the project?",
+    ):
+        state.record_answer(Answer(q, q, "ABSTAIN", "…"), {"channel": "C1", "user": "U1"})
+    assert main(["gaps", "--db", db, "--json"]) == 0
+    (topic,) = json.loads(capsys.readouterr().out)["topics"]
+    assert (topic["doc"], topic["section"]) == ("shims.md", "Shims vs PATH")
+    assert topic["url"] == "https://docs.example/shims#shims-vs-path"
