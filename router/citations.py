@@ -39,10 +39,13 @@ def updated_ago(iso: str, now: datetime | None = None) -> str:
     return f"updated {days // 365} years ago"
 
 
+OWN_ID = re.compile(r"[\s{:]#([\w.:-]+)")  # the "#id" inside a heading's attributes
+
+
 def anchor(heading: str) -> str:
     """The heading's anchor: the id its attributes give it ("{#id}"), else GitHub's slug of it."""
     attributes = ATTRIBUTES.search(heading)
-    own = re.search(r"(?:^|[\s{:])#([\w.:-]+)", attributes.group()) if attributes else None
+    own = OWN_ID.search(attributes.group()) if attributes else None
     if own:
         return own.group(1)
     slug = re.sub(r"[^\w\- ]", "", ATTRIBUTES.sub("", heading).strip().lower())

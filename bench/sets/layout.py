@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -379,8 +380,6 @@ SETTINGS_TAG = re.compile(r"^<Settings[^>]*/>\s*$", re.M)
 def mise_settings(repo: Repo) -> str:
     """What docs/components/settings.vue renders from settings.toml: a heading a setting, then its
     type, environment variable, default and docs (else its description)."""
-    import tomllib
-
     out: list[str] = []
 
     def walk(table: dict, prefix: str) -> None:
