@@ -20,7 +20,7 @@ from prompts import render
 
 from .answer import ANSWER, PARTIAL, Citation, squash
 from .claude import Claude, Unusable
-from .compose import marked
+from .marks import marked
 from .messages import structured
 
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"

@@ -19,6 +19,7 @@ from . import citations
 from .answer import Citation, Passage, Source
 from .claude import MessagesClient, Unusable, failures
 from .clock import REAL, Clock
+from .marks import marked
 from .messages import cached_system, cached_turns, merge_usage, message, options, usage_of
 from .second_look import (
     NO_TOOL,
@@ -376,16 +377,6 @@ def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:
     if msg.stop_reason in ("max_tokens", "model_context_window_exceeded"):
         return Written(INCOMPLETE, text, checked, blocks=blocks, by="claude")
     return Written(OK, text, checked, blocks=blocks, by="claude")
-
-
-def marked(blocks: list[tuple[str, list[Citation]]]) -> str:
-    """The answer's text: each block followed by a [n] mark for each source its verified
-    citations point at."""
-    out = []
-    for text, cits in blocks:
-        marks = dict.fromkeys(f"[{c.source}]" for c in cits if c.verified)
-        out.append(text + "".join(marks))
-    return "".join(out).strip()
 
 
 def strip_links(text: str) -> str:
