@@ -440,8 +440,8 @@ def test_slack_sources_say_when_each_doc_last_changed():
         Source(2, "c2", "auth/login.md", "Login", ["Login"], "auth/login.md"),  # date unknown
     ]
     markdown = sources_markdown(sources)
-    assert "1. [Pelican drills](https://x.example/p) · _updated 3 days ago_" in markdown
-    assert "2. Login\n" in markdown + "\n"
+    assert "- [1] [Pelican drills](https://x.example/p) · _updated 3 days ago_" in markdown
+    assert "- [2] Login\n" in markdown + "\n"
     answer = Answer("q", "q", "ANSWER", "The drill runs on Thursdays [1].", sources=sources)
     assert "[1] Pelican drills https://x.example/p (updated 3 days ago)" in plain_pieces(answer)[0]
 

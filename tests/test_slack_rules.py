@@ -165,7 +165,29 @@ def test_long_answer_is_split_within_block_kit_limits():
 def test_short_answer_is_one_markdown_block_with_sources():
     [blocks] = answer_messages(answer("Rotate keys [1]."), 7)
     assert [b["type"] for b in blocks] == ["markdown", "context", "context_actions"]
-    assert "1. [Doc › Section](https://docs.example/a)" in blocks[0]["text"]
+    assert "- [1] [Doc › Section](https://docs.example/a)" in blocks[0]["text"]
+
+
+def test_sources_are_listed_under_the_numbers_the_text_marks():
+    """Sources 16 and 44 are shown as [16] and [44], as the text cites them (a numbered list
+    would be renumbered 16, 17 by any markdown reader)."""
+    from markdown_it import MarkdownIt
+
+    ans = answer("Alias it.[16] It maps a name to a backend.[44]")
+    ans.sources = [
+        Source(n, f"c{n}", "a.md", label, [label], f"https://docs.example/{n}")
+        for n, label in ((16, "Aliases"), (44, "Glossary"))
+    ]
+    [blocks] = answer_messages(ans, 7)
+    items = [
+        t.content
+        for t in MarkdownIt("commonmark").parse(blocks[0]["text"])
+        if t.type == "inline" and t.level == 3
+    ]
+    assert items == [
+        "[16] [Aliases](https://docs.example/16)",
+        "[44] [Glossary](https://docs.example/44)",
+    ]
 
 
 def test_feedback_values():

@@ -158,13 +158,16 @@ def within_limits(blocks: list[dict], most: int = MESSAGE_BLOCKS) -> list[dict]:
 
 
 def sources_markdown(sources: list[Source]) -> str:
+    """The sources as a bulleted list, each under the [n] the answer's text marks it with. Not a
+    numbered list: markdown numbers a list's items on from its first, so sources 16 and 44 would
+    show as 16 and 17."""
     lines = []
     for s in sources:
         label = _label(s.label)
         url = safe_url(s.url)
         ago = f" · _{updated_ago(s.updated)}_" if s.updated and updated_ago(s.updated) else ""
         stale = f" · ⚠️ _stale: {_label(s.stale)}_" if s.stale else ""
-        lines.append((f"{s.n}. [{label}]({url})" if url else f"{s.n}. {label}") + ago + stale)
+        lines.append(f"- [{s.n}] " + (f"[{label}]({url})" if url else label) + ago + stale)
     return "**Sources**\n" + "\n".join(lines) if lines else ""
 
 
