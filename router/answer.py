@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from markdown_it import MarkdownIt
+
 from index.clean import display
 
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
@@ -22,13 +24,37 @@ ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 # #setup}"), is markup, not a name; its "#id" is the heading's anchor (router/citations.py). A
 # brace without "#" or "." ("GET /users/{id}") is the heading's own text.
 ATTRIBUTES = re.compile(r"\s*\{:?\s*[#.][^{}]*\}\s*$")
+INLINE = MarkdownIt("commonmark")
+# what a heading's markdown shows as written: its code and emphasis (Slack, the CLI and MCP
+# clients show them as such); a link shows its text, an image its alt text, inline HTML nothing
+# (a VitePress `<Badge text="deprecated" />`, `<code>`'s tags, not their text)
+MARKED = ("code_inline", "em_open", "em_close", "strong_open", "strong_close")
+SPACES = ("softbreak", "hardbreak")
+MARKERS = re.compile(r"[`*_]")
+
+
+@lru_cache(maxsize=4096)
+def shown(heading: str) -> str:
+    """A title or heading as its rendered page shows it (`display`, markdown read by
+    markdown-it-py as the page's renderer reads it, MARKED kept, its attribute list left out)."""
+    out = []
+    for token in INLINE.parseInline(display(heading)):
+        for t in token.children or []:
+            if t.type in ("text", "image"):
+                out.append(t.content)
+            elif t.type in MARKED:
+                out.append(t.markup + t.content + t.markup if t.type == "code_inline" else t.markup)
+            elif t.type in SPACES:
+                out.append(" ")
+    return ATTRIBUTES.sub("", " ".join("".join(out).split()))
 
 
 def section_path(title: str, heading_path: list[str]) -> list[str]:
-    """The headings under the doc's title, as shown (a first heading that repeats the title is
-    dropped)."""
-    parts = [ATTRIBUTES.sub("", display(h)) for h in heading_path]
-    if parts and parts[0].strip().lower() == display(title).strip().lower():
+    """The headings under the doc's title, as shown (a first heading that repeats the title's
+    words, its markup aside, is dropped)."""
+    parts = [shown(h) for h in heading_path]
+    same = lambda a, b: MARKERS.sub("", a).casefold() == MARKERS.sub("", b).casefold()  # noqa: E731
+    if parts and same(parts[0], shown(title)):
         parts = parts[1:]
     return parts
 
@@ -41,8 +67,7 @@ def label(title: str, heading_path: list[str]) -> str:
 
 @lru_cache(maxsize=4096)  # a question's read names its candidates' sections again and again
 def _label(title: str, heading_path: tuple[str, ...]) -> str:
-    shown = [ATTRIBUTES.sub("", display(title)), *section_path(title, list(heading_path))]
-    return " › ".join(shown)
+    return " › ".join([shown(title), *section_path(title, list(heading_path))])
 
 
 @dataclass

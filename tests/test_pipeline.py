@@ -390,6 +390,38 @@ def test_a_heading_s_own_id_is_its_anchor_and_never_shown():
     assert label("A", path) == "A › GET /users/{id}"
 
 
+def test_a_section_is_named_as_its_rendered_page_shows_it():
+    """A heading's link shows its text, its inline HTML nothing (a VitePress badge, `<code>`'s
+    tags), its code and emphasis as written; a first heading with the title's words is the
+    title, whatever its markup."""
+    for title, path, shown in [
+        (
+            "Tool Cache",
+            ["[`mise cache clear`](/cli/cache.html)"],
+            "Tool Cache › `mise cache clear`",
+        ),
+        (
+            "Ubi",
+            ['Ubi Backend <Badge type="danger" text="deprecated" />', "Usage"],
+            "Ubi › Ubi Backend › Usage",
+        ),
+        ("Node API", ["db.close(cb) ⇒ <code>void</code>"], "Node API › db.close(cb) ⇒ void"),
+        ("Backends", ["Use **github** when"], "Backends › Use **github** when"),
+        (
+            "mise sync python",
+            ["`mise sync python`", "Flags", "`--uv`"],
+            "mise sync python › Flags › `--uv`",
+        ),
+        (
+            "Compatibility with pip",
+            ["Compatibility with `pip`", "Package priority"],
+            "Compatibility with pip › Package priority",
+        ),
+        ("Keys <!here>", ["Keys", "Rotating"], "Keys › Rotating"),
+    ]:
+        assert label(title, path) == shown
+
+
 def test_claude_never_replying_still_answers_within_the_deadline(examples_db, stub, monkeypatch):
     from bot.app import FieldGuide
     from bot.settings import Settings

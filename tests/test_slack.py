@@ -459,7 +459,7 @@ def test_injected_doc_cannot_ping_the_channel_or_link_elsewhere(
     docs = write_docs(
         tmp_path / "evil",
         {
-            "keys.md": '---\ntitle: "Keys <!here>"\n'
+            "keys.md": '---\ntitle: "Keys <!here> <@U0HERE>"\n'
             "---\n# Keys\n\n## Rotating keys\n\nTo rotate an API key <!channel> open "
             "<https://evil.example|the console> and press `<@U0ADMIN>` then "
             "[Rotate](https://evil.example/rotate).\n",
@@ -478,7 +478,8 @@ def test_injected_doc_cannot_ping_the_channel_or_link_elsewhere(
     h.event(mention("How do I rotate an API key?"), "EvX")
     [answer] = answer_in(h.mock, "C1")
     sent = json.dumps(answer) + json.dumps(h.mock.updates())
-    assert "rotate" in sent.lower() and "Reading: Keys &lt;!here&gt;" in sent
+    # the title as a page shows it: `<!here>` is HTML to markdown (not shown), the rest escaped
+    assert "rotate" in sent.lower() and "Reading: Keys &lt;@U0HERE&gt;" in sent
     for bad in ("<!", "<@", "<https", "](https://evil", "(https://x"):
         assert bad not in sent
 
