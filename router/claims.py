@@ -66,6 +66,8 @@ FENCE = re.compile(r"(```.*?(?:```|$))", re.S)
 # ("e.g. ", "v1.2"): the split needs a space after the mark and a capital, digit or mark after it
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[*`]?[A-Z0-9])")
 WORDS = re.compile(r"\w")
+# a markdown list item's marker ("- ", "2. ", "3) "): markup, not a sentence of its own
+LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
 
 
 @dataclass
@@ -112,8 +114,8 @@ def sentences(
     introduces an example, "pin it with:", cites itself, and the example is the block after).
     A block citing nothing (the example written out, a "so …" drawn from the sentence before)
     is read against what the last cited block before it cites: supported only if that says it
-    too. A code block is one unit; list items and lines are split apart, then sentences within
-    them."""
+    too. A code block is one unit; list items and lines are split apart, their list markers
+    left out, then sentences within them."""
     out: list[Sentence] = []
     last: dict[tuple[str, str], Citation] = {}
     for n, (text, cits) in enumerate(blocks):
@@ -126,6 +128,8 @@ def sentences(
         for piece in FENCE.split(text):
             units = [piece] if piece.startswith("```") else piece.split("\n")
             for unit in units:
+                if not unit.startswith("```"):
+                    unit = LIST_MARKER.sub("", unit)
                 for s in [unit] if unit.startswith("```") else SENTENCE_END.split(unit):
                     if WORDS.search(s):
                         out.append(Sentence(s.strip(), mine, block=n))

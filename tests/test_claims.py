@@ -246,9 +246,9 @@ def test_sentences_keep_code_blocks_whole_and_split_lines():
     assert [t for t, _ in got] == [
         "Run this:",
         "```sh\nfoo --bar. Baz\n```",
-        "- First.",
+        "First.",
         "Second e.g. this.",
-        "- v1.2 is out",
+        "v1.2 is out",
     ]
     assert all(p == {("s", "passage"): cit} for _, p in got)
 
@@ -466,3 +466,20 @@ def test_eval_answers_judged_by_claude_with_intervals(
     capsys.readouterr()
     assert main(argv) == 2
     assert "--judge needs ANTHROPIC_API_KEY" in capsys.readouterr().err
+
+
+def test_a_list_item_s_marker_is_no_sentence_to_check():
+    """The check reads what a list item says, not its marker: "1." is markup, not a claim."""
+    cited = Citation(1, "d", "A", "u", "Alpha beta.", True)
+    text = (
+        "Steps:\n1. Install it. Then run it.\n2) Run `uv sync`.\n- A bullet.\n-5 degrees is cold."
+    )
+    said = [s.text for s in claims.sentences([(text, [cited])])]
+    assert said == [
+        "Steps:",
+        "Install it.",
+        "Then run it.",
+        "Run `uv sync`.",
+        "A bullet.",
+        "-5 degrees is cold.",
+    ]
