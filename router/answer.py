@@ -25,9 +25,9 @@ ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 # brace without "#" or "." ("GET /users/{id}") is the heading's own text.
 ATTRIBUTES = re.compile(r"\s*\{:?\s*[#.][^{}]*\}\s*$")
 INLINE = MarkdownIt("commonmark")
-# what a heading's markdown shows as written: its code and emphasis (Slack, the CLI and MCP
-# clients show them as such); a link shows its text, an image its alt text, inline HTML nothing
-# (a VitePress `<Badge text="deprecated" />`, `<code>`'s tags, not their text)
+# what of a heading's markdown a name keeps as written: its code and emphasis (Slack's and MCP
+# clients' markdown shows them as such); a link shows its text, an image its alt text, inline
+# HTML nothing (a VitePress `<Badge text="deprecated" />`, `<code>`'s tags, not their text)
 MARKED = ("code_inline", "em_open", "em_close", "strong_open", "strong_close")
 SPACES = ("softbreak", "hardbreak")
 MARKERS = re.compile(r"[`*_]")
