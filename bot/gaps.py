@@ -346,8 +346,7 @@ def find_topics(
     question lacks in comparing it (`with_names`: FIELDGUIDE_BM25_WEIGHT)."""
     from index.embedding import EmbeddingError
     from index.store import owner_of
-    from router.answer import section_path
-    from router.citations import link_for
+    from router.citations import link_for, section_path
 
     todo = [r for r in rows if unanswered(r)][:most]
     info = {"unanswered": len(todo), "small_talk": 0, "cut": 0.0, "silhouette": 0.0}

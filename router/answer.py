@@ -34,9 +34,10 @@ MARKERS = re.compile(r"[`*_]")
 
 
 @lru_cache(maxsize=4096)
-def shown(heading: str) -> str:
+def heading_shown(heading: str) -> str:
     """A title or heading as its rendered page shows it (`display`, markdown read by
-    markdown-it-py as the page's renderer reads it, MARKED kept, its attribute list left out)."""
+    markdown-it-py as the page's renderer reads it, MARKED kept, its attribute list left out);
+    router/rendered.py `shown` does the same for a section's text."""
     out = []
     for token in INLINE.parseInline(display(heading)):
         for t in token.children or []:
@@ -52,9 +53,9 @@ def shown(heading: str) -> str:
 def section_path(title: str, heading_path: list[str]) -> list[str]:
     """The headings under the doc's title, as shown (a first heading that repeats the title's
     words, its markup aside, is dropped)."""
-    parts = [shown(h) for h in heading_path]
+    parts = [heading_shown(h) for h in heading_path]
     same = lambda a, b: MARKERS.sub("", a).casefold() == MARKERS.sub("", b).casefold()  # noqa: E731
-    if parts and same(parts[0], shown(title)):
+    if parts and same(parts[0], heading_shown(title)):
         parts = parts[1:]
     return parts
 
@@ -67,7 +68,7 @@ def label(title: str, heading_path: list[str]) -> str:
 
 @lru_cache(maxsize=4096)  # a question's read names its candidates' sections again and again
 def _label(title: str, heading_path: tuple[str, ...]) -> str:
-    return " › ".join([shown(title), *section_path(title, list(heading_path))])
+    return " › ".join([heading_shown(title), *section_path(title, list(heading_path))])
 
 
 @dataclass

@@ -128,9 +128,8 @@ def sentences(
         for piece in FENCE.split(text):
             units = [piece] if piece.startswith("```") else piece.split("\n")
             for unit in units:
-                if not unit.startswith("```"):
-                    unit = LIST_MARKER.sub("", unit)
-                for s in [unit] if unit.startswith("```") else SENTENCE_END.split(unit):
+                code = unit.startswith("```")
+                for s in [unit] if code else SENTENCE_END.split(LIST_MARKER.sub("", unit)):
                     if WORDS.search(s):
                         out.append(Sentence(s.strip(), mine, block=n))
     return out
