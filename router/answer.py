@@ -91,7 +91,7 @@ class Source:
 
     @property
     def section(self) -> str:
-        return " › ".join(section_path(self.title, self.heading_path)) or display(self.title)
+        return " › ".join(section_path(self.title, self.heading_path)) or heading_shown(self.title)
 
     @property
     def label(self) -> str:

@@ -54,8 +54,9 @@ def anchor(heading: str) -> str:
 
 def link_for(chunk: dict, base_url: str = "") -> str:
     """The doc's front-matter url, else base_url + path (or the bare path), plus the section
-    anchor."""
-    section = chunk["heading_path"][-1] if len(chunk["heading_path"]) > 1 else ""
+    anchor: a page's first heading gets one too (the heading path does not say whether it is
+    the page's H1 or, on a page without one, an H2; an H1's anchor is the page's top anyway)."""
+    section = chunk["heading_path"][-1] if chunk["heading_path"] else ""
     frag = f"#{anchor(section)}" if section else ""
     if chunk.get("url"):
         return chunk["url"].split("#")[0] + frag

@@ -61,10 +61,13 @@ def reserve(deadline: float) -> float:
 NAMED = 2  # unsupported sentences named in the caveat; the rest are counted
 NAME_CHARS = 90
 
-FENCE = re.compile(r"(```.*?(?:```|$))", re.S)
-# a sentence ends at . ! ? followed by space and not inside a number or an abbreviation's dots
-# ("e.g. ", "v1.2"): the split needs a space after the mark and a capital, digit or mark after it
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[*`]?[A-Z0-9])")
+# a fenced code block: from a fence line to the next (or the block's end); ``` inside a line is
+# inline code, part of its sentence
+FENCE = re.compile(r"(^ {0,3}```.*?(?:\n {0,3}```[^\n]*|\Z))", re.S | re.M)
+CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
+# a sentence ends at . ! ? followed by space and a capital, digit or mark ("v1.2" is no end),
+# but not at the last dot of a dotted abbreviation ("e.g. `COPY`", "i.e. The")
+SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b\w\.\w\.)\s+(?=[\"'(\[*`]?[A-Z0-9])")
 WORDS = re.compile(r"\w")
 # a markdown list item's marker ("- ", "2. ", "3) "): markup, not a sentence of its own
 LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
@@ -126,13 +129,23 @@ def sentences(
                 mine.setdefault((c.section, read), c)
         mine = last = mine or last
         for piece in FENCE.split(text):
-            units = [piece] if piece.startswith("```") else piece.split("\n")
-            for unit in units:
-                code = unit.startswith("```")
-                for s in [unit] if code else SENTENCE_END.split(LIST_MARKER.sub("", unit)):
+            code = piece.lstrip(" ").startswith("```")
+            for unit in [piece] if code else piece.split("\n"):
+                for s in [unit] if code else split(LIST_MARKER.sub("", unit)):
                     if WORDS.search(s):
                         out.append(Sentence(s.strip(), mine, block=n))
     return out
+
+
+def split(line: str) -> list[str]:
+    """A line's sentences (SENTENCE_END), never cut inside inline code ("`FOREIGN KEY ...`")."""
+    code = [m.span() for m in CODE_SPAN.finditer(line)]
+    out, at = [], 0
+    for m in SENTENCE_END.finditer(line):
+        if not any(s < m.start() < e for s, e in code):
+            out.append(line[at : m.start()])
+            at = m.end()
+    return [*out, line[at:]]
 
 
 def numbered(

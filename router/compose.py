@@ -29,10 +29,10 @@ from .second_look import (
     tool_calls,
     tool_results,
 )
+from .streamed import NOT_IN_DOCS, Holdback
 
 log = logging.getLogger(__name__)
 
-NOT_IN_DOCS = "NOT_IN_DOCS"
 GAP = "docs don't cover"  # how the prompt has an answer name a part the results leave out
 # an answer's text: ~110 tokens usually, the longest seen under 800 (bench/claude_paths.py); 1,500
 # leaves it room with thinking off (router/messages.py thinking_for); a model that always thinks
@@ -76,41 +76,6 @@ class Conversation:
     sources: list[Source]
     tools: dict
     took: float
-
-
-class Holdback:
-    """Passes streamed text on once it may be shown: the first words are held until the answer
-    has cited a passage (a citation that checks out arrived), and while the text could still be
-    the bare NOT_IN_DOCS reply. So a user never sees a NOT_IN_DOCS that turns into "not in the
-    docs", nor an answer that cites nothing."""
-
-    def __init__(self, on_text: Callable[[str], None] | None):
-        self.on_text = on_text
-        self.held = ""
-        self.released = False
-        self.cited = False
-
-    def cite(self) -> None:
-        self.cited = True
-        self._release()
-
-    def __call__(self, piece: str) -> None:
-        if self.on_text is None:
-            return
-        if self.released:
-            self.on_text(piece)
-            return
-        self.held += piece
-        self._release()
-
-    def _release(self) -> None:
-        start = self.held.strip()
-        if self.released or self.on_text is None or not self.cited or not start:
-            return
-        if NOT_IN_DOCS.startswith(start) or start.startswith(NOT_IN_DOCS):
-            return
-        self.released = True
-        self.on_text(self.held.lstrip())
 
 
 def compose(
@@ -337,14 +302,7 @@ def _read(
         for event in stream:
             if until is not None and clock.monotonic() >= until:
                 return "deadline"
-            if event.type != "content_block_delta":
-                continue
-            if event.delta.type == "citations_delta":
-                cit = citations.check(event.delta.citation, results, sources)
-                if cit is not None and cit.verified:
-                    hold.cite()
-            elif event.delta.type == "text_delta":
-                hold(event.delta.text)
+            _take(event, hold, results, sources)
     except (anthropic.APIError, httpx2.TransportError) as e:
         if isinstance(e, httpx2.TimeoutException):  # a read past FIRST_BYTE, mid-stream
             e = anthropic.APITimeoutError(request=stream.response.request)
@@ -355,6 +313,21 @@ def _read(
         log.warning("the answer's stream failed after text was shown (%s): kept", e)
         return type(e).__name__
     return ""
+
+
+def _take(event: Any, hold: Holdback, results: list[dict], sources: list[Source]) -> None:
+    """One event of the stream into `hold`: a block's start and end, a text block's words, its
+    citations as each checks out."""
+    if event.type == "content_block_start":
+        hold.block(event.content_block.type)
+    elif event.type == "content_block_stop":
+        hold.end()
+    elif event.type == "content_block_delta" and event.delta.type == "citations_delta":
+        cit = citations.check(event.delta.citation, results, sources)
+        if cit is not None and cit.verified:
+            hold.cite(cit.source)
+    elif event.type == "content_block_delta" and event.delta.type == "text_delta":
+        hold(event.delta.text)
 
 
 def read(msg: Any, results: list[dict], sources: list[Source]) -> Written:

@@ -63,8 +63,10 @@ def asking_text(question: str) -> str:
 def identifiers(question: str) -> list[str]:
     """The identifiers the question asks about, as written, in order, each once."""
     text = asking_text(question)
-    found: list[str] = [m.group(1).strip() for m in CODE_SPAN.finditer(text)]
-    for word in CODE_SPAN.sub(" ", text).split():
+    found: list[str] = [as_code(m.group(1)) for m in CODE_SPAN.finditer(text)]
+    for word in text.split():
+        if "`" in word:  # code, or glued to code ("`tools`-dependencies"): read as code above
+            continue
         w = balanced(word.strip(EDGES))
         if w.startswith("-") and FLAG.match(w):
             found.append(w.split("=", 1)[0])
@@ -77,6 +79,14 @@ def identifiers(question: str) -> list[str]:
         if f and not re.fullmatch(r"[\d.,:/-]+", f) and f.lower() not in {o.lower() for o in out}:
             out.append(f)
     return out
+
+
+def as_code(span: str) -> str:
+    """What a code span names: itself, but for a flag given a value (`--source ~/foo/bar`,
+    `--jobs=4`), which names the flag; the value is the asker's own."""
+    span = span.strip()
+    first = span.split(maxsplit=1)[0] if span else ""
+    return first.split("=", 1)[0] if FLAG.match(first) else span
 
 
 def balanced(word: str) -> str:

@@ -177,22 +177,27 @@ class DocsWords:
 EDIT = 1e-3
 
 
-# a lowercase word, or the question's first word capitalised ("Recieve webhooks?")
-LOWER_WORD = re.compile(r"(?<![\w./])(?:^[A-Z])?[a-z]+(?![\w/]|\.\w)")
+# a lowercase word, or the question's first word capitalised ("Recieve webhooks?"); not the stem
+# of a contraction or a possessive ("couldn't", "mise's": its ending is part of the word)
+LOWER_WORD = re.compile(r"(?<![\w./])(?:^[A-Z])?[a-z]+(?![\w/'’]|\.\w)")
 TYPO_NOTE = "read "  # how a typo note starts: the Slack context line shows those notes
 
 
 def correct_typos(question: Reading, words: DocsWords) -> tuple[str, dict[str, str]]:
     """The question with its typos read as the words they stand for, and what was read as what.
     A word the docs or English know (KNOWN_ZIPF) is no typo; nor is a capitalised or code-like
-    name."""
+    name, nor a word the question's prose does not use (the asker's pasted code and output are
+    theirs, as written)."""
     names = {w.lower() for p in question.names for w in p.split()}
+    prose = {m.group().lower() for m in LOWER_WORD.finditer(question.prose)}
     fixed: dict[str, str] = {}
 
     def fix(m: re.Match) -> str:
         w = m.group()
         low = w.lower()
-        if len(low) < 3 or low in names or low in STOPWORDS or zipf(low) >= KNOWN_ZIPF:
+        if len(low) < 3 or low in names or low not in prose or low in STOPWORDS:
+            return w
+        if zipf(low) >= KNOWN_ZIPF:
             return w
         if words.knows(low):
             return w

@@ -241,7 +241,10 @@ def test_offline_the_quotes_are_their_own_support(examples_db, local_embedder):
 
 def test_sentences_keep_code_blocks_whole_and_split_lines():
     cit = Citation(1, "d", "s", "u", "passage", True)
-    text = "Run this:\n```sh\nfoo --bar. Baz\n```\n- First. Second e.g. this.\n- v1.2 is out"
+    text = (
+        "Run this:\n```sh\nfoo --bar. Baz\n```\n- First. Second e.g. this.\n- v1.2 is out\n"
+        "Pick a form (e.g. `COPY t TO`: it writes). Or i.e. This one."
+    )
     got = [(s.text, s.passages) for s in claims.sentences([(text, [cit])])]
     assert [t for t, _ in got] == [
         "Run this:",
@@ -249,6 +252,8 @@ def test_sentences_keep_code_blocks_whole_and_split_lines():
         "First.",
         "Second e.g. this.",
         "v1.2 is out",
+        "Pick a form (e.g. `COPY t TO`: it writes).",
+        "Or i.e. This one.",
     ]
     assert all(p == {("s", "passage"): cit} for _, p in got)
 
@@ -482,4 +487,20 @@ def test_a_list_item_s_marker_is_no_sentence_to_check():
         "Run `uv sync`.",
         "A bullet.",
         "-5 degrees is cold.",
+    ]
+
+
+def test_inline_code_is_part_of_its_sentence():
+    """Inline code is never cut ("`FOREIGN KEY ...`"), nor read as a code block of its own
+    (```HostSNI(`*`)``` inside a line)."""
+    cited = Citation(1, "d", "A", "u", "Alpha beta.", True)
+    text = (
+        "Clauses (`FOREIGN KEY ...` `ON DELETE CASCADE`) fail. Use the ```HostSNI(`*`)``` form."
+        "\n```sh\nrun. It\n```"
+    )
+    said = [s.text for s in claims.sentences([(text, [cited])])]
+    assert said == [
+        "Clauses (`FOREIGN KEY ...` `ON DELETE CASCADE`) fail.",
+        "Use the ```HostSNI(`*`)``` form.",
+        "```sh\nrun. It\n```",
     ]

@@ -184,6 +184,12 @@ def test_a_rows_alignment_padding_is_read_as_one_space():
         ("Use `tide keys roll` with BackgroundTasks?", ["tide keys roll", "BackgroundTasks"]),
         ("Upgrade to 0.115.2 broke it, see https://x.io/a and evt_8f3k2a9q", []),
         ("It fails.\n\n```\nmax_retries=3\n```\n\nAny idea why?", []),
+        # a flag's value is the asker's; a word glued to code is read as that code
+        (
+            "What is the `chezmoi.yaml` equivalent of `--source ~/foo/bar`?",
+            ["chezmoi.yaml", "--source"],
+        ),
+        ("Task `tools`-dependencies", ["tools"]),
     ],
 )
 def test_identifiers_are_told_by_their_shape(question, names):

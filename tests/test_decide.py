@@ -96,6 +96,9 @@ def test_a_typo_is_read_as_the_word_a_name_is_not(examples_db, local_embedder):
     # a word English knows is typed on purpose: never "corrected" into a word of the docs
     git = "how do i rebase a branch in git onto main"
     assert fix(git) == (git, {})
+    # a contraction's stem is no word of its own; the asker's pasted code is theirs as written
+    pasted = "Why couldn't the webhok start?\n\n```python\nresp = shedule()\n```"
+    assert fix(pasted) == (pasted.replace("webhok", "webhook"), {"webhok": "webhook"})
     ans = ask(examples_db, local_embedder, "How many times is a failed webhok retried?")
     assert ans.decision != ABSTAIN and "8 attempts" in ans.text
     assert 'read "webhok" as "webhook"' in ans.trace.notes and 'read "webhok"' in context_line(ans)

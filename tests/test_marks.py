@@ -65,3 +65,26 @@ def test_claudes_cited_code_block_reaches_the_answer_whole(examples_db, local_em
         "Send the signature header:[1]\n\n```sh\ncurl -H 'X-Sig: …' https://x\n```\n\n"
         "That is all.[1]"
     )
+
+
+def test_marks_after_code_stand_apart_and_are_not_repeated():
+    """Words that run on from a closing fence start a paragraph (CommonMark would not close the
+    fence there); a mark on the line after code ends its paragraph; code whose marks the words
+    before it carry adds none, and only the new ones when they carry some."""
+    text = marked(
+        [
+            ("Define it:\n\n```toml\nx = 1\n```", [cite(6)]),
+            (" Task `env` is its own.\n", [cite(1)]),
+            ("For example:", [cite(10)]),
+            ("\n```sh\na\n```\n```sh\nb\n```", [cite(10), cite(29)]),
+            ("\nThen run it.", [cite(3)]),
+            ("\n```sh\nc\n```", [cite(3)]),
+        ]
+    )
+    assert text == (
+        "Define it:[6]\n\n```toml\nx = 1\n```\n\nTask `env` is its own.[1]\nFor example:[10]"
+        "\n```sh\na\n```\n```sh\nb\n```\n[29]\n\nThen run it.[3]\n```sh\nc\n```"
+    )
+    tokens = GFM.parse(text)
+    assert [t.content for t in tokens if t.type == "fence"] == ["x = 1\n", "a\n", "b\n", "c\n"]
+    assert "Then run it.[3]" in [t.content for t in tokens if t.type == "inline"]

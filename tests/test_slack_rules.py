@@ -12,6 +12,7 @@ from bot.slack.slack_app import SlackStartupError, connect, retry_handlers
 from bot.slack.slack_format import (
     MARKDOWN_LIMIT,
     answer_messages,
+    context_line,
     fallback_text,
     parse_feedback,
     plain_pieces,
@@ -32,7 +33,7 @@ from bot.slack.slack_rules import (
 from bot.state.sqlite import SqliteState
 from index.indexer import index_folder
 from index.store import open_db
-from router.answer import Answer, Source
+from router.answer import Answer, Source, Trace
 from tests.conftest import write_docs
 from tests.standins.slack import SERVER_ERROR, SlackMock, slack_error
 
@@ -463,3 +464,28 @@ def test_a_dead_process_s_unanswered_claim_is_taken_over_once(tmp_path):
     assert json.dumps(taken) == json.dumps({"keys": ["Ev1", "C1:1.0"], "n": 1})
     assert state.take_orphans(10) == []  # now this process's
     assert not state.take_event("Ev1")  # held by a live process
+
+
+def test_the_context_line_says_without_claude_only_when_claude_did_not_write_it():
+    """A step that fell back (a follow-up condensed offline) leaves Claude's answer Claude's."""
+    wrote = Trace(offline=True, usage={"condense": {}, "answer": {"output_tokens": 9}})
+    assert "without Claude" not in context_line(Answer("q", "q", "ANSWER", "x", trace=wrote))
+    quoted = Trace(offline=True, usage={})
+    assert "answered without Claude" in context_line(Answer("q", "q", "ANSWER", "x", trace=quoted))
+
+
+def test_code_keeps_its_brackets_and_a_url_stops_at_a_mark():
+    """Markdown reads no link in code and shows a backslash there as typed: code is sent as
+    written (the SQL copied from an answer runs); a source's label likewise. A URL the answer
+    ends a sentence with leaves its [n] mark outside the code it is set in."""
+    ans = answer(
+        "Use `ORDER BY array_distance(v, [1, 2]::FLOAT[2])` and `h[i](e)`, or"
+        " http://127.0.0.1:8000.[1]\n\n```sql\nSELECT [1, 2][1];\n```",
+        title="`regexp_extract(s, p[, group = 0])`",
+    )
+    [[block, *_]] = answer_messages(ans, None)
+    text = block["text"]
+    assert "`ORDER BY array_distance(v, [1, 2]::FLOAT[2])`" in text and "`h[i](e)`" in text
+    assert "`http://127.0.0.1:8000`.[1]" in text and "SELECT [1, 2][1];" in text
+    assert "`regexp_extract(s, p[, group = 0])`" in json.dumps(answer_messages(ans, None))
+    assert "\\" not in fallback_text(answer("Both.[21][6]"))

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from router.answer import ABSTAIN, ANSWER
-from router.compose import Holdback
+from router.streamed import Holdback
 from tests.standins.claude import FakeClaude
 from tests.test_pipeline import SIGNATURE_Q, make_pipeline
 
@@ -29,11 +29,12 @@ def test_text_streams_as_it_arrives_and_the_answer_is_the_same(examples_db, loca
     streamed = pipeline.answer(SIGNATURE_Q, on_text=lambda d: pieces.append((time.monotonic(), d)))
     done = time.monotonic()
     assert final(streamed) == final(plain) and streamed.decision == ANSWER
-    # the model's words, as written, in order; the checked text adds [n] and drops the link
-    assert "".join(d for _, d in pieces) == "".join(
-        t if isinstance(t, str) else t[0] for t in reply
+    # the model's words, as written, in order, each block's [n] marks at the end of its words
+    # (the checked text drops the link too)
+    assert "".join(d for _, d in pieces) == (
+        "Send the header [docs](https://x.example) with each request.[1] Done."
     )
-    assert len(pieces) == 8 and pieces[0][0] < done - 0.1  # the first words came well before
+    assert len(pieces) == 9 and pieces[0][0] < done - 0.1  # the first words came well before
     assert streamed.text == "Send the header docs with each request.[1] Done."
 
 
@@ -98,3 +99,28 @@ def test_progress_comes_before_the_words_and_names_the_sections_read(
     read = ans.trace.route["read"]
     assert reading.labels and reading.labels == [r["section"] for r in read]
     assert len(reading.labels) == len(set(reading.labels))
+
+
+def test_marks_stream_where_the_answer_shows_them():
+    """A block's marks come when it ends: on its words, before the blank line after them; on the
+    line after code that ends it; none inside code still open. Words that run on from a closing
+    fence start a paragraph."""
+    out: list[str] = []
+    hold = Holdback(out.append)
+    hold.cite()
+    for text, marks in [
+        ("Set it:\n\n", [1]),
+        ("```toml\nx = 1\n```", [2]),
+        (" Then run it.", [3]),
+        ("\n```sh\nrun", [4]),
+        ("\n```", []),
+    ]:
+        hold.block()
+        for n in marks:
+            hold.cite(n)
+        hold(text[:3])  # as deltas arrive: a few characters, then the rest
+        hold(text[3:])
+        hold.end()
+    assert "".join(out) == (
+        "Set it:[1]\n\n```toml\nx = 1\n```\n[2]\n\nThen run it.[3]\n```sh\nrun\n```"
+    )

@@ -11,6 +11,7 @@ are the sources', and only when their URL is a plain http(s) address.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
@@ -52,8 +53,9 @@ def _escape_line(line: str) -> str:
     return prefix + escape(rest)
 
 
-# an inline link or image, its label holding at most one level of brackets ("[a [b]](u)")
-_LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(([^)\n]*)\)")
+# an inline link or image, its label holding at most one level of brackets ("[a [b]](u)"), not
+# an index called in code (`handlers[i](event)`)
+_LINK = re.compile(r"(?<!\w)!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(([^)\n]*)\)")
 # a `]` that closes a link's text or label: before `(` (inline), `[` (a reference) or `:` (a
 # reference definition, whatever its label holds: two lines, an escaped `]`), not escaped already
 # (an even run of backslashes before it escapes only themselves)
@@ -72,16 +74,31 @@ def links_of(markdown: str) -> bool:
     return any(t.type in ("link_open", "image") for token in tokens for t in token.children or [])
 
 
+# code as CommonMark reads it: a run of backticks to the next run of the same length (a fenced
+# block's fences included); markdown reads no link in it, and shows a backslash in it as typed
+_CODE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
+
+
+def outside_code(text: str, change: Callable[[str], str]) -> str:
+    """`text` with `change` made to what is not code."""
+    out, at = [], 0
+    for m in _CODE.finditer(text):
+        out += [change(text[at : m.start()]), m.group()]
+        at = m.end()
+    return "".join([*out, change(text[at:])])
+
+
 def safe_markdown(text: str) -> str:
-    """Model or doc text made safe for a `markdown` block: inline links reduced to their labels,
-    then every `]` that could close a link's text or a reference definition's label escaped (a
-    label nesting brackets deeper, `[a [b [c]]](u)`, a definition's label over two lines or
-    holding `\\]`: no link of the text can form, whatever its brackets), then every line
-    escaped. What is left is read by markdown-it as Slack would: should it still find a link or
-    a definition, every `]` is escaped. Code is no exception, as links in it were never kept
-    either."""
+    """Model or doc text made safe for a `markdown` block: inline links reduced to their labels
+    (a URL set as code in one's target too), then outside code every `]` that could close a
+    link's text or a reference definition's label escaped (a label nesting brackets deeper,
+    `[a [b [c]]](u)`, a definition's label over two lines or holding `\\]`: no link of the
+    text can form, whatever its brackets); then every line escaped. Code is left as written
+    (`a[0](x)`, `[1, 2]::FLOAT[2]`): markdown reads no link in it. What is left is read by
+    markdown-it as Slack would: should it still find a link or a definition, every `]` is
+    escaped."""
     text = _LINK.sub(lambda m: m.group(1), text)
-    text = _LINK_CLOSE.sub(lambda m: m.group(1) + "\\]", text)
+    text = outside_code(text, lambda t: _LINK_CLOSE.sub(lambda m: m.group(1) + "\\]", t))
     out = "\n".join(_escape_line(line) for line in text.split("\n"))
     if "]" in out and links_of(out):
         out = _ANY_CLOSE.sub(lambda m: m.group(1) + "\\]", out)
@@ -89,10 +106,11 @@ def safe_markdown(text: str) -> str:
 
 
 # code (left alone: Slack links nothing in it), or a URL Slack would turn into a link: a scheme or
-# www., up to whitespace, not ending in the punctuation that closes a sentence or a bracket
+# www., up to whitespace or an answer's [n] mark, not ending in the punctuation that closes a
+# sentence or a bracket
 _CODE_OR_URL = re.compile(
     r"(?P<code>```.*?(?:```|\Z)|`[^`\n]*`)"
-    r"|(?P<url>\b(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>`]*[^\s<>`.,;:!?)\]'\"*_~])",
+    r"|(?P<url>\b(?:[a-z][a-z0-9+.-]*://|www\.)(?:(?!\[\d+\])[^\s<>`])*[^\s<>`.,;:!?)\]'\"*_~\[])",
     re.S | re.I,
 )
 
@@ -124,7 +142,7 @@ def safe_url(url: str) -> str | None:
 
 def _label(text: str) -> str:
     text = text if len(text) <= LABEL_LIMIT else text[: LABEL_LIMIT - 1] + "…"
-    return escape(text).replace("[", "\\[").replace("]", "\\]")
+    return outside_code(escape(text), lambda t: t.replace("[", "\\[").replace("]", "\\]"))
 
 
 def _cut(text: str, limit: int) -> str:
@@ -200,7 +218,9 @@ def markdown_block(text: str) -> dict:
 def context_line(ans: Answer) -> str:
     parts = [DECISIONS.get(ans.decision, ans.decision.lower())]
     parts.append(f"intent: {ans.intents[0] if ans.intents else 'none'}")
-    if ans.trace.offline:
+    # a step that fell back (a follow-up condensed offline) is the trace's; the line says whether
+    # Claude wrote what the user reads
+    if ans.trace.offline and "answer" not in ans.trace.usage:
         parts.append("answered without Claude")
     if any("keyword search only" in n for n in ans.trace.notes):
         parts.append("keyword search only (embeddings unavailable)")
@@ -362,6 +382,8 @@ class StreamSanitizer:
         ):
             start = len(text)
         word = len(text) - len(re.split(r"\s", text[-self.HOLD_LIMIT :])[-1])
+        # a link whose last word is held is held whole: its label shown now could not be unsaid
+        word = min([word, *(m.start() for m in _LINK.finditer(text) if m.start() < word < m.end())])
         start = min(start, word)
         text, self.held = text[:start], text[start:]
         return self._release(text)
@@ -373,11 +395,11 @@ class StreamSanitizer:
     def _release(self, text: str) -> str:
         if not text:
             return ""
-        # URLs read in the context of what came before (an open code span or block)
-        before, after = unlinked_urls(self.sent), unlinked_urls(self.sent + text)
+        # read in the context of what came before (an open code span or block)
+        before = safe_markdown(unlinked_urls(self.sent))
+        after = safe_markdown(unlinked_urls(self.sent + text))
         self.sent += text
-        piece = after[len(before) :] if after.startswith(before) else unlinked_urls(text)
-        return safe_markdown(piece)
+        return after[len(before) :] if after.startswith(before) else safe_markdown(text)
 
 
 def same_words(streamed: str, final: str) -> bool:
@@ -391,17 +413,25 @@ def same_words(streamed: str, final: str) -> bool:
     return words(streamed) == words(final)
 
 
+def plain(text: str) -> str:
+    """Model or doc text made safe for a message's plain `text` (Slack's mrkdwn, where markdown's
+    links and escapes mean nothing): links reduced to their labels, every line escaped."""
+    return "\n".join(
+        _escape_line(line) for line in _LINK.sub(lambda m: m.group(1), text).split("\n")
+    )
+
+
 def fallback_text(ans: Answer, limit: int = TEXT_LIMIT) -> str:
     """The message's `text`, for notifications and clients without blocks: escaped too."""
     text = " ".join(unlinked_urls(ans.text, source_urls(ans)).split())
     text = text if len(text) <= limit else text[: limit - 1] + "…"
-    return safe_markdown(text)
+    return plain(text)
 
 
 def plain_pieces(ans: Answer, limit: int = TEXT_LIMIT) -> list[str]:
     """The answer and its sources as plain escaped text in pieces of at most `limit` characters:
     the last way to deliver it when a message with blocks is refused."""
-    lines = [safe_markdown(unlinked_urls(ans.text, source_urls(ans))), ""] if ans.text else []
+    lines = [plain(unlinked_urls(ans.text, source_urls(ans))), ""] if ans.text else []
     for s in ans.sources:
         url = safe_url(s.url)
         ago = f" ({updated_ago(s.updated)})" if updated_ago(s.updated) else ""
