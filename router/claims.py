@@ -274,18 +274,26 @@ def check(
 
 def recite(written: Any, checked: Checked) -> tuple[Any, str]:
     """The written answer (a compose.Written) with each sentence supported elsewhere cited
-    where it is stated: the citations added to its block, the block's [n] marks redone; the
-    note for the trace ("" when nothing moved)."""
+    where it is stated: its block cut after the sentence, the new citations on the part that
+    ends with it (so its [n] marks follow it, not the block's last sentence), the [n] marks
+    redone; the note for the trace ("" when nothing moved)."""
     moved = checked.recited
     if not moved:
         return written, ""
-    blocks = [(text, list(cits)) for text, cits in written.blocks]
+    blocks: list[tuple[str, list[Citation]]] = []
     added: list[Citation] = []
-    for s in moved:
-        for c in s.recited:
-            if c not in blocks[s.block][1]:
-                blocks[s.block][1].append(c)
-                added += [c] if c not in written.citations + added else []
+    for n, (text, cits) in enumerate(written.blocks):
+        at = 0
+        for s in (s for s in moved if s.block == n):
+            new = [c for c in s.recited if c not in cits]
+            added += [c for c in new if c not in written.citations + added]
+            end = text.find(s.text, at) + len(s.text) if s.text in text[at:] else len(text)
+            if not text[end:].strip():  # its block's last words: the block's marks and these
+                cits = [*cits, *(c for c in new if c not in cits)]
+                continue
+            blocks.append((text[at:end], new))
+            at = end
+        blocks.append((text[at:], list(cits)))
     note = (
         f"claim check ({checked.by}): {len(moved)} sentence{'s' * (len(moved) != 1)} cited"
         " where the docs state them: "

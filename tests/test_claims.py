@@ -150,6 +150,21 @@ def test_a_sentence_stated_by_another_passage_sent_is_cited_there(
     assert "1 sentence cited where the docs state them" in " ".join(ans.trace.notes)
 
 
+def test_a_sentence_cited_where_the_docs_state_it_carries_the_mark(
+    examples_db, local_embedder, stub
+):
+    """The mark of a passage the check cites a sentence to follows that sentence, not the last
+    sentence of its block."""
+    reply = [("Respond with a 400 when verification fails. Then retry later.", [(0, 0, 1)])]
+    fake = FakeClaude(answer=reply, elsewhere={"Respond with a 400": "we suggest 400"})
+    stub.route("/v1/messages", fake)
+    ans = make_pipeline(examples_db, local_embedder, stub).answer(SIGNATURE_Q)
+    [moved] = [c for c in ans.citations if "we suggest 400" in c.cited_text]
+    assert ans.text == (
+        f"Respond with a 400 when verification fails.[{moved.source}] Then retry later.[1]"
+    )
+
+
 def test_supported_elsewhere_naming_no_passage_sent_is_unsupported(
     examples_db, local_embedder, stub
 ):
