@@ -117,8 +117,9 @@ def units(text: str, share: int) -> list[str]:
     """A chunk's pieces a taste is chosen from: its paragraphs and code blocks, and a paragraph
     longer than `share` tokens by its parts: a table's rows (each with the table's header lines
     before it, or alone where both do not fit in the share: a taste cut short would keep the
-    header and lose the row), a list's items, and prose (hard-wrapped or not) by its sentences,
-    so that no piece is a fragment of a line."""
+    header and lose the row; a row is never cut, as a code block is not: its cells name what its
+    sentences are about), a list's items, and prose (hard-wrapped or not) by its sentences, so
+    that no piece is a fragment of a line."""
     return split(paragraphs(text), share)
 
 
@@ -145,8 +146,8 @@ def split(paras: list[str], share: int) -> list[str]:
             else:
                 items.append(line)
         for item in items:
-            if len(item) <= share * CHARS_PER_TOKEN:
-                out.append(item)
+            if len(item) <= share * CHARS_PER_TOKEN or item.lstrip().startswith("|"):
+                out.append(item)  # a table's row, as a code block: whole or not at all
             else:
                 out += [item[a:b] for a, b in sentences(item, 0, len(item))]
     return out

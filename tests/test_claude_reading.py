@@ -60,6 +60,14 @@ def test_a_hard_wrapped_paragraph_is_tasted_by_sentences_and_items():
     ]
 
 
+def test_a_table_row_is_a_piece_whole_whatever_its_length():
+    """A chunk that starts inside a table has no header to read its rows by: a row cut at a
+    sentence end would be a fragment ("| `403` | No |") that names no option."""
+    row = "| `rejectStatusCode` | The code of a refused request. Use 403 or 404. | `403` | No |"
+    text = f"{row}\n{row.replace('rejectStatusCode', 'ipStrategy')}"
+    assert context.units(text, 10) == text.split("\n")
+
+
 def test_a_taste_is_what_says_the_question_never_markup_or_a_code_block_cut(
     examples_db, local_embedder
 ):
