@@ -368,6 +368,11 @@ def test_links_fall_back_to_base_url_and_anchor():
     assert link_for(chunk) == "billing/invoices.md#refund-policy"
     chunk["url"] = "https://x.example/inv#old"
     assert link_for(chunk) == "https://x.example/inv#refund-policy"
+    # a page without an H1: its first heading (an H2) is a section of its own to link to
+    chunk["heading_path"] = ["Configuration Examples"]
+    assert link_for(chunk) == "https://x.example/inv#configuration-examples"
+    chunk["heading_path"] = []  # the page's opening, before any heading: its top
+    assert link_for(chunk) == "https://x.example/inv"
 
 
 def test_a_heading_s_own_id_is_its_anchor_and_never_shown():
