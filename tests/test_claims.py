@@ -488,34 +488,26 @@ def test_eval_answers_judged_by_claude_with_intervals(
     assert "--judge needs ANTHROPIC_API_KEY" in capsys.readouterr().err
 
 
-def test_a_list_item_s_marker_is_no_sentence_to_check():
-    """The check reads what a list item says, not its marker: "1." is markup, not a claim."""
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        # a list item's marker ("1.") is markup, not a claim: the check reads what the item says
+        (
+            "Steps:\n1. Install it. Then run it.\n2) Run `uv sync`.\n- A bullet.\n-5 is cold.",
+            ["Steps:", "Install it.", "Then run it.", "Run `uv sync`.", "A bullet.", "-5 is cold."],
+        ),
+        # inline code is never cut ("`FOREIGN KEY ...`"), nor read as a code block of its own
+        (
+            "Clauses (`FOREIGN KEY ...` `ON DELETE CASCADE`) fail. Use the ```HostSNI(`*`)``` form."
+            "\n```sh\nrun. It\n```",
+            [
+                "Clauses (`FOREIGN KEY ...` `ON DELETE CASCADE`) fail.",
+                "Use the ```HostSNI(`*`)``` form.",
+                "```sh\nrun. It\n```",
+            ],
+        ),
+    ],
+)
+def test_the_check_reads_what_each_sentence_says(text, said):
     cited = Citation(1, "d", "A", "u", "Alpha beta.", True)
-    text = (
-        "Steps:\n1. Install it. Then run it.\n2) Run `uv sync`.\n- A bullet.\n-5 degrees is cold."
-    )
-    said = [s.text for s in claims.sentences([(text, [cited])])]
-    assert said == [
-        "Steps:",
-        "Install it.",
-        "Then run it.",
-        "Run `uv sync`.",
-        "A bullet.",
-        "-5 degrees is cold.",
-    ]
-
-
-def test_inline_code_is_part_of_its_sentence():
-    """Inline code is never cut ("`FOREIGN KEY ...`"), nor read as a code block of its own
-    (```HostSNI(`*`)``` inside a line)."""
-    cited = Citation(1, "d", "A", "u", "Alpha beta.", True)
-    text = (
-        "Clauses (`FOREIGN KEY ...` `ON DELETE CASCADE`) fail. Use the ```HostSNI(`*`)``` form."
-        "\n```sh\nrun. It\n```"
-    )
-    said = [s.text for s in claims.sentences([(text, [cited])])]
-    assert said == [
-        "Clauses (`FOREIGN KEY ...` `ON DELETE CASCADE`) fail.",
-        "Use the ```HostSNI(`*`)``` form.",
-        "```sh\nrun. It\n```",
-    ]
+    assert [s.text for s in claims.sentences([(text, [cited])])] == said
