@@ -22,6 +22,7 @@ from .answer import ANSWER, PARTIAL, Citation, squash
 from .claude import Claude, Unusable
 from .marks import marked
 from .messages import structured
+from .rendered import CODE_SPAN
 
 SUPPORTED, UNSUPPORTED, NO_CLAIM = "supported", "unsupported", "no_claim"
 NOT_COVERED = "not_covered"  # the sentence says the docs do not cover something (any language)
@@ -64,7 +65,6 @@ NAME_CHARS = 90
 # a fenced code block: from a fence line to the next (or the block's end); ``` inside a line is
 # inline code, part of its sentence
 FENCE = re.compile(r"(^ {0,3}```.*?(?:\n {0,3}```[^\n]*|\Z))", re.S | re.M)
-CODE_SPAN = re.compile(r"(`+)[^`].*?\1")
 # a sentence ends at . ! ? followed by space and a capital, digit or mark ("v1.2" is no end),
 # but not at the last dot of a dotted abbreviation ("e.g. `COPY`", "i.e. The")
 SENTENCE_END = re.compile(r"(?<=[.!?])(?<!\b\w\.\w\.)\s+(?=[\"'(\[*`]?[A-Z0-9])")

@@ -54,18 +54,27 @@ def marked(blocks: Sequence[tuple[str, Sequence[Citation]]]) -> str:
     return text.strip()
 
 
+def fences(text: str) -> int:
+    """The fence lines of `text`: an odd count ends it inside a code block."""
+    return sum(1 for line in text.split("\n") if FENCE_LINE.match(line))
+
+
+def ends_fence(text: str) -> bool:
+    """Does `text` end with a fence that closes a code block (its last line that fence alone)?"""
+    n = fences(text)
+    return n > 0 and n % 2 == 0 and bool(CLOSING_FENCE.fullmatch(text.rsplit("\n", 1)[-1]))
+
+
 def separated(
     blocks: Sequence[tuple[str, Sequence[Citation]]],
 ) -> list[tuple[str, Sequence[Citation]]]:
     """The blocks, each that runs on from a closing fence on its line starting a paragraph."""
     out: list[tuple[str, Sequence[Citation]]] = []
-    fences = 0  # fence lines so far: an even count after one means it closed a block
+    text = ""
     for block, cits in blocks:
-        if out and fences % 2 == 0 and block[:1] not in ("", "\n"):
-            last = "".join(t for t, _ in out).rsplit("\n", 1)[-1]
-            if CLOSING_FENCE.fullmatch(last):
-                block = "\n\n" + block.lstrip(" \t")
-        fences += sum(1 for line in block.split("\n") if FENCE_LINE.match(line))
+        if block[:1] not in ("", "\n") and ends_fence(text):
+            block = "\n\n" + block.lstrip(" \t")
+        text += block
         out.append((block, cits))
     return out
 

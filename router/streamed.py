@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .marks import CLOSING_FENCE, FENCE_LINE
+from .marks import ends_fence, fences
 
 NOT_IN_DOCS = "NOT_IN_DOCS"
 
@@ -57,11 +57,10 @@ class Holdback:
             words = self.held.rstrip()
             self.held = words + run + self.held[len(words) :] if words else self.held
             return
-        lines = self.shown.rstrip().rsplit("\n", 1)[-1]
-        fences = sum(1 for line in self.shown.split("\n") if FENCE_LINE.match(line))
-        if fences % 2:  # inside a code block still open
+        if fences(self.shown) % 2:  # inside a code block still open
             return
-        if CLOSING_FENCE.fullmatch(lines) or lines.lstrip().startswith("|"):
+        words = self.shown.rstrip()
+        if ends_fence(words) or words.rsplit("\n", 1)[-1].lstrip().startswith("|"):
             self._send("\n" + run)
             self.tail, self.apart = "", True
         else:
@@ -89,11 +88,8 @@ class Holdback:
     def _pass(self, piece: str) -> None:
         if self.fresh and piece:
             self.fresh = False
-            last = self.shown.rsplit("\n", 1)[-1]
-            fences = sum(1 for line in self.shown.split("\n") if FENCE_LINE.match(line))
-            runs_on = not self.tail and not piece.startswith("\n")
-            closed = fences and fences % 2 == 0 and CLOSING_FENCE.fullmatch(last)
-            if self.apart or (runs_on and closed):
+            runs_on = not self.tail and not piece.startswith("\n") and ends_fence(self.shown)
+            if self.apart or runs_on:
                 lead = "\n" if piece.startswith("\n") else " \t"
                 piece, self.tail = "\n\n" + piece.lstrip(lead), ""
         self.apart = False

@@ -18,6 +18,7 @@ from markdown_it import MarkdownIt
 
 from router.answer import Answer, Source
 from router.citations import updated_ago
+from router.rendered import CODE_SPAN
 from router.words import TYPO_NOTE
 
 # Slack's documented limits (docs.slack.dev, Block Kit reference): a markdown block's text 12,000
@@ -74,9 +75,9 @@ def links_of(markdown: str) -> bool:
     return any(t.type in ("link_open", "image") for token in tokens for t in token.children or [])
 
 
-# code as CommonMark reads it: a run of backticks to the next run of the same length (a fenced
-# block's fences included); markdown reads no link in it, and shows a backslash in it as typed
-_CODE = re.compile(r"(?<!`)(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
+# code (router/rendered.py's code span, over lines: a fenced block's fences included); markdown
+# reads no link in it, and shows a backslash in it as typed
+_CODE = re.compile(CODE_SPAN.pattern, re.S)
 
 
 def outside_code(text: str, change: Callable[[str], str]) -> str:
@@ -368,6 +369,7 @@ class StreamSanitizer:
         self.held = ""
         self.raw = ""  # everything fed, as the model wrote it
         self.sent = ""  # the part of it released
+        self.safe = ""  # that part as made safe, read whole
 
     def feed(self, delta: str) -> str:
         self.raw += delta
@@ -396,10 +398,9 @@ class StreamSanitizer:
         if not text:
             return ""
         # read in the context of what came before (an open code span or block)
-        before = safe_markdown(unlinked_urls(self.sent))
-        after = safe_markdown(unlinked_urls(self.sent + text))
-        self.sent += text
-        return after[len(before) :] if after.startswith(before) else safe_markdown(text)
+        before, self.sent = self.safe, self.sent + text
+        self.safe = safe_markdown(unlinked_urls(self.sent))
+        return self.safe[len(before) :] if self.safe.startswith(before) else safe_markdown(text)
 
 
 def same_words(streamed: str, final: str) -> bool:
