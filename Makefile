@@ -68,7 +68,7 @@ wheel-check: setup
 	VENV=$(VENV) PYTHON=$(PYTHON) .ci/wheel-check
 
 # the product's benchmarks, each writing its section of bench/RESULTS.md: the ones bench/README.md lists
-BENCHES := retrieval startup cli_startup indexing freshness answers routing calibration reader_ceiling reads answers_eval \
+BENCHES := retrieval startup cli_startup indexing freshness answers routing calibration reader_ceiling reads blas answers_eval \
 	answer_ceilings furniture typos slack_latency restarts mcp_latency mcp_load claude_cost claude_paths runtime_size hostile embedder_speed fleet gaps \
 	healthz
 

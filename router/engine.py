@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import sqlite_utils
+from threadpoolctl import threadpool_limits
 
 from index.embedders import Embedder, EmbeddingError
 from index.mapped import open_searcher
@@ -82,6 +83,15 @@ def decision_file(index: str | Path) -> Path:
     return mine if mine.is_file() else decide.MODEL_FILE
 
 
+def one_blas_thread() -> None:
+    """Run numpy's BLAS on one thread in this process. A question's products are one vector
+    against the index's rows (index/search.py, router/classify.py). Split over BLAS's thread pool,
+    the search's product waited for cores that ONNX Runtime's threads still held after embedding
+    the question: 6-13 ms on 2 cores for a product that takes 0.3-0.6 ms on one thread
+    (bench/RESULTS.md "blas"). A server's questions already run side by side on its threads."""
+    threadpool_limits(limits=1, user_api="blas")
+
+
 class Engine:
     def __init__(
         self,
@@ -111,6 +121,7 @@ class Engine:
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
         self._models: dict[str, decide.Model] | None = None
+        one_blas_thread()
 
     @property
     def models(self) -> dict[str, decide.Model]:

@@ -87,6 +87,17 @@ def test_the_arrays_file_follows_the_generations(tmp_path, local_embedder):
     assert engine.loaded().generation == 2 and "Refunds" in hit.chunk["text"]
 
 
+def test_an_engine_holds_numpys_blas_to_one_thread(examples_db, local_embedder):
+    """A question's products run on one BLAS thread, not on a pool idle since the last question
+    (router/engine.py one_blas_thread)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    threadpool_limits(limits=2, user_api="blas")
+    Engine(str(examples_db), local_embedder)
+    blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+    assert blas and all(p["num_threads"] == 1 for p in blas)
+
+
 def test_another_index_with_the_same_generation_number_is_not_confused(tmp_path, local_embedder):
     docs, db = write_docs(tmp_path / "docs", dict(DOCS)), tmp_path / "index.db"
     index_folder(db, docs, local_embedder)
