@@ -9,7 +9,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from index.links import claimants
+from index.links import Anchors, claimants, section_anchor
 from index.store import (
     all_sections,
     chunk_place,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from router.engine import Scope
 
 MAX_RESOURCES = 1_000  # sections listed as resources (every one can be read by its URL)
-MAX_SAME_URL = 20  # sections at one URL read (a heading repeated in a doc shares its anchor)
+MAX_SAME_URL = 20  # sections at one URL read (a page that gives two headings one id)
 SEAM_MIN, SEAM_REACH = 12, 1_000  # the overlap a section's consecutive chunks share, found back
 RESOURCE_SCHEME = "fieldguide:///"  # a section without an absolute URL, as a resource
 
@@ -66,6 +66,17 @@ def joined(prev: str, nxt: str) -> str:
     return prev + "\n\n" + nxt
 
 
+def page_anchors(conn: sqlite3.Connection, doc: str) -> dict[str, str]:
+    """Each section of `doc` (heading path JSON) by its anchor on the page, as the index's
+    records name it (index/links.py Anchors)."""
+    anchors = Anchors()
+    return {
+        path: section_anchor(h, anchors.repeat(doc, h))
+        for path in doc_sections(conn, doc)
+        for h in [json.loads(path)]
+    }
+
+
 class Sections:
     """Sections read by id or URL from the index file, each call on its own read-only
     connection in one read transaction: one generation, whatever a reindex commits meanwhile."""
@@ -87,7 +98,10 @@ class Sections:
             return None
         cid, title, intent, url = first
         heading_path = json.loads(path)
-        link = link_for({"doc": doc, "heading_path": heading_path, "url": url}, self.base_url)
+        at = page_anchors(conn, doc).get(path, section_anchor(heading_path))
+        link = link_for(
+            {"doc": doc, "heading_path": heading_path, "url": url, "anchor": at}, self.base_url
+        )
         return Found(cid, doc, title, heading_path, intent, link, text, max(chars, len(text)))
 
     def find(self, ref: str, limit: int = MAX_SECTION_CHARS) -> list[Found]:
@@ -104,8 +118,8 @@ class Sections:
                 top: dict = {"doc": doc, "heading_path": [], "url": doc_url}
                 if link_for(top, self.base_url) != url.split("#")[0]:
                     continue
-                for path in doc_sections(conn, doc):
-                    chunk = {"doc": doc, "heading_path": json.loads(path), "url": doc_url}
+                for path, at in page_anchors(conn, doc).items():
+                    chunk: dict = {"doc": doc, "heading_path": [], "url": doc_url, "anchor": at}
                     if link_for(chunk, self.base_url) == url and len(out) <= MAX_SAME_URL:
                         found = self._read(conn, doc, path, limit)
                         out += [found] if found else []
@@ -135,12 +149,14 @@ class Sections:
         out: dict[str, tuple[str, str, str]] = {}
         with read_snapshot(self.db) as conn:
             rows = all_sections(conn)
+        anchors = Anchors()
         for doc, path, title, intent, url in rows:
             if len(out) >= limit:
                 break
+            heading_path = json.loads(path)
+            at = section_anchor(heading_path, anchors.repeat(doc, heading_path))
             if visible(self.scope, intent, doc):
-                heading_path = json.loads(path)
-                chunk = {"doc": doc, "heading_path": heading_path, "url": url}
+                chunk = {"doc": doc, "heading_path": heading_path, "url": url, "anchor": at}
                 uri = resource_uri(link_for(chunk, self.base_url))
                 out.setdefault(uri, (uri, name(label(title, heading_path)), name(doc)))
         return list(out.values())

@@ -7,7 +7,9 @@ neither is cited under it (each links to its own path), the index run warns (ind
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable
 
 import sqlite_utils
@@ -21,6 +23,61 @@ DOC_URL = (
     "CASE WHEN d.url IN (SELECT value FROM json_each(coalesce((SELECT value FROM meta"
     " WHERE key = 'shared_urls'), '[]'))) THEN NULL ELSE d.url END"
 )
+
+
+# A heading's attribute list, as Pandoc, kramdown, Python-Markdown's attr_list and VitePress write
+# it after the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }", "Setup {: .tip
+# #setup}"), is markup, not a name; its "#id" is the heading's anchor (`anchor`). A
+# brace without "#" or "." ("GET /users/{id}") is the heading's own text.
+ATTRIBUTES = re.compile(r"\s*\{:?\s*[#.][^{}]*\}\s*$")
+OWN_ID = re.compile(r"[\s{:]#([\w.:-]+)")  # the "#id" inside a heading's attributes
+
+
+def anchor(heading: str, repeat: int = 0) -> str:
+    """The heading's anchor: the id its attributes give it ("{#id}"), else GitHub's slug of it,
+    numbered when earlier headings of its page have the same slug (`repeat` of them, `Anchors`):
+    "options", "options-1", "options-2"."""
+    attributes = ATTRIBUTES.search(heading)
+    own = OWN_ID.search(attributes.group()) if attributes else None
+    if own:
+        return own.group(1)
+    slug = re.sub(r"[^\w\- ]", "", ATTRIBUTES.sub("", heading).strip().lower())
+    slug = re.sub(r" ", "-", slug)
+    return f"{slug}-{repeat}" if repeat else slug
+
+
+def section_anchor(heading_path: list[str], repeat: int = 0) -> str:
+    """A section's anchor (its last heading's), "" for text before a page's first heading."""
+    return anchor(heading_path[-1], repeat) if heading_path else ""
+
+
+class Anchors:
+    """How many earlier headings of its page share the slug of a section's heading: fed each
+    page's sections in order (by heading path), it counts the headings each one opens, those
+    past the path it shares with the section before (a heading with no text of its own still
+    opens the ones under it, and takes its number)."""
+
+    def __init__(self) -> None:
+        self.doc: str | None = None
+        self.path: list[str] = []
+        self.slugs: Counter[str] = Counter()
+
+    def repeat(self, doc: str, heading_path: list[str]) -> int:
+        """The `repeat` of the section of `doc` at `heading_path`, the next one in page order."""
+        if doc != self.doc:
+            self.doc, self.path, self.slugs = doc, [], Counter()
+        shared = 0
+        while shared < min(len(heading_path), len(self.path)):
+            if heading_path[shared] != self.path[shared]:
+                break
+            shared += 1
+        n = 0
+        for heading in heading_path[shared:]:
+            slug = anchor(heading)
+            n = self.slugs[slug]
+            self.slugs[slug] += 1
+        self.path = list(heading_path)
+        return n
 
 
 def page_of(url: str) -> str:

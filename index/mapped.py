@@ -31,12 +31,12 @@ import numpy as np
 import sqlite_utils
 
 from .furniture import Counts, Furniture
-from .links import DOC_URL
+from .links import DOC_URL, Anchors, section_anchor
 from .search import BM25, TOKENIZER_VERSION, IndexChanged, Searcher, bm25_tokens
 from .store import IndexMissing, check_model, doc_updated, open_db, record
 
 MAGIC = b"FGARRAY1"
-FORMAT = 3  # 2: the furniture arrays; 3: copies of a page counted once in them
+FORMAT = 4  # 2: the furniture arrays; 3: copies of a page counted once in them; 4: repeats
 ALIGN = 64
 
 
@@ -109,10 +109,10 @@ CHUNK_READ_CHARS = 20_000
 class Records:
     """Chunk records read from the SQLite index by chunk id, for the hits used: one query for a
     list of rows, through `db` (the process's index, a connection per thread: index.store
-    .PerThread)."""
+    .PerThread), each with its section's `anchor` on its page (`repeats`: the arrays')."""
 
-    def __init__(self, db: sqlite_utils.Database, ids: np.ndarray):
-        self.ids = ids
+    def __init__(self, db: sqlite_utils.Database, ids: np.ndarray, repeats: np.ndarray):
+        self.ids, self.repeats = ids, repeats
         self._db = db
         self._updated = doc_updated(db.conn)
 
@@ -133,7 +133,10 @@ class Records:
                 f"chunk {missing[0]} left the index while answering (a reindex committed): "
                 "ask again"
             )
-        return [by_id[i] for i in ids]
+        return [
+            by_id[i] | {"anchor": section_anchor(by_id[i]["heading_path"], int(self.repeats[r]))}
+            for i, r in zip(ids, rows, strict=True)
+        ]
 
     def docs(self) -> list[str]:
         """Each row's doc path ("" for a chunk a reindex removed since), for scopes by folder."""
@@ -161,6 +164,9 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
     intents = np.zeros(n, dtype=np.int32)
     section_of: dict[tuple[str, str], int] = {}
     sections = np.zeros(n, dtype=np.int32)
+    # each section's heading: how many earlier headings of its page share its slug
+    anchors, repeat_of = Anchors(), dict[int, int]()
+    repeats = np.zeros(n, dtype=np.int32)
     furniture = Counts()
 
     def rows():
@@ -177,7 +183,11 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
             ids.append(cid.encode())
             intents[i] = intent_of.setdefault(intent, len(intent_of))
             sections[i] = section_of.setdefault((doc, path), len(section_of))
-            furniture.add(doc, title, json.loads(path), text, start)
+            headings = json.loads(path)
+            if sections[i] not in repeat_of:
+                repeat_of[sections[i]] = anchors.repeat(doc, headings)
+            repeats[i] = repeat_of[sections[i]]
+            furniture.add(doc, title, headings, text, start)
             if blob is not None:
                 vectors[i] = np.frombuffer(blob, dtype=np.float32)
             yield bm25_tokens(search_text)
@@ -199,6 +209,7 @@ def build(conn: sqlite3.Connection, meta: dict[str, str]) -> tuple[dict, dict[st
         "ids": np.array(ids, dtype=f"S{max(map(len, ids), default=1)}"),
         "intent_ids": remap[intents],
         "sections": sections,
+        "repeats": repeats,
         "vectors": vectors,
         **bm25.arrays(),
         **furniture.result().arrays(),
@@ -291,7 +302,7 @@ def open_searcher(
         a["sections"],
         vectors,
         BM25.from_arrays(a),
-        Records(db, a["ids"]),
+        Records(db, a["ids"], a["repeats"]),
         Furniture.from_arrays(a),
     )
     return head["generation"], searcher

@@ -26,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 
 from .furniture import Furniture, count
+from .links import Anchors, section_anchor
 
 TOKEN = re.compile(r"[a-z0-9]+")
 # A term is at most this long: a SHA-256 hex digest (64), the longest identifier people paste to
@@ -345,19 +346,23 @@ class Searcher:
         names = sorted({r["intent"] for r in records})
         ids = {n: i for i, n in enumerate(names)}
         sections: dict[tuple, int] = {}
+        anchors, repeats = Anchors(), dict[tuple, int]()
+        for r in records:
+            section = (r["doc"], tuple(r["heading_path"]))
+            if section not in sections:
+                sections[section] = len(sections)
+                repeats[section] = anchors.repeat(r["doc"], r["heading_path"])
+        keys = [(r["doc"], tuple(r["heading_path"])) for r in records]
         self._setup(
             np.array([ids[r["intent"]] for r in records], dtype=np.int32),
             names,
-            np.array(
-                [
-                    sections.setdefault((r["doc"], tuple(r["heading_path"])), len(sections))
-                    for r in records
-                ],
-                dtype=np.int32,
-            ),
+            np.array([sections[k] for k in keys], dtype=np.int32),
             vectors,
             bm25 or BM25(bm25_tokens(r["search_text"]) for r in records),
-            lambda rows: [records[r] for r in rows],
+            lambda rows: [
+                records[r] | {"anchor": section_anchor(list(keys[r][1]), repeats[keys[r]])}
+                for r in rows
+            ],
             count(r for r in records if "text" in r),
         )
 

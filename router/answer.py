@@ -12,6 +12,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from index.clean import display
+from index.links import ATTRIBUTES
 
 ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 
@@ -19,11 +20,6 @@ ANSWER, PARTIAL, ABSTAIN = "ANSWER", "PARTIAL", "ABSTAIN"
 # how a place in the docs is named (every answer, source list, abstain and progress shows it), as
 # display text (index.clean.display: no invisible characters that hide or reorder it); the index
 # and the quotes keep the doc's text as written.
-# A heading's attribute list, as Pandoc, kramdown, Python-Markdown's attr_list and VitePress write
-# it after the heading's text ("Using `BackgroundTasks` { #using-backgroundtasks }", "Setup {: .tip
-# #setup}"), is markup, not a name; its "#id" is the heading's anchor (router/citations.py). A
-# brace without "#" or "." ("GET /users/{id}") is the heading's own text.
-ATTRIBUTES = re.compile(r"\s*\{:?\s*[#.][^{}]*\}\s*$")
 INLINE = MarkdownIt("commonmark")
 # what of a heading's markdown a name keeps as written: its code and emphasis (Slack's and MCP
 # clients' markdown shows them as such); a link shows its text, an image its alt text, inline

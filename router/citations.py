@@ -6,7 +6,9 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from .answer import ATTRIBUTES, Citation, Passage, Source, label, section_path
+from index.links import anchor, section_anchor
+
+from .answer import Citation, Passage, Source, label, section_path
 
 __all__ = [  # label and section_path are re-exported: callers name places through this module
     "anchor",
@@ -39,25 +41,14 @@ def updated_ago(iso: str, now: datetime | None = None) -> str:
     return f"updated {days // 365} years ago"
 
 
-OWN_ID = re.compile(r"[\s{:]#([\w.:-]+)")  # the "#id" inside a heading's attributes
-
-
-def anchor(heading: str) -> str:
-    """The heading's anchor: the id its attributes give it ("{#id}"), else GitHub's slug of it."""
-    attributes = ATTRIBUTES.search(heading)
-    own = OWN_ID.search(attributes.group()) if attributes else None
-    if own:
-        return own.group(1)
-    slug = re.sub(r"[^\w\- ]", "", ATTRIBUTES.sub("", heading).strip().lower())
-    return re.sub(r" ", "-", slug)
-
-
 def link_for(chunk: dict, base_url: str = "") -> str:
     """The doc's front-matter url, else base_url + path (or the bare path), plus the section
-    anchor: a page's first heading gets one too (the heading path does not say whether it is
-    the page's H1 or, on a page without one, an H2; an H1's anchor is the page's top anyway)."""
-    section = chunk["heading_path"][-1] if chunk["heading_path"] else ""
-    frag = f"#{anchor(section)}" if section else ""
+    anchor: the index's record gives it, numbered among its page's headings (index/links.py
+    Anchors); else its heading's own. A page's first heading gets one too (the heading path does
+    not say whether it is the page's H1 or, on a page without one, an H2; an H1's anchor is the
+    page's top anyway)."""
+    section = chunk.get("anchor", section_anchor(chunk["heading_path"]))
+    frag = f"#{section}" if section else ""
     if chunk.get("url"):
         return chunk["url"].split("#")[0] + frag
     if base_url:

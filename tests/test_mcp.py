@@ -378,6 +378,40 @@ def test_a_scoped_server_never_returns_another_scopes_section(scoped):
     assert "zebra-quartz-1234" in everything.structured_content["text"]
 
 
+REPEATED = (
+    "---\nintent: cli\n---\n# CLI\n\n## run\n\nRuns a task.\n\n### Options\n\n"
+    "`--watch` reruns the task when its files change.\n\n## build\n\nBuilds the project.\n\n"
+    "### Options\n\n`--release` builds the project with optimisations.\n"
+)
+
+
+def test_a_heading_repeated_on_a_page_links_to_its_own_section(tmp_path, local_embedder):
+    """A page's repeated headings are numbered as GitHub numbers them ("options", "options-1"):
+    each section's link is its own, and reading the link gives that section."""
+    docs = write_docs(tmp_path / "docs", {"cli.md": REPEATED})
+    settings = Settings(db=str(tmp_path / "cli.db"))
+    api.index(docs, settings.db, settings=settings)
+    fg = FieldGuide.open(settings, embedder=local_embedder)
+    found, first, second, listed = call(
+        build(fg, None),
+        ("search", {"query": "build with optimisations --release", "k": 10}),
+        ("read_section", {"section": "cli.md#options"}),
+        ("read_section", {"section": "cli.md#options-1"}),
+        ("resources", {}),
+    )
+    url_of = {
+        h["text"].split("`")[1]: h["url"]
+        for h in found.structured_content["hits"]
+        if "`--" in h["text"]
+    }
+    assert url_of == {"--watch": "cli.md#options", "--release": "cli.md#options-1"}
+    assert "--watch" in first.structured_content["text"]
+    assert "--release" in second.structured_content["text"]
+    assert "--release" not in first.structured_content["text"]
+    uris = {r.uri for r in listed}
+    assert {"fieldguide:///cli.md#options", "fieldguide:///cli.md#options-1"} <= uris
+
+
 def test_a_huge_section_is_cut_with_a_mark_and_doc_text_stays_data(scoped):
     server = build(scoped, deployment_scope(scoped))
     uri = "fieldguide:///alpha/ledger.md#reconciliation"
