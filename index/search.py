@@ -345,14 +345,13 @@ class Searcher:
         # be chunks x the longest name wide (1.4 GB for one 100,000-character intent)
         names = sorted({r["intent"] for r in records})
         ids = {n: i for i, n in enumerate(names)}
+        keys = [(r["doc"], tuple(r["heading_path"])) for r in records]
         sections: dict[tuple, int] = {}
         anchors, repeats = Anchors(), dict[tuple, int]()
-        for r in records:
-            section = (r["doc"], tuple(r["heading_path"]))
-            if section not in sections:
-                sections[section] = len(sections)
-                repeats[section] = anchors.repeat(r["doc"], r["heading_path"])
-        keys = [(r["doc"], tuple(r["heading_path"])) for r in records]
+        for doc, path in keys:  # in page order: each section's heading numbered as it comes
+            if (doc, path) not in sections:
+                sections[(doc, path)] = len(sections)
+                repeats[(doc, path)] = anchors.repeat(doc, list(path))
         self._setup(
             np.array([ids[r["intent"]] for r in records], dtype=np.int32),
             names,

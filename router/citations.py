@@ -6,12 +6,11 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from index.links import anchor, section_anchor
+from index.links import section_anchor
 
 from .answer import Citation, Passage, Source, label, section_path
 
 __all__ = [  # label and section_path are re-exported: callers name places through this module
-    "anchor",
     "check",
     "label",
     "link_for",
