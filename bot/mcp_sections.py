@@ -84,7 +84,10 @@ class Sections:
     def __init__(self, db: str, base_url: str, scope: Scope | None):
         self.db, self.base_url, self.scope = db, base_url, scope
 
-    def _read(self, conn: sqlite3.Connection, doc: str, path: str, limit: int) -> Found | None:
+    def _read(
+        self, conn: sqlite3.Connection, doc: str, path: str, limit: int, at: str | None = None
+    ) -> Found | None:
+        """The section of `doc` at heading `path` (JSON); `at`: its anchor, where known."""
         first, text, chars = None, "", 0
         for cid, part, length, title, intent, url in section_chunks(conn, doc, path, limit + 1):
             if not visible(self.scope, intent, doc):
@@ -98,7 +101,8 @@ class Sections:
             return None
         cid, title, intent, url = first
         heading_path = json.loads(path)
-        at = page_anchors(conn, doc).get(path, section_anchor(heading_path))
+        if at is None:
+            at = page_anchors(conn, doc).get(path, section_anchor(heading_path))
         link = link_for(
             {"doc": doc, "heading_path": heading_path, "url": url, "anchor": at}, self.base_url
         )
@@ -121,7 +125,7 @@ class Sections:
                 for path, at in page_anchors(conn, doc).items():
                     chunk: dict = {"doc": doc, "heading_path": [], "url": doc_url, "anchor": at}
                     if link_for(chunk, self.base_url) == url and len(out) <= MAX_SAME_URL:
-                        found = self._read(conn, doc, path, limit)
+                        found = self._read(conn, doc, path, limit, at)
                         out += [found] if found else []
             return out
 

@@ -383,6 +383,19 @@ def test_no_reference_definition_reaches_slack_whatever_its_label(text):
     assert not links(streamed), streamed
 
 
+def test_a_long_streamed_answer_is_made_safe_as_the_whole_would_be():
+    """Streamed in pieces, an answer is what `safe_markdown` makes of it whole, a code block that
+    holds a blank line read as code after it too (its URL and brackets as typed)."""
+    from bot.slack.slack_format import StreamSanitizer, safe_markdown, unlinked_urls
+
+    code = "```sh\ncurl https://example.com/a\n\nx=a[1]\n```\n\n"
+    text = code + "See https://example.com/b for [the steps] [3].\n\n" * 40
+    s = StreamSanitizer()
+    streamed = "".join(s.feed(text[i : i + 5]) for i in range(0, len(text), 5)) + s.flush()
+    assert streamed == safe_markdown(unlinked_urls(text))
+    assert streamed.startswith(code)
+
+
 # -- 4. no link from the docs or the model reaches Slack, nested brackets and all ----------------
 
 DECEPTIVE = [

@@ -18,6 +18,7 @@ from markdown_it import MarkdownIt
 
 from router.answer import Answer, Source
 from router.citations import updated_ago
+from router.marks import fences
 from router.rendered import CODE_SPAN
 from router.words import TYPO_NOTE
 
@@ -369,7 +370,10 @@ class StreamSanitizer:
         self.held = ""
         self.raw = ""  # everything fed, as the model wrote it
         self.sent = ""  # the part of it released
-        self.safe = ""  # that part as made safe, read whole
+        self.safe = ""  # that part as made safe
+        # the released text up to its last paragraph break outside a code block (markdown reads no
+        # code span, link or URL across it: what comes after is read apart), and its safe form
+        self.settled, self.settled_safe = 0, ""
 
     def feed(self, delta: str) -> str:
         self.raw += delta
@@ -397,9 +401,15 @@ class StreamSanitizer:
     def _release(self, text: str) -> str:
         if not text:
             return ""
-        # read in the context of what came before (an open code span or block)
+        # read in the context of what came before since the settled part (an open code span or
+        # block), so that a long answer is not read again whole at every piece
         before, self.sent = self.safe, self.sent + text
-        self.safe = safe_markdown(unlinked_urls(self.sent))
+        rest = self.sent[self.settled :]
+        self.safe = self.settled_safe + safe_markdown(unlinked_urls(rest))
+        cut = rest.rfind("\n\n") + 2
+        if cut > 1 and fences(rest[:cut]) % 2 == 0:
+            self.settled += cut
+            self.settled_safe += safe_markdown(unlinked_urls(rest[:cut]))
         return self.safe[len(before) :] if self.safe.startswith(before) else safe_markdown(text)
 
 
